@@ -1,0 +1,46 @@
+"""Sweeper's exceptions: one root class, a few specific subclasses.
+
+The CLI turns any :class:`SweeperError` into one line on stderr and exit code 2; anything else is an
+internal failure (exit 1).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FitError",
+    "ImportDataError",
+    "StorageError",
+    "StudyError",
+    "SweeperError",
+    "TargetError",
+]
+
+
+class SweeperError(Exception):
+    """Root of every error Sweeper raises on bad input or a state it cannot work with."""
+
+
+class StudyError(SweeperError):
+    """A study file is invalid. ``problems`` lists every problem found, one line each."""
+
+    def __init__(self, problems: list[str] | str, *, path: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__("\n".join(f"{where}{p}" for p in self.problems))
+
+
+class StorageError(SweeperError):
+    """The storage cannot be reached, or holds something that contradicts the request."""
+
+
+class ImportDataError(SweeperError):
+    """A file of external runs cannot be imported."""
+
+
+class FitError(SweeperError):
+    """A fit cannot be made from the data given (too few cells, no usable runs, ...)."""
+
+
+class TargetError(SweeperError):
+    """A recommendation target, hardware description or export request is invalid."""
