@@ -19,8 +19,8 @@ This module holds no fitting code (see :mod:`sweeper.fit`) and no I/O (see :mod:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -121,7 +121,7 @@ class PowerLaw(Law):
     exponents: Mapping[str, float] = field(default_factory=dict)
     exponents_ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     prefactor_ci: tuple[float, float] | None = None
-    boot_coefs: Sequence[Sequence[float]] = ()
+    boot_coefs: tuple[tuple[float, ...], ...] = ()
     residual_std: float = 0.0
     n_cells: int = 0
     n_points: int = 0
@@ -249,7 +249,7 @@ _KINDS: Final[dict[str, type[Law]]] = {
 def law_from_dict(d: Mapping[str, Any]) -> Law:
     """Inverse of ``Law.to_dict`` (derived keys such as ``prefactor`` are ignored)."""
     cls = _KINDS[d["kind"]]
-    names = set(cls.__dataclass_fields__)
+    names = {f.name for f in fields(cls)}
     kw: dict[str, Any] = {k: v for k, v in d.items() if k in names}
     kw["predictors"] = tuple(kw.get("predictors", ()))
     kw["domain"] = {k: (float(v[0]), float(v[1])) for k, v in (kw.get("domain") or {}).items()}
@@ -259,6 +259,8 @@ def law_from_dict(d: Mapping[str, Any]) -> Law:
         kw["prefactor_ci"] = tuple(kw["prefactor_ci"])
     if "ci" in kw:
         kw["ci"] = {k: (float(v[0]), float(v[1])) for k, v in kw["ci"].items()}
+    if "boot_coefs" in kw:
+        kw["boot_coefs"] = tuple(tuple(float(v) for v in r) for r in kw["boot_coefs"])
     if "notes" in kw:
         kw["notes"] = tuple(kw["notes"])
     return cls(**kw)

@@ -34,7 +34,14 @@ _STEPLAW_CONV = {
 }
 
 
-def _power(source: str, target: str, a: float, exps: dict[str, float], domain: dict[str, tuple[float, float]], conv: dict[str, str]) -> PowerLaw:
+def _power(
+    source: str,
+    target: str,
+    a: float,
+    exps: dict[str, float],
+    domain: dict[str, tuple[float, float]],
+    conv: dict[str, str],
+) -> PowerLaw:
     return PowerLaw(
         target=target,
         predictors=tuple(exps),
@@ -56,14 +63,23 @@ def published_laws(name: str) -> dict[str, Law]:
         dom = {"flops": (1e17, 2e19)}
         return {
             "lr": _power("deepseek", "lr", 0.3118, {"flops": -0.1250}, dom, _DEEPSEEK_CONV),
-            "batch_tokens": _power("deepseek", "batch_tokens", 0.2920, {"flops": 0.3271}, dom, _DEEPSEEK_CONV),
+            "batch_tokens": _power(
+                "deepseek", "batch_tokens", 0.2920, {"flops": 0.3271}, dom, _DEEPSEEK_CONV
+            ),
         }
     if key == "steplaw":
         dom = {"n_params": (6e7, 1.07e9), "tokens": (2e9, 1e11)}
         return {
-            "lr": _power("steplaw", "lr", 1.79, {"n_params": -0.713, "tokens": 0.307}, dom, _STEPLAW_CONV),
+            "lr": _power(
+                "steplaw", "lr", 1.79, {"n_params": -0.713, "tokens": 0.307}, dom, _STEPLAW_CONV
+            ),
             "batch_tokens": _power(
-                "steplaw", "batch_tokens", 0.58, {"tokens": 0.571}, {"tokens": dom["tokens"]}, _STEPLAW_CONV
+                "steplaw",
+                "batch_tokens",
+                0.58,
+                {"tokens": 0.571},
+                {"tokens": dom["tokens"]},
+                _STEPLAW_CONV,
             ),
         }
     if key == "kaplan":

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "CELL_KEYS",
     "COLUMNS",
     "NUMERIC_COLUMNS",
-    "CELL_KEYS",
     "empty_runs",
     "normalize_runs",
 ]
@@ -85,9 +85,13 @@ def normalize_runs(df: pd.DataFrame) -> pd.DataFrame:
             out[col] = np.nan
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     missing_bt = out["batch_tokens"].isna()
-    out.loc[missing_bt, "batch_tokens"] = out.loc[missing_bt, "batch_size"] * out.loc[missing_bt, "seq_len"]
+    out.loc[missing_bt, "batch_tokens"] = (
+        out.loc[missing_bt, "batch_size"] * out.loc[missing_bt, "seq_len"]
+    )
     missing_fl = out["flops"].isna()
-    out.loc[missing_fl, "flops"] = 6.0 * out.loc[missing_fl, "n_params"] * out.loc[missing_fl, "tokens"]
+    out.loc[missing_fl, "flops"] = (
+        6.0 * out.loc[missing_fl, "n_params"] * out.loc[missing_fl, "tokens"]
+    )
     if "cell" not in out.columns:
         out["cell"] = None
     no_cell = out["cell"].isna()

@@ -26,18 +26,18 @@ from sweeper.errors import StorageError
 
 __all__ = [
     "DEFAULT_URL",
-    "metadata",
-    "resolve_url",
     "get_engine",
-    "transaction",
+    "get_law",
+    "get_sweep",
     "laws_table",
+    "list_laws",
+    "list_sweeps",
+    "metadata",
+    "put_law",
+    "resolve_url",
     "runs_table",
     "sweeps_table",
-    "get_sweep",
-    "list_sweeps",
-    "put_law",
-    "get_law",
-    "list_laws",
+    "transaction",
 ]
 
 DEFAULT_URL = "sqlite:///sweeper.db"
@@ -59,7 +59,9 @@ runs_table = sa.Table(
     "sweeper_runs",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("sweep", sa.String(255), sa.ForeignKey("sweeper_sweeps.name"), nullable=False, index=True),
+    sa.Column(
+        "sweep", sa.String(255), sa.ForeignKey("sweeper_sweeps.name"), nullable=False, index=True
+    ),
     sa.Column("row_json", sa.Text, nullable=False),
 )
 
@@ -121,7 +123,11 @@ def now() -> datetime:
 def get_sweep(name: str, url: str | None = None) -> dict[str, Any] | None:
     """The ``sweeper_sweeps`` row for ``name`` as a dict (``meta`` decoded), or None."""
     with get_engine(url).connect() as conn:
-        row = conn.execute(sa.select(sweeps_table).where(sweeps_table.c.name == name)).mappings().first()
+        row = (
+            conn.execute(sa.select(sweeps_table).where(sweeps_table.c.name == name))
+            .mappings()
+            .first()
+        )
     if row is None:
         return None
     out = dict(row)
@@ -131,7 +137,11 @@ def get_sweep(name: str, url: str | None = None) -> dict[str, Any] | None:
 
 def list_sweeps(url: str | None = None) -> list[dict[str, Any]]:
     with get_engine(url).connect() as conn:
-        rows = conn.execute(sa.select(sweeps_table).order_by(sweeps_table.c.created_at)).mappings().all()
+        rows = (
+            conn.execute(sa.select(sweeps_table).order_by(sweeps_table.c.created_at))
+            .mappings()
+            .all()
+        )
     out = []
     for r in rows:
         d = dict(r)
@@ -171,7 +181,9 @@ def _law_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def get_law(law_id: int, url: str | None = None) -> dict[str, Any] | None:
     with get_engine(url).connect() as conn:
-        row = conn.execute(sa.select(laws_table).where(laws_table.c.id == law_id)).mappings().first()
+        row = (
+            conn.execute(sa.select(laws_table).where(laws_table.c.id == law_id)).mappings().first()
+        )
     return None if row is None else _law_row(row)
 
 

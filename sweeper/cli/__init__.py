@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from sweeper.errors import SweeperError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 #: verb modules, in the order their verbs are listed in ``sweeper --help``
 VERB_MODULES: tuple[str, ...] = (
@@ -51,7 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        level=logging.DEBUG
+        if args.verbose > 1
+        else logging.INFO
+        if args.verbose
+        else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     if not getattr(args, "func", None):
@@ -73,7 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # internal failure: one line unless --debug
         if args.debug:
             raise
-        print(f"sweeper: internal error: {type(e).__name__}: {e} (rerun with --debug)", file=sys.stderr)
+        print(
+            f"sweeper: internal error: {type(e).__name__}: {e} (rerun with --debug)",
+            file=sys.stderr,
+        )
         return 1
 
 
