@@ -127,6 +127,9 @@ class PowerLaw(Law):
     n_points: int = 0
     cv_error: float | None = None
     holdout_error: float | None = None
+    #: median over cells of d²(loss / loss_opt)/d(ln y)² at the optimum: the relative loss penalty
+    #: of missing the optimum by a factor r is about ``0.5 * loss_curvature * ln(r)**2``
+    loss_curvature: float | None = None
     fingerprint: str = ""
     notes: tuple[str, ...] = ()
 
@@ -167,6 +170,7 @@ class PowerLaw(Law):
             n_points=self.n_points,
             cv_error=self.cv_error,
             holdout_error=self.holdout_error,
+            loss_curvature=self.loss_curvature,
             fingerprint=self.fingerprint,
             notes=list(self.notes),
         )
