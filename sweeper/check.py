@@ -1,0 +1,235 @@
+"""Does a published (or any) recipe agree with the measured laws?
+
+``check_recipe(laws, recipe)`` evaluates the LR and batch laws at the recipe's N and D (in each
+law's conventions, see :func:`sweeper.recommend.law_scale`) and reports, per quantity, the ratio
+recipe / law, whether the recipe sits inside the law's interval, and the loss penalty that the
+law's fitted curvature implies: a relative penalty of about ``0.5 · k · ln(ratio)²`` with
+``k = PowerLaw.loss_curvature`` (the second derivative of loss/loss_opt in ln y at the optimum).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.errors import TargetError
+from sweeper.laws import Law, PowerLaw
+from sweeper.recipes import PublishedRecipe
+from sweeper.recommend import (
+    DEFAULT_SEQ_LEN,
+    check_parametrization,
+    extrapolation_summary,
+    infer_shape,
+    law_label,
+    law_scale,
+)
+
+__all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_penalty"]
+
+
+@dataclass(frozen=True)
+class CheckValues:
+    """A recipe to check given as numbers: non-embedding ``n_params``, ``tokens``, peak ``lr``,
+    ``batch_tokens``; the shape (``layers``, ``d_model``, ``context``) when known (DeepSeek's M
+    needs it; without it the shape is inferred from N)."""
+
+    n_params: float
+    tokens: float
+    lr: float
+    batch_tokens: float
+    layers: int | None = None
+    d_model: int | None = None
+    context: int | None = None
+    name: str = "custom"
+    parametrization: str = "sp"
+
+    def __post_init__(self) -> None:
+        bad = [
+            f"{k}={getattr(self, k)}"
+            for k in ("n_params", "tokens", "lr", "batch_tokens")
+            if not (math.isfinite(getattr(self, k)) and getattr(self, k) > 0)
+        ]
+        bad += [
+            f"{k}={getattr(self, k)}"
+            for k in ("layers", "d_model", "context")
+            if getattr(self, k) is not None and getattr(self, k) < 1
+        ]
+        if bad:
+            raise TargetError(f"recipe values must be positive, got {', '.join(bad)}")
+        if (self.layers is None) != (self.d_model is None):
+            raise TargetError(
+                f"give layers and d_model together, got layers={self.layers}, "
+                f"d_model={self.d_model}"
+            )
+
+    @classmethod
+    def from_published(cls, r: PublishedRecipe) -> CheckValues:
+        return cls(
+            n_params=r.n_params,
+            tokens=r.tokens,
+            lr=r.lr,
+            batch_tokens=r.batch_tokens,
+            layers=r.layers,
+            d_model=r.d_model,
+            context=r.context,
+            name=r.name,
+        )
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One quantity (``lr`` or ``batch_tokens``): the recipe's value against the law's."""
+
+    quantity: str
+    actual: float
+    predicted: float
+    low: float
+    high: float
+    law: str
+    loss_penalty: float | None  # relative (0.01 = 1% higher loss), None without a curvature
+
+    @property
+    def ratio(self) -> float:
+        return self.actual / self.predicted
+
+    @property
+    def inside(self) -> bool | None:
+        """Inside the law's interval; None when the law gives no interval (a published law)."""
+        if self.low == self.high:
+            return None
+        return self.low <= self.actual <= self.high
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "quantity": self.quantity,
+            "actual": self.actual,
+            "predicted": self.predicted,
+            "low": self.low,
+            "high": self.high,
+            "ratio": self.ratio,
+            "inside": self.inside,
+            "law": self.law,
+            "loss_penalty": self.loss_penalty,
+        }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Everything ``check_recipe`` found for one recipe."""
+
+    name: str
+    n_params: float
+    tokens: float
+    items: tuple[CheckItem, ...]
+    extrapolation_factor: float | None
+    warnings: tuple[str, ...]
+    law_ids: tuple[int | str, ...]
+
+    def item(self, quantity: str) -> CheckItem | None:
+        return next((i for i in self.items if i.quantity == quantity), None)
+
+    @property
+    def loss_penalty(self) -> float | None:
+        """Sum of the per-quantity penalties (treating LR and batch as separable), if any."""
+        ps = [i.loss_penalty for i in self.items if i.loss_penalty is not None]
+        return sum(ps) if ps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "n_params": self.n_params,
+            "tokens": self.tokens,
+            "items": [i.to_dict() for i in self.items],
+            "loss_penalty": self.loss_penalty,
+            "extrapolation_factor": self.extrapolation_factor,
+            "warnings": list(self.warnings),
+            "law_ids": list(self.law_ids),
+        }
+
+
+def loss_penalty(law: Law, ratio: float) -> float | None:
+    """Relative loss penalty 0.5·k·ln(ratio)² of missing the optimum by ``ratio`` (None when the
+    law records no curvature ``k``)."""
+    k = law.loss_curvature if isinstance(law, PowerLaw) else None
+    if k is None or not math.isfinite(k):
+        return None
+    return 0.5 * k * math.log(ratio) ** 2
+
+
+def check_recipe(
+    laws: Mapping[str, Law],
+    recipe: PublishedRecipe | CheckValues,
+    *,
+    force: bool = False,
+    level: float = 0.95,
+) -> CheckResult:
+    """Where ``recipe``'s LR and batch sit relative to ``laws`` ("lr" and/or "batch_tokens").
+
+    A law fitted under muP/CompleteP is refused for these SP recipes unless ``force``.
+    """
+    v = CheckValues.from_published(recipe) if isinstance(recipe, PublishedRecipe) else recipe
+    roles = [(q, laws[q]) for q in ("lr", "batch_tokens") if q in laws]
+    if not roles:
+        raise TargetError(f"no lr or batch_tokens law to check against (got {sorted(laws)})")
+    warnings: list[str] = []
+    shape_given = v.layers is not None and v.d_model is not None
+    if v.layers is not None and v.d_model is not None:
+        width, depth = v.d_model, v.layers
+    else:
+        width, depth = infer_shape(v.n_params)
+    seq_len = v.context or DEFAULT_SEQ_LEN
+    items: list[CheckItem] = []
+    used: list[tuple[str, Law, Mapping[str, float]]] = []
+    for quantity, law in roles:
+        check_parametrization(law, quantity, v.parametrization, force=force, warnings=warnings)
+        scale = law_scale(
+            law,
+            n_params=v.n_params,
+            tokens=v.tokens,
+            width=width,
+            depth=depth,
+            seq_len=seq_len,
+            shape_given=shape_given,
+        )
+        try:
+            predicted = law.predict(scale)
+            low, high = law.interval(scale, level)
+        except (KeyError, ValueError) as e:
+            raise TargetError(
+                f"{quantity} law ({law_label(law)}) cannot be evaluated: {e}"
+            ) from None
+        if not (math.isfinite(predicted) and predicted > 0):
+            warnings.append(
+                f"{quantity} law ({law_label(law)}) predicts {predicted:.3g} for {v.name}: "
+                "outside its range, not compared"
+            )
+            continue
+        actual = v.lr if quantity == "lr" else v.batch_tokens
+        items.append(
+            CheckItem(
+                quantity=quantity,
+                actual=actual,
+                predicted=predicted,
+                low=low,
+                high=high,
+                law=law_label(law),
+                loss_penalty=loss_penalty(law, actual / predicted),
+            )
+        )
+        used.append((quantity, law, scale))
+    if "batch_tokens" not in laws:
+        warnings.append("no batch law given: the batch is not checked")
+    factor, _ = extrapolation_summary(used, warnings)
+    ids = tuple(law.id if law.id is not None else law_label(law) for _, law in roles)
+    return CheckResult(
+        name=v.name,
+        n_params=v.n_params,
+        tokens=v.tokens,
+        items=tuple(items),
+        extrapolation_factor=factor,
+        warnings=tuple(warnings),
+        law_ids=ids,
+    )

@@ -1,0 +1,481 @@
+"""``sweeper recommend | export | check``: from laws to a recipe, a config file, or a verdict.
+
+Laws come from a stored SWEEP (the latest lr, batch_tokens and loss laws fitted for it), from
+``--law ID`` (stored law ids; may be repeated, e.g. an lr law and a batch law), or from a published
+set ``--law deepseek|steplaw|kaplan``. Numbers accept the suffixes k, M, B (or G) and T: ``--params
+7B --tokens 2T``. Nothing heavy is imported here at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper.errors import StorageError, TargetError
+
+if TYPE_CHECKING:
+    from sweeper.check import CheckResult
+    from sweeper.laws import Law, LossLaw
+    from sweeper.recommend import Recipe
+
+__all__ = ["register"]
+
+#: the formats of :data:`sweeper.export.FORMATS`, spelled out so that registering imports nothing
+EXPORT_FORMATS = ("litgpt", "hf", "deepspeed", "megatron", "torchtitan", "nanogpt", "json")
+_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def _number(text: str) -> float:
+    """A float, optionally with a k/M/B/G/T suffix ("7B", "2.5T", "4M")."""
+    t = text.strip().replace("_", "")
+    mult = 1.0
+    if t and t[-1] in _SUFFIX:
+        t, mult = t[:-1], _SUFFIX[t[-1]]
+    try:
+        return float(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _count(text: str) -> int:
+    v = _number(text)
+    if v != int(v):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(v)
+
+
+# ---------------------------------------------------------------------------------------- parsers
+
+
+def _add_law_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sweep", nargs="?", help="stored sweep whose latest fitted laws to use")
+    p.add_argument(
+        "--law",
+        action="append",
+        default=[],
+        metavar="ID|NAME",
+        help="stored law id (repeatable: an lr law and a batch law) or deepseek|steplaw|kaplan",
+    )
+    p.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
+    p.add_argument(
+        "--force", action="store_true", help="use a law of another parametrization anyway"
+    )
+
+
+def _add_target_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("target (N or shape; D, C or D/N)")
+    g.add_argument("--params", type=_number, help="non-embedding parameters N")
+    g.add_argument("--width", type=_count, help="d_model")
+    g.add_argument("--depth", type=_count, help="layers")
+    g.add_argument("--heads", type=_count, help="attention heads")
+    g.add_argument("--vocab", type=_count, help="vocabulary size (embedding memory)")
+    g.add_argument("--context", type=_count, help="context length (training sequence length)")
+    g.add_argument("--tokens", type=_number, help="training tokens D")
+    g.add_argument("--compute", type=_number, help="training FLOPs C (6·N·D + attention)")
+    g.add_argument("--tokens-per-param", type=_number, help="D = R·N")
+    g.add_argument("--parametrization", default="sp", help="sp | mup | completep (default sp)")
+    g.add_argument("--base-width", type=_count, help="muP/CompleteP base width")
+    g.add_argument("--base-depth", type=_count, help="CompleteP base depth")
+    h = p.add_argument_group("hardware (optional)")
+    h.add_argument("--gpus", type=_count, default=1, help="data-parallel GPUs (default 1)")
+    h.add_argument("--gpu-memory-gb", type=_number, help="memory per GPU in GiB")
+    h.add_argument("--seq-len", type=_count, help="training sequence length")
+    h.add_argument("--micro-batch", type=_count, help="sequences per GPU per forward pass")
+    h.add_argument("--precision", default="bf16", help="bf16 (mixed, fp32 master) | fp32")
+    h.add_argument("--peak-tflops", type=_number, help="dense peak TFLOP/s per GPU")
+    h.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation (default 0.4)")
+    h.add_argument("--zero-stage", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
+    h.add_argument("--recompute", action="store_true", help="full activation recomputation")
+    h.add_argument(
+        "--no-flash-attention", action="store_true", help="attention scores kept in memory"
+    )
+    r = p.add_argument_group("recipe overrides")
+    r.add_argument("--global-batch", type=_count, help="global batch in sequences (not the law's)")
+    r.add_argument(
+        "--rampup",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="batch ramp-up on/off (default: on from 1024 sequences)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``recommend``, ``export`` and ``check`` verbs."""
+    p = subparsers.add_parser(
+        "recommend",
+        help="the training recipe for a target model from the laws",
+        description="Peak LR, batch, schedule, optimizer, memory and time for a target, with "
+        "intervals, provenance and warnings.",
+    )
+    _add_law_args(p)
+    _add_target_args(p)
+    p.add_argument("--json", action="store_true", help="print the recipe as one JSON object")
+    p.set_defaults(func=cmd_recommend)
+
+    p = subparsers.add_parser(
+        "export",
+        help="a recipe as a litgpt/HF/DeepSpeed/Megatron/torchtitan/nanoGPT/JSON config",
+        description="Write a recipe in the config format of the framework that will run it.",
+    )
+    _add_law_args(p)
+    _add_target_args(p)
+    p.add_argument("--format", required=True, help=" | ".join(EXPORT_FORMATS))
+    p.add_argument("-o", "--output", type=Path, help="file to write (default stdout)")
+    p.add_argument("--recipe-json", type=Path, help="a saved `recommend --json` recipe")
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser(
+        "check",
+        help="how a published (or given) recipe sits against the laws",
+        description="Ratio of a recipe's LR and batch to the law's prediction, whether it is "
+        "inside the interval, and the loss penalty the law's curvature implies.",
+    )
+    _add_law_args(p)
+    p.add_argument("--recipe", help="a built-in published recipe (see --list-recipes)")
+    p.add_argument("--list-recipes", action="store_true", help="list the built-in recipes")
+    p.add_argument("--all-recipes", action="store_true", help="check every built-in recipe")
+    p.add_argument("--params", type=_number, help="non-embedding parameters N")
+    p.add_argument("--tokens", type=_number, help="training tokens D")
+    p.add_argument("--lr", type=_number, help="peak LR")
+    p.add_argument("--batch-tokens", type=_number, help="batch size in tokens")
+    p.add_argument("--width", type=_count, help="d_model (for DeepSeek's M)")
+    p.add_argument("--depth", type=_count, help="layers (for DeepSeek's M)")
+    p.add_argument("--context", type=_count, help="sequence length (for DeepSeek's M)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_check)
+
+
+# -------------------------------------------------------------------------------- law resolution
+
+
+def resolve_laws(
+    sweep: str | None, law_args: list[str], storage: str | None
+) -> tuple[dict[str, Law], LossLaw | None]:
+    """Laws keyed by target ("lr", "batch_tokens") plus the loss law, from a sweep or ``--law``."""
+    from sweeper.laws import LossLaw, law_from_dict
+    from sweeper.published import PUBLISHED_NAMES, published_laws
+
+    if sweep and law_args:
+        raise TargetError("give a SWEEP or --law, not both")
+    if not sweep and not law_args:
+        raise TargetError(f"give a SWEEP or --law ID|{'|'.join(PUBLISHED_NAMES)}")
+    laws: dict[str, Law] = {}
+    loss: LossLaw | None = None
+    if sweep:
+        from sweeper.storage import list_laws, resolve_url
+
+        rows = list_laws(sweep, storage)
+        if not rows:
+            raise StorageError(
+                f"no laws stored for sweep {sweep!r} in {resolve_url(storage)} "
+                f"(run `sweeper fit {sweep}`, or use --law {'|'.join(PUBLISHED_NAMES)})"
+            )
+        for row in rows:  # ordered by id: later fits replace earlier ones
+            law = law_from_dict(row)
+            if isinstance(law, LossLaw):
+                loss = law
+            elif law.target in ("lr", "batch_tokens"):
+                laws[law.target] = law
+        return laws, loss
+
+    given: dict[str, str] = {}
+    for arg in law_args:
+        key = arg.strip().lower().replace("-", "").replace("_", "")
+        if key in PUBLISHED_NAMES:
+            found: list[Law] = list(published_laws(key).values())
+        elif arg.strip().isdigit():
+            from sweeper.storage import get_law, resolve_url
+
+            row = get_law(int(arg), storage)
+            if row is None:
+                raise StorageError(f"no law with id {arg} in {resolve_url(storage)}")
+            found = [law_from_dict(row)]
+        else:
+            raise TargetError(
+                f"--law expects a stored law id or one of {', '.join(PUBLISHED_NAMES)}, got {arg!r}"
+            )
+        for law in found:
+            if isinstance(law, LossLaw):
+                if loss is not None:
+                    raise TargetError(f"two loss laws given (--law {given['loss']} and {arg})")
+                loss, given["loss"] = law, arg
+                continue
+            if law.target in laws:
+                raise TargetError(
+                    f"two {law.target} laws given (--law {given[law.target]} and --law {arg})"
+                )
+            laws[law.target], given[law.target] = law, arg
+    return laws, loss
+
+
+def _build_recipe(args: argparse.Namespace) -> Recipe:
+    from sweeper.recommend import Hardware, Target, recommend
+
+    target = Target(
+        n_params=args.params,
+        width=args.width,
+        depth=args.depth,
+        heads=args.heads,
+        vocab=args.vocab,
+        context=args.context,
+        tokens=args.tokens,
+        compute=args.compute,
+        tokens_per_param=args.tokens_per_param,
+        parametrization=args.parametrization,
+        base_width=args.base_width,
+        base_depth=args.base_depth,
+    )
+    hardware = Hardware(
+        gpus=args.gpus,
+        gpu_memory_gb=args.gpu_memory_gb,
+        seq_len=args.seq_len,
+        micro_batch=args.micro_batch,
+        precision=args.precision,
+        peak_tflops=args.peak_tflops,
+        mfu=args.mfu,
+        zero_stage=args.zero_stage,
+        flash_attention=not args.no_flash_attention,
+        recompute=args.recompute,
+    )
+    laws, loss = resolve_laws(args.sweep, args.law, args.storage)
+    return recommend(
+        laws,
+        target,
+        hardware,
+        loss_law=loss,
+        global_batch=args.global_batch,
+        rampup=args.rampup,
+        force=args.force,
+    )
+
+
+# ---------------------------------------------------------------------------------------- output
+
+
+def _console() -> Any:
+    """A rich console; 160 columns when stdout is not a terminal (rich would assume 80)."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "- (give --peak-tflops)"
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} days"
+    return f"{seconds / 3600:.2f} h"
+
+
+def _print_recipe(r: Recipe) -> None:
+    from rich.table import Table
+
+    def iv(low: float, high: float) -> str:
+        return "published: no interval" if low == high else f"[{low:.3g}, {high:.3g}]"
+
+    t = Table(title="Sweeper recipe", show_lines=False)
+    t.add_column("setting")
+    t.add_column("value", justify="right")
+    t.add_column(f"{r.level:.0%} interval / note")
+    shape = f"{r.depth} × {r.width}, {r.heads} heads" + (" (inferred)" if r.shape_inferred else "")
+    t.add_row("model", f"N = {r.n_params:.4g}", shape)
+    t.add_row("tokens", f"{r.tokens:.4g}", f"{r.tokens / r.n_params:.1f} per parameter")
+    t.add_row("peak LR", f"{r.lr.value:.4g}", iv(r.lr.low, r.lr.high))
+    t.add_row("min LR", f"{r.min_lr:.4g}", f"{r.min_lr_ratio:.0%} of peak, {r.schedule}")
+    t.add_row(
+        "batch (tokens)",
+        f"{r.batch_tokens.value:.4g}",
+        f"law {r.batch_tokens_law:.4g} {iv(r.batch_tokens.low, r.batch_tokens.high)}",
+    )
+    t.add_row(
+        "global batch",
+        f"{r.global_batch_sequences} × {r.seq_len}",
+        f"micro {r.micro_batch_size} × accum {r.grad_accum_steps} × {r.data_parallel} GPUs",
+    )
+    t.add_row("steps", f"{r.total_steps}", f"warmup {r.warmup_steps} ({r.warmup_tokens:.3g} tok)")
+    if r.rampup is not None:
+        ru = r.rampup
+        t.add_row(
+            "batch ramp-up",
+            f"{ru.start_sequences} → {r.global_batch_sequences}",
+            f"+{ru.increment_sequences} every {ru.tokens_per_increment(r.global_batch_sequences):.3g}"
+            f" tokens, over {ru.ramp_tokens:.3g} tokens",
+        )
+    t.add_row("AdamW", f"β=({r.adam_beta1}, {r.adam_beta2})", f"eps {r.adam_eps:g}")
+    t.add_row("weight decay / clip", f"{r.weight_decay:g} / {r.grad_clip:g}", "")
+    note = f"base width {r.base_width}" if r.base_width else "sqrt(2/(5·d))"
+    t.add_row("init std", f"{r.init_std:.4g}", note)
+    t.add_row("z-loss", f"{r.z_loss:g}", "")
+    m = r.memory
+    fits = "" if m.fits is None else ("fits" if m.fits else "DOES NOT FIT")
+    t.add_row(
+        "memory / GPU",
+        f"{m.total_gb:.1f} GiB",
+        f"weights {m.weights_gb:.1f} + grads {m.grads_gb:.1f} + optimizer {m.optimizer_gb:.1f} "
+        f"+ activations {m.activations_gb:.1f} ({r.precision}, ZeRO {m.zero_stage}) {fits}"
+        + (f"; max micro batch {m.max_micro_batch}" if m.max_micro_batch is not None else ""),
+    )
+    t.add_row("time", _fmt_time(r.train_time_s), f"MFU {r.hardware.mfu:.0%}, {r.flops:.3g} FLOPs")
+    if r.predicted_loss is not None:
+        t.add_row("predicted loss", f"{r.predicted_loss:.4f}", "loss law")
+    ext = "unknown" if r.extrapolation_factor is None else f"{r.extrapolation_factor:.3g}×"
+    t.add_row("extrapolation", ext, "target / largest proxy")
+    for role, p in r.provenance.items():
+        fb = " (fallback)" if p.get("fallback") else ""
+        t.add_row(f"{role} law", str(p.get("id") or p.get("source")), f"{p.get('method')}{fb}")
+    console = _console()
+    console.print(t)
+    for w in r.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+
+
+# ------------------------------------------------------------------------------------------ verbs
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    recipe = _build_recipe(args)
+    if args.json:
+        print(json.dumps(recipe.to_dict(), indent=2))
+    else:
+        _print_recipe(recipe)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from sweeper.export import FORMATS, export_recipe
+    from sweeper.recommend import recipe_from_dict
+
+    if args.format not in FORMATS:
+        raise TargetError(f"unknown export format {args.format!r}; known: {', '.join(FORMATS)}")
+    if args.recipe_json is not None:
+        try:
+            data = json.loads(args.recipe_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise TargetError(f"cannot read recipe JSON {args.recipe_json}: {e}") from None
+        if not isinstance(data, dict):
+            raise TargetError(f"{args.recipe_json}: expected one JSON object (a recipe)")
+        recipe = recipe_from_dict(data)
+    else:
+        recipe = _build_recipe(args)
+    text = export_recipe(recipe, args.format)
+    if args.output is not None:
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise TargetError(f"cannot write {args.output}: {e}") from None
+    else:
+        sys.stdout.write(text)
+    for w in recipe.warnings:
+        print(f"sweeper: warning: {w}", file=sys.stderr)
+    return 0
+
+
+def _check_table(results: list[CheckResult], title: str) -> None:
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in ("recipe", "N", "D", "LR", "law LR", "ratio", "in", "batch", "law batch"):
+        t.add_column(col, justify="left" if col == "recipe" else "right")
+    t.add_column("ratio", justify="right")
+    t.add_column("in", justify="right")
+    t.add_column("loss penalty", justify="right")
+
+    def cells(res: CheckResult, q: str) -> list[str]:
+        item = res.item(q)
+        if item is None:
+            return ["-", "-", "-", "-"]
+        inside = {None: "-", True: "yes", False: "no"}[item.inside]
+        return [f"{item.actual:.3g}", f"{item.predicted:.3g}", f"{item.ratio:.2f}", inside]
+
+    for res in results:
+        pen = "-" if res.loss_penalty is None else f"{res.loss_penalty:.2%}"
+        t.add_row(
+            res.name,
+            f"{res.n_params:.3g}",
+            f"{res.tokens:.3g}",
+            *cells(res, "lr"),
+            *cells(res, "batch_tokens"),
+            pen,
+        )
+    console = _console()
+    console.print(t)
+    seen: set[str] = set()
+    for res in results:
+        for w in res.warnings:
+            if w not in seen:
+                seen.add(w)
+                console.print(f"[yellow]warning ({res.name}):[/yellow] {w}", highlight=False)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from sweeper.check import CheckValues, check_recipe
+    from sweeper.recipes import get_recipe, load_recipes
+
+    if args.list_recipes:
+        recipes = load_recipes()
+        if args.json:
+            print(json.dumps([r.to_dict() for r in recipes.values()], indent=2))
+            return 0
+        from rich.table import Table
+
+        t = Table(title="Built-in published recipes")
+        for col in ("name", "run", "N (non-emb.)", "shape", "D", "peak LR", "batch", "source"):
+            t.add_column(col)
+        for r in recipes.values():
+            t.add_row(
+                r.name,
+                r.title,
+                f"{r.n_params:.3g}" + ("*" if r.n_params_note.startswith("computed") else ""),
+                f"{r.layers}×{r.d_model}, T {r.context}",
+                f"{r.tokens:.3g}",
+                f"{r.lr:.3g}",
+                f"{r.batch_tokens:.3g}",
+                r.source,
+            )
+        _console().print(t)
+        print("* computed as 12·L·d²")
+        return 0
+
+    given = [args.params, args.tokens, args.lr, args.batch_tokens]
+    modes = sum([bool(args.recipe), bool(args.all_recipes), any(v is not None for v in given)])
+    if modes != 1:
+        raise TargetError(
+            "give one of --recipe NAME, --all-recipes, or --params --tokens --lr --batch-tokens"
+        )
+    laws, _loss = resolve_laws(args.sweep, args.law, args.storage)
+    if args.all_recipes:
+        targets: list[Any] = list(load_recipes().values())
+    elif args.recipe:
+        targets = [get_recipe(args.recipe)]
+    else:
+        missing = [
+            f"--{n}"
+            for n, v in zip(("params", "tokens", "lr", "batch-tokens"), given, strict=True)
+            if v is None
+        ]
+        if missing:
+            raise TargetError(f"checking given values needs {' '.join(missing)}")
+        if (args.width is None) != (args.depth is None):
+            raise TargetError("give --width and --depth together")
+        targets = [
+            CheckValues(
+                n_params=args.params,
+                tokens=args.tokens,
+                lr=args.lr,
+                batch_tokens=args.batch_tokens,
+                layers=args.depth,
+                d_model=args.width,
+                context=args.context,
+            )
+        ]
+    results = [check_recipe(laws, t, force=args.force) for t in targets]
+    if args.json:
+        out: Any = [r.to_dict() for r in results]
+        print(json.dumps(out if args.all_recipes else out[0], indent=2))
+    else:
+        source = args.sweep or ", ".join(args.law)
+        _check_table(results, f"Recipes against the laws of {source}")
+    return 0
