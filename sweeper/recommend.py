@@ -737,7 +737,8 @@ def _choose_batch(
 
     A micro batch given by the hardware is kept. Otherwise, among micro batches that fit in memory
     (and no larger than the per-GPU share of the batch), the largest whose rounded global batch is
-    within 2% of the law's, else the one that rounds closest. No GPU memory given: micro batch 1.
+    within 2% of the law's, else the one that rounds closest; with a fixed ``global_batch``, the
+    largest that divides it. No GPU memory given: micro batch 1.
     """
     want = global_batch if global_batch is not None else b_law / m.seq_len
     dp = hw.gpus
@@ -748,13 +749,16 @@ def _choose_batch(
         warnings.append("no GPU memory given: micro batch 1 (give gpu_memory_gb to size it)")
     else:
         fit = _memory(m, hw, 1).max_micro_batch or 0
-        cap = max(1, min(fit, math.floor(want / dp)))
+        sizes = range(1, max(1, min(fit, math.floor(want / dp))) + 1)
 
         def err(mb: int) -> float:
             return abs(math.log(round_global_batch(want, mb * dp) / want))
 
-        good = [mb for mb in range(1, cap + 1) if err(mb) <= _BATCH_TOLERANCE]
-        micro = max(good) if good else min(range(1, cap + 1), key=err)
+        if global_batch is not None:
+            good = [mb for mb in sizes if global_batch % (mb * dp) == 0]
+        else:
+            good = [mb for mb in sizes if err(mb) <= _BATCH_TOLERANCE]
+        micro = max(good) if good else min(sizes, key=err)
     unit = micro * dp
     if global_batch is not None:
         if global_batch % unit:
@@ -797,6 +801,8 @@ def recommend(
     hw = hardware or Hardware()
     dflt = defaults or RecipeDefaults()
     warnings: list[str] = []
+    if not 0.0 < level < 1.0:
+        raise TargetError(f"level must be in (0, 1), got {level}")
     if "lr" not in laws:
         raise TargetError(f"no lr law given (got {', '.join(sorted(laws)) or 'none'})")
     if global_batch is not None and global_batch < 1:

@@ -189,10 +189,10 @@ def resolve_laws(
         elif arg.strip().isdigit():
             from sweeper.storage import get_law, resolve_url
 
-            row = get_law(int(arg), storage)
-            if row is None:
+            stored = get_law(int(arg), storage)
+            if stored is None:
                 raise StorageError(f"no law with id {arg} in {resolve_url(storage)}")
-            found = [law_from_dict(row)]
+            found = [law_from_dict(stored)]
         else:
             raise TargetError(
                 f"--law expects a stored law id or one of {', '.join(PUBLISHED_NAMES)}, got {arg!r}"

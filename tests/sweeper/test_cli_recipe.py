@@ -1,0 +1,302 @@
+"""`sweeper recommend | export | check` through `sweeper.cli.main`.
+
+Most tests narrow ``VERB_MODULES`` to this module's verbs so that they exercise main's error
+handling without depending on the other verb modules; ``test_full_cli_has_recipe_verbs`` uses the
+real registry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import sweeper.cli as cli
+from sweeper.laws import PowerLaw
+from sweeper.recommend import recipe_from_dict
+from sweeper.storage import put_law
+
+DS7B = [
+    "--width", "4096", "--depth", "30", "--heads", "32", "--vocab", "102400",
+    "--context", "4096", "--tokens", "2T",
+]  # fmt: skip
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setattr(cli, "VERB_MODULES", ("sweeper.cli.recipe",))
+    monkeypatch.delenv("SWEEPER_STORAGE", raising=False)
+
+    def _run(*argv: str) -> tuple[int, str, str]:
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as e:  # argparse's own errors (main's parser exits 2 with one line)
+            code = int(e.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+def _law(target: str, a: float, exps: dict[str, float], **kw) -> PowerLaw:
+    return PowerLaw(
+        target=target,
+        predictors=tuple(exps),
+        source="s1",
+        method="test",
+        parametrization="sp",
+        domain={k: (1e6, 1e8) for k in exps},
+        log_prefactor=math.log(a),
+        exponents=exps,
+        **kw,
+    )
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> tuple[str, list[int]]:
+    url = f"sqlite:///{tmp_path / 'laws.db'}"
+    ids = [
+        put_law("s1", _law("lr", 1.0, {"n_params": -0.3}).to_dict(), url),  # superseded below
+        put_law("s1", _law("lr", 2.0, {"n_params": -0.3}).to_dict(), url),
+        put_law("s1", _law("batch_tokens", 0.5, {"tokens": 0.5}).to_dict(), url),
+    ]
+    return url, ids
+
+
+def test_recommend_json_deepseek_7b(run) -> None:
+    code, out, _ = run("recommend", "--law", "deepseek", *DS7B, "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["lr"]["value"] == pytest.approx(4.2e-4, rel=0.05)
+    assert d["global_batch_sequences"] == pytest.approx(2304, rel=0.10)
+    for key in ("batch_tokens", "micro_batch_size", "grad_accum_steps", "min_lr", "warmup_steps"):
+        assert key in d
+    for key in ("total_steps", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay"):
+        assert key in d
+    for key in ("grad_clip", "init_std", "memory_gb_per_gpu", "extrapolation_factor"):
+        assert key in d
+    assert d["law_ids"] == ["deepseek:lr", "deepseek:batch_tokens"]
+    assert any("very far extrapolation" in w for w in d["warnings"])
+
+
+def test_recommend_table(run) -> None:
+    code, out, _ = run(
+        "recommend", "--law", "steplaw", "--params", "1B", "--tokens", "20B",
+        "--gpus", "8", "--gpu-memory-gb", "80", "--peak-tflops", "989",
+    )  # fmt: skip
+    assert code == 0
+    assert "peak LR" in out and "memory / GPU" in out and "warning" in out
+
+
+def test_recommend_from_sweep_uses_latest_laws(run, storage) -> None:
+    url, ids = storage
+    code, out, _ = run(
+        "recommend", "s1", "--storage", url, "--params", "1e8", "--tokens", "1e10", "--json"
+    )
+    assert code == 0
+    d = json.loads(out)
+    assert d["law_ids"] == [ids[1], ids[2]]
+    assert d["lr"]["value"] == pytest.approx(2.0 * 1e8**-0.3)
+
+
+def test_recommend_from_law_ids(run, storage) -> None:
+    url, ids = storage
+    code, out, _ = run(
+        "recommend", "--law", str(ids[0]), "--law", str(ids[2]), "--storage", url,
+        "--params", "1e8", "--tokens", "1e10", "--json",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out)["law_ids"] == [ids[0], ids[2]]
+
+
+@pytest.mark.parametrize(
+    "fmt", ["litgpt", "hf", "deepspeed", "megatron", "torchtitan", "nanogpt", "json"]
+)
+def test_export_to_file(run, tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"out.{fmt}"
+    code, out, _ = run(
+        "export", "--law", "deepseek", *DS7B, "--gpus", "64", "--format", fmt, "-o", str(path)
+    )
+    assert code == 0 and out == ""
+    text = path.read_text()
+    if fmt == "litgpt":
+        assert yaml.safe_load(text)["train"]["global_batch_size"] > 2000
+    elif fmt in ("hf", "deepspeed", "json"):
+        json.loads(text)
+    else:
+        assert text.startswith("# Sweeper recipe")
+
+
+def test_export_from_saved_recipe_json(run, tmp_path: Path) -> None:
+    code, out, _ = run(
+        "recommend",
+        "--law",
+        "steplaw",
+        "--params",
+        "1e9",
+        "--tokens",
+        "1e11",
+        "--gpus",
+        "4",
+        "--json",
+    )
+    assert code == 0
+    saved = tmp_path / "recipe.json"
+    saved.write_text(out)
+    code, out, _ = run("export", "--recipe-json", str(saved), "--format", "deepspeed")
+    assert code == 0
+    ds = json.loads(out)
+    recipe = recipe_from_dict(json.loads(saved.read_text()))
+    assert ds["train_batch_size"] == recipe.global_batch_sequences
+    assert ds["optimizer"]["params"]["lr"] == recipe.lr.value
+
+
+def test_check_recipe_and_lists(run) -> None:
+    code, out, _ = run("check", "--law", "deepseek", "--recipe", "deepseek-7b", "--json")
+    assert code == 0
+    d = json.loads(out)
+    ratios = {i["quantity"]: i["ratio"] for i in d["items"]}
+    assert ratios["lr"] == pytest.approx(1.0, abs=0.05)
+    assert ratios["batch_tokens"] == pytest.approx(1.0, abs=0.10)
+    code, out, _ = run("check", "--list-recipes")
+    assert code == 0 and "gpt3-125m" in out and "pythia-410m" in out
+    code, out, _ = run("check", "--law", "steplaw", "--all-recipes")
+    assert code == 0 and "llama2-7b" in out and "deepseek-67b" in out
+    code, out, _ = run("check", "--law", "steplaw", "--all-recipes", "--json")
+    assert code == 0 and len(json.loads(out)) == 27
+
+
+def test_check_given_values(run) -> None:
+    code, out, _ = run(
+        "check", "--law", "deepseek", "--params", "6.04e9", "--tokens", "2T", "--lr", "4.2e-4",
+        "--batch-tokens", "9.4M", "--width", "4096", "--depth", "30", "--context", "4096", "--json",
+    )  # fmt: skip
+    assert code == 0
+    items = {i["quantity"]: i for i in json.loads(out)["items"]}
+    assert items["lr"]["ratio"] == pytest.approx(1.0, abs=0.05)
+
+
+BAD = [
+    ("zero params", ["recommend", "--law", "deepseek", "--params", "0", "--tokens", "1e9"]),
+    ("negative params", ["recommend", "--law", "deepseek", "--params=-1e9", "--tokens", "1e9"]),
+    ("negative tokens", ["recommend", "--law", "steplaw", "--params", "1e9", "--tokens=-5"]),
+    (
+        "tokens below one step",
+        ["recommend", "--law", "steplaw", "--params", "1e9", "--tokens", "100"],
+    ),
+    (
+        "micro batch not dividing the batch",
+        [
+            "recommend",
+            "--law",
+            "steplaw",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e11",
+            "--micro-batch",
+            "3",
+            "--global-batch",
+            "1000",
+        ],
+    ),
+    (
+        "unknown format",
+        ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format", "keras"],
+    ),
+    ("unknown recipe", ["check", "--law", "deepseek", "--recipe", "gpt5"]),
+    ("unknown law", ["recommend", "--law", "chinchilla", "--params", "1e9", "--tokens", "1e10"]),
+    ("no law", ["recommend", "--params", "1e9", "--tokens", "1e10"]),
+    ("no budget", ["recommend", "--law", "deepseek", "--params", "1e9"]),
+    (
+        "two budgets",
+        [
+            "recommend",
+            "--law",
+            "deepseek",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e10",
+            "--compute",
+            "1e20",
+        ],
+    ),
+    ("bad number", ["recommend", "--law", "deepseek", "--params", "7X", "--tokens", "1e10"]),
+    (
+        "bad precision",
+        [
+            "recommend",
+            "--law",
+            "steplaw",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e11",
+            "--precision",
+            "fp8",
+        ],
+    ),
+    (
+        "mup law for sp target",
+        [
+            "recommend",
+            "--law",
+            "steplaw",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e11",
+            "--parametrization",
+            "mup",
+            "--base-width",
+            "256",
+        ],
+    ),
+    ("check mixed modes", ["check", "--law", "deepseek", "--recipe", "gpt3-125m", "--all-recipes"]),
+    ("check incomplete values", ["check", "--law", "deepseek", "--params", "1e9"]),
+    ("missing recipe json", ["export", "--recipe-json", "/nonexistent/r.json", "--format", "hf"]),
+]
+
+
+@pytest.mark.parametrize(("what", "argv"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_one_line_and_exit_2(run, what: str, argv: list[str]) -> None:
+    code, out, err = run(*argv)
+    assert code == 2, (what, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error:"), err
+
+
+def test_no_laws_stored_for_sweep(run, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    code, _, err = run(
+        "recommend", "nosuch", "--storage", url, "--params", "1e9", "--tokens", "1e10"
+    )
+    assert code == 2 and "no laws stored for sweep 'nosuch'" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_verbs_do_not_import_heavy_modules() -> None:
+    code = (
+        "import sys\n"
+        "import sweeper.cli as cli\n"
+        "cli.VERB_MODULES = ('sweeper.cli.recipe',)\n"
+        "rc = cli.main(['recommend', '--law', 'deepseek', '--params', '7e9', '--tokens', '2e12', '--json'])\n"
+        "heavy = [m for m in ('torch', 'ray', 'optuna', 'pandas', 'scipy', 'matplotlib') if m in sys.modules]\n"
+        "print('HEAVY', heavy, rc, file=sys.stderr)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "HEAVY [] 0" in res.stderr, res.stderr
+
+
+def test_full_cli_has_recipe_verbs() -> None:
+    """Through the real registry: needs every module of VERB_MODULES to exist."""
+    parser = cli.build_parser()
+    args = parser.parse_args(["check", "--list-recipes"])
+    assert args.func.__module__ == "sweeper.cli.recipe"
+    assert cli.main(["check", "--list-recipes", "--json"]) == 0
