@@ -189,7 +189,8 @@ class RecipeDefaults:
     - ramp-up (seed 000: BLOOM-176B 192 → 2048 sequences; GPT-3 from 32K tokens over its first
       4–12B tokens): when the global batch is at least ``rampup_min_sequences``, start at
       ``rampup_start_fraction`` of it and grow over ``rampup_token_fraction`` of the tokens in
-      about ``rampup_increments`` equal steps.
+      about ``rampup_increments`` equal steps. Megatron's third ramp-up number is the total of
+      samples over which the batch grows (BLOOM's 9,765,625 ≈ 20B tokens), not a per-step count.
     - init std: sqrt(2 / (5·d)) ("small init", Nguyen & Salazar 2019, used by GPT-NeoX/Pythia);
       0.0228 at d = 768 (GPT-2's 0.02), 0.0099 at d = 4096. Under muP it is the base-width std
       (the implementation scales it by the width multiplier).
@@ -838,6 +839,13 @@ def recommend(
     warnings += _quality_warnings(lr_law, "lr", lr_iv)
     if given_batch_law is not None:
         warnings += _quality_warnings(given_batch_law, "batch", b_iv)
+    lr_conv = (lr_law.conventions or {}).get("lr", "")
+    if lr_conv and "cosine to 10%" not in lr_conv:
+        # the optimum peak LR depends on the schedule it was measured under
+        warnings.append(
+            f"the lr law's LR was measured as '{lr_conv}'; this recipe runs warmup + cosine to "
+            f"{dflt.min_lr_ratio:.0%}"
+        )
 
     micro, gbs = _choose_batch(b_law, m, hw, global_batch, warnings)
     batch_used = gbs * m.seq_len

@@ -19,7 +19,7 @@ from sweeper.errors import StorageError, TargetError
 if TYPE_CHECKING:
     from sweeper.check import CheckResult
     from sweeper.laws import Law, LossLaw
-    from sweeper.recommend import Recipe
+    from sweeper.recommend import Interval, Recipe
 
 __all__ = ["register"]
 
@@ -273,8 +273,10 @@ def _fmt_time(seconds: float | None) -> str:
 def _print_recipe(r: Recipe) -> None:
     from rich.table import Table
 
-    def iv(low: float, high: float) -> str:
-        return "published: no interval" if low == high else f"[{low:.3g}, {high:.3g}]"
+    def iv(interval: Interval) -> str:
+        if interval.degenerate:
+            return "published: no interval"
+        return f"[{interval.low:.3g}, {interval.high:.3g}]"
 
     t = Table(title="Sweeper recipe", show_lines=False)
     t.add_column("setting")
@@ -283,12 +285,12 @@ def _print_recipe(r: Recipe) -> None:
     shape = f"{r.depth} × {r.width}, {r.heads} heads" + (" (inferred)" if r.shape_inferred else "")
     t.add_row("model", f"N = {r.n_params:.4g}", shape)
     t.add_row("tokens", f"{r.tokens:.4g}", f"{r.tokens / r.n_params:.1f} per parameter")
-    t.add_row("peak LR", f"{r.lr.value:.4g}", iv(r.lr.low, r.lr.high))
+    t.add_row("peak LR", f"{r.lr.value:.4g}", iv(r.lr))
     t.add_row("min LR", f"{r.min_lr:.4g}", f"{r.min_lr_ratio:.0%} of peak, {r.schedule}")
     t.add_row(
         "batch (tokens)",
         f"{r.batch_tokens.value:.4g}",
-        f"law {r.batch_tokens_law:.4g} {iv(r.batch_tokens.low, r.batch_tokens.high)}",
+        f"law {r.batch_tokens_law:.4g} {iv(r.batch_tokens)}",
     )
     t.add_row(
         "global batch",

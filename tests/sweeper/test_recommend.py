@@ -24,7 +24,12 @@ from sweeper.recommend import (
 )
 
 DEEPSEEK_7B = Target(width=4096, depth=30, heads=32, vocab=102400, context=4096, tokens=2e12)
-CONV = {"n_params": "non-embedding", "batch": "tokens", "flops": "6ND", "lr": "peak"}
+CONV = {
+    "n_params": "non-embedding",
+    "batch": "tokens",
+    "flops": "6ND",
+    "lr": "peak AdamW LR, warmup + cosine to 10%",
+}
 
 
 def power_law(
@@ -81,6 +86,7 @@ def test_deepseek_7b_reproduction() -> None:
     assert r.seq_len == 4096
     assert r.extrapolation_factor is not None and r.extrapolation_factor > 1000
     assert any("very far extrapolation" in w for w in r.warnings)
+    assert any("measured as 'peak AdamW LR, multi-step schedule'" in w for w in r.warnings)
 
 
 def test_deepseek_scale_uses_m_times_d() -> None:
@@ -231,8 +237,9 @@ def test_extrapolation_warnings_at_10x_and_1000x() -> None:
 
 
 def test_poorly_constrained_law_warns() -> None:
-    good = recommend(sp_laws(spread=0.01), Target(n_params=5e7, tokens=5e9))
-    assert not any("poorly" in w for w in good.warnings)
+    target = Target(width=512, depth=8, vocab=32000, context=1024, tokens=5e9)
+    good = recommend(sp_laws(spread=0.01), target, Hardware(gpu_memory_gb=24.0))
+    assert good.warnings == ()  # a well-fitted law inside its domain, everything given
     assert good.lr.low < good.lr.value < good.lr.high
     bad_lr = power_law("lr", 2.0, {"n_params": -0.3}, cv_error=0.8)
     bad_lr = PowerLaw(**{**bad_lr.__dict__, "exponents_ci": {"n_params": (-0.9, 0.2)}})
