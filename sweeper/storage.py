@@ -184,7 +184,7 @@ def get_law(law_id: int, url: str | None = None) -> dict[str, Any] | None:
         row = (
             conn.execute(sa.select(laws_table).where(laws_table.c.id == law_id)).mappings().first()
         )
-    return None if row is None else _law_row(row)
+    return None if row is None else _law_row(dict(row))
 
 
 def list_laws(sweep: str | None = None, url: str | None = None) -> list[dict[str, Any]]:
@@ -192,4 +192,4 @@ def list_laws(sweep: str | None = None, url: str | None = None) -> list[dict[str
     if sweep is not None:
         q = q.where(laws_table.c.sweep == sweep)
     with get_engine(url).connect() as conn:
-        return [_law_row(r) for r in conn.execute(q).mappings().all()]
+        return [_law_row(dict(r)) for r in conn.execute(q).mappings().all()]
