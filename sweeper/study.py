@@ -310,32 +310,44 @@ def parse_study(raw: Mapping[str, Any], *, source: str | None = None) -> StudySp
     r = _Reader()
     r.keys(raw, "", _SECTIONS)
     sweep_d, ladder_d, search_d = (r.table(raw, s, required=True) for s in _REQUIRED)
-    sweep = _read_sweep(r, sweep_d) if sweep_d is not None else None
+    sweep = _read_sweep(r, sweep_d if sweep_d is not None else {"name": ""})
     model = _read_model(r, r.table(raw, "model") or {})
-    ladder = _read_ladder(r, ladder_d) if ladder_d is not None else None
+    ladder = _read_ladder(r, ladder_d or {})
     search = _read_search(r, search_d) if search_d is not None else None
     train = _read_train(r, r.table(raw, "train") or {})
     sampler = _read_sampler(r, r.table(raw, "sampler") or {})
     pruner = _read_pruner(r, r.table(raw, "pruner") or {})
     resources = _read_resources(r, r.table(raw, "resources") or {})
-    if r.problems:
-        raise StudyError(r.problems, path=source)
-    assert sweep is not None and ladder is not None and search is not None
     spec = StudySpec(
         sweep=sweep,
         model=model,
         ladder=ladder,
-        search=search,
+        # a bad or missing lr is already reported; a one-value stand-in lets the other checks run
+        search=search if search is not None else SearchSpace(lr=ParamSpec.fixed(1e-3)),
         train=train,
         sampler=sampler,
         pruner=pruner,
         resources=resources,
         source=source,
     )
-    problems = check_spec(spec)
+    problems = r.problems + [p for p in check_spec(spec) if not _covered(p, r.problems)]
     if problems:
         raise StudyError(problems, path=source)
     return spec
+
+
+def _key_of(problem: str) -> str:
+    return problem.split(":", 1)[0].strip("[]")
+
+
+def _covered(problem: str, earlier: list[str]) -> bool:
+    """A cross-field problem about a key already reported (e.g. ``missing`` after a wrong type)."""
+    key = _key_of(problem)
+    for e in earlier:
+        k = _key_of(e)
+        if key == k or key.startswith(k + ".") or (k in _REQUIRED and key.startswith(k)):
+            return True
+    return False
 
 
 _REQUIRED: Final = ("sweep", "ladder", "search")
@@ -506,7 +518,7 @@ def _bounds_text(low: float | None, low_open: bool, high: float | None, high_ope
     return "must be " + " and ".join(parts)
 
 
-def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection | None:
+def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection:
     p = "sweep"
     r.keys(d, p, ("name", "description", "storage", "data", "trials_per_cell", "seeds_per_point"))
     name = r.get(d, "name", p, "str", required=True)
@@ -521,7 +533,7 @@ def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection | None:
         data=r.get(d, "data", p, "str", "builtin"),
         description=r.get(d, "description", p, "str", ""),
     )
-    return section if name else None
+    return section
 
 
 def _read_model(r: _Reader, d: dict[str, Any]) -> ModelSpec:
@@ -621,9 +633,11 @@ def _read_param(r: _Reader, d: dict[str, Any], name: str) -> ParamSpec | None:
     for key, x in (("low", low), ("high", high)):
         if x is not None and not _in_bounds(x, lo_b, lo_open, hi_b, hi_open):
             r.bad(f"{where}.{key}", f"{x!r} {_bounds_text(lo_b, lo_open, hi_b, hi_open)}")
+    if len(r.problems) > n_before:
+        return None
     if low is not None and high is not None and low >= high:
         r.bad(where, f"inverted range: low {low!r} must be < high {high!r}")
-    if log and low is not None and low <= 0:
+    elif log and low is not None and low <= 0:
         r.bad(where, f"a log range needs low > 0, got low {low!r}")
     if len(r.problems) > n_before:
         return None

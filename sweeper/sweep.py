@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -124,9 +125,11 @@ def make_sampler(spec: StudySpec, cell_index: int, n_existing: int = 0) -> BaseS
         return optuna.samplers.RandomSampler(seed=seed)
     if s.kind == "qmc":
         # the QMC sequence continues from the study's trial count, so the seed stays fixed
-        return optuna.samplers.QMCSampler(
-            seed=s.seed, warn_independent_sampling=False, warn_asynchronous_seeding=False
-        )
+        with warnings.catch_warnings():  # "experimental" since Optuna 3.0; we pin its behaviour
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(
+                seed=s.seed, warn_independent_sampling=False, warn_asynchronous_seeding=False
+            )
     raise StudyError(f"sampler.kind: unknown sampler {s.kind!r}")
 
 

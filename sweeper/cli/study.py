@@ -1,0 +1,264 @@
+"""``sweeper validate | launch | status | trials``: study files, sweeps and their trials.
+
+``validate`` and ``status``/``trials`` never import torch or ray; ``launch`` imports ray (through
+:mod:`sweeper.launch`) inside the verb. Storage: ``--storage URL``, else ``$SWEEPER_STORAGE``, else
+(for ``launch``) the study's ``storage``, else ``sqlite:///sweeper.db``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from sweeper.errors import SweeperError
+
+__all__ = ["register"]
+
+TRIAL_FORMATS = ("csv", "parquet", "json")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "validate",
+        help="check a study file (every problem listed at once)",
+        description="Check a study file and list its cells; exit 2 with one line per problem.",
+    )
+    p.add_argument("study", help="study file (TOML)")
+    p.add_argument("--json", action="store_true", help="print the cells as JSON")
+    p.set_defaults(func=cmd_validate)
+
+    p = subparsers.add_parser(
+        "launch",
+        help="sweep every cell of a study (relaunch to resume)",
+        description=(
+            "One Ray Tune run over every cell of the study, one Optuna study per cell in the "
+            "storage. Relaunching the same study resumes it."
+        ),
+    )
+    p.add_argument("study", help="study file (TOML)")
+    p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the storage")
+    p.add_argument("--address", metavar="ADDR", help="join this Ray cluster (default: local Ray)")
+    p.add_argument("--max-concurrent", type=_positive_int, metavar="N", help="live trials at most")
+    p.add_argument(
+        "--force-new",
+        action="store_true",
+        help="delete a sweep of the same name launched from a different study, then start",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no per-cell progress display")
+    p.set_defaults(func=cmd_launch)
+
+    p = subparsers.add_parser(
+        "status",
+        help="trials per cell by state, best loss and its lr/batch",
+        description="Without SWEEP: the sweeps in the storage (or the only one).",
+    )
+    p.add_argument("sweep", nargs="?", help="sweep name")
+    p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the storage")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=cmd_status)
+
+    p = subparsers.add_parser(
+        "trials",
+        help="export every run of a sweep with its cell metadata",
+        description="One row per training run (per seed), canonical runs columns first.",
+    )
+    p.add_argument("sweep", help="sweep name")
+    p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the storage")
+    p.add_argument("--format", choices=TRIAL_FORMATS, help="default: from -o's extension, else csv")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    p.set_defaults(func=cmd_trials)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+# ---- validate ----------------------------------------------------------------------------------
+def cmd_validate(args: argparse.Namespace) -> int:
+    from sweeper.ladder import cells
+    from sweeper.study import load_study
+
+    spec = load_study(args.study)
+    cell_list = cells(spec)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "sweep": spec.name,
+                    "trials_per_cell": spec.trials_per_cell,
+                    "seeds_per_point": spec.sweep.seeds_per_point,
+                    "cells": [c.to_dict() for c in cell_list],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    runs = len(cell_list) * spec.trials_per_cell * spec.sweep.seeds_per_point
+    print(
+        f"{args.study}: ok — sweep {spec.name!r}, {len(cell_list)} cells × "
+        f"{spec.trials_per_cell} trials × {spec.sweep.seeds_per_point} seed(s) = {runs} runs; "
+        f"sampler {spec.sampler.kind}, pruner {spec.pruner.kind}, "
+        f"{spec.model.parametrization}"
+    )
+    print(f"  {'cell':<20} {'heads':>5} {'N':>10} {'tokens':>12} {'tok/N':>7} {'FLOPs':>10}")
+    for c in cell_list:
+        print(
+            f"  {c.name:<20} {c.heads:>5} {c.n_params:>10,} {c.tokens:>12,} "
+            f"{c.tokens_per_param:>7.1f} {c.flops:>10.3g}"
+        )
+    return 0
+
+
+# ---- launch ------------------------------------------------------------------------------------
+def cmd_launch(args: argparse.Namespace) -> int:
+    from sweeper.study import load_study
+
+    spec = load_study(args.study)
+    from sweeper.launch import launch_study
+
+    s = launch_study(
+        spec,
+        url=args.storage,
+        address=args.address,
+        max_concurrent=args.max_concurrent,
+        force_new=args.force_new,
+        verbose=args.verbose,
+        progress=not args.no_progress,
+    )
+    print(
+        f"sweep {s.sweep}: {s.runs_this_launch} run(s), {s.points_this_launch} trial(s) finished "
+        f"in {s.wall_s:.1f} s"
+        + (f"; {s.reconciled} stale RUNNING trial(s) re-run" if s.reconciled else "")
+    )
+    for c in s.cells:
+        print(
+            f"  {_cell_line(c.cell, c.finished, c.target, c.failed, c.pruned, c.best_loss, c.best_lr, c.best_batch_size)}"
+        )
+    if not s.done:
+        short = [c.cell for c in s.cells if not c.done]
+        print(
+            f"sweeper: {len(short)} cell(s) short of their target after repeated failures: "
+            f"{', '.join(short)}; relaunch to retry",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _cell_line(
+    cell: str,
+    finished: int,
+    target: int,
+    failed: int,
+    pruned: int,
+    best_loss: float | None,
+    best_lr: float | None,
+    best_batch: int | None,
+) -> str:
+    best = (
+        f"best loss {best_loss:.4f} at lr {best_lr:.3g}, batch {best_batch}"
+        if best_loss is not None and best_lr is not None
+        else "no complete trial"
+    )
+    extra = "".join(f", {n} {what}" for n, what in ((failed, "failed"), (pruned, "pruned")) if n)
+    return f"{cell:<20} {finished}/{target}{extra}; {best}"
+
+
+# ---- status ------------------------------------------------------------------------------------
+def cmd_status(args: argparse.Namespace) -> int:
+    from sweeper import storage as st
+    from sweeper.sweep import launched_sweeps, sweep_status
+
+    url = st.resolve_url(args.storage)
+    name = args.sweep
+    if name is None:
+        names = launched_sweeps(url)
+        if len(names) != 1:
+            rows = [
+                {"name": r["name"], "kind": r["kind"], "created_at": r["created_at"].isoformat()}
+                for r in st.list_sweeps(url)
+            ]
+            if args.json:
+                print(json.dumps({"sweeps": rows}))
+            elif not rows:
+                print(f"no sweeps in {_safe(url)}")
+            else:
+                for r in rows:
+                    print(f"{r['name']:<24} {r['kind']:<9} {r['created_at']}")
+            return 0
+        name = names[0]
+    from sweeper.sweep import resolve_sweep_name
+
+    name = resolve_sweep_name(name, url)
+    status = sweep_status(name, url)
+    if args.json:
+        print(json.dumps(status, default=_json_default))
+        return 0
+    print(f"sweep {name}")
+    for c in status["cells"]:
+        print(
+            "  "
+            + _cell_line(
+                c["cell"],
+                c["complete"] + c["pruned"],
+                c["target"],
+                c["failed"],
+                c["pruned"],
+                c["best_loss"],
+                c["best_lr"],
+                c["best_batch_size"],
+            )
+            + (f", {c['running']} running" if c["running"] else "")
+        )
+    return 0
+
+
+def _safe(url: str) -> str:
+    from sweeper.sweep import _safe_url
+
+    return _safe_url(url)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return str(o)
+
+
+# ---- trials ------------------------------------------------------------------------------------
+def cmd_trials(args: argparse.Namespace) -> int:
+    from sweeper.sweep import load_sweep_runs
+
+    fmt = args.format
+    if fmt is None:
+        ext = (args.output or "").rsplit(".", 1)[-1].lower() if args.output else ""
+        fmt = ext if ext in TRIAL_FORMATS else "csv"
+    if fmt == "parquet" and not args.output:
+        raise SweeperError("trials: parquet needs -o FILE")
+    df = load_sweep_runs(args.sweep, args.storage)
+    if fmt == "csv":
+        if args.output:
+            df.to_csv(args.output, index=False)
+        else:
+            df.to_csv(sys.stdout, index=False)
+    elif fmt == "json":
+        text = df.to_json(orient="records", indent=None)
+        if args.output:
+            with open(args.output, "w") as f:
+                f.write(text + "\n")
+        else:
+            print(text)
+    else:
+        df.to_parquet(args.output, index=False)
+    if args.output:
+        print(f"{len(df)} run(s) of sweep {args.sweep} written to {args.output}", file=sys.stderr)
+    return 0

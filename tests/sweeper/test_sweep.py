@@ -1,0 +1,241 @@
+"""The sweep in the storage without Ray: cell studies, the sweep row, reconcile, status, runs."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from sweeper import storage as st
+from sweeper.errors import StorageError
+from sweeper.runs import COLUMNS
+from sweeper.space import distributions
+from sweeper.study import StudySpec, parse_study_toml, spec_hash
+from sweeper.sweep import (
+    aggregate_runs,
+    load_sweep_runs,
+    make_sampler,
+    open_sweep,
+    reconcile,
+    resolve_sweep_name,
+    stored_spec,
+    study_name,
+    sweep_cells,
+    sweep_status,
+)
+
+STUDY = """\
+[sweep]
+name = "{name}"
+trials_per_cell = 3
+seeds_per_point = 2
+
+[model]
+context = 64
+
+[ladder]
+widths = [16, 32]
+depths = [2]
+tokens = [32768]
+
+[search]
+lr = {{ low = 1e-3, high = 5e-2, log = true }}
+batch_size = {{ values = [4, 8] }}
+"""
+
+
+def _spec(name: str = "sw", replace: dict[str, str] | None = None) -> StudySpec:
+    text = STUDY.format(name=name)
+    for old, new in (replace or {}).items():
+        text = text.replace(old, new)
+    return parse_study_toml(text)
+
+
+def _finish(study: optuna.Study, losses: list[float], *, diverged: bool = False) -> int:
+    """Ask a point and tell it as the launcher does (per-seed runs + aggregates)."""
+    t = study.ask(distributions(_spec().search))
+    runs = [
+        {
+            "seed": i,
+            "ray_trial_id": f"r{t.number}_{i}",
+            "loss": v,
+            "diverged": diverged,
+            "tokens": 32768,
+            "wall_s": 1.0,
+            "tokens_per_s": 3e4,
+        }
+        for i, v in enumerate(losses)
+    ]
+    t.set_user_attr("runs", runs)
+    for k, v in aggregate_runs(runs).items():
+        t.set_user_attr(k, v)
+    study.tell(t, sum(losses) / len(losses))
+    return t.number
+
+
+def test_open_sweep_creates_row_and_cell_studies(sqlite_url: str) -> None:
+    spec = _spec()
+    css = open_sweep(spec, sqlite_url)
+    assert [cs.study.study_name for cs in css] == ["sw/w16-d2-t32.8k", "sw/w32-d2-t32.8k"]
+    row = st.get_sweep("sw", sqlite_url)
+    assert row is not None and row["kind"] == "launched" and row["spec_hash"] == spec_hash(spec)
+    for key in (
+        "parametrization",
+        "base_width",
+        "base_depth",
+        "context",
+        "vocab_size",
+        "init_std",
+        "norm",
+        "data",
+        "seq_len",
+    ):
+        assert key in row["meta"]
+    assert row["meta"]["seq_len"] == 64 and row["meta"]["parametrization"] == "sp"
+    assert stored_spec("sw", sqlite_url) == spec
+    attrs = sweep_cells("sw", sqlite_url)
+    assert [a["width"] for a in attrs] == [16, 32]
+    for a in attrs:
+        for key in (
+            "width",
+            "depth",
+            "heads",
+            "n_params",
+            "n_params_total",
+            "tokens",
+            "flops",
+            "target",
+            "cell",
+        ):
+            assert key in a
+        assert a["target"] == 3
+    # optuna sees them as ordinary studies (what optuna-dashboard lists)
+    names = optuna.get_all_study_names(sqlite_url)
+    assert set(names) == {"sw/w16-d2-t32.8k", "sw/w32-d2-t32.8k"}
+
+
+def test_changed_study_is_refused_unless_force_new(sqlite_url: str) -> None:
+    spec = _spec()
+    css = open_sweep(spec, sqlite_url)
+    _finish(css[0].study, [3.0, 3.2])
+    open_sweep(spec, sqlite_url)  # same study: fine, trials kept
+    assert len(optuna.load_study(study_name="sw/w16-d2-t32.8k", storage=sqlite_url).trials) == 1
+    changed = _spec(replace={"high = 5e-2": "high = 9e-2"})
+    with pytest.raises(StorageError, match=r"different study file.*--force-new"):
+        open_sweep(changed, sqlite_url)
+    # nothing was touched by the refusal
+    assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(spec)  # type: ignore[index]
+    css = open_sweep(changed, sqlite_url, force_new=True)
+    assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(changed)  # type: ignore[index]
+    assert all(len(cs.study.trials) == 0 for cs in css)
+
+
+def test_reconcile_closes_running_trials_and_requeues_them_once(sqlite_url: str) -> None:
+    spec = _spec()
+    study = open_sweep(spec, sqlite_url)[0].study
+    _finish(study, [3.0, 3.1])
+    dead = study.ask(distributions(spec.search))  # a driver died while this ran
+    params = dict(dead.params)
+    reasked = reconcile(study)
+    assert reasked == [params]
+    states = [t.state for t in study.get_trials()]
+    assert states == [TrialState.COMPLETE, TrialState.FAIL, TrialState.WAITING]
+    assert reconcile(study) == []  # nothing RUNNING any more, nothing queued twice
+    again = study.ask(distributions(spec.search))
+    assert again.params == params  # the queued point comes first
+    assert len(study.get_trials()) == 3
+
+
+def test_runs_table_has_one_row_per_seed_and_status_counts(sqlite_url: str) -> None:
+    spec = _spec()
+    css = open_sweep(spec, sqlite_url)
+    a = css[0].study
+    _finish(a, [3.0, 3.2])
+    _finish(a, [5.0, 5.5], diverged=True)
+    t = a.ask(distributions(spec.search))
+    a.tell(t, state=TrialState.FAIL)
+    a.ask(distributions(spec.search))  # RUNNING
+    df = load_sweep_runs("sw", sqlite_url)
+    assert list(df.columns[: len(COLUMNS)]) == list(COLUMNS)
+    done = df[df["state"] == "COMPLETE"]
+    assert len(done) == 4 and set(done["seed"]) == {0.0, 1.0}
+    assert sorted(done["loss"]) == [3.0, 3.2, 5.0, 5.5]
+    assert done["diverged"].sum() == 2
+    assert (done["batch_tokens"] == done["batch_size"] * 64).all()
+    assert (df["seq_len"] == 64).all() and (df["source"] == "sweep:sw").all()
+    assert set(df["state"]) == {"COMPLETE", "FAIL", "RUNNING"}
+    assert math.isnan(df.loc[df["state"] == "FAIL", "loss"].iloc[0])
+    for col in ("trial_number", "ray_trial_id", "value"):
+        assert col in df.columns
+    status = sweep_status("sw", sqlite_url)
+    assert status["sweep"] == "sw"
+    c0 = status["cells"][0]
+    assert (c0["complete"], c0["failed"], c0["running"], c0["pruned"], c0["target"]) == (
+        2,
+        1,
+        1,
+        0,
+        3,
+    )
+    assert c0["best_loss"] == pytest.approx(3.1)
+    assert set(c0) >= {
+        "cell",
+        "width",
+        "depth",
+        "tokens",
+        "complete",
+        "running",
+        "failed",
+        "pruned",
+        "target",
+        "best_loss",
+        "best_lr",
+    }
+    assert status["cells"][1]["best_loss"] is None
+
+
+def test_resolve_sweep_name(sqlite_url: str) -> None:
+    with pytest.raises(StorageError, match="no launched sweep"):
+        resolve_sweep_name(None, sqlite_url)
+    open_sweep(_spec("one"), sqlite_url)
+    assert resolve_sweep_name(None, sqlite_url) == "one"
+    open_sweep(_spec("two"), sqlite_url)
+    with pytest.raises(StorageError, match="several sweeps"):
+        resolve_sweep_name(None, sqlite_url)
+    with pytest.raises(StorageError, match="no sweep 'three'"):
+        load_sweep_runs("three", sqlite_url)
+
+
+@pytest.mark.parametrize("kind", ["tpe", "gp", "random", "qmc", "grid"])
+def test_every_sampler_works_with_ask_and_tell(sqlite_url: str, kind: str) -> None:
+    extra = f'\n[sampler]\nkind = "{kind}"\n'
+    text = STUDY.format(name=f"s{kind}") + extra
+    if kind == "grid":
+        text = text.replace("{ low = 1e-3, high = 5e-2, log = true }", "{ values = [1e-3, 1e-2] }")
+        text = text.replace("trials_per_cell = 3\n", "")
+    spec = parse_study_toml(text)
+    study = open_sweep(spec, sqlite_url)[0].study
+    seen = set()
+    for _ in range(spec.trials_per_cell):
+        t = study.ask(distributions(spec.search))
+        seen.add((t.params["lr"], t.params["batch_size"]))
+        study.tell(t, 3.0 + t.params["lr"])  # the last grid point must not raise (study.stop)
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == spec.trials_per_cell
+    if kind == "grid":
+        assert len(seen) == 4  # every grid point once
+
+
+def test_sampler_seed_moves_with_existing_trials() -> None:
+    spec = _spec()
+    a = make_sampler(spec, 0, 0)
+    b = make_sampler(spec, 0, 5)
+    d = optuna.distributions.FloatDistribution(1e-3, 1e-1, log=True)
+    sa = optuna.create_study(sampler=a)
+    sb = optuna.create_study(sampler=b)
+    assert sa.ask({"x": d}).params != sb.ask({"x": d}).params
+
+
+def test_study_name() -> None:
+    assert study_name("quickstart", "w64-d2-t819k") == "quickstart/w64-d2-t819k"
