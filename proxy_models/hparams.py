@@ -1,0 +1,157 @@
+"""Optimizer and schedule hyperparameters of one run, and the learning-rate schedule.
+
+Units: ``lr`` is the peak AdamW learning rate of the base-width parameters; ``batch_size`` and
+``micro_batch_size`` are in sequences (of ``ProxyConfig.context`` tokens); a batch ramp's
+``tokens_per_increment`` is in tokens. Steps are optimizer steps, counted from 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["SCHEDULES", "BatchRamp", "HParams", "batch_sizes", "lr_at", "warmup_steps"]
+
+#: learning-rate schedules (each after a linear warmup)
+SCHEDULES: tuple[str, ...] = ("cosine", "wsd", "constant")
+
+
+def _positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, but got {name}={value!r}")
+
+
+@dataclass(frozen=True)
+class BatchRamp:
+    """Batch-size ramp-up (Megatron/BLOOM style): the batch starts at ``start`` sequences and
+    grows by ``increment`` sequences every ``tokens_per_increment`` tokens until it reaches
+    ``HParams.batch_size``."""
+
+    start: int
+    increment: int
+    tokens_per_increment: int
+
+    def __post_init__(self) -> None:
+        for name in ("start", "increment", "tokens_per_increment"):
+            _positive_int(name, getattr(self, name))
+
+
+@dataclass(frozen=True)
+class HParams:
+    """AdamW + schedule settings. Weight decay applies to matrices only (see parametrization)."""
+
+    lr: float  # peak learning rate
+    batch_size: int = 32  # sequences per optimizer step
+    micro_batch_size: int | None = None  # sequences per forward/backward; None = batch_size
+    warmup: float = 0.1  # < 1: fraction of the steps; >= 1: number of steps
+    schedule: str = "cosine"  # "cosine" | "wsd" | "constant"
+    min_lr_ratio: float = 0.1  # final LR / peak LR (cosine and WSD)
+    decay_fraction: float = 0.2  # WSD: fraction of the steps spent decaying
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1  # decoupled (AdamW), matrices only
+    grad_clip: float = 1.0  # max global grad norm; 0 = off
+    z_loss: float = 0.0  # coefficient of mean(logsumexp(logits)²) added to the loss
+    ramp: BatchRamp | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.lr, int | float) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"`lr` must be a finite number > 0, but got lr={self.lr!r}")
+        _positive_int("batch_size", self.batch_size)
+        if self.micro_batch_size is not None:
+            _positive_int("micro_batch_size", self.micro_batch_size)
+            if self.batch_size % self.micro_batch_size != 0:
+                raise ValueError(
+                    f"`micro_batch_size` must divide `batch_size`, but got "
+                    f"batch_size={self.batch_size}, micro_batch_size={self.micro_batch_size}"
+                )
+        if not (math.isfinite(self.warmup) and self.warmup >= 0):
+            raise ValueError(f"`warmup` must be >= 0, but got warmup={self.warmup!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"`schedule` must be one of {SCHEDULES}, but got {self.schedule!r}")
+        for name in ("min_lr_ratio", "decay_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1], but got {name}={value!r}")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1), but got {name}={value!r}")
+        if not self.eps > 0:
+            raise ValueError(f"`eps` must be > 0, but got eps={self.eps!r}")
+        for name in ("weight_decay", "grad_clip", "z_loss"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"`{name}` must be >= 0, but got {name}={value!r}")
+        if self.ramp is not None:
+            r = self.ramp
+            if r.start > self.batch_size:
+                raise ValueError(
+                    f"`ramp.start` must be <= `batch_size`, but got start={r.start}, "
+                    f"batch_size={self.batch_size}"
+                )
+            micro = self.micro
+            if r.start % micro or r.increment % micro:
+                raise ValueError(
+                    f"the micro batch must divide `ramp.start` and `ramp.increment`, but got "
+                    f"micro_batch_size={micro}, start={r.start}, increment={r.increment}"
+                )
+
+    @property
+    def micro(self) -> int:
+        """Sequences per forward/backward pass."""
+        return self.micro_batch_size if self.micro_batch_size is not None else self.batch_size
+
+
+def batch_sizes(hp: HParams, tokens: int, context: int) -> list[int]:
+    """Batch size (sequences) of every optimizer step for a budget of ``tokens``.
+
+    Without a ramp: ``max(1, tokens // (batch_size · context))`` steps of ``batch_size``. With a
+    ramp: steps while the budget lasts, the batch following the ramp (at least one step).
+    """
+    if tokens < 1 or context < 1:
+        raise ValueError(f"`tokens` and `context` must be >= 1, but got {tokens=}, {context=}")
+    if hp.ramp is None:
+        return [hp.batch_size] * max(1, tokens // (hp.batch_size * context))
+    r, seen = hp.ramp, 0
+    sizes: list[int] = []
+    while True:
+        b = min(hp.batch_size, r.start + r.increment * (seen // r.tokens_per_increment))
+        if sizes and seen + b * context > tokens:
+            return sizes
+        sizes.append(b)
+        seen += b * context
+
+
+def warmup_steps(hp: HParams, total_steps: int) -> int:
+    """Warmup length in steps: ``round(warmup · total)`` for a fraction, else ``int(warmup)``;
+    never more than ``total_steps``."""
+    w = round(hp.warmup * total_steps) if hp.warmup < 1 else int(hp.warmup)
+    return min(w, total_steps)
+
+
+def lr_at(hp: HParams, step: int, total_steps: int) -> float:
+    """Learning rate at optimizer step ``step`` (0-based) of ``total_steps``.
+
+    Linear warmup reaches ``lr`` at step ``W - 1`` (lr·(step+1)/W). Then: cosine from ``lr`` at
+    step W to ``lr·min_lr_ratio`` at the last step; WSD holds ``lr`` until the last
+    ``decay_fraction`` of the steps and decays linearly to ``lr·min_lr_ratio`` at the last step;
+    constant holds ``lr``.
+    """
+    w = warmup_steps(hp, total_steps)
+    if step < w:
+        return hp.lr * (step + 1) / w
+    last = total_steps - 1
+    r = hp.min_lr_ratio
+    if hp.schedule == "constant":
+        return hp.lr
+    if hp.schedule == "cosine":
+        p = min(1.0, (step - w) / max(1, last - w))
+        return hp.lr * (r + (1.0 - r) * 0.5 * (1.0 + math.cos(math.pi * p)))
+    # wsd: the decay starts after the warmup at the latest
+    start = max(w, total_steps - round(hp.decay_fraction * total_steps))
+    if step < start:
+        return hp.lr
+    p = min(1.0, (step - start) / max(1, last - start))
+    return hp.lr * (1.0 - (1.0 - r) * p)

@@ -1,0 +1,364 @@
+"""Train one proxy for a token budget and return what a sweep needs to know about the run.
+
+Divergence is a result, not an exception: a non-finite loss, or a training loss averaged over
+the last ``DIVERGE_WINDOW`` steps more than ``DIVERGE_MARGIN`` nats above the loss at
+initialisation after the warmup (``DIVERGE_MARGIN_WARMUP`` during it) stops the run with
+``diverged=True``.
+
+Reproducibility: the weights come from ``torch.Generator().manual_seed(seed)`` and the batches
+from a second generator derived from ``seed``; the global RNG is neither read nor changed. On the
+CPU, the same arguments (and thread count) give bit-identical losses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from proxy_models.config import ProxyConfig
+from proxy_models.data import TokenData, gather_batch, load_data, sample_offsets, val_offsets
+from proxy_models.hparams import HParams, batch_sizes, lr_at, warmup_steps
+from proxy_models.model import GPT, build_model
+from proxy_models.parametrization import param_groups
+
+__all__ = [
+    "DIVERGE_MARGIN",
+    "DIVERGE_MARGIN_WARMUP",
+    "DIVERGE_WINDOW",
+    "VAL_BATCH_SIZE",
+    "TrainResult",
+    "forward_backward",
+    "train",
+]
+
+logger = logging.getLogger(__name__)
+
+#: after the warmup, a mean train loss (last DIVERGE_WINDOW steps) this many nats above the
+#: initial loss means diverged
+DIVERGE_MARGIN = 1.0
+#: during the warmup the bar is higher: losses at a rising LR can still come back
+DIVERGE_MARGIN_WARMUP = 3.0
+#: steps averaged for the divergence test: single-step spikes of several nats that recover within
+#: a few steps are common on tiny, noisy batches and must not end a good run
+DIVERGE_WINDOW = 10
+#: sequences per validation batch (fixed, so val losses do not depend on the trial's batch size)
+VAL_BATCH_SIZE = 32
+#: train losses averaged into ``TrainResult.train_loss``
+_TRAIN_LOSS_WINDOW = 10
+
+ReportFn = Callable[[int, dict[str, float]], "bool | None"]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Outcome of one run. Losses are in nats per token; ``val_loss`` is always finite."""
+
+    val_loss: float  # mean over the fixed held-out batches; init_loss if it is not finite
+    train_loss: float  # mean of the last (up to 10) finite step losses
+    init_loss: float  # train loss of the initial model on the first batch
+    diverged: bool
+    stopped: bool  # the report callback asked to stop
+    tokens: int  # training tokens actually seen
+    steps: int  # optimizer steps taken
+    wall_s: float  # the whole call, setup and evaluation included
+    tokens_per_s: float  # training steps only (setup and evaluation excluded)
+    flops_per_s: float  # flops_per_token · tokens_per_s
+    grad_norm_mean: float  # global grad norm before clipping, over finite steps
+    grad_norm_max: float
+    n_params: int  # non-embedding
+    n_params_total: int
+    device: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-safe dict (non-finite floats become None)."""
+        out = dataclasses.asdict(self)
+        for k, v in out.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                out[k] = None
+        return out
+
+
+def _resolve_device(device: str | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"unknown device {device!r}: {e}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available")
+    return dev
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Set torch's intra-op threads for the run (argument, else $SWEEPER_THREADS) and restore."""
+    if threads is None and os.environ.get("SWEEPER_THREADS"):
+        try:
+            threads = int(os.environ["SWEEPER_THREADS"])
+        except ValueError:
+            raise ValueError(
+                f"$SWEEPER_THREADS must be an integer, got {os.environ['SWEEPER_THREADS']!r}"
+            ) from None
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"`threads` must be >= 1, but got {threads=}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _loss(
+    logits: torch.Tensor, targets: torch.Tensor, z_loss: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(objective, cross-entropy), both scalars; z-loss adds z·mean(logsumexp(logits)²)."""
+    logits = logits.float().view(-1, logits.size(-1))  # (B·T, vocab)
+    targets = targets.reshape(-1)  # (B·T,)
+    if z_loss == 0.0:
+        ce = F.cross_entropy(logits, targets)
+        return ce, ce
+    lse = torch.logsumexp(logits, dim=-1)
+    ce = (lse - logits.gather(1, targets[:, None]).squeeze(1)).mean()
+    return ce + z_loss * lse.square().mean(), ce
+
+
+def _data_seed(seed: int) -> int:
+    """A batch-stream seed distinct from the init seed (a 64-bit LCG step of ``seed``)."""
+    return (seed * 6364136223846793005 + 1442695040888963407) % (1 << 63)
+
+
+def forward_backward(
+    model: GPT,
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    micro: int,
+    z_loss: float,
+    autocast: Callable[[], Any] = contextlib.nullcontext,
+) -> torch.Tensor:
+    """Accumulate into ``.grad`` the gradient of the batch mean loss over the windows at
+    ``offsets``, in micro batches of ``micro`` sequences; return the batch's mean cross-entropy
+    (a detached scalar tensor on the model's device)."""
+    device = next(model.parameters()).device
+    context = model.cfg.context
+    n_micro = len(offsets) // micro
+    ce_sum = torch.zeros((), device=device)
+    for m in range(n_micro):
+        x, y = gather_batch(tokens, offsets[m * micro : (m + 1) * micro], context)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with autocast():
+            logits = model(x)  # (micro, T, vocab)
+        loss, ce = _loss(logits, y, z_loss)
+        (loss / n_micro).backward()  # equal micro batches: the mean of means is the batch mean
+        ce_sum += ce.detach()
+    return ce_sum / n_micro
+
+
+@torch.no_grad()
+def _evaluate(model: GPT, batches: list[tuple[torch.Tensor, torch.Tensor]], autocast: Any) -> float:
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=batches[0][0].device)
+    for x, y in batches:
+        with autocast():
+            logits = model(x)
+        total += _loss(logits, y, 0.0)[1].double()
+    model.train()
+    return float(total.item()) / len(batches)
+
+
+def train(
+    cfg: ProxyConfig,
+    hp: HParams,
+    *,
+    tokens: int,
+    data: TokenData | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    threads: int | None = None,
+    eval_batches: int = 8,
+    eval_every: int | None = None,
+    report: ReportFn | None = None,
+) -> TrainResult:
+    """Train ``cfg`` with ``hp`` on ``tokens`` training tokens and evaluate it.
+
+    ``tokens`` gives ``max(1, tokens // (batch_size · context))`` steps (a batch ramp changes the
+    count). ``data`` defaults to the built-in corpus. ``device`` defaults to CUDA when present
+    (bf16 autocast there), else the CPU. ``eval_batches`` fixed held-out batches of
+    ``VAL_BATCH_SIZE`` sequences give ``val_loss``. ``report(step, metrics)`` is called every
+    ``eval_every`` steps with ``{"step", "tokens", "train_loss", "lr", "grad_norm", "val_loss"}``
+    and once at the end; returning True stops the run (``stopped=True``; no final call then).
+
+    Raises ``ValueError`` for inconsistent arguments; never raises for divergence.
+    """
+    t_start = time.perf_counter()
+    if not isinstance(tokens, int) or tokens < 1:
+        raise ValueError(f"`tokens` must be a positive integer, but got {tokens=}")
+    if eval_batches < 1:
+        raise ValueError(f"`eval_batches` must be >= 1, but got {eval_batches=}")
+    if eval_every is not None and eval_every < 1:
+        raise ValueError(f"`eval_every` must be >= 1 or None, but got {eval_every=}")
+    data = data if data is not None else load_data(None)
+    if data.vocab_size > cfg.vocab_size:
+        raise ValueError(
+            f"the data needs vocab_size >= {data.vocab_size}, but the model has "
+            f"vocab_size={cfg.vocab_size}"
+        )
+    dev = _resolve_device(device)
+    with _torch_threads(threads):
+        return _train(cfg, hp, tokens, data, seed, dev, eval_batches, eval_every, report, t_start)
+
+
+def _train(
+    cfg: ProxyConfig,
+    hp: HParams,
+    tokens: int,
+    data: TokenData,
+    seed: int,
+    dev: torch.device,
+    eval_batches: int,
+    eval_every: int | None,
+    report: ReportFn | None,
+    t_start: float,
+) -> TrainResult:
+    T = cfg.context
+    sizes = batch_sizes(hp, tokens, T)
+    total_steps = len(sizes)
+    warmup = warmup_steps(hp, total_steps)
+    on_cuda = dev.type == "cuda"
+
+    def autocast() -> Any:
+        if on_cuda:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    offsets = val_offsets(len(data.val), T, eval_batches * VAL_BATCH_SIZE)
+    val_batches = []
+    for chunk in np.split(offsets, eval_batches):
+        x, y = gather_batch(data.val, chunk, T)
+        val_batches.append((x.to(dev), y.to(dev)))
+    generator = torch.Generator().manual_seed(_data_seed(seed))
+    sample_offsets(len(data.train), T, 1, torch.Generator())  # fail early if train is too short
+
+    model = build_model(cfg, seed=seed, device=dev)
+    params = [p for p in model.parameters() if p.requires_grad]
+    # fused AdamW is deterministic and the fastest path on both CPU and CUDA in torch >= 2.4
+    opt = torch.optim.AdamW(
+        param_groups(model, cfg, hp), betas=(hp.beta1, hp.beta2), eps=hp.eps, fused=True
+    )
+    max_norm = hp.grad_clip if hp.grad_clip > 0 else math.inf
+    # one host sync per step is free on the CPU; on a GPU, check every few steps instead
+    check_every = 16 if on_cuda else 1
+
+    losses: list[float] = []
+    grad_norms: list[float] = []
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+    init_loss = math.nan
+    diverged = stopped = False
+    seen = 0
+    steps_done = 0
+    eval_s = 0.0
+    lr = hp.lr
+    val_loss = math.nan
+    t_loop = time.perf_counter()
+
+    for step, b in enumerate(sizes):
+        lr = lr_at(hp, step, total_steps)
+        for group in opt.param_groups:
+            group["lr"] = lr * group["lr_mult"]
+        batch_offsets = sample_offsets(len(data.train), T, b, generator)
+        ce = forward_backward(model, data.train, batch_offsets, hp.micro, hp.z_loss, autocast)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        seen += b * T
+        steps_done += 1
+        pending.append((ce, grad_norm.detach()))
+
+        last = step == total_steps - 1
+        periodic = eval_every is not None and (step + 1) % eval_every == 0 and not last
+        if step == 0 or len(pending) >= check_every or periodic or last:
+            flushed = torch.stack([torch.stack(p) for p in pending]).tolist()
+            first = step + 1 - len(pending)
+            pending.clear()
+            for i, (loss_i, gn_i) in enumerate(flushed):
+                if math.isnan(init_loss):
+                    init_loss = loss_i
+                losses.append(loss_i)
+                grad_norms.append(gn_i)
+                margin = DIVERGE_MARGIN if first + i >= warmup else DIVERGE_MARGIN_WARMUP
+                recent = sum(losses[-DIVERGE_WINDOW:]) / len(losses[-DIVERGE_WINDOW:])
+                if not math.isfinite(loss_i) or recent > init_loss + margin:
+                    diverged = True
+            if diverged:
+                logger.info("diverged at step %d (loss %.4g)", step, losses[-1])
+                break
+        if periodic and report is not None:
+            t_eval = time.perf_counter()
+            val_loss = _evaluate(model, val_batches, autocast)
+            eval_s += time.perf_counter() - t_eval
+            metrics = {
+                "step": float(step + 1),
+                "tokens": float(seen),
+                "train_loss": losses[-1],
+                "lr": lr,
+                "grad_norm": grad_norms[-1],
+                "val_loss": val_loss,
+            }
+            if report(step + 1, metrics):
+                stopped = True
+                break
+    train_s = time.perf_counter() - t_loop - eval_s
+
+    val_loss = _evaluate(model, val_batches, autocast)
+    if not math.isfinite(val_loss):
+        diverged = True
+        val_loss = init_loss if math.isfinite(init_loss) else math.log(cfg.vocab_size)
+    finite = [v for v in losses if math.isfinite(v)]
+    train_loss = float(np.mean(finite[-_TRAIN_LOSS_WINDOW:])) if finite else val_loss
+    norms = [g for g in grad_norms if math.isfinite(g)]
+    tokens_per_s = seen / train_s if train_s > 0 else 0.0
+    result = TrainResult(
+        val_loss=val_loss,
+        train_loss=train_loss,
+        init_loss=init_loss,
+        diverged=diverged,
+        stopped=stopped,
+        tokens=seen,
+        steps=steps_done,
+        wall_s=time.perf_counter() - t_start,
+        tokens_per_s=tokens_per_s,
+        flops_per_s=cfg.flops_per_token() * tokens_per_s,
+        grad_norm_mean=float(np.mean(norms)) if norms else math.nan,
+        grad_norm_max=float(np.max(norms)) if norms else math.nan,
+        n_params=cfg.n_params(),
+        n_params_total=cfg.n_params_total(),
+        device=str(dev),
+    )
+    if report is not None and not stopped:
+        report(
+            steps_done,
+            {
+                "step": float(steps_done),
+                "tokens": float(seen),
+                "train_loss": train_loss,
+                "lr": lr,
+                "grad_norm": grad_norms[-1] if grad_norms else math.nan,
+                "val_loss": val_loss,
+            },
+        )
+    return result
