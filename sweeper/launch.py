@@ -155,13 +155,46 @@ def run_trial(config: Mapping[str, Any]) -> None:
     tune.report({_METRIC: float(result.val_loss), "progress": 100.0, "final": True, **out})
 
 
+class _RetryCounter(tune.Callback):
+    """Tells the searcher when Ray retries a crashed run (the searcher itself is not told)."""
+
+    def __init__(self, searcher: CellSearcher) -> None:
+        self.searcher = searcher
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's state, never restored
+        return {}
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.searcher.note_retry(trial.trial_id, _error_line(trial))
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.searcher.note_error(trial.trial_id, _error_line(trial))
+
+
+def _error_line(trial: Any) -> str:
+    """The last line of the trial's error (the exception), for the trial's user attributes."""
+    text = ""
+    try:
+        path = trial.error_file
+        if path and os.path.exists(path):
+            with open(path) as f:
+                text = f.read()
+    except (OSError, AttributeError):
+        pass
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else "error"
+
+
 # ---- per-cell ASHA -----------------------------------------------------------------------------
 class _PerCellASHA(FIFOScheduler):
     """One ASHA bracket per cell: losses of different cells are not comparable, so a w16 trial
     must never be stopped because a w64 trial reached a lower loss at the same rung."""
 
     def __init__(self, cell_names: list[str], *, grace: float, reduction_factor: float) -> None:
-        super().__init__(metric=_METRIC, mode="min")
+        super().__init__()
+        self._metric = _METRIC
+        # decide on every report as it arrives (buffered results would delay the stop)
+        self._supports_buffered_results = False
         self._by_cell = {
             c: ASHAScheduler(
                 time_attr="progress",
@@ -214,6 +247,8 @@ class _Point:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     failed: bool = False
     pruned: bool = False
+    retries: int = 0
+    reported: set[int] = field(default_factory=set)  # steps with an intermediate value
 
 
 @dataclass
@@ -241,8 +276,8 @@ class CellSearcher(Searcher):
     cells progress together and the largest one is not left for the end; it first starts the
     remaining seeds of open points, caps live Ray trials at ``max_concurrent`` and per cell at
     ``max_pending_per_cell`` (default: the concurrency spread over the unfinished cells), and
-    returns ``FINISHED`` once every cell has its target (or has failed ``target`` times in this
-    launch). ``on_progress(searcher, cell_index)`` is called after every finished run.
+    returns ``FINISHED`` once every cell has its target or has given up (as many FAIL points in
+    this launch as its target: a crash that repeats should not loop forever; relaunch to retry). ``on_progress(searcher, cell_index)`` is called after every finished run.
     """
 
     def __init__(
@@ -280,6 +315,7 @@ class CellSearcher(Searcher):
             )
         self.points: dict[tuple[int, int], _Point] = {}
         self.by_ray: dict[str, tuple[tuple[int, int], int]] = {}
+        self.failed_runs: dict[str, str] = {}  # Ray trial id -> "cell trial N seed S"
         self.live = 0
         self.runs_done = 0
         self.points_told = 0
@@ -310,7 +346,7 @@ class CellSearcher(Searcher):
 
     def _cell_exhausted(self, c: _CellState) -> bool:
         """No more points to ask in this cell (target covered by finished + open, or failing)."""
-        return c.finished + c.open_points >= self.target or c.failed_now >= max(self.target, 3)
+        return c.finished + c.open_points >= self.target or c.failed_now >= self.target
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self.live >= self.max_concurrent:
@@ -368,11 +404,18 @@ class CellSearcher(Searcher):
         entry = self.by_ray.get(trial_id)
         if entry is None or result.get("final") or _METRIC not in result:
             return
-        key, seed = entry
-        p = self.points[key]
-        if seed == 0 and math.isfinite(result[_METRIC]):
-            step = int(result.get("step", result.get("training_iteration", 0)))
-            p.trial.report(float(result[_METRIC]), step)
+        self._report(self.points[entry[0]], entry[1], result)
+
+    @staticmethod
+    def _report(p: _Point, seed: int, result: Mapping[str, Any]) -> None:
+        """An intermediate validation loss as the Optuna trial's intermediate value (seed 0's:
+        Optuna keeps one value per step)."""
+        step = int(result.get("step", result.get("training_iteration", 0)))
+        value = result.get(_METRIC)
+        if seed != 0 or step in p.reported or value is None or not math.isfinite(value):
+            return
+        p.reported.add(step)
+        p.trial.report(float(value), step)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
@@ -389,13 +432,16 @@ class CellSearcher(Searcher):
         if error:
             p.failed = True
             p.to_start.clear()
-            logger.warning("%s trial %d seed %d failed", c.cs.cell.name, p.trial.number, seed)
+            self.failed_runs[trial_id] = f"{c.cs.cell.name} trial {p.trial.number} seed {seed}"
         elif result is None:
             p.to_start.insert(0, seed)  # removed before it started: start it again
             return
         else:
             p.runs[seed] = _run_record(result, seed, trial_id)
             if not result.get("final"):
+                # Tune does not pass the result that made the scheduler stop the trial to
+                # on_trial_result; it is the pruned trial's last intermediate value
+                self._report(p, seed, result)
                 p.pruned = True
                 p.to_start.clear()
         self.runs_done += 1
@@ -403,6 +449,29 @@ class CellSearcher(Searcher):
             self._tell(key, p)
         if self.on_progress is not None:
             self.on_progress(self, p.cell)
+
+    def note_error(self, ray_id: str, error: str) -> None:
+        """A run failed for good (after its retries); its trial is already told FAIL."""
+        where = self.failed_runs.get(ray_id, "a trial")
+        logger.warning(
+            "%s failed after %d retries: %s", where, self.spec.resources.max_failures, error
+        )
+
+    def note_retry(self, ray_id: str, error: str) -> None:
+        """Ray restarts a crashed run (``max_failures``): count it on the Optuna trial."""
+        entry = self.by_ray.get(ray_id)
+        if entry is None:
+            return
+        p = self.points[entry[0]]
+        p.retries += 1
+        p.trial.set_user_attr("retries", p.retries)
+        p.trial.set_user_attr("last_error", error)
+        logger.warning(
+            "%s trial %d: run crashed, retrying (%s)",
+            self.cells[p.cell].cs.cell.name,
+            p.trial.number,
+            error,
+        )
 
     def _tell(self, key: tuple[int, int], p: _Point) -> None:
         c = self.cells[p.cell]
@@ -682,6 +751,7 @@ def launch_study(
                 storage_path=ray_dir,
                 verbose=0,
                 failure_config=tune.FailureConfig(max_failures=r.max_failures),
+                callbacks=[_RetryCounter(searcher)],
                 log_to_file=False,
             ),
         )

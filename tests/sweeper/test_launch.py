@@ -1,0 +1,359 @@
+"""End to end through real Ray Tune and Optuna: launch, resume, SIGKILL, PostgreSQL, ASHA, crashes.
+
+Ray starts in ~4-6 s per launch here, so the tests share one launched sweep where they can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from sweeper.study import StudySpec, load_study, parse_study_toml
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY = """\
+[sweep]
+name = "{name}"
+trials_per_cell = {trials}
+seeds_per_point = {seeds}
+
+[model]
+context = 32
+
+[ladder]
+widths = [16, 32]
+depths = [1]
+tokens = [{tokens}]
+
+[search]
+lr = {{ low = 2e-3, high = 4e-2, log = true }}
+batch_size = 8
+
+[sampler]
+kind = "tpe"
+seed = 0
+n_startup_trials = 2
+
+[resources]
+max_failures = {max_failures}
+"""
+
+
+def tiny(
+    name: str,
+    *,
+    trials: int = 3,
+    seeds: int = 1,
+    tokens: int = 16384,
+    max_failures: int = 1,
+    extra: str = "",
+) -> StudySpec:
+    return parse_study_toml(
+        TINY.format(name=name, trials=trials, seeds=seeds, tokens=tokens, max_failures=max_failures)
+        + extra
+    )
+
+
+def _studies(url: str, sweep: str) -> dict[str, optuna.Study]:
+    names = [s for s in optuna.get_all_study_names(url) if s.startswith(f"{sweep}/")]
+    return {n.split("/", 1)[1]: optuna.load_study(study_name=n, storage=url) for n in names}
+
+
+def _states(study: optuna.Study) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    return out
+
+
+_CLI = (
+    "import sys, sweeper.cli as c; c.VERB_MODULES = ('sweeper.cli.study',); "
+    "rc = c.main(sys.argv[1:]); "
+    "heavy = [m for m in ('torch', 'ray') if m in sys.modules and sys.argv[1] != 'launch']; "
+    "assert not heavy, heavy; raise SystemExit(rc)"
+)
+
+
+def _cli(args: list[str], cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """The ``sweeper`` CLI with only the study verbs registered (independent of other verbs)."""
+    return subprocess.run(
+        [sys.executable, "-c", _CLI, *args], cwd=cwd, capture_output=True, text=True, **kw
+    )
+
+
+# ---- one shared launch -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, StudySpec, Any, Path]:
+    from sweeper.launch import launch_study
+
+    tmp = tmp_path_factory.mktemp("launched")
+    url = f"sqlite:///{tmp / 'sweeper.db'}"
+    spec = tiny("shared", trials=3, seeds=2)
+    summary = launch_study(spec, url=url, progress=False)
+    return url, spec, summary, tmp
+
+
+def test_launch_completes_every_cell_with_per_seed_runs(launched: Any) -> None:
+    import ray
+
+    url, _, summary, _ = launched
+    assert not ray.is_initialized()  # the launch shut down the Ray it started
+    assert (
+        summary.done and summary.runs_this_launch == 2 * 3 * 2 and summary.points_this_launch == 6
+    )
+    studies = _studies(url, "shared")
+    assert sorted(studies) == ["w16-d1-t16.4k", "w32-d1-t16.4k"]
+    for cell, study in studies.items():
+        assert _states(study) == {"COMPLETE": 3}
+        assert study.user_attrs["width"] in (16, 32) and study.user_attrs["target"] == 3
+        for t in study.trials:
+            runs = t.user_attrs["runs"]
+            assert [r["seed"] for r in runs] == [0, 1]
+            assert len({r["ray_trial_id"] for r in runs}) == 2
+            assert t.value == pytest.approx(sum(r["loss"] for r in runs) / 2)
+            assert t.user_attrs["tokens"] == 2 * 16384 and t.user_attrs["wall_s"] > 0
+            assert t.user_attrs["tokens_per_s"] > 0 and t.user_attrs["diverged"] in (True, False)
+            assert t.user_attrs["seed"] == [0, 1] and t.user_attrs["cell"] == cell
+            assert 2e-3 <= t.params["lr"] <= 4e-2 and t.params["batch_size"] == 8
+    from sweeper.sweep import load_sweep_runs
+
+    df = load_sweep_runs("shared", url)
+    assert len(df) == 12 and set(df["seed"]) == {0.0, 1.0} and (df["state"] == "COMPLETE").all()
+    assert df["loss"].notna().all() and (df["batch_tokens"] == 8 * 32).all()
+
+
+def test_relaunch_adds_no_trial_and_starts_no_ray(launched: Any) -> None:
+    from sweeper.launch import launch_study
+
+    url, spec, _, _ = launched
+    before = {c: len(s.trials) for c, s in _studies(url, "shared").items()}
+    t0 = time.perf_counter()
+    again = launch_study(spec, url=url, progress=False)
+    assert time.perf_counter() - t0 < 10
+    assert again.runs_this_launch == 0 and again.points_this_launch == 0 and again.done
+    assert {c: len(s.trials) for c, s in _studies(url, "shared").items()} == before
+
+
+def test_changed_study_under_the_same_name_is_refused(launched: Any) -> None:
+    url, _, _, tmp = launched
+    path = tmp / "changed.toml"
+    path.write_text(TINY.format(name="shared", trials=4, seeds=2, tokens=16384, max_failures=1))
+    r = _cli(["launch", str(path), "--storage", url, "--no-progress"], tmp, timeout=120)
+    assert r.returncode == 2
+    assert "launched from a different study file" in r.stderr and "--force-new" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert all(len(s.trials) == 3 for s in _studies(url, "shared").values())
+
+
+def test_status_and_trials_verbs(launched: Any) -> None:
+    url, _, _, tmp = launched
+    r = _cli(["status", "--storage", url, "--json"], tmp, timeout=120)  # the only sweep
+    assert r.returncode == 0, r.stderr
+    status = json.loads(r.stdout)
+    assert status["sweep"] == "shared" and len(status["cells"]) == 2
+    for c in status["cells"]:
+        assert (c["complete"], c["running"], c["failed"], c["pruned"], c["target"]) == (
+            3,
+            0,
+            0,
+            0,
+            3,
+        )
+        assert c["best_loss"] > 0 and 2e-3 <= c["best_lr"] <= 4e-2
+        assert {"cell", "width", "depth", "tokens"} <= set(c)
+    r = _cli(["status", "shared", "--storage", url], tmp, timeout=120)
+    assert r.returncode == 0 and "w16-d1-t16.4k" in r.stdout and "3/3" in r.stdout
+    out = tmp / "trials.csv"
+    r = _cli(["trials", "shared", "--storage", url, "-o", str(out)], tmp, timeout=120)
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+
+    df = pd.read_csv(out)
+    assert len(df) == 12 and {
+        "cell",
+        "n_params",
+        "lr",
+        "loss",
+        "trial_number",
+        "ray_trial_id",
+    } <= set(df)
+    r = _cli(["trials", "shared", "--storage", url, "--format", "json"], tmp, timeout=120)
+    assert r.returncode == 0 and len(json.loads(r.stdout)) == 12
+    r = _cli(["trials", "nope", "--storage", url], tmp, timeout=120)
+    assert r.returncode == 2 and "no sweep 'nope'" in r.stderr
+
+
+# ---- the shipped smoke study -------------------------------------------------------------------
+def test_smoke_study_end_to_end(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'smoke.db'}"
+    t0 = time.perf_counter()
+    r = _cli(
+        ["launch", str(REPO / "studies" / "smoke.toml"), "--storage", url], tmp_path, timeout=300
+    )
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "sweep smoke: 8 run(s), 8 trial(s) finished" in r.stdout
+    # not a terminal: plain progress lines, no Ray console chatter
+    assert "smoke/w16-d2-t32.8k: 4/4 done" in r.stdout
+    assert "Trial status" not in r.stdout and "\x1b[" not in r.stdout
+    spec = load_study(REPO / "studies" / "smoke.toml")
+    for study in _studies(url, "smoke").values():
+        assert _states(study) == {"COMPLETE": spec.trials_per_cell}
+    print(f"smoke launch: {wall:.1f} s")
+
+
+# ---- SIGKILL part-way, relaunch ----------------------------------------------------------------
+def _session_pids(sid: int) -> list[int]:
+    out = subprocess.run(
+        ["ps", "-e", "-o", "pid=,sid=,stat="], capture_output=True, text=True
+    ).stdout
+    pids = []
+    for line in out.splitlines():
+        pid, s, stat = line.split()[:3]
+        if int(s) == sid and not stat.startswith("Z"):
+            pids.append(int(pid))
+    return pids
+
+
+def _count_complete(db: Path) -> int:
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return int(
+                conn.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+            )
+    except sqlite3.Error:
+        return 0
+
+
+def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
+    from sweeper.launch import launch_study
+
+    spec = tiny("killed", trials=5, tokens=65536)
+    path = tmp_path / "killed.toml"
+    from sweeper.study import study_toml
+
+    path.write_text(study_toml(spec))
+    db = tmp_path / "k.db"
+    url = f"sqlite:///{db}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLI, "launch", str(path), "--storage", url, "--no-progress"],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 180
+        while _count_complete(db) < 2:
+            assert proc.poll() is None, "the launch ended before it could be killed"
+            assert time.time() < deadline, "no trial completed in time"
+            time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        # Ray's workers leave with the raylet they watch; none may survive
+        deadline = time.time() + 30
+        while _session_pids(proc.pid) and time.time() < deadline:
+            time.sleep(0.5)
+        assert _session_pids(proc.pid) == [], "stray Ray processes after SIGKILL"
+    finally:
+        for pid in _session_pids(proc.pid):  # only the processes of the session this test started
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    before = {c: _states(s) for c, s in _studies(url, "killed").items()}
+    killed_running = sum(s.get("RUNNING", 0) for s in before.values())
+    assert sum(s.get("COMPLETE", 0) for s in before.values()) >= 2
+    summary = launch_study(spec, url=url, progress=False)
+    assert summary.reconciled == killed_running
+    for cell, study in _studies(url, "killed").items():
+        states = _states(study)
+        assert states.get("COMPLETE") == 5, (cell, states)
+        assert states.get("RUNNING", 0) == 0 and states.get("WAITING", 0) == 0
+        assert states.get("FAIL", 0) == before[cell].get("RUNNING", 0)
+        # every point a dead driver left is run again
+        failed = [t.params for t in study.trials if t.state == TrialState.FAIL]
+        done = [t.params for t in study.trials if t.state == TrialState.COMPLETE]
+        assert all(p in done for p in failed)
+
+
+# ---- PostgreSQL ----------------------------------------------------------------------------------
+@pytest.mark.postgres
+def test_launch_on_postgresql(postgres_url: str, sweep_name: str) -> None:
+    from sweeper.launch import launch_study
+    from sweeper.sweep import load_sweep_runs, sweep_status
+
+    spec = tiny(sweep_name, trials=2)
+    summary = launch_study(spec, url=postgres_url, progress=False)
+    assert summary.done and summary.runs_this_launch == 4
+    assert all(_states(s) == {"COMPLETE": 2} for s in _studies(postgres_url, sweep_name).values())
+    assert len(load_sweep_runs(sweep_name, postgres_url)) == 4
+    assert [c["complete"] for c in sweep_status(sweep_name, postgres_url)["cells"]] == [2, 2]
+    again = launch_study(spec, url=postgres_url, progress=False)
+    assert again.runs_this_launch == 0
+
+
+# ---- ASHA ----------------------------------------------------------------------------------------
+def test_asha_stopped_trial_is_pruned(sqlite_url: str) -> None:
+    from sweeper.launch import launch_study
+    from sweeper.sweep import open_sweep
+
+    extra = (
+        '\n[pruner]\nkind = "asha"\ngrace_fraction = 0.25\nreduction_factor = 2.0\nreports = 4\n'
+    )
+    text = TINY.format(name="asha", trials=3, seeds=1, tokens=65536, max_failures=0) + extra
+    text = text.replace("widths = [16, 32]", "widths = [16]")
+    text = text.replace("low = 2e-3, high = 4e-2", "low = 1e-7, high = 4e-2")
+    spec = parse_study_toml(text)
+    # a good point first, then two that learn nothing: ASHA must stop those at a rung
+    study = open_sweep(spec, sqlite_url)[0].study
+    for lr in (1e-2, 1e-7, 2e-7):
+        study.enqueue_trial({"lr": lr, "batch_size": 8})
+    summary = launch_study(spec, url=sqlite_url, max_concurrent=1, progress=False)
+    assert summary.done
+    trials = optuna.load_study(study_name="asha/w16-d1-t65.5k", storage=sqlite_url).trials
+    assert [t.params["lr"] for t in trials] == [1e-2, 1e-7, 2e-7]
+    assert trials[0].state == TrialState.COMPLETE
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, [t.state for t in trials]
+    for t in pruned:
+        run = t.user_attrs["runs"][0]
+        assert run["stopped"] is True and run["loss"] > trials[0].value
+        assert run["tokens"] < 65536  # stopped part-way, not a partial value told as COMPLETE
+        assert t.intermediate_values  # the rung values reached Optuna
+        # Optuna stores a PRUNED trial's last intermediate value as its value
+        assert t.value == pytest.approx(run["loss"])
+
+
+# ---- crashes ---------------------------------------------------------------------------------------
+def test_crashed_run_is_retried_then_fail(tmp_path: Path) -> None:
+    from sweeper.launch import launch_study
+
+    short = tmp_path / "short.txt"
+    short.write_text("too short to hold one sequence")
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    text = TINY.format(name="crash", trials=1, seeds=1, tokens=16384, max_failures=1)
+    text = text.replace('name = "crash"', f'name = "crash"\ndata = "{short}"')
+    text = text.replace("widths = [16, 32]", "widths = [16]")
+    spec = parse_study_toml(text)
+    summary = launch_study(spec, url=url, progress=False)
+    assert not summary.done
+    (study,) = _studies(url, "crash").values()
+    (t,) = study.trials
+    assert t.state == TrialState.FAIL
+    assert t.user_attrs["retries"] == 1  # max_failures = 1: one retry, then FAIL
+    assert "Error" in t.user_attrs["last_error"]
