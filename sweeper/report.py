@@ -129,6 +129,7 @@ def plot_loss_vs_lr(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Figure
         elif opt is not None and not opt.usable:
             title += "  (left out)"
         ax.set_title(title, fontsize=9)
+        _log_ticks(ax.xaxis)
         ax.set_xlabel("peak LR")
         ax.set_ylabel("final val loss (nats)")
     handles, labels = axes.flat[0].get_legend_handles_labels()
@@ -143,6 +144,15 @@ def plot_loss_vs_lr(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Figure
         )
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
+
+
+def _log_ticks(axis: Any) -> None:
+    """Label a log axis at 1, 2, 5 × 10^k only: minor labels crowd the narrow LR ranges."""
+    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _law_band(law: PowerLaw, scales: list[dict[str, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -307,6 +317,7 @@ def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Fig
             ax.plot([o.lr], [o.batch_tokens], "*", color="tab:red", ms=12)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _log_ticks(ax.xaxis)
         ax.set_title(o.cell, fontsize=9)
         ax.set_xlabel("peak LR")
         ax.set_ylabel("batch (tokens)")
