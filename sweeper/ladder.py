@@ -117,12 +117,10 @@ def cells(spec: StudySpec) -> list[Cell]:
     else:
         for w in lad.widths:
             for dep in lad.depths:
-                for t in lad.tokens:
-                    shapes.append((w, dep, t, None))
-                for tpp in lad.tokens_per_param:
-                    shapes.append((w, dep, None, tpp))
+                shapes.extend((w, dep, t, None) for t in lad.tokens)
+                shapes.extend((w, dep, None, tpp) for tpp in lad.tokens_per_param)
     out: list[Cell] = []
-    for w, dep, t, tpp in shapes:
+    for w, dep, budget, tpp in shapes:
         heads = m.heads if m.heads is not None else max(1, w // m.head_dim)
         n, total = param_counts(
             w,
@@ -133,7 +131,7 @@ def cells(spec: StudySpec) -> list[Cell]:
             qk_norm=m.qk_norm,
             tied_embeddings=m.tied_embeddings,
         )
-        tokens = t if t is not None else max(1, round((tpp or 0.0) * n))
+        tokens = budget if budget is not None else max(1, round((tpp or 0.0) * n))
         fpt = 6.0 * n + 6.0 * dep * m.context * w
         out.append(
             Cell(

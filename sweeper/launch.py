@@ -348,7 +348,7 @@ class CellSearcher(Searcher):
         """No more points to ask in this cell (target covered by finished + open, or failing)."""
         return c.finished + c.open_points >= self.target or c.failed_now >= self.target
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:  # or Searcher.FINISHED
         if self.live >= self.max_concurrent:
             return None
         cap = self._cell_cap()
@@ -365,16 +365,15 @@ class CellSearcher(Searcher):
             c = self.cells[i]
             if self._cell_exhausted(c) or c.running >= cap:
                 continue
+            # (every attribute is a storage commit: the cell is in the study's name and attributes)
             trial = c.cs.study.ask(self.dists)
-            trial.set_user_attr("cell", c.cs.cell.name)
-            trial.set_user_attr("seeds_per_point", self.seeds)
             key = (i, trial.number)
             p = _Point(cell=i, trial=trial, to_start=list(range(self.seeds)))
             self.points[key] = p
             c.open_points += 1
             return self._dispatch(trial_id, key, p)
         if self.live == 0 and not self.points:
-            return Searcher.FINISHED
+            return Searcher.FINISHED  # type: ignore[return-value]  # Tune's "no more trials" string
         return None
 
     def _dispatch(self, ray_id: str, key: tuple[int, int], p: _Point) -> dict[str, Any]:
@@ -386,8 +385,6 @@ class CellSearcher(Searcher):
         self.by_ray[ray_id] = (key, seed)
         self.live += 1
         c.running += 1
-        ids = [*p.trial.user_attrs.get("ray_trial_ids", []), ray_id]
-        p.trial.set_user_attr("ray_trial_ids", ids)
         return {
             **self.base_config,
             "cell": cell.name,
@@ -586,8 +583,9 @@ class _Progress:
         from rich.table import Table
 
         t = Table(title=f"sweep {self.sweep}", title_justify="left")
-        for col in ("cell", "done", "running", "failed", "pruned", "best loss", "lr", "batch"):
-            t.add_column(col, justify="left" if col == "cell" else "right")
+        t.add_column("cell", no_wrap=True, min_width=max(len(n) for n in self.names))
+        for col in ("done", "running", "failed", "pruned", "best loss", "lr", "batch"):
+            t.add_column(col, justify="right")
         for c in s.cells:
             t.add_row(
                 c.cs.cell.name,

@@ -887,7 +887,7 @@ def spec_hash(spec: StudySpec) -> str:
     return hashlib.sha256(study_toml(spec, operational=False).encode()).hexdigest()
 
 
-class _Inline(dict):  # type: ignore[type-arg]
+class _Inline(dict[str, Any]):
     """A dict written as an inline table."""
 
 

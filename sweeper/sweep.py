@@ -113,12 +113,12 @@ def make_sampler(spec: StudySpec, cell_index: int, n_existing: int = 0) -> BaseS
     """
     s = spec.sampler
     seed = (s.seed * 1_000_003 + cell_index * 7919 + n_existing) % (2**31 - 1)
-    startup = {} if s.n_startup_trials is None else {"n_startup_trials": s.n_startup_trials}
+    startup = 10 if s.n_startup_trials is None else s.n_startup_trials  # Optuna's default: 10
     if s.kind == "tpe":
         # constant_liar: running trials count as bad, so concurrent asks spread out
-        return optuna.samplers.TPESampler(seed=seed, constant_liar=True, **startup)
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True, n_startup_trials=startup)
     if s.kind == "gp":
-        return optuna.samplers.GPSampler(seed=seed, **startup)
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
     if s.kind == "grid":
         return _AskTellGridSampler(grid_values(spec.search), seed=seed)
     if s.kind == "random":

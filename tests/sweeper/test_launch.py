@@ -125,7 +125,7 @@ def test_launch_completes_every_cell_with_per_seed_runs(launched: Any) -> None:
             assert t.value == pytest.approx(sum(r["loss"] for r in runs) / 2)
             assert t.user_attrs["tokens"] == 2 * 16384 and t.user_attrs["wall_s"] > 0
             assert t.user_attrs["tokens_per_s"] > 0 and t.user_attrs["diverged"] in (True, False)
-            assert t.user_attrs["seed"] == [0, 1] and t.user_attrs["cell"] == cell
+            assert t.user_attrs["seed"] == [0, 1] and study.user_attrs["cell"] == cell
             assert 2e-3 <= t.params["lr"] <= 4e-2 and t.params["batch_size"] == 8
     from sweeper.sweep import load_sweep_runs
 
