@@ -7,8 +7,10 @@ and every resample's fit is solved at once from its normal equations.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 
@@ -17,12 +19,36 @@ __all__ = [
     "bootstrap_counts",
     "fingerprint",
     "percentile_ci",
+    "single_threaded_blas",
+    "widen_samples",
     "wls_batch",
 ]
 
 
 class FitWarning(UserWarning):
     """A fit was made, but its result is doubtful (few cells, unstable bootstrap, ...)."""
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def single_threaded_blas(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run ``fn`` with BLAS limited to one thread.
+
+    The fits multiply many small matrices; OpenBLAS threads only add synchronisation, and on a
+    busy machine their spinning doubled the time of the benchmark (scripts/bench_fit.py: 2.3 s
+    single-threaded vs 4.8 s with 2 BLAS threads on 2 shared cores).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def bootstrap_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
@@ -58,6 +84,25 @@ def wls_batch(
     coef = np.einsum("bpk,bk->bp", vec, proj)
     coef[~ok] = np.nan
     return coef, ok
+
+
+def widen_samples(boot: np.ndarray, center: np.ndarray, n: int, p: int, level: float) -> np.ndarray:
+    """Spread resampled coefficients about ``center`` by sqrt(n/(n-p))·t_{n-p}/z.
+
+    Resampling n cases underestimates the spread of a p-coefficient fit by about sqrt((n-p)/n),
+    and normal quantiles are too narrow for n-p degrees of freedom: measured on seeded synthetic
+    ladders of 18 cells, unadjusted 95% intervals covered the true batch exponent 80-85% of the
+    time. For hundreds of points (the band fit) the factor is ~1.
+    """
+    import math
+
+    from scipy.stats import norm, t
+
+    if len(boot) == 0 or n - p < 1:
+        return boot
+    q = 0.5 + level / 2
+    factor = math.sqrt(n / (n - p)) * float(t.ppf(q, n - p) / norm.ppf(q))
+    return center + factor * (boot - center)
 
 
 def percentile_ci(samples: np.ndarray, level: float = 0.95) -> np.ndarray:

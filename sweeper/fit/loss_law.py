@@ -22,7 +22,13 @@ import pandas as pd
 from scipy.optimize import minimize
 
 from sweeper.errors import FitError
-from sweeper.fit._common import FitWarning, fingerprint, percentile_ci
+from sweeper.fit._common import (
+    FitWarning,
+    fingerprint,
+    percentile_ci,
+    single_threaded_blas,
+    widen_samples,
+)
 from sweeper.laws import DEFAULT_CONVENTIONS, LossLaw
 
 __all__ = ["fit_loss_law", "loss_points"]
@@ -71,6 +77,7 @@ def loss_points(runs: pd.DataFrame, *, points: str = "best") -> pd.DataFrame:
     return df.groupby(["n_params", "tokens"], as_index=False)["loss"].min()
 
 
+@single_threaded_blas
 def fit_loss_law(
     runs_or_points: pd.DataFrame,
     *,
@@ -104,7 +111,8 @@ def fit_loss_law(
     boot = []
     for _ in range(max(n_boot, 0)):
         wb = rng.multinomial(len(pts), np.full(len(pts), 1.0 / len(pts))).astype(float)
-        tb, _ok = _fit(ln_n, ln_d, ln_l, wb, huber_delta, np.vstack([theta, starts[:1]]))
+        # warm start from the fit to all points: a resample's optimum lies close to it
+        tb, _ok = _fit(ln_n, ln_d, ln_l, wb, huber_delta, theta[None, :], ftol=1e-11)
         boot.append(tb)
     notes = []
     if not converged:
@@ -127,7 +135,7 @@ def fit_loss_law(
         warnings.warn(m, FitWarning, stacklevel=2)
     ci: dict[str, tuple[float, float]] = {}
     if len(boot) >= 2:
-        bt = np.asarray(boot)
+        bt = widen_samples(np.asarray(boot), theta, len(pts), 5, level)
         vals = np.column_stack([np.exp(bt[:, 2]), np.exp(bt[:, 0]), np.exp(bt[:, 1]), bt[:, 3:]])
         lo, hi = percentile_ci(vals, level)
         ci = {k: (float(lo[i]), float(hi[i])) for i, k in enumerate(_PARAMS)}
@@ -194,6 +202,8 @@ def _fit(
     w: np.ndarray,
     delta: float,
     starts: np.ndarray,
+    *,
+    ftol: float = 1e-14,
 ) -> tuple[np.ndarray, bool]:
     # scale the objective by 1/delta so L-BFGS's tolerances see residuals of order 1e-3
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -218,7 +228,7 @@ def _fit(
             jac=True,
             method="L-BFGS-B",
             bounds=_BOUNDS,
-            options={"maxiter": 1000, "ftol": 1e-14, "gtol": 1e-10},
+            options={"maxiter": 1000, "ftol": ftol, "gtol": 1e-10},
         )
         for s in starts
     ]

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.errors import FitError
-from sweeper.fit._common import bootstrap_counts, percentile_ci, wls_batch
+from sweeper.fit._common import bootstrap_counts, percentile_ci, single_threaded_blas, wls_batch
 from sweeper.runs import normalize_runs
 
 __all__ = ["METHODS", "CellOptimum", "estimate_optima", "near_optimal_runs", "optima_frame"]
@@ -116,6 +116,7 @@ class CellOptimum:
         return c[0] + c[1] * u + c[2] * v + c[3] * u**2 + c[4] * u * v + c[5] * v**2
 
 
+@single_threaded_blas
 def estimate_optima(
     runs: pd.DataFrame,
     *,

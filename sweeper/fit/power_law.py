@@ -27,7 +27,15 @@ import numpy as np
 import pandas as pd
 
 from sweeper.errors import FitError
-from sweeper.fit._common import FitWarning, bootstrap_counts, fingerprint, percentile_ci, wls_batch
+from sweeper.fit._common import (
+    FitWarning,
+    bootstrap_counts,
+    fingerprint,
+    percentile_ci,
+    single_threaded_blas,
+    widen_samples,
+    wls_batch,
+)
 from sweeper.fit.optimum import CellOptimum, estimate_optima, near_optimal_runs, optima_frame
 from sweeper.laws import DEFAULT_CONVENTIONS, PREDICTORS, TARGETS, PowerLaw
 
@@ -40,6 +48,7 @@ _HUBER_ITERS: Final[int] = 30
 _Z95: Final[float] = 1.959963984540054
 
 
+@single_threaded_blas
 def fit_power_law(
     optima: Sequence[CellOptimum] | pd.DataFrame,
     *,
@@ -106,6 +115,7 @@ def fit_power_law(
     )
 
 
+@single_threaded_blas
 def fit_band_law(
     runs: pd.DataFrame,
     *,
@@ -156,6 +166,7 @@ def fit_band_law(
     boot, ok = wls_batch(x1, counts, y) if n_boot > 0 else (point, np.ones(1, bool))
     boot = boot[ok]
     center = boot.mean(axis=0) if len(boot) else point[0]
+    boot = widen_samples(boot, center, n_pts, x1.shape[1], level)
     # leave one cell out: fit on the other cells' runs, predict the cell's band optimum
     loo_w = (idx[None, :] != np.arange(len(cells))[:, None]).astype(float)
     loo, loo_ok = wls_batch(x1, loo_w, y)
@@ -320,7 +331,7 @@ def _fit_cells(
     loo_err = np.where(loo_ok, np.sum(loo * x1, axis=1) - y, np.nan)
     return _Fit(
         coef=point[0],
-        boot=boot[ok],
+        boot=widen_samples(boot[ok], point[0], n, x1.shape[1], level),
         mu=mu,
         cv=_rms(loo_err),
         holdout=_holdout(loo_err, lx),
@@ -334,12 +345,13 @@ def _solve(x1: np.ndarray, w: np.ndarray, y: np.ndarray, huber: bool) -> tuple[n
     coef, ok = wls_batch(x1, w, y)
     if not huber:
         return coef, ok
-    # IRLS with Huber weights; the residual scale is the MAD of each fit's first residuals
+    # IRLS with Huber weights; the residual scale (MAD) is re-estimated at every step so that an
+    # outlier that pulled the first fit does not also inflate the scale that judges it
     r = y[None, :] - coef @ x1.T
-    scale = 1.4826 * np.nanmedian(np.where(w > 0, np.abs(r), np.nan), axis=1, keepdims=True)
-    scale = np.maximum(np.nan_to_num(scale, nan=1.0), 1e-6)
     for _ in range(_HUBER_ITERS):
         with np.errstate(all="ignore"):
+            mad = np.nanmedian(np.where(w > 0, np.abs(r), np.nan), axis=1, keepdims=True)
+            scale = np.maximum(np.nan_to_num(1.4826 * mad, nan=1.0), 1e-6)
             hw = np.minimum(1.0, _HUBER_K * scale / np.maximum(np.abs(r), 1e-300))
         coef, ok = wls_batch(x1, w * np.nan_to_num(hw, nan=1.0), y)
         r = y[None, :] - coef @ x1.T
