@@ -80,6 +80,13 @@ def _runs(study: Path, url: str) -> tuple[list[dict[str, Any]], float]:
     return [r for _, _, r in runs], wall_sum
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 _data: Any = None
 
 
@@ -126,7 +133,7 @@ def _single(runs: list[dict[str, Any]]) -> float:
     )
     t0 = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, "-c", code, str(REPO / "scripts"), str(os.cpu_count() or 1)],
+        [sys.executable, "-c", code, str(REPO / "scripts"), str(_cores())],
         input=json.dumps(runs),
         capture_output=True,
         text=True,
@@ -150,11 +157,11 @@ def main() -> int:
     if db.exists():
         db.unlink()
     url = f"sqlite:///{db}"
-    print(f"study {study.name}, {os.cpu_count()} cores, storage {url}")
+    print(f"study {study.name}, {_cores()} cores, storage {url}")
 
     launch_s = _launch(study, url, args.max_concurrent)
     runs, wall_sum = _runs(study, url)
-    slots = args.max_concurrent or os.cpu_count() or 1
+    slots = args.max_concurrent or _cores()
     print(
         f"launch: {launch_s:.1f} s for {len(runs)} runs (their own wall_s sum to {wall_sum:.1f} s)"
     )
@@ -167,7 +174,7 @@ def main() -> int:
     print(f"per run: {(launch_s - packed_s) / len(runs):+.2f} s")
     if not args.no_single:
         single_s = _single(runs)
-        print(f"single-process baseline (1 process x {os.cpu_count()} threads): {single_s:.1f} s")
+        print(f"single-process baseline (1 process x {_cores()} threads): {single_s:.1f} s")
         print(
             f"overhead launch/single: {launch_s / single_s:.3f} ({(launch_s / single_s - 1) * 100:+.1f}%)"
         )

@@ -61,7 +61,7 @@ from ray import tune  # noqa: E402
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
-__all__ = ["CellSearcher", "LaunchSummary", "launch_study", "resolve_storage"]
+__all__ = ["CellSearcher", "LaunchSummary", "launch_study", "resolve_storage", "usable_cores"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,14 @@ class LaunchSummary:
     def done(self) -> bool:
         """Every cell reached its target."""
         return all(c.done for c in self.cells)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (``taskset``/cgroup affinity), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def resolve_storage(spec: StudySpec, url: str | None = None) -> str:
@@ -648,7 +656,7 @@ def launch_study(
     """Run (or resume) the sweep of ``spec`` until every cell has its target number of trials.
 
     ``url``: storage (see :func:`resolve_storage`). ``address``: join that Ray cluster instead of
-    starting a local one (``num_cpus = os.cpu_count()``, no dashboard). ``max_concurrent``: live
+    starting a local one (one CPU per usable core, no dashboard). ``max_concurrent``: live
     trials at most (default: the study's, else what the cluster fits). ``force_new``: replace a
     sweep of the same name launched from a different study. ``progress``: per-cell progress on
     stdout. Raises StudyError / StorageError on bad input; Ray is shut down afterwards if this call
@@ -695,7 +703,7 @@ def launch_study(
                 ray.init(address=address, logging_level=log_level, log_to_driver=verbose > 0)
             else:
                 ray.init(
-                    num_cpus=os.cpu_count(),
+                    num_cpus=usable_cores(),
                     include_dashboard=False,
                     logging_level=log_level,
                     log_to_driver=verbose > 0,

@@ -10,9 +10,10 @@ Per trial, the launcher records user attributes: ``runs`` (one dict per seed: ``
 ``ray_trial_id``, ``loss``, ``train_loss``, ``diverged``, ``stopped``, ``tokens``, ``steps``, ``wall_s``,
 ``tokens_per_s``, ...) and their aggregates ``tokens`` (tokens seen, summed over seeds), ``wall_s``
 (summed), ``tokens_per_s`` (mean), ``diverged`` (any seed), ``seed`` and ``ray_trial_id`` (first
-seed's, or lists). A trial's value is the mean final validation loss over its seeds.
+seed's, or lists); ``retries`` and ``last_error`` when Ray restarted a crashed run. A COMPLETE
+trial's value is the mean final validation loss over its seeds (diverged runs included).
 
-This module imports Optuna and SQLAlchemy only (no ray, no torch).
+This module imports Optuna, SQLAlchemy and pandas (no ray, no torch).
 """
 
 from __future__ import annotations
@@ -59,9 +60,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: study user attribute keys that hold cell metadata
-_CELL_ATTRS = ("sweep", "cell", "target", "seeds_per_point")
 
 
 def study_name(sweep: str, cell: str) -> str:
