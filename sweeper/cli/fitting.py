@@ -289,8 +289,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 0
     for law in laws:
         _print_law(law, args.sweep)
+    shown = {n for law in laws for n in getattr(law, "notes", ())}
     for msg in dict.fromkeys(caught):
-        print(f"warning: {msg}", file=sys.stderr)
+        if msg not in shown:  # power laws print their doubts as notes; loss laws have none
+            print(f"warning: {msg}", file=sys.stderr)
     return 0
 
 

@@ -21,27 +21,32 @@ STEPLAW_RENAMES = (
 )  # fmt: skip
 
 
-def shared_data_dir() -> Path:
-    """``$SWEEPER_SHARED/data``, else ``../shared/data`` next to the repository."""
+def shared_data_dirs() -> list[Path]:
+    """Where the shared data may be: ``$SWEEPER_SHARED/data`` (or ``$SWEEPER_SHARED`` itself),
+    else ``../shared/data`` next to the repository."""
     env = os.environ.get("SWEEPER_SHARED")
     if env:
-        return Path(env) / "data"
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+        return [Path(env) / "data", Path(env)]
+    return [Path(__file__).resolve().parents[2].parent / "shared" / "data"]
 
 
 def steplaw_csv() -> Path:
     """The Step Law release CSV, or skip the test with the reason."""
-    path = shared_data_dir() / STEPLAW_FILE
-    if not path.is_file():
-        pytest.skip(f"Step Law data not found at {path} (set $SWEEPER_SHARED to the shared folder)")
-    return path
+    dirs = shared_data_dirs()
+    for d in dirs:
+        if (d / STEPLAW_FILE).is_file():
+            return d / STEPLAW_FILE
+    where = " or ".join(str(d / STEPLAW_FILE) for d in dirs)
+    pytest.skip(f"Step Law data not found at {where} (set $SWEEPER_SHARED to the shared folder)")
 
 
 CliRunner = Callable[..., tuple[int, str, str]]
 
 
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[CliRunner]:
+@pytest.fixture(name="cli")
+def cli_fixture(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[CliRunner]:
     """Run ``sweeper.cli.main(argv)``; returns (exit code, stdout, stderr).
 
     Verb modules other engineers have not written yet are left out of the registry so that these
