@@ -338,6 +338,8 @@ def _default_predictors(optima: Sequence[CellOptimum]) -> tuple[str, ...]:
 
     usable = [o for o in optima if o.usable]
     if not usable:
+        if all(o.reason == "no lr values in this cell" for o in optima):
+            raise FitError("the runs have no lr values: only the loss law fits (--target loss)")
         why = "; ".join(f"{o.cell}: {o.reason}" for o in optima[:8])
         raise FitError(f"no usable cells: {why}")
     vary = []

@@ -132,7 +132,7 @@ def fit_loss_law(
         )
     a, b, e, alpha, beta = theta
     for m in notes:
-        warnings.warn(m, FitWarning, stacklevel=2)
+        warnings.warn(m, FitWarning, stacklevel=3)  # past the BLAS wrapper
     ci: dict[str, tuple[float, float]] = {}
     if len(boot) >= 2:
         bt = widen_samples(np.asarray(boot), theta, len(pts), 5, level)

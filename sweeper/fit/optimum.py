@@ -290,8 +290,9 @@ def _estimate_cell(
     if method == "parabola" and n_batch == 2:
         # two batch sizes cannot carry a quadratic: profile the LR at the best run's batch
         keep = z_lab == z_lab[np.argmin(loss)]
+        blank["batch_tokens"] = float(np.exp(z_pt[z_lab[keep][0]]))
         notes.append(
-            f"batch swept at 2 values only: LR fitted at batch_tokens={np.exp(z_pt[z_lab[keep][0]]):.4g}"
+            f"batch swept at 2 values only: LR fitted at batch_tokens={blank['batch_tokens']:.4g}"
         )
         x, loss, z = x[keep], loss[keep], None
         x_lab, x_pt = _cluster(x)

@@ -391,7 +391,7 @@ def _doubts(fit: _Fit, n_cells: int, preds: tuple[str, ...]) -> list[str]:
     if fit.cv is not None and fit.cv > 0.5:
         msgs.append(f"leave-one-cell-out error {fit.cv:.2f} (natural log): the law fits poorly")
     for m in msgs:
-        warnings.warn(m, FitWarning, stacklevel=3)
+        warnings.warn(m, FitWarning, stacklevel=4)  # past the BLAS wrapper
     return msgs
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from fitting_helpers import cli_fixture, write_csv  # noqa: F401  (the `cli` fixture)
@@ -173,6 +174,21 @@ def test_errors_are_one_line_exit_2(sqlite_url: str, cli) -> None:
         )
 
 
+def test_loss_only_data(tmp_path: Path, sqlite_url: str, cli) -> None:
+    """A file of (n_params, tokens, loss) is enough for the loss law, and says so for the LR."""
+    pts = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(1e8, 4e8, 1.6e9), seed=5)
+    best = pts[~pts["diverged"]].groupby(["n_params", "tokens"], as_index=False)["loss"].min()
+    path = write_csv(best, tmp_path / "points.csv")
+    assert cli("import", path, "--sweep", "pts", "--storage", sqlite_url)[0] == 0
+    code, _, err = cli("fit", "pts", "--storage", sqlite_url)
+    assert code == 2 and "only the loss law fits (--target loss)" in err
+    code, out, err = cli(
+        "fit", "pts", "--target", "loss", "--bootstrap", "0", "--storage", sqlite_url
+    )
+    assert code == 0, err
+    assert "loss law #1 of pts" in out and "compute-optimal" in out
+
+
 def test_import_help_documents_the_steplaw_command(cli, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         cli("import", "--help")
@@ -191,3 +207,65 @@ def test_verb_module_imports_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+LAUNCHED_STUDY = """\
+[sweep]
+name = "launched"
+trials_per_cell = 9
+
+[model]
+context = 64
+
+[ladder]
+widths = [16, 32, 64]
+depths = [2]
+tokens = [32768]
+
+[search]
+lr = { low = 1e-4, high = 1e-1, log = true }
+batch_size = 8
+"""
+
+
+def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
+    """Runs of a launched sweep come through sweeper.sweep.load_sweep_runs (trials told as the
+    launcher tells them, without Ray); laws record the sweep's parametrization."""
+    optuna = pytest.importorskip("optuna")
+    from sweeper.space import distributions
+    from sweeper.study import parse_study_toml
+    from sweeper.sweep import open_sweep
+
+    spec = parse_study_toml(LAUNCHED_STUDY)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for cs in open_sweep(spec, sqlite_url):
+        lr_opt = 0.02 * (cs.cell.width / 16) ** -0.8
+        for k in range(-4, 3):
+            lr = lr_opt * 2 ** (k / 2 + 0.13)
+            u = np.log(lr / lr_opt)
+            diverged = bool(u > 1.2)
+            loss = 3.0 + (0.05 if u < 0 else 0.2) * u * u
+            cs.study.enqueue_trial({"lr": lr, "batch_size": 8})
+            t = cs.study.ask(distributions(spec.search))
+            runs = [
+                {
+                    "seed": 0,
+                    "loss": None if diverged else loss,
+                    "diverged": diverged,
+                    "tokens": 32768,
+                }
+            ]
+            t.set_user_attr("runs", runs)
+            cs.study.tell(
+                t,
+                None if diverged else loss,
+                state=None if not diverged else optuna.trial.TrialState.PRUNED,
+            )
+    code, out, err = cli("fit", "launched", "--bootstrap", "200", "--json", "--storage", sqlite_url)
+    assert code == 0, err
+    law = json.loads(out)  # batch not swept: one law
+    assert law["target"] == "lr" and law["n_cells"] == 3 and law["parametrization"] == "sp"
+    assert law["predictors"] == ["n_params"]  # tokens is the same in every cell
+    assert law["conventions"]["n_params"] == "non-embedding"
+    # lr ∝ width^-0.8 and N ∝ width² (non-embedding): an N exponent near -0.4
+    assert -0.5 < law["exponents"]["n_params"] < -0.3, law["exponents"]

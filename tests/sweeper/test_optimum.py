@@ -171,3 +171,21 @@ def test_bad_arguments() -> None:
         estimate_optima(df, band=0.0)
     with pytest.raises(FitError, match="no runs"):
         estimate_optima(df.iloc[:0])
+
+
+def test_two_batch_sizes_profile_the_lr_at_the_best_one() -> None:
+    df = synthetic_sweep(
+        lr_law=LR_LAW,
+        batch_law=(0.5, {"tokens": 0.6}),
+        batch_steps=(0, 1),
+        n_params=(1e6,),
+        tokens=(1e8,),
+        seed=6,
+    )
+    assert df["batch_size"].nunique() == 2
+    (o,) = estimate_optima(df, n_boot=50)
+    best = df.loc[df["loss"].idxmin(), "batch_tokens"]
+    assert o.batch_tokens == pytest.approx(best) and o.batch_tokens_ci is None
+    assert "batch swept at 2 values only" in o.notes[0] and len(o.curve_coefs) == 3
+    band = estimate_optima(df, method="band", n_boot=50)[0]
+    assert band.batch_tokens_ci is not None  # the band averages over both batch sizes
