@@ -213,6 +213,7 @@ class LossLaw(Law):
     n_points: int = 0
     huber_delta: float = 1e-3
     fingerprint: str = ""
+    notes: tuple[str, ...] = ()
 
     def predict(self, scale: Mapping[str, float]) -> float:
         n, d = float(scale["n_params"]), float(scale["tokens"])
@@ -237,6 +238,7 @@ class LossLaw(Law):
             n_points=self.n_points,
             huber_delta=self.huber_delta,
             fingerprint=self.fingerprint,
+            notes=list(self.notes),
         )
         for k in ("E", "A", "B", "alpha", "beta"):
             d[f"{k}_ci"] = list(self.ci[k]) if k in self.ci else None
