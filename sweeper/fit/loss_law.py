@@ -159,6 +159,7 @@ def fit_loss_law(
         n_points=len(pts),
         huber_delta=huber_delta,
         fingerprint=fingerprint(["n_params", "tokens", "loss", points], ln_n, ln_d, ln_l),
+        notes=tuple(notes),
     )
 
 
