@@ -38,7 +38,7 @@ depths = [1]
 tokens = [{tokens}]
 
 [search]
-lr = {{ low = 2e-3, high = 4e-2, log = true }}
+lr = {{ low = 2e-3, high = 4.0, log = true }}
 batch_size = 8
 
 [sampler]
@@ -101,6 +101,10 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, StudySpec, 
     tmp = tmp_path_factory.mktemp("launched")
     url = f"sqlite:///{tmp / 'sweeper.db'}"
     spec = tiny("shared", trials=3, seeds=2)
+    from sweeper.sweep import open_sweep
+
+    # a point far above the cliff first: it must diverge and still be COMPLETE with its value
+    open_sweep(spec, url)[0].study.enqueue_trial({"lr": 4.0, "batch_size": 8})
     summary = launch_study(spec, url=url, progress=False)
     return url, spec, summary, tmp
 
@@ -123,10 +127,16 @@ def test_launch_completes_every_cell_with_per_seed_runs(launched: Any) -> None:
             assert [r["seed"] for r in runs] == [0, 1]
             assert len({r["ray_trial_id"] for r in runs}) == 2
             assert t.value == pytest.approx(sum(r["loss"] for r in runs) / 2)
-            assert t.user_attrs["tokens"] == 2 * 16384 and t.user_attrs["wall_s"] > 0
+            full = not t.user_attrs["diverged"]  # a diverged run stops early
+            assert t.user_attrs["tokens"] == 2 * 16384 or not full
+            assert t.user_attrs["wall_s"] > 0
             assert t.user_attrs["tokens_per_s"] > 0 and t.user_attrs["diverged"] in (True, False)
             assert t.user_attrs["seed"] == [0, 1] and study.user_attrs["cell"] == cell
-            assert 2e-3 <= t.params["lr"] <= 4e-2 and t.params["batch_size"] == 8
+            assert 2e-3 <= t.params["lr"] <= 4.0 and t.params["batch_size"] == 8
+    (blown,) = [t for t in studies["w16-d1-t16.4k"].trials if t.params["lr"] == 4.0]
+    assert blown.state == TrialState.COMPLETE and blown.user_attrs["diverged"] is True
+    assert all(r["diverged"] for r in blown.user_attrs["runs"]) and blown.value is not None
+    assert blown.value > min(t.value for t in studies["w16-d1-t16.4k"].trials)
     from sweeper.sweep import load_sweep_runs
 
     df = load_sweep_runs("shared", url)
@@ -171,7 +181,7 @@ def test_status_and_trials_verbs(launched: Any) -> None:
             0,
             3,
         )
-        assert c["best_loss"] > 0 and 2e-3 <= c["best_lr"] <= 4e-2
+        assert c["best_loss"] > 0 and 2e-3 <= c["best_lr"] < 4.0
         assert {"cell", "width", "depth", "tokens"} <= set(c)
     r = _cli(["status", "shared", "--storage", url], tmp, timeout=120)
     assert r.returncode == 0 and "w16-d1-t16.4k" in r.stdout and "3/3" in r.stdout
@@ -189,6 +199,11 @@ def test_status_and_trials_verbs(launched: Any) -> None:
         "trial_number",
         "ray_trial_id",
     } <= set(df)
+    r = _cli(
+        ["trials", "shared", "--storage", url, "-o", str(tmp / "trials.parquet")], tmp, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert len(pd.read_parquet(tmp / "trials.parquet")) == 12
     r = _cli(["trials", "shared", "--storage", url, "--format", "json"], tmp, timeout=120)
     assert r.returncode == 0 and len(json.loads(r.stdout)) == 12
     r = _cli(["trials", "nope", "--storage", url], tmp, timeout=120)
@@ -317,7 +332,7 @@ def test_asha_stopped_trial_is_pruned(sqlite_url: str) -> None:
     )
     text = TINY.format(name="asha", trials=3, seeds=1, tokens=65536, max_failures=0) + extra
     text = text.replace("widths = [16, 32]", "widths = [16]")
-    text = text.replace("low = 2e-3, high = 4e-2", "low = 1e-7, high = 4e-2")
+    text = text.replace("low = 2e-3, high = 4.0", "low = 1e-7, high = 4e-2")
     spec = parse_study_toml(text)
     # a good point first, then two that learn nothing: ASHA must stop those at a rung
     study = open_sweep(spec, sqlite_url)[0].study
