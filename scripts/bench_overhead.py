@@ -22,6 +22,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -178,6 +179,8 @@ def main() -> int:
         print(
             f"overhead launch/single: {launch_s / single_s:.3f} ({(launch_s / single_s - 1) * 100:+.1f}%)"
         )
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
