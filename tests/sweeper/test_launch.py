@@ -79,15 +79,16 @@ def _states(study: optuna.Study) -> dict[str, int]:
 
 
 _CLI = (
-    "import sys, sweeper.cli as c; c.VERB_MODULES = ('sweeper.cli.study',); "
+    "import sys, sweeper.cli as c; "
     "rc = c.main(sys.argv[1:]); "
-    "heavy = [m for m in ('torch', 'ray') if m in sys.modules and sys.argv[1] != 'launch']; "
+    "trains = sys.argv[1] in ('launch', 'validate-transfer'); "
+    "heavy = [m for m in ('torch', 'ray') if m in sys.modules and not trains]; "
     "assert not heavy, heavy; raise SystemExit(rc)"
 )
 
 
 def _cli(args: list[str], cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """The ``sweeper`` CLI with only the study verbs registered (independent of other verbs)."""
+    """The ``sweeper`` CLI in a fresh process; verbs that do not train must not import torch/ray."""
     return subprocess.run(
         [sys.executable, "-c", _CLI, *args], cwd=cwd, capture_output=True, text=True, **kw
     )
@@ -219,14 +220,81 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     )
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "sweep smoke: 8 run(s), 8 trial(s) finished" in r.stdout
+    assert "sweep smoke: 36 run(s), 36 trial(s) finished" in r.stdout
     # not a terminal: plain progress lines, no Ray console chatter
-    assert "smoke/w16-d2-t32.8k: 4/4 done" in r.stdout
+    assert "smoke/w16-d2-t32.8k: 6/6 done" in r.stdout
     assert "Trial status" not in r.stdout and "\x1b[" not in r.stdout
     spec = load_study(REPO / "studies" / "smoke.toml")
     for study in _studies(url, "smoke").values():
         assert _states(study) == {"COMPLETE": spec.trials_per_cell}
     print(f"smoke launch: {wall:.1f} s")
+
+    # the rest of the main job on the same sweep: fit, validate the transfer, recommend, export, report
+    r = _cli(
+        ["fit", "smoke", "--target", "lr", "--storage", url, "--bootstrap", "200", "--json"],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    law = json.loads(r.stdout)
+    assert (
+        law["target"] == "lr"
+        and law["n_cells"] >= 3
+        and set(law["exponents"]) <= {"n_params", "tokens"}
+    )
+
+    r = _cli(
+        [
+            "validate-transfer",
+            "smoke",
+            "--holdout",
+            "largest",
+            "--seeds",
+            "2",
+            "--storage",
+            url,
+            "--json",
+        ],
+        tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    assert res["holdout_cell"] == "w32-d2-t65.5k"
+    for key in ("log2_error", "regret_pct", "baseline_regret_pct", "predicted_lr", "measured_lr"):
+        assert isinstance(res[key], float), key
+    assert res["seeds"] == 2 and set(res["losses"]) == {"law", "smallest_cell", "steplaw"}
+    # trained through the same machinery and storage: a one-cell sweep with 3 points x 2 seeds
+    tr = _cli(["status", "smoke.transfer", "--storage", url, "--json"], tmp_path)
+    cells = json.loads(tr.stdout)["cells"]
+    assert len(cells) == 1 and cells[0]["complete"] == 3
+    # relaunching the check trains nothing new
+    r2 = _cli(["validate-transfer", "smoke", "--storage", url, "--json"], tmp_path, timeout=300)
+    assert r2.returncode == 0 and json.loads(r2.stdout)["losses"] == res["losses"]
+
+    target = ["--params", "1e9", "--tokens", "2e10", "--storage", url]
+    r = _cli(["recommend", "smoke", *target, "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    recipe = json.loads(r.stdout)
+    assert recipe["extrapolation_factor"] > 1000 and recipe["warnings"]
+    out = tmp_path / "recipe.json"
+    r = _cli(["export", "smoke", *target, "--format", "json", "-o", str(out)], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _cli(
+        [
+            "report",
+            "smoke",
+            "-o",
+            str(tmp_path / "report"),
+            "--storage",
+            url,
+            "--recipe-json",
+            str(out),
+        ],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Transfer check" in page and "Recommended recipe" in page and "w32-d2-t65.5k" in page
 
 
 # ---- SIGKILL part-way, relaunch ----------------------------------------------------------------
