@@ -13,6 +13,7 @@ Counting conventions (they match the runs table in ``sweeper/runs.py``):
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 __all__ = ["NORMS", "PARAMETRIZATIONS", "ProxyConfig"]
@@ -47,6 +48,20 @@ class ProxyConfig:
     base_depth: int = 2  # depth at which CompleteP equals muP
 
     def __post_init__(self) -> None:
+        # numpy / pandas integers (e.g. from a ladder table) are accepted and stored as int
+        for name in (
+            "width",
+            "depth",
+            "n_heads",
+            "head_dim",
+            "context",
+            "vocab_size",
+            "base_width",
+            "base_depth",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool | int):
+                object.__setattr__(self, name, int(value))
         for name in ("width", "depth", "head_dim", "context", "vocab_size", "base_width"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

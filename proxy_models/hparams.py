@@ -8,6 +8,7 @@ Units: ``lr`` is the peak AdamW learning rate of the base-width parameters; ``ba
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 __all__ = ["SCHEDULES", "BatchRamp", "HParams", "batch_sizes", "lr_at", "warmup_steps"]
@@ -33,6 +34,9 @@ class BatchRamp:
 
     def __post_init__(self) -> None:
         for name in ("start", "increment", "tokens_per_increment"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool | int):
+                object.__setattr__(self, name, int(value))
             _positive_int(name, getattr(self, name))
 
 
@@ -56,6 +60,26 @@ class HParams:
     ramp: BatchRamp | None = None
 
     def __post_init__(self) -> None:
+        # numpy scalars (e.g. from a search space or a DataFrame) are stored as plain numbers
+        for name in ("batch_size", "micro_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool | int):
+                object.__setattr__(self, name, int(value))
+        for name in (
+            "lr",
+            "warmup",
+            "min_lr_ratio",
+            "decay_fraction",
+            "beta1",
+            "beta2",
+            "eps",
+            "weight_decay",
+            "grad_clip",
+            "z_loss",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool | float | int):
+                object.__setattr__(self, name, float(value))
         if not (isinstance(self.lr, int | float) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"`lr` must be a finite number > 0, but got lr={self.lr!r}")
         _positive_int("batch_size", self.batch_size)

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import numbers
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -206,8 +207,12 @@ def train(
     Raises ``ValueError`` for inconsistent arguments; never raises for divergence.
     """
     t_start = time.perf_counter()
-    if not isinstance(tokens, int) or tokens < 1:
+    budget: object = tokens
+    if isinstance(budget, float) and budget.is_integer():
+        budget = int(budget)  # 8.192e5 from a TOML file
+    if not isinstance(budget, numbers.Integral) or isinstance(budget, bool) or budget < 1:
         raise ValueError(f"`tokens` must be a positive integer, but got {tokens=}")
+    tokens = int(budget)
     if eval_batches < 1:
         raise ValueError(f"`eval_batches` must be >= 1, but got {eval_batches=}")
     if eval_every is not None and eval_every < 1:
@@ -252,7 +257,8 @@ def _train(
         x, y = gather_batch(data.val, chunk, T)
         val_batches.append((x.to(dev), y.to(dev)))
     generator = torch.Generator().manual_seed(_data_seed(seed))
-    sample_offsets(len(data.train), T, 1, torch.Generator())  # fail early if train is too short
+    if len(data.train) <= T + 1:
+        raise ValueError(f"the training split ({len(data.train)} tokens) is too short for {T=}")
 
     model = build_model(cfg, seed=seed, device=dev)
     params = [p for p in model.parameters() if p.requires_grad]

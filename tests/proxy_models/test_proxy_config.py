@@ -58,3 +58,14 @@ def test_invalid_configs_raise_one_line(kwargs: dict[str, object], match: str) -
     with pytest.raises(ValueError, match=match) as info:
         ProxyConfig(**kwargs)  # type: ignore[arg-type]
     assert "\n" not in str(info.value)
+
+
+def test_numpy_integers_are_accepted_as_plain_ints() -> None:
+    import numpy as np
+
+    from proxy_models import HParams
+
+    cfg = ProxyConfig(width=np.int64(64), depth=np.int32(2))  # type: ignore[arg-type]
+    assert type(cfg.width) is int and cfg == ProxyConfig(width=64, depth=2)
+    hp = HParams(lr=np.float32(1e-3), batch_size=np.int64(16))  # type: ignore[arg-type]
+    assert type(hp.lr) is float and type(hp.batch_size) is int
