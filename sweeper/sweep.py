@@ -239,16 +239,20 @@ def _safe_url(url: str) -> str:
 
 
 def delete_sweep(name: str, url: str | None = None) -> None:
-    """Delete a launched sweep: its cell studies and its ``sweeper_sweeps`` row."""
+    """Delete a launched sweep: its cell studies, its ``sweeper_sweeps`` row, the laws fitted to
+    it, and its transfer check (``<name>.transfer``), all of which describe data that is gone."""
     url = st.resolve_url(url)
     storage = optuna_storage(url)
-    prefix = f"{name}/"
+    names = (name, f"{name}.transfer")
+    prefixes = tuple(f"{n}/" for n in names)
     for sname in optuna.get_all_study_names(storage):
-        if sname.startswith(prefix):
+        if sname.startswith(prefixes):
             optuna.delete_study(study_name=sname, storage=storage)
     with st.transaction(url) as conn:
-        conn.execute(st.runs_table.delete().where(st.runs_table.c.sweep == name))
-        conn.execute(st.sweeps_table.delete().where(st.sweeps_table.c.name == name))
+        for n in names:
+            conn.execute(st.runs_table.delete().where(st.runs_table.c.sweep == n))
+            conn.execute(st.laws_table.delete().where(st.laws_table.c.sweep == n))
+            conn.execute(st.sweeps_table.delete().where(st.sweeps_table.c.name == n))
 
 
 def reconcile(study: optuna.Study) -> list[dict[str, Any]]:

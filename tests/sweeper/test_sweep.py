@@ -127,9 +127,15 @@ def test_changed_study_is_refused_unless_force_new(sqlite_url: str) -> None:
         open_sweep(changed, sqlite_url)
     # nothing was touched by the refusal
     assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(spec)  # type: ignore[index]
+    # laws fitted to the old data, and its transfer check, go with it; other sweeps' laws stay
+    law = {"kind": "power", "target": "lr", "predictors": ["n_params"]}
+    st.put_law("sw", law, sqlite_url)
+    st.put_law("sw.transfer", law, sqlite_url)
+    st.put_law("other", law, sqlite_url)
     css = open_sweep(changed, sqlite_url, force_new=True)
     assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(changed)  # type: ignore[index]
     assert all(len(cs.study.trials) == 0 for cs in css)
+    assert [d["sweep"] for d in st.list_laws(url=sqlite_url)] == ["other"]
 
 
 def test_reconcile_closes_running_trials_and_requeues_them_once(sqlite_url: str) -> None:
