@@ -1,13 +1,7 @@
-"""``sweeper trial`` through ``sweeper.cli.main``.
-
-While the other verb modules of ``sweeper.cli.VERB_MODULES`` are still being written, a module
-that cannot be imported yet is dropped from the registry for these tests only (the real ``main``
-still parses, dispatches and turns errors into exit codes).
-"""
+"""``sweeper trial`` through the real ``sweeper`` command (``sweeper.cli.main``)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,17 +12,7 @@ import sweeper.cli
 
 
 @pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[[Sequence[str] | None], int]:
-    importable = []
-    for name in sweeper.cli.VERB_MODULES:
-        try:
-            importlib.import_module(name)
-            importable.append(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:  # a verb module that exists but is broken is a real failure
-                raise
-    assert "sweeper.cli.trial" in importable
-    monkeypatch.setattr(sweeper.cli, "VERB_MODULES", tuple(importable))
+def cli() -> Callable[[Sequence[str] | None], int]:
     return sweeper.cli.main
 
 

@@ -1,9 +1,4 @@
-"""`sweeper recommend | export | check` through `sweeper.cli.main`.
-
-Most tests narrow ``VERB_MODULES`` to this module's verbs so that they exercise main's error
-handling without depending on the other verb modules; ``test_full_cli_has_recipe_verbs`` uses the
-real registry.
-"""
+"""`sweeper recommend | export | check` through the real `sweeper` command (`sweeper.cli.main`)."""
 
 from __future__ import annotations
 
@@ -29,7 +24,6 @@ DS7B = [
 
 @pytest.fixture
 def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
-    monkeypatch.setattr(cli, "VERB_MODULES", ("sweeper.cli.recipe",))
     monkeypatch.delenv("SWEEPER_STORAGE", raising=False)
 
     def _run(*argv: str) -> tuple[int, str, str]:
@@ -285,7 +279,6 @@ def test_verbs_do_not_import_heavy_modules() -> None:
     code = (
         "import sys\n"
         "import sweeper.cli as cli\n"
-        "cli.VERB_MODULES = ('sweeper.cli.recipe',)\n"
         "rc = cli.main(['recommend', '--law', 'deepseek', '--params', '7e9', '--tokens', '2e12', '--json'])\n"
         "heavy = [m for m in ('torch', 'ray', 'optuna', 'pandas', 'scipy', 'matplotlib') if m in sys.modules]\n"
         "print('HEAVY', heavy, rc, file=sys.stderr)\n"
@@ -295,7 +288,6 @@ def test_verbs_do_not_import_heavy_modules() -> None:
 
 
 def test_full_cli_has_recipe_verbs() -> None:
-    """Through the real registry: needs every module of VERB_MODULES to exist."""
     parser = cli.build_parser()
     args = parser.parse_args(["check", "--list-recipes"])
     assert args.func.__module__ == "sweeper.cli.recipe"
