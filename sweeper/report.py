@@ -59,6 +59,8 @@ class ReportInputs:
     transfer: Mapping[str, Any] | None = None
     target_scale: Mapping[str, float] | None = None
     holdout_cells: Sequence[str] = ()
+    #: the LR law fitted without ``holdout_cells`` (by the transfer check), drawn on its own figure
+    holdout_law: PowerLaw | None = None
 
 
 def _plt() -> Any:
@@ -438,14 +440,17 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
         "minimum; the dashed line and band are the optimum and its 95% bootstrap interval.",
     )
     power_laws = [law for law in inputs.laws if isinstance(law, PowerLaw)]
+    if inputs.holdout_law is not None:
+        save(
+            plot_law(inputs.optima, inputs.holdout_law, holdout_cells=inputs.holdout_cells),
+            f"law_{inputs.holdout_law.target}_holdout.png",
+            "Transfer check: the law fitted without the held-out cell",
+            "The law and its 95% band fitted on the other cells only; the red square is the held-out "
+            "cell's measured optimum, which the law had not seen.",
+        )
     for law in power_laws:
         save(
-            plot_law(
-                inputs.optima,
-                law,
-                holdout_cells=inputs.holdout_cells,
-                target_scale=inputs.target_scale,
-            ),
+            plot_law(inputs.optima, law, target_scale=inputs.target_scale),
             f"law_{law.target}.png",
             f"Optimal {law.target} against scale",
             "Cell optima with their 95% intervals; the line is the fitted power law and the band its 95% "

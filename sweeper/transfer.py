@@ -33,8 +33,12 @@ from sweeper.published import published_laws
 
 __all__ = ["TransferPlan", "TransferResult", "plan_transfer", "run_transfer", "summarize_transfer"]
 
-#: the points trained in the held-out cell, by the name of what proposed them
-POINTS = ("law", "smallest_cell", "steplaw")
+#: the points trained in the held-out cell, by the name of what proposed them; the cell's own
+#: measured optimum is trained with the same seeds so that the law's point has a like-for-like
+#: reference beside "the best loss swept" (a minimum over single runs, biased low)
+POINTS = ("law", "smallest_cell", "steplaw", "measured_optimum")
+#: hyperparameter columns that tell two points of a sweep apart (the seeds of one point are averaged)
+_POINT_KEYS = ("lr", "batch_size", "warmup", "weight_decay", "beta2")
 
 
 @dataclass(frozen=True)
@@ -75,13 +79,16 @@ class TransferResult:
     regret_pct: float
     baseline_regret_pct: float  # the "reuse the smallest cell's optimum" baseline
     published_regret_pct: float | None
+    regret_vs_optimum_pct: float | None  # law point against the measured optimum, same seeds
     seeds: int
     law_exponents: Mapping[str, float]
     law_cells: int
+    law: PowerLaw | None = None  # the law fitted without the held-out cell
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["law"] = self.law.to_dict() if self.law is not None else None
         d["baseline"] = "reuse the smallest cell's optimum"
         d["published_baseline"] = "steplaw"
         return d
@@ -139,6 +146,7 @@ def plan_transfer(
         "steplaw": step.predict(
             {"n_params": float(held.n_params or 0), "tokens": float(held.tokens or 0)}
         ),
+        "measured_optimum": float(held.lr),  # type: ignore[arg-type]
     }
     batch = None
     if held.batch_tokens and held.seq_len:
@@ -149,8 +157,11 @@ def plan_transfer(
 
 
 def _point_losses(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sd and count of the loss per point (seeds averaged; points told apart by every
+    hyperparameter column present, so that different batch sizes are never averaged together)."""
     ok = runs[(runs["state"] == "COMPLETE") & np.isfinite(runs["loss"])]
-    return ok.groupby("lr")["loss"].agg(["mean", "std", "count"]).reset_index()
+    keys = [k for k in _POINT_KEYS if k in ok.columns and ok[k].notna().all()]
+    return ok.groupby(keys)["loss"].agg(["mean", "std", "count"]).reset_index()
 
 
 def summarize_transfer(
@@ -189,6 +200,10 @@ def summarize_transfer(
     def regret(name: str) -> float:
         return 100.0 * (losses[name] - best_swept) / best_swept
 
+    vs_opt = None
+    if "measured_optimum" in losses and "law" in losses:
+        vs_opt = 100.0 * (losses["law"] - losses["measured_optimum"]) / losses["measured_optimum"]
+
     seeds = int(transfer_runs["seed"].nunique()) if "seed" in transfer_runs else 1
     assert held.lr is not None
     pred = plan.predicted_lr
@@ -210,11 +225,23 @@ def summarize_transfer(
         regret_pct=regret("law"),
         baseline_regret_pct=regret("smallest_cell"),
         published_regret_pct=regret("steplaw") if "steplaw" in losses else None,
+        regret_vs_optimum_pct=vs_opt,
         seeds=seeds,
         law_exponents=dict(plan.law.exponents),
         law_cells=plan.law.n_cells,
+        law=plan.law,
         notes=tuple(notes),
     )
+
+
+def _best_params(sweep: str, cell: str, url: str | None) -> dict[str, Any]:
+    """The parameters of the best COMPLETE trial of a launched sweep's cell study."""
+    import optuna
+
+    from sweeper.sweep import optuna_storage, study_name
+
+    study = optuna.load_study(study_name=study_name(sweep, cell), storage=optuna_storage(url))
+    return dict(study.best_trial.params)
 
 
 def transfer_sweep_name(sweep: str) -> str:
@@ -239,7 +266,7 @@ def run_transfer(
 
     from sweeper.importer import load_runs
     from sweeper.launch import launch_study
-    from sweeper.study import CellSpec, LadderSpec, ParamSpec, SamplerSpec, spec_hash
+    from sweeper.study import CellSpec, LadderSpec, ParamSpec, PrunerSpec, SamplerSpec, spec_hash
     from sweeper.sweep import load_sweep_runs, stored_spec
 
     if seeds < 1:
@@ -253,10 +280,13 @@ def run_transfer(
     search = replace(spec.search, lr=ParamSpec.grid(lr_values))
     if plan.batch_size is not None:
         search = replace(search, batch_size=ParamSpec.fixed(plan.batch_size, integer=True))
+    # other searched hyperparameters: fixed at the held-out cell's best trial, the point the
+    # reference loss comes from (the law only predicts the LR)
+    best = _best_params(sweep, held.cell, url)
     for name in ("warmup", "weight_decay", "beta2"):
         p = getattr(search, name)
         if p is not None and not p.is_fixed:
-            search = replace(search, **{name: None})
+            search = replace(search, **{name: ParamSpec.fixed(float(best[name]))})
     tspec = replace(
         spec,
         sweep=replace(
@@ -277,6 +307,7 @@ def run_transfer(
         ),
         search=search,
         sampler=SamplerSpec(kind="grid", seed=0),
+        pruner=PrunerSpec(),  # divergence only: every point must finish
     )
     existing = storage.get_sweep(tspec.name, url)
     force_new = existing is not None and existing.get("spec_hash") != spec_hash(tspec)

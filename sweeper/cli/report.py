@@ -80,14 +80,21 @@ def _report(args: argparse.Namespace) -> int:
             recipe = json.loads(Path(args.recipe_json).read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise SweeperError(f"--recipe-json {args.recipe_json}: {e}") from None
-        tgt = recipe.get("target") or {}
+        # the recipe's resolved scale (the target may have been given by shape or compute)
         target_scale = {
-            k: float(v)
-            for k, v in tgt.items()
-            if k in ("n_params", "tokens", "flops", "width", "depth") and v
+            k: float(recipe[k])
+            for k in ("n_params", "tokens", "flops", "width", "depth")
+            if isinstance(recipe.get(k), int | float) and recipe[k] > 0
         }
     transfer = stored_transfer(args.sweep, args.storage)
     holdout = [transfer["holdout_cell"]] if transfer else []
+    holdout_law = None
+    if transfer and transfer.get("law"):
+        from sweeper.laws import PowerLaw, law_from_dict
+
+        law = law_from_dict(transfer["law"])
+        holdout_law = law if isinstance(law, PowerLaw) else None
+        transfer = {k: v for k, v in transfer.items() if k != "law"}
     files = write_report(
         ReportInputs(
             sweep=args.sweep,
@@ -98,6 +105,7 @@ def _report(args: argparse.Namespace) -> int:
             transfer=transfer,
             target_scale=target_scale,
             holdout_cells=holdout,
+            holdout_law=holdout_law,
         ),
         args.out,
     )
@@ -143,6 +151,7 @@ def _validate_transfer(args: argparse.Namespace) -> int:
         "law": "law prediction",
         "smallest_cell": "reuse smallest cell's optimum",
         "steplaw": "Step Law (published)",
+        "measured_optimum": "the cell's measured optimum",
     }
     for k, lr in res.lrs.items():
         loss = res.losses.get(k)
@@ -159,7 +168,15 @@ def _validate_transfer(args: argparse.Namespace) -> int:
             f"{reg:+.2f}",
         )
     c.print(t)
-    c.print(f"best loss swept in the cell: {res.best_swept_loss:.4f}")
+    c.print(
+        f"best loss swept in the cell: {res.best_swept_loss:.4f} (the minimum over the sweep's "
+        "points: biased low by seed noise)"
+    )
+    if res.regret_vs_optimum_pct is not None:
+        c.print(
+            f"law prediction against the measured optimum, same seeds: "
+            f"{res.regret_vs_optimum_pct:+.2f}% of the loss"
+        )
     for n in res.notes:
         c.print(f"[yellow]note:[/] {n}")
     return 0
