@@ -9,8 +9,9 @@ recorded in the storage by the driver only (one writer, so SQLite is safe); work
 One Ray trial is one training run: an (Optuna trial, seed) pair. An Optuna trial is told when all
 its seeds have finished: COMPLETE with the mean final validation loss (diverged runs included, with
 ``diverged`` set: the fit uses them as range bounds), PRUNED when Ray's ASHA stopped one of its
-runs, FAIL when a run still crashed after ``max_failures`` retries. Per-seed results are kept in
-the trial's ``runs`` user attribute (see :mod:`sweeper.sweep`).
+runs, FAIL when a run still crashed after ``max_failures`` retries (with the grid sampler, a FAIL
+point is queued to be asked again, since the grid would not revisit it). Per-seed results are kept
+in the trial's ``runs`` user attribute (see :mod:`sweeper.sweep`).
 
 Relaunching the same study resumes it: the target counts COMPLETE + PRUNED trials, RUNNING trials
 of a killed driver are closed as FAIL and their points asked again, and nothing else is re-run.
@@ -41,8 +42,10 @@ from sweeper.sweep import (
     CellStudy,
     aggregate_runs,
     cell_counts,
+    grid_points_left,
     open_sweep,
     reconcile,
+    requeue_point,
 )
 
 # Tune reads these when it is imported: no per-trial CSV/JSON/TensorBoard files (the storage is the
@@ -126,16 +129,22 @@ def run_trial(config: Mapping[str, Any]) -> None:
     counts as finished; a trial that Tune stops before that report was pruned.
     """
     from proxy_models import HParams, ProxyConfig, train
+    from proxy_models.hparams import batch_sizes
 
     cfg = ProxyConfig(**config["model"])
     hp = HParams(**config["hparams"])
     data = _load_data(config["data"], cfg.vocab_size)
-    total_steps = max(1, config["tokens"] // (hp.batch_size * cfg.context))
+    total_steps = len(batch_sizes(hp, int(config["tokens"]), cfg.context))
     eval_every = config.get("eval_every")
     report = None
     if eval_every:
 
         def report(step: int, metrics: dict[str, float]) -> bool:
+            if not _periodic(step, eval_every, total_steps):
+                # train() calls report once more when the run is over: forwarded to Tune, that
+                # call would be a non-final result ASHA could STOP on, losing the final report
+                # of a fully trained (or diverged) run and leaving it PRUNED
+                return False
             tune.report(
                 {
                     _METRIC: float(metrics["val_loss"]),
@@ -161,6 +170,16 @@ def run_trial(config: Mapping[str, Any]) -> None:
     )
     out = result.to_dict()
     tune.report({_METRIC: float(result.val_loss), "progress": 100.0, "final": True, **out})
+
+
+def _periodic(step: int, eval_every: int, total_steps: int) -> bool:
+    """Whether ``train``'s report at ``step`` (steps done) is a periodic evaluation: every
+    ``eval_every`` steps, never the last step (that is the end-of-run call).
+
+    A run that diverges exactly on an evaluation step ends with a call that looks periodic:
+    ``train`` gives the report callback no other sign of the end, so that case is not told apart.
+    """
+    return step % eval_every == 0 and step < total_steps
 
 
 class _RetryCounter(tune.Callback):
@@ -269,6 +288,7 @@ class _CellState:
     running: int = 0  # Ray trials of this cell alive now
     open_points: int = 0  # asked, not yet told
     failed_now: int = 0  # points that failed in this launch
+    grid_spent: bool = False  # grid sampler: every point asked, none queued
     best_loss: float | None = None
     best_lr: float | None = None
     best_batch: int | None = None
@@ -354,7 +374,9 @@ class CellSearcher(Searcher):
 
     def _cell_exhausted(self, c: _CellState) -> bool:
         """No more points to ask in this cell (target covered by finished + open, or failing)."""
-        return c.finished + c.open_points >= self.target or c.failed_now >= self.target
+        return (
+            c.finished + c.open_points >= self.target or c.failed_now >= self.target or c.grid_spent
+        )
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:  # or Searcher.FINISHED
         if self.live >= self.max_concurrent:
@@ -372,6 +394,17 @@ class CellSearcher(Searcher):
         for i in order:
             c = self.cells[i]
             if self._cell_exhausted(c) or c.running >= cap:
+                continue
+            if grid_points_left(c.cs.study) == 0:
+                # asking now would repeat a point (Optuna's grid picks a random visited one)
+                c.grid_spent = True
+                logger.warning(
+                    "%s: every grid point was asked and none is queued, but only %d of %d "
+                    "trials finished; not asking a point twice",
+                    c.cs.cell.name,
+                    c.finished,
+                    self.target,
+                )
                 continue
             # (every attribute is a storage commit: the cell is in the study's name and attributes)
             trial = c.cs.study.ask(self.dists)
@@ -490,6 +523,13 @@ class CellSearcher(Searcher):
             study.tell(p.trial, state=TrialState.FAIL)
             c.failed += 1
             c.failed_now += 1
+            # the grid counts a FAIL point as visited and would never ask it again: queue it
+            # (asked again in this launch unless the cell gave up on failures, else at the next)
+            if self.spec.sampler.kind == "grid" and requeue_point(study, p.trial.params):
+                c.grid_spent = False
+                logger.info(
+                    "%s trial %d failed; its point is queued again", c.cs.cell.name, p.trial.number
+                )
         elif p.pruned:
             study.tell(p.trial, state=TrialState.PRUNED)
             c.pruned += 1

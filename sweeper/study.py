@@ -818,8 +818,10 @@ def _check_param(name: str, p: ParamSpec) -> list[str]:
 def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
     """The resolved study as TOML (every default filled in); ``parse_study`` reads it back equal.
 
-    ``operational=False`` leaves out what does not change the results (storage, resources,
-    description): that text is what :func:`spec_hash` fingerprints.
+    ``operational=False`` leaves out what does not change what one trial measures: storage,
+    resources, description, the target count ``trials_per_cell`` and the sampler's pacing knobs
+    ``n_startup_trials`` and ``max_pending_per_cell`` (the sampler kind and seed stay). That text
+    is what :func:`spec_hash` fingerprints.
     """
     lines: list[str] = []
 
@@ -834,11 +836,10 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
     sweep_items: list[tuple[str, Any]] = [("name", sw.name)]
     if operational:
         sweep_items += [("description", sw.description or None), ("storage", sw.storage)]
-    sweep_items += [
-        ("data", sw.data),
-        ("trials_per_cell", spec.trials_per_cell),
-        ("seeds_per_point", sw.seeds_per_point),
-    ]
+    sweep_items.append(("data", sw.data))
+    if operational:
+        sweep_items.append(("trials_per_cell", spec.trials_per_cell))
+    sweep_items.append(("seeds_per_point", sw.seeds_per_point))
     section("sweep", sweep_items)
     section("model", [(f.name, getattr(spec.model, f.name)) for f in fields(ModelSpec)])
     lad = spec.ladder
@@ -864,7 +865,10 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
         )
     section("search", [(n, _param_toml(p)) for n, p in spec.search.items()])
     section("train", [(f.name, getattr(spec.train, f.name)) for f in fields(TrainSpec)])
-    section("sampler", [(f.name, getattr(spec.sampler, f.name)) for f in fields(SamplerSpec)])
+    sampler_keys = [f.name for f in fields(SamplerSpec)]
+    if not operational:
+        sampler_keys = [k for k in sampler_keys if k not in _SAMPLER_PACING]
+    section("sampler", [(k, getattr(spec.sampler, k)) for k in sampler_keys])
     pr = spec.pruner
     pruner_items: list[tuple[str, Any]] = [("kind", pr.kind)]
     if pr.kind == "asha":
@@ -881,9 +885,14 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# sampler settings that change how fast a sweep explores, not what a trial measures
+_SAMPLER_PACING = ("n_startup_trials", "max_pending_per_cell")
+
+
 def spec_hash(spec: StudySpec) -> str:
-    """SHA-256 (hex) of what the sweep measures: the resolved study without storage, resources
-    and description, so that moving a sweep or giving it more workers keeps its identity."""
+    """SHA-256 (hex) of what the sweep measures: the resolved study without storage, resources,
+    description, ``trials_per_cell`` and the sampler's pacing knobs (see :func:`study_toml`), so
+    that moving a sweep, giving it more workers or more trials keeps its identity."""
     return hashlib.sha256(study_toml(spec, operational=False).encode()).hexdigest()
 
 

@@ -46,12 +46,14 @@ __all__ = [
     "aggregate_runs",
     "cell_counts",
     "delete_sweep",
+    "grid_points_left",
     "launched_sweeps",
     "load_sweep_runs",
     "make_sampler",
     "open_sweep",
     "optuna_storage",
     "reconcile",
+    "requeue_point",
     "resolve_sweep_name",
     "stored_spec",
     "study_name",
@@ -92,6 +94,22 @@ def optuna_storage(url: str | None = None) -> RDBStorage:
 class _AskTellGridSampler(optuna.samplers.GridSampler):
     """GridSampler whose ``after_trial`` does not call ``study.stop()``: that only works inside
     ``study.optimize`` and raises under ask/tell; the launcher stops at the target itself."""
+
+    def points_left(self, study: optuna.Study) -> int:
+        """Points an ``ask`` can still give without repeating one: the queued (WAITING) trials
+        plus the grid points never asked. Optuna counts a FAIL trial's grid point as visited and,
+        once every point is visited, asks a random one again; the launcher queues a failed point
+        itself (:func:`requeue_point`) and stops asking when this is 0."""
+        asked: set[int] = set()
+        waiting = 0
+        for t in study._storage.get_all_trials(study._study_id, deepcopy=False):
+            if t.state == TrialState.WAITING:
+                waiting += 1
+            elif "grid_id" in t.system_attrs and self._same_search_space(
+                t.system_attrs["search_space"]
+            ):
+                asked.add(int(t.system_attrs["grid_id"]))
+        return waiting + self._n_min_trials - len(asked)
 
     def after_trial(
         self,
@@ -171,8 +189,12 @@ def open_sweep(
 ) -> list[CellStudy]:
     """Create or load the sweep's row and every cell's study; refuse a changed study.
 
-    A sweep of the same name launched from a different study (other hash) raises StorageError
-    unless ``force_new``, which deletes that sweep's cell studies and row first.
+    A sweep of the same name launched from a study that measures something else (other
+    :func:`~sweeper.study.spec_hash`) raises StorageError unless ``force_new``, which deletes that
+    sweep's cell studies and row first. A study that differs only in what the hash leaves out
+    (``trials_per_cell``, the sampler's ``n_startup_trials`` and ``max_pending_per_cell``, storage,
+    resources, description) extends the sweep: its resolved file replaces the stored one, so that
+    raising ``trials_per_cell`` and relaunching adds the missing trials.
     """
     cell_list = cells(spec)
     url = st.resolve_url(url)
@@ -185,7 +207,7 @@ def open_sweep(
                 f"sweep {spec.name!r} in {_safe_url(url)} holds imported runs; "
                 "choose another sweep.name"
             )
-        if existing["spec_hash"] != h:
+        if existing["spec_hash"] != h and _stored_hash(existing) != h:
             if not force_new:
                 raise StorageError(
                     f"sweep {spec.name!r} in {_safe_url(url)} was launched from a different study "
@@ -194,6 +216,8 @@ def open_sweep(
                 )
             delete_sweep(spec.name, url)
             existing = None
+    text = study_toml(spec)
+    meta = _meta(spec, cell_list)
     if existing is None:
         with engine.begin() as conn:
             conn.execute(
@@ -201,11 +225,30 @@ def open_sweep(
                     name=spec.name,
                     kind="launched",
                     spec_hash=h,
-                    study_toml=study_toml(spec),
-                    meta_json=json.dumps(_meta(spec, cell_list)),
+                    study_toml=text,
+                    meta_json=json.dumps(meta),
                     created_at=st.now(),
                 )
             )
+    elif (
+        existing["spec_hash"] != h
+        or existing["study_toml"] != text
+        or any(existing["meta"].get(k) != v for k, v in meta.items())
+    ):
+        # same measurement, new target or sampler knobs (or a hash from an older Sweeper): the
+        # stored file is what `stored_spec` and the fits read, so it must be the current one.
+        # Keys other modules added to the metadata (a transfer result) are kept.
+        with engine.begin() as conn:
+            conn.execute(
+                st.sweeps_table.update()
+                .where(st.sweeps_table.c.name == spec.name)
+                .values(
+                    spec_hash=h,
+                    study_toml=text,
+                    meta_json=json.dumps({**existing["meta"], **meta}),
+                )
+            )
+        logger.info("sweep %s: stored study file updated (same measurement)", spec.name)
     storage = optuna_storage(url)
     out = []
     for i, cell in enumerate(cell_list):
@@ -228,6 +271,15 @@ def open_sweep(
         study.sampler = make_sampler(spec, i, n)
         out.append(CellStudy(cell=cell, study=study, index=i))
     return out
+
+
+def _stored_hash(row: Mapping[str, Any]) -> str | None:
+    """The hash of a sweep row's stored study as this Sweeper computes it (the row's own hash may
+    come from an older definition of what the hash covers); None if the file no longer parses."""
+    try:
+        return spec_hash(parse_study_toml(row["study_toml"], source=f"sweep:{row['name']}"))
+    except StudyError:
+        return None
 
 
 def _safe_url(url: str) -> str:
@@ -255,6 +307,42 @@ def delete_sweep(name: str, url: str | None = None) -> None:
             conn.execute(st.sweeps_table.delete().where(st.sweeps_table.c.name == n))
 
 
+def grid_points_left(study: optuna.Study) -> int | None:
+    """For a study on the grid sampler, the points it can still give without a repeat (see
+    ``_AskTellGridSampler.points_left``); None for any other sampler."""
+    sampler = study.sampler
+    if isinstance(sampler, _AskTellGridSampler):
+        return sampler.points_left(study)
+    return None
+
+
+def _waiting_params(study: optuna.Study) -> list[dict[str, Any]]:
+    return [
+        t.params or t.system_attrs.get("fixed_params", {})
+        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    ]
+
+
+def requeue_point(
+    study: optuna.Study,
+    params: Mapping[str, Any],
+    waiting: list[dict[str, Any]] | None = None,
+) -> bool:
+    """Queue ``params`` (a point whose trial was closed as FAIL) to be asked again, unless an
+    identical WAITING trial is already queued. ``waiting``: the queued points, when the caller
+    keeps them (updated in place). Returns whether a trial was queued."""
+    point = dict(params)
+    if not point:
+        return False
+    if waiting is None:
+        waiting = _waiting_params(study)
+    if point in waiting:
+        return False
+    study.enqueue_trial(point)
+    waiting.append(point)
+    return True
+
+
 def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
     """Close the RUNNING trials a dead driver left as FAIL and queue their points again.
 
@@ -262,11 +350,7 @@ def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
     A point is not queued twice (an identical WAITING trial is kept instead).
     """
     trials = study.get_trials(deepcopy=False)
-    waiting = [
-        t.params or t.system_attrs.get("fixed_params", {})
-        for t in trials
-        if t.state == TrialState.WAITING
-    ]
+    waiting = _waiting_params(study)
     reasked: list[dict[str, Any]] = []
     for t in trials:
         if t.state != TrialState.RUNNING:
@@ -277,9 +361,7 @@ def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
         if not params:
             continue
         reasked.append(params)
-        if params not in waiting:
-            study.enqueue_trial(params)
-            waiting.append(params)
+        requeue_point(study, params, waiting)
     if reasked:
         logger.info(
             "%s: %d RUNNING trial(s) closed as FAIL and queued again",

@@ -1,6 +1,7 @@
 """End to end through real Ray Tune and Optuna: launch, resume, SIGKILL, PostgreSQL, ASHA, crashes.
 
-Ray starts in ~4-6 s per launch here, so the tests share one launched sweep where they can.
+Ray starts in ~4-6 s per launch here, so the tests share one launched sweep where they can; the
+searcher and the trainable are also driven directly, without a Ray runtime, where that suffices.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ def test_relaunch_adds_no_trial_and_starts_no_ray(launched: Any) -> None:
 def test_changed_study_under_the_same_name_is_refused(launched: Any) -> None:
     url, _, _, tmp = launched
     path = tmp / "changed.toml"
-    path.write_text(TINY.format(name="shared", trials=4, seeds=2, tokens=16384, max_failures=1))
+    # more seeds per point measure something else (more trials per cell would extend the sweep)
+    path.write_text(TINY.format(name="shared", trials=3, seeds=3, tokens=16384, max_failures=1))
     r = _cli(["launch", str(path), "--storage", url, "--no-progress"], tmp, timeout=120)
     assert r.returncode == 2
     assert "launched from a different study file" in r.stderr and "--force-new" in r.stderr
@@ -262,7 +264,12 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     assert res["holdout_cell"] == "w32-d2-t65.5k"
     for key in ("log2_error", "regret_pct", "baseline_regret_pct", "predicted_lr", "measured_lr"):
         assert isinstance(res[key], float), key
-    assert res["seeds"] == 2 and set(res["losses"]) == {"law", "smallest_cell", "steplaw", "measured_optimum"}
+    assert res["seeds"] == 2 and set(res["losses"]) == {
+        "law",
+        "smallest_cell",
+        "steplaw",
+        "measured_optimum",
+    }
     # trained through the same machinery and storage: a one-cell sweep with 3 points x 2 seeds
     tr = _cli(["status", "smoke.transfer", "--storage", url, "--json"], tmp_path)
     cells = json.loads(tr.stdout)["cells"]
@@ -441,3 +448,164 @@ def test_crashed_run_is_retried_then_fail(tmp_path: Path) -> None:
     assert t.state == TrialState.FAIL
     assert t.user_attrs["retries"] == 1  # max_failures = 1: one retry, then FAIL
     assert "Error" in t.user_attrs["last_error"]
+
+
+# ---- the searcher and the trainable without a Ray runtime --------------------------------------
+GRID = """\
+[sweep]
+name = "{name}"
+seeds_per_point = 1
+
+[model]
+context = 32
+
+[ladder]
+widths = [16]
+depths = [1]
+tokens = [16384]
+
+[search]
+lr = {{ values = [1e-3, 2e-3, 4e-3] }}
+batch_size = 8
+
+[sampler]
+kind = "grid"
+"""
+
+
+def _drive(
+    searcher: Any, *, crash: Any = lambda cfg: False, concurrent: int = 2, budget: int = 50
+) -> list[dict[str, Any]]:
+    """Play Ray Tune's part: ask for runs while the searcher gives them, finish the oldest live one
+    (crashed when ``crash(config)``, else a final result), until the searcher says FINISHED."""
+    from ray.tune.search import Searcher
+
+    live: list[tuple[str, dict[str, Any]]] = []
+    started: list[dict[str, Any]] = []
+    for i in range(budget):
+        cfg = searcher.suggest(f"r{i}")
+        if cfg == Searcher.FINISHED:
+            assert not live
+            return started
+        if cfg is not None:
+            live.append((f"r{i}", cfg))
+            started.append(cfg)
+            if len(live) < concurrent:
+                continue
+        assert live, "the searcher neither gave a run nor finished"
+        rid, done = live.pop(0)
+        if crash(done):
+            searcher.on_trial_complete(rid, error=True)
+        else:
+            loss = 3.0 + done["params"]["lr"]
+            result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False}
+            searcher.on_trial_complete(
+                rid, result={**result, "tokens": 16384, "wall_s": 1.0, "tokens_per_s": 1e4}
+            )
+    raise AssertionError("the searcher did not finish")
+
+
+def _searcher(spec: StudySpec, url: str, max_concurrent: int = 2) -> Any:
+    from sweeper.launch import CellSearcher
+    from sweeper.sweep import open_sweep, reconcile
+
+    css = open_sweep(spec, url)
+    for cs in css:
+        reconcile(cs.study)
+    return CellSearcher(spec, css, max_concurrent=max_concurrent, base_config={})
+
+
+def test_grid_point_that_fails_in_a_launch_is_asked_again_not_lost(sqlite_url: str) -> None:
+    spec = parse_study_toml(GRID.format(name="gridfail"))
+    assert spec.trials_per_cell == 3
+    crashed: list[float] = []
+
+    def crash_once(cfg: dict[str, Any]) -> bool:
+        if cfg["params"]["lr"] == 2e-3 and not crashed:
+            crashed.append(2e-3)
+            return True
+        return False
+
+    _drive(_searcher(spec, sqlite_url), crash=crash_once)
+    (study,) = _studies(sqlite_url, "gridfail").values()
+    complete = [t.params["lr"] for t in study.trials if t.state == TrialState.COMPLETE]
+    assert sorted(complete) == [1e-3, 2e-3, 4e-3]  # each grid point once, the failed one included
+    assert _states(study) == {"COMPLETE": 3, "FAIL": 1}
+
+
+def test_grid_point_that_always_fails_gives_up_then_relaunch_retries_it(sqlite_url: str) -> None:
+    spec = parse_study_toml(GRID.format(name="gridbad"))
+    runs = _drive(_searcher(spec, sqlite_url), crash=lambda cfg: cfg["params"]["lr"] == 2e-3)
+    (study,) = _studies(sqlite_url, "gridbad").values()
+    # the failure cap (as many FAIL points as the target) ends the launch; nothing is repeated
+    assert _states(study) == {"COMPLETE": 2, "FAIL": 3, "WAITING": 1}
+    done = [t.params["lr"] for t in study.trials if t.state == TrialState.COMPLETE]
+    assert sorted(done) == [1e-3, 4e-3] and len(runs) == 5
+    # the next launch (the crash fixed) runs the queued point and nothing else
+    runs = _drive(_searcher(spec, sqlite_url))
+    assert [r["params"]["lr"] for r in runs] == [2e-3]
+    assert _states(study) == {"COMPLETE": 3, "FAIL": 3}
+
+
+def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
+    """A FAIL point without a queued retry (an older Sweeper): stop short, never repeat a point."""
+    from sweeper.space import distributions
+    from sweeper.sweep import open_sweep
+
+    spec = parse_study_toml(GRID.format(name="gridold"))
+    study = open_sweep(spec, sqlite_url)[0].study
+    dists = distributions(spec.search)
+    trials = [study.ask(dists) for _ in range(3)]
+    study.tell(trials[0], state=TrialState.FAIL)
+    for t in trials[1:]:
+        study.tell(t, 3.0)
+    assert _drive(_searcher(spec, sqlite_url)) == []
+    assert _states(study) == {"COMPLETE": 2, "FAIL": 1}
+
+
+def test_raising_trials_per_cell_adds_exactly_the_missing_trials(sqlite_url: str) -> None:
+    spec = tiny("grow", trials=2)
+    _drive(_searcher(spec, sqlite_url))
+    assert [_states(s) for s in _studies(sqlite_url, "grow").values()] == [{"COMPLETE": 2}] * 2
+    # the target and the sampler's pacing may change between launches of one sweep
+    text = TINY.format(name="grow", trials=5, seeds=1, tokens=16384, max_failures=1)
+    more = parse_study_toml(text.replace("n_startup_trials = 2", "max_pending_per_cell = 1"))
+    assert more.sampler.max_pending_per_cell == 1 and more.sampler.n_startup_trials is None
+    runs = _drive(_searcher(more, sqlite_url))
+    assert len(runs) == 6  # 3 more per cell
+    for study in _studies(sqlite_url, "grow").values():
+        assert _states(study) == {"COMPLETE": 5} and study.user_attrs["target"] == 5
+    assert _drive(_searcher(more, sqlite_url)) == []  # and a relaunch adds nothing
+
+
+def test_end_of_run_report_is_not_sent_to_tune(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ASHA may stop a trial on any non-final result: train()'s call at the end of the run must
+    not reach Tune, or a fully trained run could end PRUNED without its final result."""
+    import sweeper.launch as launch
+    from sweeper.ladder import cells
+    from sweeper.space import hparams_kwargs
+
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(launch.tune, "report", lambda metrics: sent.append(dict(metrics)))
+    spec = tiny("report")
+    cell = cells(spec)[0]
+    config = {
+        "data": "builtin",
+        "threads": 1,
+        "device": "cpu",
+        "eval_batches": 1,
+        "eval_every": 2,
+        "model": cell.proxy_config_kwargs(),
+        "hparams": hparams_kwargs(spec, {"lr": 1e-2, "batch_size": 8}),
+        "tokens": 8 * 8 * 32,  # 8 steps: evaluations after steps 2, 4, 6; step 8 is the end
+        "seed": 0,
+    }
+    launch.run_trial(config)
+    assert [m["final"] for m in sent] == [False, False, False, True]
+    assert [m["step"] for m in sent[:-1]] == [2, 4, 6]
+    assert all(m["progress"] < 100 for m in sent[:-1]) and sent[-1]["progress"] == 100
+    assert sent[-1]["steps"] == 8 and sent[-1]["diverged"] is False
+    # the same with evaluations that do not divide the run (the end call at step 8 again)
+    sent.clear()
+    launch.run_trial({**config, "eval_every": 3})
+    assert [m["step"] for m in sent if not m["final"]] == [3, 6] and sent[-1]["final"]

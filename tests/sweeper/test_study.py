@@ -280,8 +280,21 @@ def test_spec_hash_ignores_operational_settings(tmp_path: Path) -> None:
     assert spec_hash(moved) == spec_hash(a)
     changed = parse_study_toml(_replace("high = 5e-2", "high = 6e-2"))
     assert spec_hash(changed) != spec_hash(a)
+    # more trials, or a sampler paced differently, extend the same measurement
     more = parse_study_toml(_replace("trials_per_cell = 4", "trials_per_cell = 5"))
-    assert spec_hash(more) != spec_hash(a)
+    assert spec_hash(more) == spec_hash(a)
+    paced = parse_study_toml(_with("sampler", "n_startup_trials = 3\nmax_pending_per_cell = 1"))
+    assert spec_hash(paced) == spec_hash(a)
+    assert "trials_per_cell = 5" in study_toml(more)  # the stored file still says it
+    assert "max_pending_per_cell = 1" in study_toml(paced)
+    # what a trial measures, or which points the sampler picks, is a different sweep
+    for other in (
+        _with("sweep", "seeds_per_point = 2"),
+        _with("sampler", 'kind = "random"'),
+        _with("sampler", "seed = 1"),
+        _replace("batch_size = 8", "batch_size = 16"),
+    ):
+        assert spec_hash(parse_study_toml(other)) != spec_hash(a), other
 
 
 def test_programmatic_one_cell_grid_spec() -> None:

@@ -12,13 +12,16 @@ from sweeper import storage as st
 from sweeper.errors import StorageError
 from sweeper.runs import COLUMNS
 from sweeper.space import distributions
-from sweeper.study import StudySpec, parse_study_toml, spec_hash
+from sweeper.study import StudySpec, parse_study_toml, spec_hash, study_toml
 from sweeper.sweep import (
     aggregate_runs,
+    cell_counts,
+    grid_points_left,
     load_sweep_runs,
     make_sampler,
     open_sweep,
     reconcile,
+    requeue_point,
     resolve_sweep_name,
     stored_spec,
     study_name,
@@ -136,6 +139,87 @@ def test_changed_study_is_refused_unless_force_new(sqlite_url: str) -> None:
     assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(changed)  # type: ignore[index]
     assert all(len(cs.study.trials) == 0 for cs in css)
     assert [d["sweep"] for d in st.list_laws(url=sqlite_url)] == ["other"]
+
+
+def test_more_trials_per_cell_extends_the_sweep_and_updates_its_file(sqlite_url: str) -> None:
+    import json
+
+    spec = _spec()
+    css = open_sweep(spec, sqlite_url)
+    _finish(css[0].study, [3.0, 3.1])
+    # a key another module keeps in the sweep's metadata (validate-transfer's result)
+    with st.transaction(sqlite_url) as conn:
+        row = st.get_sweep("sw", sqlite_url)
+        assert row is not None
+        meta = {**row["meta"], "transfer_result": {"x": 1}}
+        conn.execute(
+            st.sweeps_table.update()
+            .where(st.sweeps_table.c.name == "sw")
+            .values(meta_json=json.dumps(meta))
+        )
+    more = _spec(
+        replace={
+            "trials_per_cell = 3": "trials_per_cell = 5",
+            "batch_size = { values = [4, 8] }\n": (
+                "batch_size = { values = [4, 8] }\n\n[sampler]\nn_startup_trials = 2\n"
+                "max_pending_per_cell = 1\n"
+            ),
+        }
+    )
+    assert more.trials_per_cell == 5 and more.sampler.max_pending_per_cell == 1
+    css = open_sweep(more, sqlite_url)  # no refusal, nothing deleted
+    assert [len(cs.study.trials) for cs in css] == [1, 0]
+    row = st.get_sweep("sw", sqlite_url)
+    assert row is not None and row["spec_hash"] == spec_hash(spec) == spec_hash(more)
+    assert row["study_toml"] == study_toml(more) and stored_spec("sw", sqlite_url) == more
+    assert row["meta"]["trials_per_cell"] == 5 and row["meta"]["transfer_result"] == {"x": 1}
+    assert [a["target"] for a in sweep_cells("sw", sqlite_url)] == [5, 5]
+    c = cell_counts(css[0].study, more.trials_per_cell)
+    assert (c.finished, c.target, c.done) == (1, 5, False)
+    # lowering it back is fine too (the cells are then over their target)
+    open_sweep(spec, sqlite_url)
+    assert stored_spec("sw", sqlite_url) == spec
+
+
+def test_sweep_hashed_by_an_older_sweeper_is_resumed_not_refused(sqlite_url: str) -> None:
+    """A row whose hash covered trials_per_cell (before it was left out) still matches its file."""
+    spec = _spec()
+    open_sweep(spec, sqlite_url)
+    with st.transaction(sqlite_url) as conn:
+        conn.execute(
+            st.sweeps_table.update()
+            .where(st.sweeps_table.c.name == "sw")
+            .values(spec_hash="0" * 64)
+        )
+    open_sweep(_spec(replace={"trials_per_cell = 3": "trials_per_cell = 4"}), sqlite_url)
+    row = st.get_sweep("sw", sqlite_url)
+    assert row is not None and row["spec_hash"] == spec_hash(spec)
+    assert row["meta"]["trials_per_cell"] == 4
+
+
+def test_grid_requeue_of_a_failed_point(sqlite_url: str) -> None:
+    """Optuna's grid counts a FAIL point as visited; queued again, it is asked exactly once more."""
+    text = STUDY.format(name="g") + '\n[sampler]\nkind = "grid"\n'
+    text = text.replace("{ low = 1e-3, high = 5e-2, log = true }", "{ values = [1e-3, 1e-2] }")
+    spec = parse_study_toml(text.replace("trials_per_cell = 3\n", ""))
+    study = open_sweep(spec, sqlite_url)[0].study
+    dists = distributions(spec.search)
+    assert grid_points_left(study) == 4
+    trials = [study.ask(dists) for _ in range(4)]
+    assert len({tuple(t.params.values()) for t in trials}) == 4
+    assert grid_points_left(study) == 0  # all asked (RUNNING), none queued
+    study.tell(trials[0], state=TrialState.FAIL)
+    for t in trials[1:]:
+        study.tell(t, 3.0)
+    assert grid_points_left(study) == 0
+    assert requeue_point(study, trials[0].params)
+    assert not requeue_point(study, trials[0].params)  # never queued twice
+    assert grid_points_left(study) == 1
+    again = study.ask(dists)
+    assert again.params == trials[0].params
+    assert grid_points_left(study) == 0
+    # any other sampler: no grid to count
+    assert grid_points_left(open_sweep(_spec("t"), sqlite_url)[0].study) is None
 
 
 def test_reconcile_closes_running_trials_and_requeues_them_once(sqlite_url: str) -> None:
