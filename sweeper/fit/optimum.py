@@ -7,7 +7,7 @@ Two estimators:
   the optimum and has a cliff just above it, so the fit uses the smooth side plus the minimum: the
   best point and the LRs up to ``lr_window`` below it (natural-log units; at least the two nearest
   below). The next LR above the best (completed or diverged) is its immediate neighbour on the cliff
-  side: it bounds the vertex instead of bending the parabola (fitted through it, a steeper cliff side
+  side: it bounds the vertex (at the midpoint between the two, in ln lr) instead of bending the parabola (fitted through it, a steeper cliff side
   drags a symmetric parabola's vertex low). Seeds run at the same point are averaged first
   (weighted by their number). The vertex is kept between the lowest fitted LR and that neighbour; a
   fit that is not convex falls back to the best point.
@@ -465,7 +465,11 @@ def _parabola(
             us = (b * coef[:, 2] - 2.0 * c * coef[:, 1]) / det
             vs = (b * coef[:, 1] - 2.0 * a * coef[:, 2]) / det
             vs = np.clip(vs, _masked_min(v, sel), _masked_max(v, sel))
-        hi = np.where(np.isfinite(up), u_best + up, u_best)
+        # a worse point above the best puts the minimum below their midpoint (in ln lr) for a
+        # symmetric curve; with a cliff the drop lies somewhere in between and the midpoint is the
+        # minimax guess. Capping at the point itself would pick the bracket's far end, which the
+        # smooth side reaches whenever it is still falling at the best LR.
+        hi = np.where(np.isfinite(up), u_best + up / 2.0, u_best)
         us = np.clip(us, _masked_min(u, sel), hi)
         if pz is None:
             fit_loss = coef[:, 0] + coef[:, 1] * us + coef[:, 2] * us**2
