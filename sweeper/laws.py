@@ -5,12 +5,35 @@ names to values. Predictor names and units:
 
 - ``n_params``: non-embedding parameters N
 - ``tokens``: training tokens D
-- ``flops``: training compute C; the law's ``conventions["flops"]`` says how it is counted
-  (``"6ND"`` for 6·N·D plus attention as Sweeper counts it, ``"M*D"`` for DeepSeek's M·D)
+- ``flops``: training compute C; the law's ``conventions["flops"]`` says how it is counted:
+  ``"6ND"`` is Sweeper's compute, 6·N·D + 6·L·T·d·D (the attention term of Kaplan et al. 2020,
+  eq. 2.2, as the launched proxies count it); ``"6ND (no attention)"`` is 6·N·D alone (imported runs
+  whose FLOPs were filled in from N and D); ``"M*D"`` is DeepSeek's M·D
 - ``width``, ``depth``: model shape (d_model, layers)
 
 Targets: ``lr`` (peak AdamW learning rate) and ``batch_tokens`` (batch size in tokens), plus the
 loss law L(N, D) in :class:`LossLaw`.
+
+Conventions (``Law.conventions``, a mapping of strings) say what the numbers mean. Sweeper records:
+
+- ``n_params``, ``batch``, ``flops``: as above (``batch`` is ``"tokens"`` or ``"sequences"``).
+- ``tokens``: the unit in which D and the batch were counted: ``"bytes"`` (byte-level data, the
+  default: a BPE token is about 4 bytes of English text), ``"tokenizer:<data>"`` (token files), or
+  ``"as imported"``; with ``vocab_size`` and ``data`` (the sweep's data source).
+- ``lr``: a readable description of what the LR is (peak AdamW LR under which schedule), and, for
+  launched sweeps, the schedule it was measured under as separate keys: ``schedule`` (cosine | wsd
+  | constant), ``min_lr_ratio``, ``warmup`` (a fraction of the steps if < 1, a number of steps if
+  >= 1, or ``"searched"``) and ``z_loss``.
+- ``init_std``: the proxies' init std at the base shape (under muP/CompleteP it travels with the
+  LR: the recipe exports this std with the base width).
+- ``held_fixed``: for fitted power laws, the variables the law does not model (tokens, tokens per
+  parameter, the batch of an LR law) and their range over the fitted cells; the same ranges are in
+  ``domain`` under ``"held:<name>"`` keys, which are never predictors (so
+  :meth:`Law.extrapolation` ignores them).
+
+Compute: everywhere Sweeper says "compute" (``Target.compute``, ``flops`` columns, recipes) it means
+the ``"6ND"`` count above, attention included. :meth:`LossLaw.compute_optimal` is the exception: it
+takes Chinchilla's C = 6·N·D, and :func:`sweeper.recommend.recommend` converts at that boundary.
 
 This module holds no fitting code (see :mod:`sweeper.fit`) and no I/O (see :mod:`sweeper.storage`);
 ``to_dict``/``law_from_dict`` give the JSON form that is stored and printed.
@@ -38,12 +61,22 @@ __all__ = [
 PREDICTORS: Final[tuple[str, ...]] = ("n_params", "tokens", "flops", "width", "depth")
 TARGETS: Final[tuple[str, ...]] = ("lr", "batch_tokens")
 
-#: conventions Sweeper records for its own laws
+#: the conventions of a law fitted to a sweep launched with the default study (byte-level built-in
+#: data, vocab 256; HParams defaults: warmup 10% of the steps, cosine to 10%, no z-loss; init std
+#: 0.02); ``sweeper fit`` records each sweep's own (see the module docstring)
 DEFAULT_CONVENTIONS: Final[Mapping[str, str]] = {
     "n_params": "non-embedding",
     "batch": "tokens",
     "flops": "6ND",
-    "lr": "peak AdamW LR, warmup + cosine to 10%",
+    "tokens": "bytes",
+    "vocab_size": "256",
+    "data": "builtin",
+    "lr": "peak AdamW LR, warmup 10% of steps, cosine to 10%",
+    "schedule": "cosine",
+    "min_lr_ratio": "0.1",
+    "warmup": "0.1",
+    "z_loss": "0.0",
+    "init_std": "0.02",
 }
 
 
@@ -220,7 +253,12 @@ class LossLaw(Law):
         return self.E + self.A / n**self.alpha + self.B / d**self.beta
 
     def compute_optimal(self, flops: float) -> tuple[float, float]:
-        """(N_opt, D_opt) minimising L under C = 6·N·D (Chinchilla approach 3, closed form)."""
+        """(N_opt, D_opt) minimising L under C = 6·N·D (Chinchilla approach 3, closed form).
+
+        ``flops`` is Chinchilla's 6·N·D, not Sweeper's compute (which adds attention): convert
+        first, as :func:`sweeper.recommend.recommend` does for ``Target.compute``. N and D are in
+        the law's units (``conventions["tokens"]``: bytes for byte-level sweeps).
+        """
         a, b = self.alpha, self.beta
         g = ((a * self.A) / (b * self.B)) ** (1.0 / (a + b))
         n_opt = g * (flops / 6.0) ** (b / (a + b))

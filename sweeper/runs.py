@@ -2,9 +2,11 @@
 
 Both sweeps launched by Sweeper and runs imported from elsewhere become a DataFrame with these
 columns. Units: ``n_params`` is non-embedding parameters, ``n_params_total`` includes embeddings,
-``tokens`` is the training-token budget D, ``flops`` is the training compute C (6·N·D plus attention
-unless the source says otherwise), ``batch_size`` is in sequences, ``batch_tokens`` =
-``batch_size * seq_len``, ``loss`` is the final validation loss in nats per token.
+``tokens`` is the training-token budget D, ``flops`` is the training compute C (launched sweeps:
+6·N·D + 6·L·T·d·D; where a source gives none, :func:`normalize_runs` fills in 6·N·D without
+attention, and ``sweeper fit`` then labels the law's flops ``"6ND (no attention)"``),
+``batch_size`` is in sequences, ``batch_tokens`` = ``batch_size * seq_len``, ``loss`` is the final
+validation loss in nats per token.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def normalize_runs(df: pd.DataFrame) -> pd.DataFrame:
     """Return a copy with every canonical column present and derived columns filled.
 
     Missing numeric columns become NaN; ``batch_tokens`` is derived from ``batch_size * seq_len``
-    where absent; ``flops`` from ``6 * n_params * tokens`` where absent; ``cell`` from
+    where absent; ``flops`` from ``6 * n_params * tokens`` (no attention term) where absent;
+    ``cell`` from
     ``(n_params, tokens)`` where absent; ``state`` defaults to COMPLETE, ``diverged`` to False.
     Extra columns are kept after the canonical ones.
     """

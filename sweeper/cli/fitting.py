@@ -205,7 +205,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     meta = row.get("meta") or {}
     prov: dict[str, Any] = {
         "source": args.sweep,
-        "conventions": _conventions(row.get("kind", "")),
+        "conventions": _conventions(row, runs),
         "parametrization": meta.get("parametrization"),
         "base_width": meta.get("base_width"),
         "base_depth": meta.get("base_depth"),
@@ -296,14 +296,109 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _conventions(kind: str) -> dict[str, str]:
+def _conventions(row: dict[str, Any], runs: pd.DataFrame) -> dict[str, str]:
+    """What the sweep's numbers mean (see :mod:`sweeper.laws`): for a launched sweep, its data's
+    token unit and vocabulary, the schedule, warmup and z-loss its trials trained with, and the
+    proxies' init std, from its stored study; for an imported one, what the file says (FLOPs
+    filled in from N and D are 6·N·D without attention)."""
+    import numpy as np
+
     from sweeper.laws import DEFAULT_CONVENTIONS
+    from sweeper.recommend import FLOPS_6ND_NO_ATTENTION
 
     conv = dict(DEFAULT_CONVENTIONS)
-    if kind == "imported":
+    if row.get("kind") == "imported":
+        for key in ("vocab_size", "data", "schedule", "min_lr_ratio", "warmup", "z_loss"):
+            conv.pop(key)
+        conv.pop("init_std")
         conv["n_params"] = "non-embedding (as imported)"
         conv["lr"] = "peak LR as imported"
+        conv["tokens"] = "as imported"
+        fl = runs["flops"].to_numpy(dtype=float)
+        six_nd = 6.0 * runs["n_params"].to_numpy(dtype=float) * runs["tokens"].to_numpy(dtype=float)
+        ok = np.isfinite(fl) & np.isfinite(six_nd)
+        if ok.any() and np.allclose(fl[ok], six_nd[ok], rtol=1e-9, atol=0.0):
+            conv["flops"] = FLOPS_6ND_NO_ATTENTION
+        else:
+            conv["flops"] = "as imported"
+        return conv
+    if row.get("kind") != "launched":
+        return conv
+    meta = row.get("meta") or {}
+    data = str(meta.get("data") or "builtin")
+    vocab = meta.get("vocab_size")
+    conv["data"] = data
+    if vocab is not None:
+        conv["vocab_size"] = str(int(vocab))
+    conv["tokens"] = _token_unit(data, vocab)
+    if meta.get("init_std") is not None:
+        conv["init_std"] = repr(float(meta["init_std"]))
+    if row.get("study_toml"):
+        from sweeper.study import parse_study_toml
+
+        try:
+            spec = parse_study_toml(row["study_toml"], source=f"sweep:{row.get('name', '')}")
+        except SweeperError as e:  # a study stored by another version: keep what the row says
+            schedule = str(meta.get("schedule") or "unknown")
+            for key in ("min_lr_ratio", "warmup", "z_loss"):
+                conv.pop(key)
+            conv["schedule"] = schedule
+            conv["lr"] = f"peak AdamW LR, {schedule} schedule (stored study unreadable: {e})"
+        else:
+            conv.update(_schedule_conventions(spec))
     return conv
+
+
+def _token_unit(data: str, vocab: Any) -> str:
+    """``"bytes"`` for byte-level data (the built-in corpus, text files), ``"tokenizer:<name>"``
+    for nanoGPT token files. A path that is not on this machine is judged by its suffix and the
+    vocabulary (byte-level data has vocab 256 unless the study says otherwise)."""
+    from pathlib import Path
+
+    if data == "builtin":
+        return "bytes"
+    path = Path(data).expanduser()
+    if path.is_dir():
+        return f"tokenizer:{path.name}" if (path / "train.bin").exists() else "bytes"
+    if path.is_file() or path.suffix.lower() in (".txt", ".md"):
+        return "bytes"
+    return "bytes" if vocab in (None, 256) else f"tokenizer:{path.name}"
+
+
+def _schedule_conventions(spec: Any) -> dict[str, str]:
+    """The LR convention of a launched study: schedule, min LR, warmup (the HParams default of
+    10% of the steps when the study does not set it) and z-loss, as keys and as one line."""
+    t = spec.train
+    w = spec.search.warmup
+    if w is None:
+        warmup, text = "0.1", "warmup 10% of steps"
+    elif w.is_fixed:
+        v = float(w.values[0])
+        warmup = repr(v)
+        text = f"warmup {v:.0%} of steps" if v < 1 else f"warmup {v:.0f} steps"
+    else:
+        warmup, text = "searched", "searched warmup"
+    if t.schedule == "cosine":
+        text += f", cosine to {t.min_lr_ratio:.0%}"
+    elif t.schedule == "wsd":
+        text += (
+            f", WSD: constant, then decay to {t.min_lr_ratio:.0%} over the last "
+            f"{t.decay_fraction:.0%} of steps"
+        )
+    else:
+        text += ", then constant"
+    if t.z_loss:
+        text += f", z-loss {t.z_loss:g}"
+    out = {
+        "lr": f"peak AdamW LR, {text}",
+        "schedule": t.schedule,
+        "min_lr_ratio": repr(float(t.min_lr_ratio)),
+        "warmup": warmup,
+        "z_loss": repr(float(t.z_loss)),
+    }
+    if t.schedule == "wsd":
+        out["decay_fraction"] = repr(float(t.decay_fraction))
+    return out
 
 
 def _parse_predictors(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -580,16 +675,20 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
         t.add_row("points", str(law.n_points), "")
         for c in (1e21, 1e23, 1e25):
             n, d = law.compute_optimal(c)
-            t.add_row(f"compute-optimal at C={c:.0e}", f"N={n:.3g} D={d:.3g}", f"D/N={d / n:.3g}")
+            t.add_row(f"compute-optimal at 6ND={c:.0e}", f"N={n:.3g} D={d:.3g}", f"D/N={d / n:.3g}")
     for p, (lo, hi) in law.domain.items():
-        t.add_row(f"domain of {p}", f"{lo:.3g} - {hi:.3g}", "")
+        if p in law.predictors:  # the held ranges are in the conventions line
+            t.add_row(f"domain of {p}", f"{lo:.3g} - {hi:.3g}", "")
     if law.parametrization:
         t.add_row("parametrization", str(law.parametrization), "")
     if created:
         t.add_row("created", str(created)[:19], "")
     con = _console()
     con.print(t)
-    con.print("  conventions: " + "; ".join(f"{k}: {v}" for k, v in law.conventions.items()))
+    conv = {k: v for k, v in law.conventions.items() if k != "held_fixed"}
+    con.print("  conventions: " + "; ".join(f"{k}: {v}" for k, v in conv.items()))
+    if "held_fixed" in law.conventions:
+        con.print(f"  held fixed: {law.conventions['held_fixed']}")
     for note in notes:
         con.print(f"  note: {note}")
 
@@ -606,7 +705,9 @@ def _print_comparison(
     for col in ("target", "law", "formula (95% intervals)", "domain"):
         t.add_column(col)
     for law in laws:
-        dom = ", ".join(f"{p} {lo:.2g}-{hi:.2g}" for p, (lo, hi) in law.domain.items())
+        dom = ", ".join(
+            f"{p} {lo:.2g}-{hi:.2g}" for p, (lo, hi) in law.domain.items() if p in law.predictors
+        )
         t.add_row(law.target, law_label(law), law_formula(law), dom)
     con.print(t)
     if not exps.empty:

@@ -4,7 +4,10 @@ As in the Epoch refit (arXiv:2404.10102): with a = ln A, b = ln B, e = ln E, min
 Σ Huber_δ(LSE(a − α ln N, b − β ln D, e) − ln L) over (a, b, e, α, β) with L-BFGS, started from the
 best points of a grid (α, β ∈ {0, 0.5, ..., 2}, e ∈ {−1, −0.5, ..., 1}, a, b ∈ {0, 5, ..., 25}).
 Intervals come from refitting bootstrap resamples of the points (warm-started). N is non-embedding
-parameters, D tokens, L the loss in nats per token.
+parameters, D tokens, L the loss in nats per token, all in the sweep's token unit (bytes for
+byte-level data: ``conventions["tokens"]``, which ``sweeper fit`` records from the sweep). Its
+compute optimum is under Chinchilla's C = 6·N·D; Sweeper's compute adds attention, and
+:func:`sweeper.recommend.recommend` converts at that boundary.
 
 By default the points are the best loss of each cell (the runs at a cell's optimal LR and batch);
 ``points="all"`` uses every completed run instead.

@@ -15,6 +15,13 @@ y is ``lr`` (peak AdamW LR) or ``batch_tokens`` (batch size in tokens); x among 
 units (0.1 ≈ 10%). Both functions are pure: DataFrames in, a frozen :class:`~sweeper.laws.PowerLaw`
 out; invalid input raises :class:`~sweeper.errors.FitError`, doubtful results warn
 :class:`FitWarning` (and are recorded in the law's ``notes``).
+
+A law also records what it does not model: the range over its fitted cells of ``tokens`` (when
+neither tokens nor flops is a predictor), ``tokens_per_param`` (unless the law has tokens or flops
+among two or more predictors), ``n_params`` (when no size variable is a predictor) and, for an LR
+law, ``batch_tokens`` (the batch at which each cell's LR optimum was measured). They go into
+``domain`` as ``"held:<name>"`` and into ``conventions["held_fixed"]`` as text, so that a
+recommendation can say when its target lies outside the regime the law was measured in.
 """
 
 from __future__ import annotations
@@ -39,13 +46,16 @@ from sweeper.fit._common import (
 from sweeper.fit.optimum import CellOptimum, estimate_optima, near_optimal_runs, optima_frame
 from sweeper.laws import DEFAULT_CONVENTIONS, PREDICTORS, TARGETS, PowerLaw
 
-__all__ = ["fit_band_law", "fit_power_law"]
+__all__ = ["HELD_PREFIX", "fit_band_law", "fit_power_law", "held_ranges"]
 
 #: floor on a cell optimum's σ (natural log): no cell is trusted to better than 5%
 SIGMA_FLOOR: Final[float] = 0.05
 _HUBER_K: Final[float] = 1.345
 _HUBER_ITERS: Final[int] = 30
 _Z95: Final[float] = 1.959963984540054
+#: prefix of the ``domain`` keys that hold the ranges of variables a law does not model
+HELD_PREFIX: Final[str] = "held:"
+_SIZE_PREDICTORS: Final[frozenset[str]] = frozenset({"n_params", "flops", "width", "depth"})
 
 
 @single_threaded_blas
@@ -107,6 +117,7 @@ def fit_power_law(
         notes=notes,
         curvature=curv,
         fp=fingerprint([target, *preds], lx, y, w),
+        held=held_ranges(used, target, preds),
         source=source,
         conventions=conventions,
         parametrization=parametrization,
@@ -196,6 +207,7 @@ def fit_band_law(
         notes=notes,
         curvature=None,
         fp=fingerprint([target, *preds, f"band={band}"], lx, y),
+        held=held_ranges(used, target, preds),
         source=source,
         conventions=conventions,
         parametrization=parametrization,
@@ -395,6 +407,49 @@ def _doubts(fit: _Fit, n_cells: int, preds: tuple[str, ...]) -> list[str]:
     return msgs
 
 
+def held_ranges(
+    cells: pd.DataFrame, target: str, predictors: Sequence[str]
+) -> dict[str, tuple[float, float]]:
+    """(min, max) over ``cells`` (an optima frame) of each variable the law does not model.
+
+    See the module docstring for which; a variable without a positive value in every cell is
+    skipped. Units: those of the runs (tokens and batch in the sweep's token unit).
+    """
+    preds = set(predictors)
+    names = []
+    if not preds & _SIZE_PREDICTORS:
+        names.append("n_params")
+    if not preds & {"tokens", "flops"}:
+        names.append("tokens")
+    if len(preds) < 2 or not preds & {"tokens", "flops"}:
+        names.append("tokens_per_param")
+    if target == "lr":
+        names.append("batch_tokens")
+    out: dict[str, tuple[float, float]] = {}
+    for name in names:
+        if name == "tokens_per_param":
+            if "tokens" not in cells or "n_params" not in cells:
+                continue
+            v = pd.to_numeric(cells["tokens"], errors="coerce").to_numpy(dtype=float)
+            v = v / pd.to_numeric(cells["n_params"], errors="coerce").to_numpy(dtype=float)
+        elif name in cells:
+            v = pd.to_numeric(cells[name], errors="coerce").to_numpy(dtype=float)
+        else:
+            continue
+        if v.size and np.all(np.isfinite(v) & (v > 0)):
+            out[name] = (_round(float(v.min())), _round(float(v.max())))
+    return out
+
+
+def held_text(held: Mapping[str, tuple[float, float]]) -> str:
+    """``held_ranges`` as one readable line, e.g. ``tokens 8.19e+05; batch_tokens 4.1e+03``."""
+    parts = []
+    for name, (lo, hi) in held.items():
+        span = f"{lo:.3g}" if hi <= lo * (1 + 1e-9) else f"{lo:.3g}-{hi:.3g}"
+        parts.append(f"{name} {span}")
+    return "not modelled, over the fitted cells: " + "; ".join(parts)
+
+
 def _make_law(
     fit: _Fit,
     *,
@@ -407,6 +462,7 @@ def _make_law(
     notes: list[str],
     curvature: float | None,
     fp: str,
+    held: Mapping[str, tuple[float, float]],
     source: str,
     conventions: Mapping[str, str] | None,
     parametrization: str | None,
@@ -421,19 +477,25 @@ def _make_law(
         if (ci is not None)
         else {}
     )
+    conv = dict(conventions) if conventions is not None else dict(DEFAULT_CONVENTIONS)
+    conv.pop("held_fixed", None)
+    if held:
+        conv["held_fixed"] = held_text(held)
+    domain = {
+        p: (_round(np.exp(lx[:, j].min())), _round(np.exp(lx[:, j].max())))
+        for j, p in enumerate(preds)
+    }
+    domain.update({HELD_PREFIX + k: v for k, v in held.items()})
     return PowerLaw(
         target=target,
         predictors=preds,
         source=source,
         method=method,
-        conventions=dict(conventions) if conventions is not None else dict(DEFAULT_CONVENTIONS),
+        conventions=conv,
         parametrization=parametrization,
         base_width=base_width,
         base_depth=base_depth,
-        domain={
-            p: (_round(np.exp(lx[:, j].min())), _round(np.exp(lx[:, j].max())))
-            for j, p in enumerate(preds)
-        },
+        domain=domain,
         log_prefactor=float(coef[0]),
         exponents={p: float(coef[j + 1]) for j, p in enumerate(preds)},
         exponents_ci=exps_ci,

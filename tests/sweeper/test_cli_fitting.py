@@ -228,18 +228,18 @@ batch_size = 8
 """
 
 
-def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
-    """Runs of a launched sweep come through sweeper.sweep.load_sweep_runs (trials told as the
-    launcher tells them, without Ray); laws record the sweep's parametrization."""
+def _launch_fake(study: str, url: str, exponent: float = -0.8) -> None:
+    """Open the study's sweep and tell each cell's trials as the launcher tells them (no Ray):
+    lr_opt ∝ width^exponent, a parabola in ln lr, a cliff above."""
     optuna = pytest.importorskip("optuna")
     from sweeper.space import distributions
     from sweeper.study import parse_study_toml
     from sweeper.sweep import open_sweep
 
-    spec = parse_study_toml(LAUNCHED_STUDY)
+    spec = parse_study_toml(study)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    for cs in open_sweep(spec, sqlite_url):
-        lr_opt = 0.02 * (cs.cell.width / 16) ** -0.8
+    for cs in open_sweep(spec, url):
+        lr_opt = 0.02 * (cs.cell.width / 16) ** exponent
         for k in range(-4, 3):
             lr = lr_opt * 2 ** (k / 2 + 0.13)
             u = np.log(lr / lr_opt)
@@ -252,7 +252,7 @@ def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
                     "seed": 0,
                     "loss": None if diverged else loss,
                     "diverged": diverged,
-                    "tokens": 32768,
+                    "tokens": cs.cell.tokens,
                 }
             ]
             t.set_user_attr("runs", runs)
@@ -261,11 +261,120 @@ def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
                 None if diverged else loss,
                 state=None if not diverged else optuna.trial.TrialState.PRUNED,
             )
+
+
+def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
+    """Runs of a launched sweep come through sweeper.sweep.load_sweep_runs (trials told as the
+    launcher tells them, without Ray); laws record the sweep's parametrization and conventions."""
+    _launch_fake(LAUNCHED_STUDY, sqlite_url)
     code, out, err = cli("fit", "launched", "--bootstrap", "200", "--json", "--storage", sqlite_url)
     assert code == 0, err
     law = json.loads(out)  # batch not swept: one law
     assert law["target"] == "lr" and law["n_cells"] == 3 and law["parametrization"] == "sp"
     assert law["predictors"] == ["n_params"]  # tokens is the same in every cell
-    assert law["conventions"]["n_params"] == "non-embedding"
+    conv = law["conventions"]
+    assert conv["n_params"] == "non-embedding"
+    # byte-level built-in data, the default study's schedule, what the cells held fixed
+    assert (conv["tokens"], conv["vocab_size"], conv["data"]) == ("bytes", "256", "builtin")
+    assert (conv["schedule"], conv["warmup"], conv["z_loss"]) == ("cosine", "0.1", "0.0")
+    assert conv["lr"] == "peak AdamW LR, warmup 10% of steps, cosine to 10%"
+    assert law["domain"]["held:tokens"] == [32768.0, 32768.0]
+    assert law["domain"]["held:batch_tokens"] == [8 * 64.0, 8 * 64.0]
+    assert "tokens 3.28e+04" in conv["held_fixed"]
     # lr ∝ width^-0.8 and N ∝ width² (non-embedding): an N exponent near -0.4
     assert -0.5 < law["exponents"]["n_params"] < -0.3, law["exponents"]
+
+
+MUP_WSD_STUDY = """\
+[sweep]
+name = "mupwsd"
+trials_per_cell = 9
+
+[model]
+context = 64
+parametrization = "mup"
+base_width = 16
+init_std = 0.01
+
+[train]
+schedule = "wsd"
+min_lr_ratio = 0.0
+z_loss = 1e-4
+
+[ladder]
+widths = [16, 32, 64]
+depths = [2]
+tokens = [32768]
+
+[search]
+lr = { low = 1e-4, high = 1e-1, log = true }
+batch_size = 8
+warmup = 0.05
+"""
+
+
+def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
+    """A muP sweep trained with WSD to 0, 5% warmup, z-loss 1e-4 and init std 0.01: the law says
+    so, and the recipe exports the proxies' init std and warns about the schedule it changes."""
+    _launch_fake(MUP_WSD_STUDY, sqlite_url, exponent=0.0)
+    code, out, err = cli("fit", "mupwsd", "--bootstrap", "50", "--json", "--storage", sqlite_url)
+    assert code == 0, err
+    conv = json.loads(out)["conventions"]
+    assert conv["schedule"] == "wsd" and conv["min_lr_ratio"] == "0.0"
+    assert conv["warmup"] == "0.05" and conv["z_loss"] == "0.0001"
+    assert conv["init_std"] == "0.01" and conv["decay_fraction"] == "0.2"
+    assert "WSD" in conv["lr"] and "warmup 5% of steps" in conv["lr"]
+    code, out, err = cli(
+        "recommend", "mupwsd", "--width", "1024", "--depth", "8", "--tokens", "1e9",
+        "--parametrization", "mup", "--context", "64", "--vocab", "256",
+        "--storage", sqlite_url, "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["init_std"] == 0.01 and r["base_width"] == 16
+    assert r["hidden_init_std"] == pytest.approx(0.01 * (16 / 1024) ** 0.5)
+    sched = [w for w in r["warnings"] if "LR of the lr law" in w]
+    assert len(sched) == 1 and "a wsd schedule" in sched[0] and "decay to 0% of peak" in sched[0]
+    assert "z-loss" not in sched[0]  # 1e-4 in both
+    assert not any("in bytes" in w for w in r["warnings"])  # a byte-level target (vocab 256)
+
+
+def test_imported_flops_convention(sweep: str, sqlite_url: str, cli) -> None:
+    """Imported runs without a flops column get 6·N·D filled in: the law says no attention."""
+    code, out, err = cli(
+        "fit", sweep, "--target", "lr", "--bootstrap", "0", "--cell-bootstrap", "0",
+        "--no-store", "--json", "--storage", sqlite_url,
+    )  # fmt: skip
+    assert code == 0, err
+    conv = json.loads(out)["conventions"]
+    assert conv["flops"] == "6ND (no attention)" and conv["tokens"] == "as imported"
+    assert "init_std" not in conv and "schedule" not in conv
+
+
+def test_compare_and_recommend_count_target_flops_alike() -> None:
+    """A law on flops evaluated at the same target by compare and by recommend gives one value
+    (compare used to take 6·N·D for the target even with its shape given)."""
+    from sweeper.compare import compare_laws, target_point
+    from sweeper.laws import PowerLaw
+    from sweeper.recommend import Target, recommend
+
+    law = PowerLaw(
+        target="lr",
+        predictors=("flops",),
+        source="f",
+        method="test",
+        parametrization="sp",
+        domain={"flops": (1e15, 1e18)},
+        log_prefactor=np.log(5.0),
+        exponents={"flops": -0.12},
+        conventions={"flops": "6ND"},
+    )
+    for shape in ({"width": 2048, "depth": 24, "context": 4096}, {}):
+        n = 12 * 24 * 2048**2
+        tp = target_point(tokens=1e11, n_params=None if shape else n, **shape)
+        row = compare_laws([law], tp).iloc[0]
+        t = Target(n_params=None if shape else n, tokens=1e11, **shape)
+        r = recommend({"lr": law}, t)
+        assert row["value"] == pytest.approx(r.lr.value, rel=1e-12)
+        assert tp["flops"].iloc[0] == pytest.approx(r.flops, rel=1e-12)
+        assert (row["note"] == "") == bool(shape)

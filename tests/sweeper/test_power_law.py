@@ -223,3 +223,37 @@ def test_seeded_fits_are_reproducible(optima: list) -> None:
     a = fit_power_law(optima, predictors=PREDICTORS, n_boot=100, seed=3)
     b = fit_power_law(optima, predictors=PREDICTORS, n_boot=100, seed=3)
     assert a == b
+
+
+def test_held_fixed_ranges_recorded() -> None:
+    """A width ladder at one budget, fitted on N alone: the law records the D, D/N and batch its
+    cells held, in ``domain`` under held: keys (which extrapolation ignores) and as text."""
+    runs = synthetic_sweep(
+        n_params=(1e5, 4e5, 1.6e6, 6.4e6), tokens=(819200,), lr_law=(2.0, {"n_params": -0.35})
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        opt = estimate_optima(runs, n_boot=0)
+        law = fit_power_law(opt, predictors=("n_params",), n_boot=50)
+    batch = float(runs["batch_tokens"].iloc[0])
+    assert law.domain["held:tokens"] == (819200.0, 819200.0)
+    assert law.domain["held:tokens_per_param"] == pytest.approx((0.128, 8.192))
+    assert law.domain["held:batch_tokens"] == (batch, batch)
+    assert "held:n_params" not in law.domain
+    held = law.conventions["held_fixed"]
+    assert "tokens 8.19e+05" in held and "tokens_per_param 0.128-8.19" in held
+    assert law_from_dict(law.to_dict()) == law
+    full = {"n_params": 1e7, "tokens": 2e12, "tokens_per_param": 2e5, "batch_tokens": 4e6}
+    assert law.extrapolation(full) == {"n_params": pytest.approx(1e7 / 6.4e6)}
+
+
+def test_held_ranges_skip_what_the_law_models(optima: list, runs: pd.DataFrame) -> None:
+    both = fit_power_law(optima, predictors=PREDICTORS, n_boot=0)
+    assert [k for k in both.domain if k.startswith("held:")] == ["held:batch_tokens"]
+    b = fit_power_law(optima, target="batch_tokens", predictors=("tokens",), n_boot=0)
+    assert sorted(k for k in b.domain if k.startswith("held:")) == [
+        "held:n_params",
+        "held:tokens_per_param",
+    ]
+    band = fit_band_law(runs, predictors=("n_params",), n_boot=0)
+    assert "held:tokens" in band.domain and "held_fixed" in band.conventions
