@@ -6,6 +6,12 @@ recipe / law, whether the recipe sits inside the law's interval, and the loss pe
 law's fitted curvature implies: a relative penalty of about ``0.5 · k · ln(ratio)²`` with
 ``k = PowerLaw.loss_curvature`` (the second derivative of loss/loss_opt in ln y at the optimum).
 Pure: no I/O.
+
+The recipe is read as :func:`sweeper.recommend.recommend` reads a target, with the same warnings:
+a shape inferred from N when none is given, a sequence length of 2048 when none is given, total
+parameters with a 32000-token vocabulary when a law counts them and no vocab is given, laws that
+count bytes against a recipe in tokenizer tokens (``bytes_per_token`` converts D and the batch),
+and a recipe outside the regime a law held fixed.
 """
 
 from __future__ import annotations
@@ -20,11 +26,17 @@ from sweeper.laws import Law, PowerLaw
 from sweeper.recipes import PublishedRecipe
 from sweeper.recommend import (
     DEFAULT_SEQ_LEN,
+    DEFAULT_VOCAB,
     check_parametrization,
     extrapolation_summary,
+    flops_convention_warnings,
     infer_shape,
+    infer_shape_warning,
     law_label,
     law_scale,
+    regime_warnings,
+    token_factor,
+    token_unit_warnings,
 )
 
 __all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_penalty"]
@@ -33,8 +45,9 @@ __all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_pena
 @dataclass(frozen=True)
 class CheckValues:
     """A recipe to check given as numbers: non-embedding ``n_params``, ``tokens``, peak ``lr``,
-    ``batch_tokens``; the shape (``layers``, ``d_model``, ``context``) when known (DeepSeek's M
-    needs it; without it the shape is inferred from N)."""
+    ``batch_tokens`` (D and batch in the recipe's tokenizer tokens); the shape (``layers``,
+    ``d_model``, ``context``) when known (DeepSeek's M and the attention FLOPs need it; without it
+    the shape is inferred from N), and the ``vocab`` (None: a tokenizer's, size unknown)."""
 
     n_params: float
     tokens: float
@@ -45,6 +58,7 @@ class CheckValues:
     context: int | None = None
     name: str = "custom"
     parametrization: str = "sp"
+    vocab: int | None = None
 
     def __post_init__(self) -> None:
         bad = [
@@ -54,7 +68,7 @@ class CheckValues:
         ]
         bad += [
             f"{k}={getattr(self, k)}"
-            for k in ("layers", "d_model", "context")
+            for k in ("layers", "d_model", "context", "vocab")
             if getattr(self, k) is not None and getattr(self, k) < 1
         ]
         if bad:
@@ -165,26 +179,46 @@ def check_recipe(
     *,
     force: bool = False,
     level: float = 0.95,
+    bytes_per_token: float | None = None,
 ) -> CheckResult:
     """Where ``recipe``'s LR and batch sit relative to ``laws`` ("lr" and/or "batch_tokens").
 
     A law fitted under muP/CompleteP is refused for these SP recipes unless ``force``.
+    ``bytes_per_token`` converts the recipe's D and batch for laws that count bytes (None: no
+    conversion, and a warning).
     """
     v = CheckValues.from_published(recipe) if isinstance(recipe, PublishedRecipe) else recipe
     roles = [(q, laws[q]) for q in ("lr", "batch_tokens") if q in laws]
     if not roles:
         raise TargetError(f"no lr or batch_tokens law to check against (got {sorted(laws)})")
+    if bytes_per_token is not None and not (math.isfinite(bytes_per_token) and bytes_per_token > 0):
+        raise TargetError(f"bytes_per_token must be positive, got {bytes_per_token}")
     warnings: list[str] = []
     shape_given = v.layers is not None and v.d_model is not None
     if v.layers is not None and v.d_model is not None:
         width, depth = v.d_model, v.layers
     else:
         width, depth = infer_shape(v.n_params)
+        warnings.append(infer_shape_warning(width, depth))
     seq_len = v.context or DEFAULT_SEQ_LEN
+    if v.context is None:
+        warnings.append(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}")
+    vocab = v.vocab or DEFAULT_VOCAB
+    if v.vocab is None and any(law.conventions.get("n_params") == "total" for _, law in roles):
+        warnings.append(f"no vocab given: assumed {DEFAULT_VOCAB} for the total parameters")
+    n_params_total = v.n_params + 2.0 * vocab * width  # untied input embedding and head
+    warnings += token_unit_warnings(
+        [("batch" if q == "batch_tokens" else q, law) for q, law in roles],
+        vocab=v.vocab,
+        bytes_per_token=bytes_per_token,
+        what=f"recipe {v.name}",
+    )
     items: list[CheckItem] = []
     used: list[tuple[str, Law, Mapping[str, float]]] = []
     for quantity, law in roles:
         check_parametrization(law, quantity, v.parametrization, force=force, warnings=warnings)
+        warnings += flops_convention_warnings(law, quantity)
+        f = token_factor(law, bytes_per_token)
         scale = law_scale(
             law,
             n_params=v.n_params,
@@ -193,6 +227,8 @@ def check_recipe(
             depth=depth,
             seq_len=seq_len,
             shape_given=shape_given,
+            n_params_total=n_params_total,
+            bytes_per_token=bytes_per_token,
         )
         try:
             predicted = law.predict(scale)
@@ -207,6 +243,20 @@ def check_recipe(
                 "outside its range, not compared"
             )
             continue
+        if quantity == "batch_tokens":
+            # back from the law's units (bytes, or sequences of the recipe's length) to tokens
+            unit = seq_len if law.conventions.get("batch") == "sequences" else 1.0 / f
+            predicted, low, high = predicted * unit, low * unit, high * unit
+        warnings += regime_warnings(
+            law,
+            quantity,
+            {
+                "n_params": v.n_params,
+                "tokens": v.tokens * f,
+                "tokens_per_param": v.tokens * f / v.n_params,
+                "batch_tokens": v.batch_tokens * f,
+            },
+        )
         actual = v.lr if quantity == "lr" else v.batch_tokens
         items.append(
             CheckItem(

@@ -1,11 +1,14 @@
 """Fitted laws beside published ones: predictions at a sweep's cells and at a target, and the
 exponents side by side.
 
-Every law is evaluated in its own conventions. DeepSeek's compute is C = M·D with
-M = 72·L·d² + 12·L·d·T non-embedding FLOPs per token (L layers, d width, T context); where a point
-has no width, depth or sequence length, M is approximated by 6N and the row says so. Sweeper's
-``flops`` (convention "6ND") is the point's ``flops`` column where known, else 6·N·D. A target given
-as width/depth gets N = 12·L·d² (non-embedding parameters of a standard transformer block).
+Every law is evaluated in its own conventions, through :func:`sweeper.recommend.law_scale`, the
+function ``recommend`` and ``check`` use, so a point's FLOPs are counted the same way everywhere:
+Sweeper's "6ND" is 6·N·D + 6·L·T·d·D, "6ND (no attention)" 6·N·D, DeepSeek's "M*D" uses
+M = 72·L·d² + 12·L·d·T (L layers, d width, T context). A point without width and depth gets the
+shape :func:`~sweeper.recommend.infer_shape` gives for its N, one without a sequence length
+2048, and the row's note says so when the law's FLOPs depend on it. A law whose FLOPs were
+imported as given (another convention) is evaluated at the point's own ``flops`` column. A target
+given as width/depth gets N = 12·L·d² (non-embedding parameters of a standard transformer block).
 
 Pure functions on DataFrames; the CLI (``sweeper compare``) prints them.
 """
@@ -22,6 +25,15 @@ import pandas as pd
 from sweeper.errors import TargetError
 from sweeper.fit.optimum import CellOptimum, optima_frame
 from sweeper.laws import KaplanLRLaw, Law, LossLaw, PowerLaw
+from sweeper.memory import train_flops
+from sweeper.recommend import (
+    DEFAULT_SEQ_LEN,
+    FLOPS_6ND,
+    FLOPS_6ND_NO_ATTENTION,
+    FLOPS_M_D,
+    infer_shape,
+    law_scale,
+)
 
 __all__ = [
     "cell_points",
@@ -104,7 +116,9 @@ def target_point(
     context: float | None = None,
 ) -> pd.DataFrame:
     """The one-row points frame of a target: ``n_params`` (non-embedding) and ``tokens``, or a shape
-    (``width``, ``depth``, ``context``) and ``tokens``; N = 12·L·d² when only the shape is given."""
+    (``width``, ``depth``, ``context``) and ``tokens``; N = 12·L·d² when only the shape is given.
+    ``flops`` is Sweeper's compute (6·N·D + attention, the inferred shape and a 2048 context where
+    none is given), as ``recommend`` counts it."""
     for k, v in (("tokens", tokens), ("n_params", n_params), ("width", width), ("depth", depth)):
         if v is not None and not (math.isfinite(v) and v > 0):
             raise TargetError(f"target {k} must be positive, got {v}")
@@ -118,7 +132,9 @@ def target_point(
         "point": "target",
         "n_params": float(n_params),
         "tokens": float(tokens),
-        "flops": 6.0 * n_params * tokens,
+        "flops": _sweeper_flops(
+            float(n_params), float(tokens), width=width, depth=depth, seq_len=context
+        ),
         "width": float(width) if width is not None else np.nan,
         "depth": float(depth) if depth is not None else np.nan,
         "seq_len": float(context) if context is not None else np.nan,
@@ -204,33 +220,59 @@ def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.Dat
     return pd.DataFrame(rows, columns=[*cols, "published_value", "inside"])
 
 
+def _shape(
+    n: float, width: float, depth: float, seq_len: float
+) -> tuple[int, int, int, bool, list[str]]:
+    """(width, depth, seq_len, shape_given, notes) of a point: its own, or inferred/assumed."""
+    notes = []
+    given = all(math.isfinite(v) and v > 0 for v in (width, depth))
+    if given:
+        w, d = round(width), round(depth)
+    else:
+        w, d = infer_shape(n)
+        notes.append(f"shape inferred from N ({d} × {w})")
+    if math.isfinite(seq_len) and seq_len > 0:
+        t = round(seq_len)
+    else:
+        t = DEFAULT_SEQ_LEN
+        notes.append(f"sequence length assumed {DEFAULT_SEQ_LEN}")
+    return w, d, t, given, notes
+
+
+def _sweeper_flops(
+    n: float, d: float, *, width: float | None, depth: float | None, seq_len: float | None
+) -> float:
+    """Sweeper's compute at a point: law_scale's "6ND" (6·N·D + 6·L·T·d·D), same shape rules."""
+    w, dep, t, _, _ = _shape(n, _num(width), _num(depth), _num(seq_len))
+    return train_flops(n, d, depth=dep, width=w, seq_len=t)
+
+
 def _scale_for(law: Law, p: Mapping[str, Any]) -> tuple[dict[str, float] | None, str]:
     """The law's predictors at point ``p``, in the law's conventions, and a note on how."""
-    scale: dict[str, float] = {}
-    notes = []
-    for name in law.predictors:
-        if name == "flops":
-            value, note = _flops(law, p)
-            if note:
-                notes.append(note)
-        else:
-            value = _num(p.get(name))
-        if not (math.isfinite(value) and value > 0):
-            return None, f"needs {name}, which this point lacks"
-        scale[name] = value
-    return scale, "; ".join(notes)
-
-
-def _flops(law: Law, p: Mapping[str, Any]) -> tuple[float, str]:
     n, d = _num(p.get("n_params")), _num(p.get("tokens"))
-    if law.conventions.get("flops") == "M*D":
-        width, depth, seq = _num(p.get("width")), _num(p.get("depth")), _num(p.get("seq_len"))
-        if all(math.isfinite(v) and v > 0 for v in (width, depth, seq)):
-            m = 72.0 * depth * width**2 + 12.0 * depth * width * seq
-            return m * d, ""
-        return 6.0 * n * d, "M approximated by 6N (no width/depth/seq_len)"
-    c = _num(p.get("flops"))
-    return (c, "") if math.isfinite(c) and c > 0 else (6.0 * n * d, "")
+    for name in law.predictors:
+        v = d if name == "tokens" else n if name == "n_params" else _num(p.get(name))
+        if name != "flops" and not (math.isfinite(v) and v > 0):
+            return None, f"needs {name}, which this point lacks"
+    if "flops" not in law.predictors:
+        return {k: _num(p.get(k)) for k in law.predictors}, ""
+    if not all(math.isfinite(v) and v > 0 for v in (n, d)):
+        return None, "needs n_params and tokens for flops, which this point lacks"
+    conv = law.conventions.get("flops", FLOPS_6ND)
+    if conv not in (FLOPS_6ND, FLOPS_6ND_NO_ATTENTION, FLOPS_M_D):
+        c = _num(p.get("flops"))
+        if math.isfinite(c) and c > 0:  # FLOPs as imported: the point's own count
+            return {k: c if k == "flops" else _num(p.get(k)) for k in law.predictors}, ""
+        conv_note = [f"flops counted as 6ND + attention, not {conv!r}"]
+    else:
+        conv_note = []
+    w, dep, t, given, notes = _shape(
+        n, _num(p.get("width")), _num(p.get("depth")), _num(p.get("seq_len"))
+    )
+    scale = law_scale(law, n_params=n, tokens=d, width=w, depth=dep, seq_len=t, shape_given=given)
+    if conv == FLOPS_6ND_NO_ATTENTION:
+        notes = []  # neither the shape nor the sequence length enters
+    return {k: scale[k] for k in law.predictors}, "; ".join(conv_note + notes)
 
 
 def _num(v: Any) -> float:

@@ -15,8 +15,12 @@ One function per format, each a pure ``Recipe -> str`` with the exact key names 
 - ``nanogpt``: a nanoGPT ``config/*.py`` file of assignments
 - ``json``: the recipe itself (:meth:`Recipe.to_dict`)
 
-Every format that has comments starts with a header: the law provenance, the intervals, the
-warnings, and the recipe settings that the format has no key for (z-loss, init std, ramp-up, muP).
+Every format that has comments starts with a header: the law provenance (with the token unit, the
+variables each law held fixed and the schedule the LR was measured under), the intervals, the init
+std and what it means, the warnings, and the recipe settings that the format has no key for
+(z-loss, init std, ramp-up, muP). Under muP/CompleteP the init std is the proxies' std at the
+base width (Megatron's ``--init-method-std`` beside ``--mup-base-hidden-size``); the hidden
+matrices at the target width get init_std·sqrt(base_width/width).
 JSON has no comments: the ``json`` export carries all of it, HF and DeepSpeed carry none.
 """
 
@@ -52,10 +56,21 @@ def header_lines(recipe: Recipe, fmt: str, missing: list[str]) -> list[str]:
     for role, p in r.provenance.items():
         conv = p.get("conventions") or {}
         fb = ", FALLBACK" if p.get("fallback") else ""
+        unit = conv.get("tokens")
+        if unit == "bytes" and r.bytes_per_token:
+            unit += f" (converted at {r.bytes_per_token:g} bytes per token)"
         lines.append(
             f"{role} law: id {p.get('id')}, source {p.get('source')}, method {p.get('method')}, "
-            f"predictors {','.join(p.get('predictors') or [])}, flops {conv.get('flops', '6ND')}{fb}"
+            f"predictors {','.join(p.get('predictors') or [])}, flops {conv.get('flops', '6ND')}"
+            + (f", tokens counted as {unit}" if unit else "")
+            + fb
         )
+        if conv.get("held_fixed"):
+            lines.append(f"  {role} law held fixed: {conv['held_fixed']}")
+        if role == "lr" and conv.get("lr"):
+            lines.append(f"  lr measured as: {conv['lr']}")
+    if r.init_std_note:
+        lines.append(f"init std {r.init_std:.4g}: {r.init_std_note}")
     ext = "unknown" if r.extrapolation_factor is None else f"{r.extrapolation_factor:.3g}×"
     lines.append(f"extrapolation factor (target / largest proxy): {ext}")
     lines += [f"WARNING: {w}" for w in r.warnings]
@@ -69,7 +84,10 @@ def _missing(recipe: Recipe, *, z_loss: bool, init_std: bool, rampup: bool, mup:
     if not z_loss and recipe.z_loss:
         out.append(f"z-loss coefficient {recipe.z_loss:g}")
     if not init_std:
-        out.append(f"init std {recipe.init_std:.4g}")
+        out.append(
+            f"init std {recipe.init_std:.4g}"
+            + (f" (hidden matrices {recipe.hidden_init_std:.4g})" if recipe.base_width else "")
+        )
     if not rampup and recipe.rampup is not None:
         ru = recipe.rampup
         out.append(
@@ -238,7 +256,8 @@ def to_megatron(recipe: Recipe) -> str:
         args += [("--use-mup",), ("--mup-base-hidden-size", str(r.base_width))]
         missing.append(
             "newer Megatron spells the muP flags --scaling-recipe mup --scaling-base-hidden-size; "
-            "--init-method-std is the base-width std"
+            f"--init-method-std is the base-width std (the proxies'), hidden matrices at width "
+            f"{r.width} get {r.hidden_init_std:.4g}"
         )
     body = "".join(" ".join(a) + "\n" for a in args)
     return _comment(header_lines(r, "megatron", missing)) + body

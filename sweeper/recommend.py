@@ -10,15 +10,32 @@ Scale passed to a law (see :mod:`sweeper.laws` for the predictor names):
 
 - ``n_params``: non-embedding N (the target's, or 12·L·d² from its shape); a law whose
   ``conventions["n_params"]`` is ``"total"`` gets N plus the embeddings instead.
-- ``tokens``: D; ``width``, ``depth``: d_model and layers.
-- ``flops`` by ``conventions["flops"]``: ``"6ND"`` is 6·N·D, plus 6·L·T·d·D when the user gave the
-  shape (Kaplan's attention term; T = training sequence length); ``"M*D"`` is DeepSeek's M·D with
-  M = 72·L·d² + 12·L·d·T (or 6·N + 12·L·d·T when only N was given).
+- ``tokens``: D, in the law's token unit: a law that counts bytes (``conventions["tokens"] ==
+  "bytes"``, the built-in data) gets D · ``bytes_per_token`` when that factor is given, else D
+  unconverted with a warning (a BPE token is about 4 bytes of English text); its batch prediction
+  is divided by the same factor. ``width``, ``depth``: d_model and layers.
+- ``flops`` by ``conventions["flops"]``: ``"6ND"`` is Sweeper's compute 6·N·D + 6·L·T·d·D
+  (Kaplan's attention term, T = training sequence length, as the launched proxies count it), with
+  the given or inferred shape; ``"6ND (no attention)"`` is 6·N·D; ``"M*D"`` is DeepSeek's M·D with
+  M = 72·L·d² + 12·L·d·T (or 6·N + 12·L·d·T when only N was given). Another convention is
+  evaluated as ``"6ND"`` with a warning.
+
+Compute: ``Target.compute`` and ``Recipe.flops`` are Sweeper's "6ND" compute (attention
+included), so ``Recipe.flops == Target.compute`` for a compute budget. The loss law's
+compute optimum is defined under Chinchilla's C = 6·N·D; a compute-only target is converted at
+that boundary: N minimises the loss law's L(N, D) with D = C / (6·N + 6·L·T·d) (shape from N as
+below), not the closed form at C.
 
 When the target is given as N alone, the shape is inferred for memory, attention FLOPs and M with
 d_model ≈ 128 · layers (the aspect ratio of GPT-3 6.7B and LLaMA-7B, 4096/32; Kaplan et al. 2020
 §3.1 found the loss within a few percent over aspect ratios 20–200), d rounded to a multiple of 64,
 and a warning says so.
+
+What a law was measured under, and where a recipe leaves it, earns a warning: a target vocabulary
+other than the law's (bytes against tokens), a target D, D/N, N or batch outside the range the law
+held fixed (``domain["held:<name>"]``, see :mod:`sweeper.fit.power_law`), and a schedule, min LR,
+warmup or z-loss other than the LR law's. Under muP/CompleteP the recipe's init std is the
+proxies' (``conventions["init_std"]``, at the base width): LR and init transfer together.
 """
 
 from __future__ import annotations
@@ -33,6 +50,10 @@ from sweeper.laws import KaplanLRLaw, Law, LossLaw, PowerLaw
 from sweeper.memory import PRECISIONS, MemoryEstimate, estimate_memory, train_flops, train_time_s
 
 __all__ = [
+    "FLOPS_6ND",
+    "FLOPS_6ND_NO_ATTENTION",
+    "FLOPS_M_D",
+    "HELD_PREFIX",
     "PARAMETRIZATIONS",
     "Hardware",
     "Interval",
@@ -42,12 +63,19 @@ __all__ = [
     "Target",
     "check_parametrization",
     "extrapolation_summary",
+    "flops_convention_warnings",
+    "held_span",
     "infer_shape",
+    "infer_shape_warning",
     "law_label",
     "law_scale",
     "recipe_from_dict",
     "recommend",
+    "regime_warnings",
     "round_global_batch",
+    "schedule_warnings",
+    "token_factor",
+    "token_unit_warnings",
 ]
 
 PARAMETRIZATIONS: Final[tuple[str, ...]] = ("sp", "mup", "completep")
@@ -63,6 +91,23 @@ VERY_FAR_FACTOR: Final[float] = 1000.0
 POOR_LOG_ERROR: Final[float] = math.log(1.5)
 #: interval high/low ratio above which the interval earns a warning
 WIDE_INTERVAL: Final[float] = 4.0
+#: ``conventions["flops"]`` values (see :mod:`sweeper.laws`)
+FLOPS_6ND: Final[str] = "6ND"
+FLOPS_6ND_NO_ATTENTION: Final[str] = "6ND (no attention)"
+FLOPS_M_D: Final[str] = "M*D"
+#: prefix of the ``Law.domain`` keys of variables a law holds fixed; the same string as
+#: :data:`sweeper.fit.power_law.HELD_PREFIX` (not imported: that module needs pandas)
+HELD_PREFIX: Final[str] = "held:"
+#: a target this factor beyond a held range (either side) earns a warning; the slack absorbs the
+#: gap between N = 12·L·d² and a proxy's counted N, which alone moves D/N by 10–20%
+HELD_SLACK: Final[float] = 1.25
+_BYTE_VOCAB: Final[int] = 256
+_HELD_NAMES: Final[dict[str, str]] = {
+    "n_params": "N",
+    "tokens": "D",
+    "tokens_per_param": "D/N",
+    "batch_tokens": "batch",
+}
 
 
 def _positive(name: str, v: float | None, problems: list[str]) -> None:
@@ -76,9 +121,11 @@ class Target:
 
     Model: ``n_params`` (non-embedding N) and/or the shape ``width`` (d_model) and ``depth``
     (layers), with optional ``heads``, ``vocab`` and ``context`` (sequence length T). Budget: one of
-    ``tokens`` (D), ``compute`` (training FLOPs counted as 6·N·D plus attention, Sweeper's "6ND"
-    convention) or ``tokens_per_param`` (D = R·N); none of them means "the compute-optimal D from
-    the loss law". With ``compute`` and no model, N and D both come from the loss law.
+    ``tokens`` (D, in the target's tokenizer tokens), ``compute`` (training FLOPs counted as
+    6·N·D + 6·L·T·d·D with the given or inferred shape, Sweeper's "6ND" convention) or
+    ``tokens_per_param`` (D = R·N); none of them means "the compute-optimal D from the loss law".
+    With ``compute`` and no model, N comes from the loss law (its optimum under this compute, see
+    the module doc) and D from the compute.
     ``parametrization`` is "sp", "mup" or "completep"; the relative ones take ``base_width`` (and
     ``base_depth`` for CompleteP), else the law's.
     """
@@ -269,6 +316,22 @@ def infer_shape(n_params: float) -> tuple[int, int]:
     return width, depth
 
 
+def infer_shape_warning(width: int, depth: int) -> str:
+    """The warning that goes with a shape from :func:`infer_shape`."""
+    return (
+        f"shape inferred from N: {depth} layers × d_model {width} (d ≈ {ASPECT_RATIO}·L); "
+        "give width and depth for exact memory and FLOPs"
+    )
+
+
+def token_factor(law: Law, bytes_per_token: float | None) -> float:
+    """The law's token units per target token: ``bytes_per_token`` for a law that counts bytes
+    (``conventions["tokens"] == "bytes"``) when it is given, else 1 (no conversion)."""
+    if bytes_per_token and (law.conventions or {}).get("tokens") == "bytes":
+        return float(bytes_per_token)
+    return 1.0
+
+
 def law_scale(
     law: Law,
     *,
@@ -279,22 +342,125 @@ def law_scale(
     seq_len: int,
     shape_given: bool,
     n_params_total: float | None = None,
+    bytes_per_token: float | None = None,
 ) -> dict[str, float]:
-    """The predictor values for ``law`` at the target, in the law's conventions (module doc)."""
+    """The predictor values for ``law`` at the target, in the law's conventions (module doc).
+
+    ``tokens`` is the target's D in its own tokens; ``width``/``depth`` are the given shape or the
+    inferred one (``shape_given`` False), which only DeepSeek's M treats differently.
+    """
     conv = law.conventions or {}
     n = n_params_total if conv.get("n_params") == "total" and n_params_total else n_params
-    scale = {"n_params": n, "tokens": tokens, "width": float(width), "depth": float(depth)}
-    if conv.get("flops") == "M*D":
+    d = tokens * token_factor(law, bytes_per_token)
+    scale = {"n_params": n, "tokens": d, "width": float(width), "depth": float(depth)}
+    flops = conv.get("flops", FLOPS_6ND)
+    if flops == FLOPS_M_D:
         if shape_given:
             m = 72.0 * depth * width**2 + 12.0 * depth * width * seq_len
         else:
             m = 6.0 * n_params + 12.0 * depth * width * seq_len
-        scale["flops"] = m * tokens
-    elif shape_given:
-        scale["flops"] = train_flops(n_params, tokens, depth=depth, width=width, seq_len=seq_len)
+        scale["flops"] = m * d
+    elif flops == FLOPS_6ND_NO_ATTENTION:
+        scale["flops"] = 6.0 * n_params * d
     else:
-        scale["flops"] = 6.0 * n_params * tokens
+        scale["flops"] = train_flops(n_params, d, depth=depth, width=width, seq_len=seq_len)
     return scale
+
+
+def flops_convention_warnings(law: Law, role: str) -> list[str]:
+    """A warning when ``law`` has a flops predictor counted in a convention Sweeper cannot
+    reproduce (e.g. FLOPs "as imported" from a file)."""
+    conv = (law.conventions or {}).get("flops", FLOPS_6ND)
+    if "flops" in law.predictors and conv not in (FLOPS_6ND, FLOPS_6ND_NO_ATTENTION, FLOPS_M_D):
+        return [
+            f"{role} law ({law_label(law)}) counts flops as {conv!r}: the target's are counted "
+            "as 6·N·D + attention"
+        ]
+    return []
+
+
+def token_unit_warnings(
+    laws: list[tuple[str, Law]],
+    *,
+    vocab: int | None,
+    bytes_per_token: float | None,
+    what: str = "the target",
+) -> list[str]:
+    """Warnings about the token units of ``laws`` ((role, law) pairs) against a target whose
+    vocabulary is ``vocab`` (None: a tokenizer's, not bytes): a law that counts bytes, converted or
+    not; a law of another tokenizer; a ``bytes_per_token`` that no law can use. Laws that share
+    their units share one warning."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for role, law in laws:
+        conv = law.conventions or {}
+        key = (conv.get("tokens", ""), conv.get("vocab_size", ""), conv.get("data", ""))
+        groups.setdefault(key, []).append(f"{role} law ({law_label(law)})")
+    has_vocab = f"vocab {vocab}" if vocab else "a tokenizer's vocab (none given)"
+    out: list[str] = []
+    used_factor = False
+    for (unit, law_vocab, data), names in groups.items():
+        who = " and ".join(names)
+        verb = "count" if len(names) > 1 else "counts"
+        if unit == "bytes":
+            if vocab == _BYTE_VOCAB:
+                continue
+            src = f"byte-level data {data!r}" if data else "byte-level data"
+            if bytes_per_token:
+                used_factor = True
+                out.append(
+                    f"{who} {verb} D and the batch in bytes ({src}): converted at "
+                    f"{bytes_per_token:g} bytes per token of {what}"
+                )
+            else:
+                out.append(
+                    f"{who} {verb} D and the batch in bytes ({src}, vocab {law_vocab or 256}) but "
+                    f"{what} has {has_vocab}: its D and batch are used as if they were bytes (a "
+                    "BPE token is about 4 bytes of English text, so a D exponent of 0.3 puts the "
+                    "LR 1.5× off): give bytes_per_token to convert"
+                )
+        elif unit.startswith("tokenizer:") and law_vocab and str(vocab) != law_vocab:
+            out.append(
+                f"{who} {verb} tokens of {unit[len('tokenizer:') :]} (vocab {law_vocab}) but "
+                f"{what} has {has_vocab}: D and batch of different tokenizers are not the same "
+                "amount of text"
+            )
+    if bytes_per_token and not used_factor and vocab != _BYTE_VOCAB:
+        out.append(f"bytes_per_token {bytes_per_token:g} is not used: no law here counts bytes")
+    return out
+
+
+def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:
+    """A warning when a value in ``values`` (n_params, tokens, tokens_per_param, batch_tokens, in
+    the law's units) lies beyond a range the law held fixed (``domain["held:<name>"]``), by more
+    than :data:`HELD_SLACK`."""
+    names, outside = [], []
+    for key, (lo, hi) in law.domain.items():
+        if not key.startswith(HELD_PREFIX):
+            continue
+        name = key[len(HELD_PREFIX) :]
+        v = values.get(name)
+        if v is None or not v > 0:
+            continue
+        if v < lo / HELD_SLACK or v > hi * HELD_SLACK:
+            label = _HELD_NAMES.get(name, name)
+            names.append(label)
+            outside.append(f"{label} {v:.3g} (its cells: {held_span(law, name)})")
+    if not outside:
+        return []
+    return [
+        f"{role} law ({law_label(law)}) does not model {', '.join(names)}, and the target lies "
+        f"outside what its cells held: {'; '.join(outside)}; the law is applied outside the "
+        "regime it was measured in"
+    ]
+
+
+def held_span(law: Law, name: str) -> str | None:
+    """The range the law held ``name`` at, as text (None when it records none)."""
+    r = law.domain.get(HELD_PREFIX + name)
+    if r is None:
+        return None
+    lo, hi = r
+    return f"{lo:.3g}" if hi <= lo * (1 + 1e-9) else f"{lo:.3g}–{hi:.3g}"
 
 
 def round_global_batch(batch_sequences: float, unit: int) -> int:
@@ -384,17 +550,56 @@ def check_parametrization(
     return law.base_width, law.base_depth
 
 
-def _compute_optimal_tokens(loss_law: LossLaw, n_params: float) -> float:
-    """D such that N is the loss law's compute-optimal N at C = 6·N·D."""
+def _require_optimum(loss_law: LossLaw) -> None:
     a, b = loss_law.alpha, loss_law.beta
     if not (a > 0 and b > 0 and loss_law.A > 0 and loss_law.B > 0):
         raise TargetError(
             f"loss law ({law_label(loss_law)}) has no compute optimum: "
             f"A={loss_law.A}, B={loss_law.B}, alpha={a}, beta={b}"
         )
+
+
+def _compute_optimal_tokens(loss_law: LossLaw, n_params: float) -> float:
+    """D (in the loss law's units) such that N is the loss law's compute-optimal N at C = 6·N·D."""
+    _require_optimum(loss_law)
+    a, b = loss_law.alpha, loss_law.beta
     g = ((a * loss_law.A) / (b * loss_law.B)) ** (1.0 / (a + b))
     c_over_6 = (n_params / g) ** ((a + b) / b)
     return c_over_6 / n_params
+
+
+def _compute_optimal_n(loss_law: LossLaw, compute: float, seq_len: int, factor: float) -> float:
+    """N minimising the loss law at Sweeper's compute ``compute`` = (6·N + 6·L·T·d)·D.
+
+    The shape follows N as :func:`infer_shape` does, without its rounding (d = 128·L, 12·L·d² = N,
+    so the attention term per token is 6·T·128·L²); D is in target tokens, the loss law sees
+    D·``factor``. Golden-section search in ln N around the closed-form optimum at C = 6·N·D.
+    """
+    _require_optimum(loss_law)
+
+    def loss(ln_n: float) -> float:
+        n = math.exp(ln_n)
+        layers = (n / (12.0 * ASPECT_RATIO**2)) ** (1.0 / 3.0)
+        per_token = 6.0 * n + 6.0 * seq_len * ASPECT_RATIO * layers**2
+        return loss_law.predict({"n_params": n, "tokens": factor * compute / per_token})
+
+    n0, _ = loss_law.compute_optimal(compute * factor)
+    lo, hi = math.log(n0) - math.log(1e3), math.log(n0) + math.log(1e3)
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    f1, f2 = loss(x1), loss(x2)
+    for _ in range(200):
+        if hi - lo < 1e-9:
+            break
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - ratio * (hi - lo)
+            f1 = loss(x1)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + ratio * (hi - lo)
+            f2 = loss(x2)
+    return math.exp((lo + hi) / 2.0)
 
 
 @dataclass(frozen=True)
@@ -453,6 +658,8 @@ class Recipe:
     target: Target
     hardware: Hardware
     level: float = 0.95
+    init_std_note: str = ""  # what init_std is: the SP heuristic, or the proxies' muP base std
+    bytes_per_token: float | None = None  # the conversion applied to laws that count bytes
 
     def __post_init__(self) -> None:
         unit = self.micro_batch_size * self.grad_accum_steps * self.data_parallel
@@ -471,8 +678,17 @@ class Recipe:
     def memory_gb_per_gpu(self) -> float:
         return self.memory.total_gb
 
+    @property
+    def hidden_init_std(self) -> float:
+        """Init std of the hidden matrices at the target width: ``init_std`` under SP, and
+        init_std·sqrt(base_width / width) under muP/CompleteP (embeddings keep ``init_std``)."""
+        if self.parametrization == "sp" or not self.base_width:
+            return self.init_std
+        return self.init_std * math.sqrt(self.base_width / self.width)
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form, one key per field (plus ``memory_gb_per_gpu`` and ``warmup_tokens``);
+        """JSON-safe form, one key per field (plus ``memory_gb_per_gpu``, ``warmup_tokens`` and
+        ``hidden_init_std``);
         :func:`recipe_from_dict` reads it back."""
         out: dict[str, Any] = {}
         for f in fields(self):
@@ -490,6 +706,7 @@ class Recipe:
             out[f.name] = v
         out["memory_gb_per_gpu"] = self.memory_gb_per_gpu
         out["warmup_tokens"] = self.warmup_tokens
+        out["hidden_init_std"] = self.hidden_init_std
         return out
 
 
@@ -602,8 +819,14 @@ class _Model:
 
 
 def _resolve_model(
-    target: Target, hw: Hardware, loss_law: LossLaw | None, warnings: list[str]
+    target: Target,
+    hw: Hardware,
+    loss_law: LossLaw | None,
+    loss_factor: float,
+    warnings: list[str],
 ) -> _Model:
+    """N, D, shape and sequence length of the target; ``loss_factor`` is the loss law's token
+    units per target token (its D is converted at this boundary)."""
     seq_len = hw.seq_len or target.context or DEFAULT_SEQ_LEN
     if hw.seq_len is None and target.context is None:
         warnings.append(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}")
@@ -612,10 +835,10 @@ def _resolve_model(
         if loss_law is None:
             raise TargetError("compute alone needs a loss law to choose N and D; give n_params")
         assert target.compute is not None
-        n_params, tokens = loss_law.compute_optimal(target.compute)
+        n_params = _compute_optimal_n(loss_law, target.compute, seq_len, loss_factor)
         warnings.append(
-            f"N = {n_params:.3g} and D = {tokens:.3g} are the loss law's compute optimum at "
-            f"C = {target.compute:.3g}"
+            f"N = {n_params:.3g} is the loss law's compute optimum at C = {target.compute:.3g} "
+            "FLOPs (6·N·D + attention; the loss law's own optimum is defined at C = 6·N·D)"
         )
     shape_given = target.width is not None and target.depth is not None
     if target.width is not None and target.depth is not None:
@@ -624,10 +847,7 @@ def _resolve_model(
     else:
         assert n_params is not None
         width, depth = infer_shape(n_params)
-        warnings.append(
-            f"shape inferred from N: {depth} layers × d_model {width} (d ≈ {ASPECT_RATIO}·L); "
-            "give width and depth for exact memory and FLOPs"
-        )
+        warnings.append(infer_shape_warning(width, depth))
     vocab = target.vocab or DEFAULT_VOCAB
     if target.vocab is None:
         warnings.append(f"no vocab given: assumed {DEFAULT_VOCAB} for embedding memory")
@@ -635,12 +855,12 @@ def _resolve_model(
         if target.tokens_per_param is not None:
             tokens = target.tokens_per_param * n_params
         elif target.compute is not None:
-            per_token = train_flops(
-                n_params, 1.0, depth=depth if shape_given else None, width=width, seq_len=seq_len
-            )
+            # Sweeper's compute, attention included, with the given or inferred shape: the
+            # recipe's flops then equal the target's compute
+            per_token = train_flops(n_params, 1.0, depth=depth, width=width, seq_len=seq_len)
             tokens = target.compute / per_token
         elif loss_law is not None:
-            tokens = _compute_optimal_tokens(loss_law, n_params)
+            tokens = _compute_optimal_tokens(loss_law, n_params) / loss_factor
             warnings.append(
                 f"D = {tokens:.3g} tokens ({tokens / n_params:.1f} per parameter) is the loss "
                 "law's compute-optimal budget for this N"
@@ -692,8 +912,10 @@ def _resolve_base(
 
 
 def _evaluate(
-    law: Law, role: str, scale: Mapping[str, float], seq_len: int, level: float
+    law: Law, role: str, scale: Mapping[str, float], seq_len: int, level: float, factor: float = 1.0
 ) -> tuple[float, tuple[float, float]]:
+    """The law's value and interval at ``scale``; a batch comes back in target tokens (a law in
+    sequences is multiplied by ``seq_len``, one in bytes divided by ``factor``)."""
     try:
         value = law.predict(scale)
         low, high = law.interval(scale, level)
@@ -704,8 +926,9 @@ def _evaluate(
         raise TargetError(
             f"{role} law ({law_label(law)}) predicts {value:.3g} at the target ({at}): outside its range"
         )
-    if (law.conventions or {}).get("batch") == "sequences":
-        return value * seq_len, (low * seq_len, high * seq_len)
+    if role == "batch":
+        unit = seq_len if (law.conventions or {}).get("batch") == "sequences" else 1.0 / factor
+        return value * unit, (low * unit, high * unit)
     return value, (low, high)
 
 
@@ -777,6 +1000,107 @@ def _choose_batch(
     return micro, gbs
 
 
+def _float(text: str | None) -> float | None:
+    try:
+        v = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _warmup_text(fraction_or_steps: float) -> str:
+    if fraction_or_steps < 1.0:
+        return f"warmup {fraction_or_steps:.0%} of steps"
+    return f"warmup {fraction_or_steps:.0f} proxy steps"
+
+
+def schedule_warnings(
+    lr_law: Law,
+    *,
+    schedule: str,
+    min_lr_ratio: float,
+    warmup_steps: int,
+    total_steps: int,
+    z_loss: float,
+) -> list[str]:
+    """A warning when the recipe's schedule, min LR, warmup or z-loss differ from those the LR law
+    was measured under (``conventions`` keys ``schedule``, ``min_lr_ratio``, ``warmup``, ``z_loss``
+    of a launched sweep; older laws only have the text of ``conventions["lr"]``). A warmup counts
+    as the same within a factor 1.5 of the recipe's fraction of steps."""
+    conv = lr_law.conventions or {}
+    name = f"lr law ({law_label(lr_law)})"
+    if "schedule" not in conv:
+        text = conv.get("lr", "")
+        if text and f"cosine to {min_lr_ratio:.0%}" not in text:
+            # the optimum peak LR depends on the schedule it was measured under
+            return [
+                f"the LR of the {name} was measured as '{text}'; this recipe runs warmup + "
+                f"{schedule} to {min_lr_ratio:.0%}"
+            ]
+        return []
+    law_side, recipe_side = [], []
+    if conv["schedule"] != schedule:
+        law_side.append(f"a {conv['schedule']} schedule")
+        recipe_side.append(f"{schedule}")
+    ratio = _float(conv.get("min_lr_ratio"))
+    if ratio is not None and abs(ratio - min_lr_ratio) > 1e-9 and conv["schedule"] != "constant":
+        law_side.append(f"decay to {ratio:.0%} of peak")
+        recipe_side.append(f"decay to {min_lr_ratio:.0%}")
+    warm = conv.get("warmup")
+    recipe_frac = warmup_steps / max(1, total_steps)
+    recipe_warm = f"warmup {warmup_steps} steps ({recipe_frac:.1%})"
+    if warm == "searched":
+        law_side.append("its best searched warmup")
+        recipe_side.append(recipe_warm)
+    elif (w := _float(warm)) is not None and (w >= 1.0 or not (w / 1.5 <= recipe_frac <= w * 1.5)):
+        law_side.append(_warmup_text(w))
+        recipe_side.append(recipe_warm)
+    z = _float(conv.get("z_loss"))
+    if z is not None and abs(z - z_loss) > 1e-12:
+        law_side.append(f"z-loss {z:g}")
+        recipe_side.append(f"z-loss {z_loss:g}")
+    if not law_side:
+        return []
+    return [
+        f"the LR of the {name} was measured with {', '.join(law_side)}; this recipe uses "
+        f"{', '.join(recipe_side)}: the optimal peak LR depends on them (match them, or confirm "
+        "the LR with a short run)"
+    ]
+
+
+def _init_std(
+    lr_law: Law,
+    parametrization: str,
+    base_width: int | None,
+    base_depth: int | None,
+    m: _Model,
+    warnings: list[str],
+) -> tuple[float, str]:
+    """(init std, what it means). SP: the small-init heuristic at the target width. muP and
+    CompleteP: the proxies' std at the base width (``conventions["init_std"]``), which transfers
+    with the LR; hidden matrices scale it by sqrt(base_width / width)."""
+    if parametrization == "sp" or base_width is None:
+        return math.sqrt(2.0 / (5.0 * m.width)), "sqrt(2/(5·d)), small init (Nguyen & Salazar 2019)"
+    std = _float((lr_law.conventions or {}).get("init_std"))
+    if std is None or std <= 0:
+        std = math.sqrt(2.0 / (5.0 * base_width))
+        warnings.append(
+            f"lr law ({law_label(lr_law)}) records no init std: the recipe's {std:.4g} is "
+            f"sqrt(2/(5·{base_width})), not the proxies' own; under {parametrization} the init "
+            "transfers with the LR, so use the std the proxies were trained with"
+        )
+        how = f"sqrt(2/(5·base width {base_width})), the proxies' std unknown"
+    else:
+        how = f"the proxies' init std at base width {base_width}"
+    hidden = std * math.sqrt(base_width / m.width)
+    depth = base_depth if parametrization == "completep" and base_depth else m.depth
+    how += (
+        f": embeddings and lm_head {std:.4g}; hidden matrices {std:.4g}·sqrt({base_width}/"
+        f"{m.width}) = {hidden:.4g}, the residual output projections also ÷ sqrt(2·{depth})"
+    )
+    return std, how
+
+
 def recommend(
     laws: Mapping[str, Law],
     target: Target,
@@ -788,6 +1112,7 @@ def recommend(
     rampup: bool | None = None,
     force: bool = False,
     level: float = 0.95,
+    bytes_per_token: float | None = None,
 ) -> Recipe:
     """The recipe for ``target`` from ``laws`` (keyed by target: "lr" required, "batch_tokens"
     optional: without it Step Law's batch law B = 0.58·D^0.571 is used, named in the provenance
@@ -797,13 +1122,17 @@ def recommend(
     loss. ``global_batch`` fixes the global batch in sequences instead of the law's (a multiple of
     micro batch × GPUs); ``rampup`` forces the batch ramp-up on or off (None: the rule of
     :class:`RecipeDefaults`); ``force`` lets a law of another parametrization through, with a
-    warning. Raises :class:`TargetError` when the laws cannot serve the target.
+    warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
+    target's tokens (None: no conversion, and a warning). Raises :class:`TargetError` when the
+    laws cannot serve the target.
     """
     hw = hardware or Hardware()
     dflt = defaults or RecipeDefaults()
     warnings: list[str] = []
     if not 0.0 < level < 1.0:
         raise TargetError(f"level must be in (0, 1), got {level}")
+    if bytes_per_token is not None and not (math.isfinite(bytes_per_token) and bytes_per_token > 0):
+        raise TargetError(f"bytes_per_token must be positive, got {bytes_per_token}")
     if "lr" not in laws:
         raise TargetError(f"no lr law given (got {', '.join(sorted(laws)) or 'none'})")
     if global_batch is not None and global_batch < 1:
@@ -815,11 +1144,17 @@ def recommend(
         from sweeper.published import published_laws
 
         batch_law = published_laws("steplaw")["batch_tokens"]
-        warnings.append(
-            f"no batch law with {law_label(lr_law)}: using Step Law's B = 0.58·D^0.571 tokens "
-            "(arXiv:2503.04715) as the fallback"
-        )
-    m = _resolve_model(target, hw, loss_law, warnings)
+    measured = [("lr", lr_law)]
+    if given_batch_law is not None:
+        measured.append(("batch", given_batch_law))
+    if loss_law is not None:
+        measured.append(("loss", loss_law))
+    warnings += token_unit_warnings(
+        measured, vocab=target.vocab, bytes_per_token=bytes_per_token, what="the target"
+    )
+    lr_f, b_f = token_factor(lr_law, bytes_per_token), token_factor(batch_law, bytes_per_token)
+    loss_f = token_factor(loss_law, bytes_per_token) if loss_law is not None else 1.0
+    m = _resolve_model(target, hw, loss_law, loss_f, warnings)
 
     def scale_for(law: Law) -> dict[str, float]:
         return law_scale(
@@ -831,21 +1166,27 @@ def recommend(
             seq_len=m.seq_len,
             shape_given=m.shape_given,
             n_params_total=m.n_params_total,
+            bytes_per_token=bytes_per_token,
         )
 
     lr_scale, b_scale = scale_for(lr_law), scale_for(batch_law)
     lr, lr_iv = _evaluate(lr_law, "lr", lr_scale, m.seq_len, level)
-    b_law, b_iv = _evaluate(batch_law, "batch", b_scale, m.seq_len, level)
+    b_law, b_iv = _evaluate(batch_law, "batch", b_scale, m.seq_len, level, b_f)
+    if given_batch_law is None:
+        msg = (
+            f"no batch law with {law_label(lr_law)}: using Step Law's B = 0.58·D^0.571 tokens "
+            f"(arXiv:2503.04715) as the fallback, {b_law:.3g} tokens at the target"
+        )
+        span = held_span(lr_law, "batch_tokens")
+        if span is not None:
+            unit = "bytes" if (lr_law.conventions or {}).get("tokens") == "bytes" else "tokens"
+            msg += f"; the lr law's optimum was measured at a batch of {span} {unit}"
+        warnings.append(msg)
     warnings += _quality_warnings(lr_law, "lr", lr_iv)
+    warnings += flops_convention_warnings(lr_law, "lr")
     if given_batch_law is not None:
         warnings += _quality_warnings(given_batch_law, "batch", b_iv)
-    lr_conv = (lr_law.conventions or {}).get("lr", "")
-    if lr_conv and "cosine to 10%" not in lr_conv:
-        # the optimum peak LR depends on the schedule it was measured under
-        warnings.append(
-            f"the lr law's LR was measured as '{lr_conv}'; this recipe runs warmup + cosine to "
-            f"{dflt.min_lr_ratio:.0%}"
-        )
+        warnings += flops_convention_warnings(given_batch_law, "batch")
 
     micro, gbs = _choose_batch(b_law, m, hw, global_batch, warnings)
     batch_used = gbs * m.seq_len
@@ -859,6 +1200,18 @@ def recommend(
             f"tokens={m.tokens:.3g} is less than one optimizer step of {batch_used} tokens "
             f"({gbs} sequences × {m.seq_len})"
         )
+    for role, law, f in (("lr", lr_law, lr_f), ("batch", given_batch_law, b_f)):
+        if law is not None:
+            warnings += regime_warnings(
+                law,
+                role,
+                {
+                    "n_params": m.n_params,
+                    "tokens": m.tokens * f,
+                    "tokens_per_param": m.tokens * f / m.n_params,
+                    "batch_tokens": batch_used * f,
+                },
+            )
     total_steps = math.ceil(m.tokens / batch_used)
     memory = _memory(m, hw, micro)
     if memory.fits is False:
@@ -876,6 +1229,14 @@ def recommend(
     warmup = min(
         total_steps, max(1, min(dflt.max_warmup_steps, round(dflt.warmup_fraction * total_steps)))
     )
+    warnings += schedule_warnings(
+        lr_law,
+        schedule="cosine",
+        min_lr_ratio=dflt.min_lr_ratio,
+        warmup_steps=warmup,
+        total_steps=total_steps,
+        z_loss=dflt.z_loss,
+    )
     ramp = None
     if rampup or (rampup is None and gbs >= dflt.rampup_min_sequences):
         ramp = _rampup(gbs, micro * hw.gpus, m.tokens, m.seq_len, dflt)
@@ -883,6 +1244,9 @@ def recommend(
         warnings.append(
             f"width {m.width}: consider a smaller Adam eps (1e-15, Wortsman et al. 2023) or Adam-atan2"
         )
+    init_std, init_note = _init_std(
+        lr_law, target.parametrization, base_width, base_depth, m, warnings
+    )
     flops = train_flops(m.n_params, m.tokens, depth=m.depth, width=m.width, seq_len=m.seq_len)
     time_s = None
     if hw.peak_tflops:
@@ -901,7 +1265,14 @@ def recommend(
     if loss_law is not None:
         provenance["loss"] = _provenance(loss_law)
         law_ids.append(_law_id(loss_law))
-        predicted_loss = float(loss_law.predict({"n_params": m.n_params, "tokens": m.tokens}))
+        predicted_loss = float(
+            loss_law.predict({"n_params": m.n_params, "tokens": m.tokens * loss_f})
+        )
+        if (loss_law.conventions or {}).get("tokens") == "bytes" and target.vocab != _BYTE_VOCAB:
+            warnings.append(
+                f"the predicted loss is the loss law's, in nats per byte ({law_label(loss_law)} "
+                "was fitted on byte-level data)"
+            )
     return Recipe(
         lr=Interval(lr, *lr_iv),
         batch_tokens=Interval(float(batch_used), *b_iv),
@@ -923,7 +1294,7 @@ def recommend(
         adam_eps=dflt.adam_eps,
         weight_decay=dflt.weight_decay,
         grad_clip=dflt.grad_clip,
-        init_std=math.sqrt(2.0 / (5.0 * (base_width or m.width))),
+        init_std=init_std,
         z_loss=dflt.z_loss,
         n_params=m.n_params,
         n_params_total=m.n_params_total,
@@ -948,4 +1319,6 @@ def recommend(
         target=target,
         hardware=hw,
         level=level,
+        init_std_note=init_note,
+        bytes_per_token=bytes_per_token,
     )

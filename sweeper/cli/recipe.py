@@ -40,6 +40,13 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
+def _positive(text: str) -> float:
+    v = _number(text)
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
+    return v
+
+
 def _count(text: str) -> int:
     v = _number(text)
     if v != int(v):
@@ -62,6 +69,14 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
     p.add_argument(
         "--force", action="store_true", help="use a law of another parametrization anyway"
+    )
+    p.add_argument(
+        "--bytes-per-token",
+        type=_positive,
+        default=None,
+        metavar="R",
+        help="bytes of text per target token (about 4 for English BPE): converts D and the batch "
+        "of laws fitted on byte-level data (default: no conversion, and a warning)",
     )
 
 
@@ -144,6 +159,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--width", type=_count, help="d_model (for DeepSeek's M)")
     p.add_argument("--depth", type=_count, help="layers (for DeepSeek's M)")
     p.add_argument("--context", type=_count, help="sequence length (for DeepSeek's M)")
+    p.add_argument("--vocab", type=_count, help="vocabulary size (256: byte-level)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_check)
 
@@ -249,6 +265,7 @@ def _build_recipe(args: argparse.Namespace) -> Recipe:
         global_batch=args.global_batch,
         rampup=args.rampup,
         force=args.force,
+        bytes_per_token=args.bytes_per_token,
     )
 
 
@@ -308,7 +325,7 @@ def _print_recipe(r: Recipe) -> None:
         )
     t.add_row("AdamW", f"β=({r.adam_beta1}, {r.adam_beta2})", f"eps {r.adam_eps:g}")
     t.add_row("weight decay / clip", f"{r.weight_decay:g} / {r.grad_clip:g}", "")
-    note = f"base width {r.base_width}" if r.base_width else "sqrt(2/(5·d))"
+    note = r.init_std_note or (f"base width {r.base_width}" if r.base_width else "sqrt(2/(5·d))")
     t.add_row("init std", f"{r.init_std:.4g}", note)
     t.add_row("z-loss", f"{r.z_loss:g}", "")
     m = r.memory
@@ -471,9 +488,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                 layers=args.depth,
                 d_model=args.width,
                 context=args.context,
+                vocab=args.vocab,
             )
         ]
-    results = [check_recipe(laws, t, force=args.force) for t in targets]
+    results = [
+        check_recipe(laws, t, force=args.force, bytes_per_token=args.bytes_per_token)
+        for t in targets
+    ]
     if args.json:
         out: Any = [r.to_dict() for r in results]
         print(json.dumps(out if args.all_recipes else out[0], indent=2))

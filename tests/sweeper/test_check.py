@@ -12,6 +12,7 @@ from sweeper.errors import TargetError
 from sweeper.laws import PowerLaw
 from sweeper.published import published_laws
 from sweeper.recipes import get_recipe, load_recipes
+from sweeper.recommend import infer_shape
 
 NAMES = (
     ["gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b"]
@@ -145,3 +146,56 @@ def test_bad_values(kw) -> None:
     base = {"n_params": 1e8, "tokens": 1e10, "lr": 1e-3, "batch_tokens": 1e6}
     with pytest.raises(TargetError):
         CheckValues(**{**base, **kw})
+
+
+def _conv(law: PowerLaw, **conv: str) -> PowerLaw:
+    return PowerLaw(**{**law.__dict__, "conventions": {**law.conventions, **conv}})
+
+
+def test_check_reads_the_recipe_as_recommend_does() -> None:
+    """The total-N convention gets N plus the embeddings; an inferred shape and an assumed
+    sequence length are said, as recommend says them."""
+    law = _conv(lr_law(), n_params="total")
+    res = check_recipe(
+        {"lr": law}, CheckValues(n_params=1e8, tokens=1e10, lr=1e-2, batch_tokens=1e6)
+    )
+    width, _ = infer_shape(1e8)
+    item = res.item("lr")
+    assert item is not None
+    assert item.predicted == pytest.approx(law.predict({"n_params": 1e8 + 2 * 32000 * width}))
+    assert item.predicted != pytest.approx(law.predict({"n_params": 1e8}))
+    assert any(w.startswith("shape inferred from N") for w in res.warnings)
+    assert any(w == "no sequence length given: assumed 2048" for w in res.warnings)
+    assert any("no vocab given: assumed 32000" in w for w in res.warnings)
+    given = CheckValues(
+        n_params=1e8, tokens=1e10, lr=1e-2, batch_tokens=1e6, layers=8, d_model=1024,
+        context=2048, vocab=50000,
+    )  # fmt: skip
+    quiet = check_recipe({"lr": law}, given)
+    assert not any("shape inferred" in w or "assumed" in w for w in quiet.warnings)
+    q = quiet.item("lr")
+    assert q is not None and q.predicted == pytest.approx(
+        law.predict({"n_params": 1e8 + 2 * 50000 * 1024})
+    )
+
+
+def test_check_byte_laws_and_held_regime() -> None:
+    lr = _conv(
+        PowerLaw(**{**lr_law().__dict__, "predictors": ("n_params", "tokens"),
+                    "exponents": {"n_params": -0.5, "tokens": 0.3}, "boot_coefs": ()}),
+        tokens="bytes",
+    )  # fmt: skip
+    lr = PowerLaw(**{**lr.__dict__, "domain": {**lr.domain, "held:batch_tokens": (4096.0, 4096.0)}})
+    batch = _conv(published_laws("steplaw")["batch_tokens"], tokens="bytes")
+    recipe = get_recipe("llama2-7b")
+    plain = check_recipe({"lr": lr, "batch_tokens": batch}, recipe)
+    assert any("in bytes" in w and "recipe llama2-7b" in w for w in plain.warnings)
+    conv = check_recipe({"lr": lr, "batch_tokens": batch}, recipe, bytes_per_token=4.0)
+    p_lr, c_lr = plain.item("lr"), conv.item("lr")
+    p_b, c_b = plain.item("batch_tokens"), conv.item("batch_tokens")
+    assert p_lr is not None and c_lr is not None and p_b is not None and c_b is not None
+    assert c_lr.predicted == pytest.approx(p_lr.predicted * 4.0**0.3)
+    # B = 0.58·(4D)^0.571 bytes, back to tokens ÷ 4
+    assert c_b.predicted == pytest.approx(0.58 * (4 * recipe.tokens) ** 0.571 / 4)
+    # the LR law was measured at a 4096-byte batch; LLaMA-2's is 4M tokens
+    assert any("does not model batch" in w for w in conv.warnings)

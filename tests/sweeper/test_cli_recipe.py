@@ -292,3 +292,33 @@ def test_full_cli_has_recipe_verbs() -> None:
     args = parser.parse_args(["check", "--list-recipes"])
     assert args.func.__module__ == "sweeper.cli.recipe"
     assert cli.main(["check", "--list-recipes", "--json"]) == 0
+
+
+def test_bytes_per_token_converts_byte_laws(run, tmp_path: Path) -> None:
+    """A law fitted on byte-level data (the default conventions) with D as a predictor: without
+    --bytes-per-token the target's D is used as bytes, with a warning; with it, D is scaled."""
+    url = f"sqlite:///{tmp_path / 'bytes.db'}"
+    lid = put_law("b1", _law("lr", 0.1, {"n_params": -0.3, "tokens": 0.25}).to_dict(), url)
+    argv = ["recommend", "--law", str(lid), "--storage", url, "--params", "1e8", "--tokens", "4e9"]
+    code, out, _ = run(*argv, "--vocab", "32000", "--json")
+    assert code == 0
+    plain = json.loads(out)
+    assert any("in bytes" in w and "bytes_per_token" in w for w in plain["warnings"])
+    code, out, _ = run(*argv, "--vocab", "32000", "--bytes-per-token", "4", "--json")
+    assert code == 0
+    conv = json.loads(out)
+    assert conv["lr"]["value"] == pytest.approx(plain["lr"]["value"] * 4**0.25)
+    assert conv["bytes_per_token"] == 4.0
+    code, out, err = run(*argv, "--bytes-per-token", "0")
+    assert code == 2 and "not a positive number" in err
+    # check converts the same way
+    chk = ["check", "--law", str(lid), "--storage", url, "--params", "1e8", "--tokens", "4e9"]
+    chk += ["--lr", "1e-3", "--batch-tokens", "1M", "--vocab", "32000", "--json"]
+    code, out, _ = run(*chk)
+    assert code == 0
+    p = json.loads(out)
+    code, out, _ = run(*chk, "--bytes-per-token", "4")
+    c = json.loads(out)
+    assert c["items"][0]["predicted"] == pytest.approx(p["items"][0]["predicted"] * 4**0.25)
+    assert any("in bytes" in w for w in p["warnings"])
+    assert not any("used as if they were bytes" in w for w in c["warnings"])

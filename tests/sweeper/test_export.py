@@ -290,3 +290,40 @@ def test_unknown_format() -> None:
     target = Target(n_params=1e8, tokens=1e10)
     with pytest.raises(TargetError, match="unknown export format 'keras'"):
         export_recipe(recommend(published_laws("steplaw"), target), "keras")
+
+
+def test_mup_init_std_is_the_proxies(mup: Recipe) -> None:
+    """The muP law's conventions carry the proxies' init std (0.02 by default): Megatron gets it
+    beside the base width, not sqrt(2/(5·256)) = 0.0395; the headers say what hidden matrices get."""
+    assert mup.init_std == 0.02
+    a = _megatron_parser().parse_args(shlex.split(export_recipe(mup, "megatron"), comments=True))
+    assert a.init_method_std == 0.02 and a.mup_base_hidden_size == 256
+    hidden = 0.02 * math.sqrt(256 / 2048)
+    assert mup.hidden_init_std == pytest.approx(hidden)
+    for fmt in ("megatron", "litgpt", "torchtitan", "nanogpt"):
+        text = export_recipe(mup, fmt)
+        assert "the proxies' init std at base width 256" in text, fmt
+        assert f"{hidden:.4g}" in text, fmt
+    assert json.loads(export_recipe(mup, "json"))["hidden_init_std"] == pytest.approx(hidden)
+
+
+def test_header_names_token_units_and_conversion(mup: Recipe) -> None:
+    header = export_recipe(mup, "litgpt")
+    assert "tokens counted as bytes" in header  # the default conventions: byte-level data
+    assert "lr measured as: peak AdamW LR, warmup 10% of steps, cosine to 10%" in header
+    law = PowerLaw(
+        target="lr",
+        predictors=("tokens",),
+        source="bytes-sweep",
+        method="test",
+        parametrization="sp",
+        domain={"tokens": (1e8, 1e10), "held:tokens_per_param": (10.0, 40.0)},
+        log_prefactor=math.log(0.5),
+        exponents={"tokens": -0.1},
+        conventions={"tokens": "bytes", "flops": "6ND", "held_fixed": "tokens_per_param 10-40"},
+    )
+    r = recommend({"lr": law}, Target(n_params=1e8, tokens=4e9), bytes_per_token=4.0)
+    text = export_recipe(r, "torchtitan")
+    assert "tokens counted as bytes (converted at 4 bytes per token)" in text
+    assert "lr law held fixed: tokens_per_param 10-40" in text
+    assert json.loads(export_recipe(r, "json"))["bytes_per_token"] == 4.0

@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 from sweeper.errors import TargetError
-from sweeper.laws import LossLaw, PowerLaw
+from sweeper.laws import DEFAULT_CONVENTIONS, LossLaw, PowerLaw
+from sweeper.memory import train_flops
 from sweeper.published import published_laws
 from sweeper.recommend import (
+    FLOPS_6ND_NO_ATTENTION,
+    HELD_PREFIX,
     Hardware,
     Recipe,
     Target,
@@ -96,10 +99,29 @@ def test_deepseek_scale_uses_m_times_d() -> None:
         law, n_params=12 * L * d**2, tokens=D, width=d, depth=L, seq_len=T, shape_given=True
     )
     assert s["flops"] == pytest.approx((72 * L * d**2 + 12 * L * d * T) * D)
+    # without the shape, M's attention term uses the inferred shape it is given
+    s = law_scale(law, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T, shape_given=False)
+    assert s["flops"] == pytest.approx((6 * 1e9 + 12 * L * d * T) * D)
     step = published_laws("steplaw")["lr"]
     s = law_scale(step, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T, shape_given=False)
-    assert s["flops"] == pytest.approx(6 * 1e9 * D)
     assert s["n_params"] == 1e9
+
+
+def test_flops_conventions_6nd_with_and_without_attention() -> None:
+    """Sweeper's "6ND" always adds 6·L·T·d·D (given or inferred shape), as launched proxies count
+    it; imported FLOPs filled in from N and D are "6ND (no attention)"."""
+    L, d, T, N, D = 24, 2048, 2048, 1.2e9, 1e11
+    kw = {"n_params": N, "tokens": D, "width": d, "depth": L, "seq_len": T}
+    with_att = power_law("lr", 1.0, {"flops": -0.1})
+    for given in (True, False):
+        s = law_scale(with_att, **kw, shape_given=given)
+        assert s["flops"] == pytest.approx(6 * N * D + 6 * L * T * d * D)
+    no_att = power_law("lr", 1.0, {"flops": -0.1})
+    no_att = PowerLaw(**{**no_att.__dict__, "conventions": {"flops": FLOPS_6ND_NO_ATTENTION}})
+    assert law_scale(no_att, **kw, shape_given=True)["flops"] == pytest.approx(6 * N * D)
+    # the recipe's FLOPs are what a "6ND" law sees
+    r = recommend({"lr": with_att}, Target(width=d, depth=L, context=T, tokens=D))
+    assert r.flops == pytest.approx(6 * 12 * L * d**2 * D + 6 * L * T * d * D)
 
 
 @pytest.mark.parametrize(
@@ -215,11 +237,118 @@ def test_mup_recipe_records_base_width() -> None:
     mup = sp_laws(parametrization="mup", base_width=256)
     r = recommend(mup, Target(width=2048, depth=16, tokens=1e10, parametrization="mup"))
     assert r.parametrization == "mup" and r.base_width == 256
-    assert r.init_std == pytest.approx(math.sqrt(2 / (5 * 256)))  # the base-width std
+    # the law records no init std: the heuristic at the base width, and a warning
+    assert r.init_std == pytest.approx(math.sqrt(2 / (5 * 256)))
+    assert any("records no init std" in w for w in r.warnings)
     with pytest.raises(TargetError, match="differs from the law's base width"):
         recommend(
             mup, Target(width=2048, depth=16, tokens=1e10, parametrization="mup", base_width=128)
         )
+
+
+def test_mup_recipe_exports_the_proxies_init_std() -> None:
+    """Under muP LR and init transfer together: the recipe carries the proxies' std at the base
+    width (0.02 here, not sqrt(2/(5·64)) = 0.079), and says what hidden matrices get."""
+    conv = {**CONV, "init_std": "0.02"}
+    lr = power_law("lr", 0.5, {"tokens": -0.1}, parametrization="mup", base_width=64)
+    lr = PowerLaw(**{**lr.__dict__, "conventions": conv})
+    r = recommend({"lr": lr}, Target(width=1024, depth=8, tokens=1e10, parametrization="mup"))
+    assert r.init_std == 0.02 and r.init_std != pytest.approx(math.sqrt(2 / (5 * 64)))
+    assert r.hidden_init_std == pytest.approx(0.02 * math.sqrt(64 / 1024))
+    assert "base width 64" in r.init_std_note and "hidden matrices" in r.init_std_note
+    assert not any("init std" in w for w in r.warnings)
+    assert r.to_dict()["hidden_init_std"] == pytest.approx(r.hidden_init_std)
+    # SP keeps the small-init heuristic at the target width
+    sp = recommend(sp_laws(), Target(width=1024, depth=8, tokens=1e10))
+    assert sp.init_std == pytest.approx(math.sqrt(2 / (5 * 1024))) == sp.hidden_init_std
+
+
+def _with(law: PowerLaw, **conv: str) -> PowerLaw:
+    return PowerLaw(**{**law.__dict__, "conventions": {**law.conventions, **conv}})
+
+
+def test_byte_laws_warn_and_convert_with_bytes_per_token() -> None:
+    lr = _with(power_law("lr", 2.0, {"n_params": -0.3, "tokens": 0.3}), tokens="bytes")
+    batch = _with(power_law("batch_tokens", 0.5, {"tokens": 0.5}), tokens="bytes")
+    laws = {"lr": lr, "batch_tokens": batch}
+    target = Target(n_params=5e7, tokens=5e9, vocab=32000)
+    plain = recommend(laws, target)
+    msg = [w for w in plain.warnings if "in bytes" in w]
+    assert len(msg) == 1 and "lr law" in msg[0] and "batch law" in msg[0]  # one shared warning
+    assert "bytes_per_token" in msg[0]
+    assert plain.lr.value == pytest.approx(2.0 * 5e7**-0.3 * 5e9**0.3)  # unconverted
+    conv = recommend(laws, target, bytes_per_token=4.0)
+    assert conv.lr.value == pytest.approx(plain.lr.value * 4.0**0.3)  # D counted as 4·D bytes
+    # the batch law predicts bytes: 0.5·(4D)^0.5 bytes = that / 4 tokens
+    assert conv.batch_tokens_law == pytest.approx(0.5 * (4 * 5e9) ** 0.5 / 4)
+    assert conv.bytes_per_token == 4.0
+    assert any("converted at 4 bytes per token" in w for w in conv.warnings)
+    assert not any("used as if they were bytes" in w for w in conv.warnings)
+    # a byte-level target needs no conversion; a tokenizer law of another vocab warns
+    byte_target = Target(n_params=5e7, tokens=5e9, vocab=256)
+    assert not any("bytes" in w for w in recommend(laws, byte_target).warnings)
+    tok = {k: _with(v, tokens="tokenizer:owt", vocab_size="50304") for k, v in laws.items()}
+    assert any("tokens of owt (vocab 50304)" in w for w in recommend(tok, target).warnings)
+    same = Target(n_params=5e7, tokens=5e9, vocab=50304)
+    assert not any("vocab" in w for w in recommend(tok, same).warnings)
+    # a factor no law can use is said to be unused
+    pub = recommend(published_laws("steplaw"), target, bytes_per_token=4.0)
+    assert any("bytes_per_token 4 is not used" in w for w in pub.warnings)
+    with pytest.raises(TargetError, match="bytes_per_token must be positive"):
+        recommend(laws, target, bytes_per_token=0.0)
+
+
+def test_held_fixed_regime_warns_outside_and_names_the_measurement_batch() -> None:
+    """An LR law fitted on N alone at a fixed 819k-token budget and batch 4096 (a width ladder),
+    applied at D = 2T with Step Law's fallback batch."""
+    lr = power_law("lr", 2.0, {"n_params": -0.35}, domain={"n_params": (1e5, 6.4e6)})
+    held = {
+        HELD_PREFIX + "tokens": (819200.0, 819200.0),
+        HELD_PREFIX + "tokens_per_param": (0.128, 8.192),
+        HELD_PREFIX + "batch_tokens": (4096.0, 4096.0),
+    }
+    lr = PowerLaw(**{**lr.__dict__, "domain": {**lr.domain, **held}})
+    far = recommend({"lr": lr}, Target(n_params=7e9, tokens=2e12))
+    regime = [w for w in far.warnings if "does not model" in w]
+    assert len(regime) == 1
+    assert "D 2e+12 (its cells: 8.19e+05)" in regime[0] and "D/N 286" in regime[0]
+    assert "batch" in regime[0]
+    fallback = next(w for w in far.warnings if "fallback" in w)
+    assert "measured at a batch of 4.1e+03 tokens" in fallback
+    # the extrapolation factor still counts predictors only
+    assert set(far.extrapolation) == {"n_params"}
+    # a target inside the held regime earns no such warning
+    near = recommend(
+        {"lr": lr}, Target(width=128, depth=4, context=64, tokens=819200.0), global_batch=64
+    )
+    assert near.batch_tokens.value == 4096
+    assert not any("does not model" in w for w in near.warnings)
+
+
+def test_schedule_of_the_lr_law_compared_with_the_recipe() -> None:
+    wsd = _with(
+        power_law("lr", 2.0, {"n_params": -0.3}),
+        schedule="wsd",
+        min_lr_ratio="0.0",
+        warmup="0.1",
+        z_loss="0.0",
+        lr="peak AdamW LR, warmup 10% of steps, WSD",
+    )
+    target = Target(n_params=5e7, tokens=5e9)
+    r = recommend({"lr": wsd}, target)
+    sched = [w for w in r.warnings if "LR of the lr law" in w]
+    assert len(sched) == 1
+    for part in ("a wsd schedule", "decay to 0% of peak", "warmup 10% of steps", "z-loss 0;"):
+        assert part in sched[0], part
+    assert "z-loss 0.0001" in sched[0] and f"warmup {r.warmup_steps} steps" in sched[0]
+    # a law measured exactly as the recipe runs: no warning
+    frac = r.warmup_steps / r.total_steps
+    same = _with(wsd, schedule="cosine", min_lr_ratio="0.1", warmup=repr(frac), z_loss="1e-4")
+    assert not any("LR of the lr law" in w for w in recommend({"lr": same}, target).warnings)
+    # Sweeper's own default conventions (warmup 10%, no z-loss) differ from the recipe's
+    dflt = _with(power_law("lr", 2.0, {"n_params": -0.3}), **DEFAULT_CONVENTIONS)
+    d = next(w for w in recommend({"lr": dflt}, target).warnings if "LR of the lr law" in w)
+    assert "warmup 10% of steps" in d and "z-loss 0;" in d and "schedule" not in d
 
 
 def test_extrapolation_warnings_at_10x_and_1000x() -> None:
@@ -305,6 +434,13 @@ def test_compute_budget_and_tokens_per_param() -> None:
     r = recommend(sp_laws(), Target(width=512, depth=8, context=1024, compute=1e18))
     per_token = 6 * 12 * 8 * 512**2 + 6 * 8 * 1024 * 512
     assert r.tokens == pytest.approx(1e18 / per_token)
+    assert r.flops == pytest.approx(1e18)
+    # N alone: the inferred shape's attention counts too, so the recipe spends exactly C
+    r = recommend(sp_laws(), Target(n_params=1e8, context=1024, compute=1e18))
+    assert r.flops == pytest.approx(1e18)
+    assert r.tokens == pytest.approx(1e18 / train_flops(1e8, 1, depth=r.depth, width=r.width,
+                                                        seq_len=1024))  # fmt: skip
+    assert r.tokens < 1e18 / (6 * 1e8)
     r = recommend(sp_laws(), Target(n_params=1e8, tokens_per_param=20))
     assert r.tokens == pytest.approx(2e9)
 
@@ -324,9 +460,20 @@ def test_loss_law_gives_compute_optimal_budget() -> None:
     n_opt, _ = chin.compute_optimal(6 * 1e8 * r.tokens)
     assert n_opt == pytest.approx(1e8, rel=1e-6)
     assert r.predicted_loss == pytest.approx(chin.predict({"n_params": 1e8, "tokens": r.tokens}))
+    # compute alone: C is Sweeper's compute (attention included), converted at the loss law's
+    # 6·N·D boundary: the recipe spends exactly C, and its N is the loss law's best N under it
     only_c = recommend(sp_laws(), Target(compute=1e20), loss_law=chin)
-    n, d = chin.compute_optimal(1e20)
-    assert (only_c.n_params, only_c.tokens) == pytest.approx((n, d))
+    assert only_c.flops == pytest.approx(1e20, rel=1e-9)
+    n, _ = chin.compute_optimal(1e20)
+    assert only_c.n_params == pytest.approx(n, rel=0.1) and only_c.n_params != pytest.approx(n)
+    seq = only_c.seq_len
+
+    def loss_at(n_params: float) -> float:
+        w, dep = infer_shape(n_params)
+        per_token = train_flops(n_params, 1, depth=dep, width=w, seq_len=seq)
+        return chin.predict({"n_params": n_params, "tokens": 1e20 / per_token})
+
+    assert loss_at(only_c.n_params) <= loss_at(n) + 1e-4  # better than the 6ND closed form
     with pytest.raises(TargetError, match="no loss law"):
         recommend(sp_laws(), Target(n_params=1e8))
 
