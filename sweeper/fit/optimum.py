@@ -7,8 +7,12 @@ Two estimators:
   the optimum and has a cliff just above it, so the fit uses the smooth side plus the minimum: the
   best point and the LRs up to ``lr_window`` below it (natural-log units; at least the two nearest
   below). The next LR above the best (completed or diverged) is its immediate neighbour on the cliff
-  side: it bounds the vertex (at the midpoint between the two, in ln lr) instead of bending the parabola (fitted through it, a steeper cliff side
-  drags a symmetric parabola's vertex low). Seeds run at the same point are averaged first
+  side: it bounds the vertex instead of bending the parabola (fitted through it, a steeper cliff side
+  drags a symmetric parabola's vertex low). The bound is the midpoint between the two (in ln lr),
+  past which a symmetric curve cannot have its minimum; when that neighbour is on the cliff (it
+  diverged, or its mean loss is more than ``cliff``, relative, above the best) the bound is the best
+  LR itself, the largest LR known to be stable: overshooting a cliff costs several % of the loss,
+  undershooting by one grid step a fraction of a %. Seeds run at the same point are averaged first
   (weighted by their number). The vertex is kept between the lowest fitted LR and that neighbour; a
   fit that is not convex falls back to the best point.
 - ``band``: every run within ``band`` (relative, default 0.25%) of the best loss of its cell, as
@@ -128,6 +132,7 @@ def estimate_optima(
     keep_edge: bool = False,
     lr_window: float = math.log(4.0),
     batch_window: float = math.log(4.0),
+    cliff: float = 0.02,
     level: float = 0.95,
 ) -> list[CellOptimum]:
     """Estimate the optimum of every cell of ``runs`` (canonical runs columns, see sweeper.runs).
@@ -135,7 +140,8 @@ def estimate_optima(
     Returns one :class:`CellOptimum` per cell, sorted by (n_params, tokens, cell), including the
     cells that cannot be used (``usable=False`` with the ``reason``). ``band`` is relative (0.0025 =
     0.25%); ``lr_window`` (below the best LR) and ``batch_window`` (either side of the best batch)
-    are natural-log widths of the parabola's window; ``level`` is the interval's coverage.
+    are natural-log widths of the parabola's window; ``cliff`` (relative) is the loss excess of the
+    next LR above the best that marks it as past the cliff (see the module docstring); ``level`` is the interval's coverage.
     """
     if method not in METHODS:
         raise FitError(f"method must be one of {METHODS}, got {method!r}")
@@ -161,6 +167,7 @@ def estimate_optima(
                 keep_edge=keep_edge,
                 lr_window=lr_window,
                 batch_window=batch_window,
+                cliff=cliff,
                 level=level,
             )
         )
@@ -242,6 +249,7 @@ def _estimate_cell(
     keep_edge: bool,
     lr_window: float,
     batch_window: float,
+    cliff: float,
     level: float,
 ) -> CellOptimum:
     meta = _cell_meta(g)
@@ -317,7 +325,7 @@ def _estimate_cell(
             pairs, pid = np.unique(np.stack([x_lab, z_lab]), axis=1, return_inverse=True)
             px, pz = x_pt[pairs[0]], z_pt[pairs[1]]
         counts = np.vstack([np.ones(x.size), boot_counts])
-        est = _parabola(px, pz, pid, loss, counts, np.log(div_lr), lr_window, batch_window)
+        est = _parabola(px, pz, pid, loss, counts, np.log(div_lr), lr_window, batch_window, cliff)
         best_x, best_z = px[est["best"][0]], (pz[est["best"][0]] if pz is not None else None)
         extra = _parabola_extras(est, px, pz)
         if not est["ok"][0]:
@@ -414,6 +422,7 @@ def _parabola(
     div_x: np.ndarray,
     lr_window: float,
     batch_window: float,
+    cliff: float,
 ) -> dict[str, Any]:
     n_rows = len(counts)
     rows = np.arange(n_rows)
@@ -439,7 +448,12 @@ def _parabola(
     # because above the optimum the curve is steeper than below it (the cliff)
     up = np.where(present & zwin & (dx > _TOL), dx, np.inf).min(axis=1)
     div_up = div_x[None, :] - px[best][:, None]
-    up = np.minimum(up, np.where(div_up > _TOL, div_up, np.inf).min(axis=1, initial=np.inf))
+    up_div = np.where(div_up > _TOL, div_up, np.inf).min(axis=1, initial=np.inf)
+    # is that neighbour on the cliff? it diverged, or its mean loss is more than `cliff` above the best
+    j_up = np.argmin(np.where(present & zwin & (dx > _TOL), dx, np.inf), axis=1)
+    up_loss = np.where(np.isfinite(up), mean[rows, j_up], np.inf)
+    on_cliff = (up_div <= up + _TOL) | (up_loss > best_loss * (1.0 + cliff))
+    up = np.minimum(up, up_div)
 
     cx = px[best[0]]
     u = px - cx
@@ -466,10 +480,11 @@ def _parabola(
             vs = (b * coef[:, 1] - 2.0 * a * coef[:, 2]) / det
             vs = np.clip(vs, _masked_min(v, sel), _masked_max(v, sel))
         # a worse point above the best puts the minimum below their midpoint (in ln lr) for a
-        # symmetric curve; with a cliff the drop lies somewhere in between and the midpoint is the
-        # minimax guess. Capping at the point itself would pick the bracket's far end, which the
+        # symmetric curve; capping at the point itself would pick the bracket's far end, which the
         # smooth side reaches whenever it is still falling at the best LR.
-        hi = np.where(np.isfinite(up), u_best + up / 2.0, u_best)
+        # past a cliff the loss jumps (several % here) while one grid step below costs a fraction of
+        # a %: the vertex then stops at the best LR, the largest LR known to be stable
+        hi = np.where(np.isfinite(up) & ~on_cliff, u_best + up / 2.0, u_best)
         us = np.clip(us, _masked_min(u, sel), hi)
         if pz is None:
             fit_loss = coef[:, 0] + coef[:, 1] * us + coef[:, 2] * us**2

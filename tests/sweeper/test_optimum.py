@@ -189,3 +189,34 @@ def test_two_batch_sizes_profile_the_lr_at_the_best_one() -> None:
     assert "batch swept at 2 values only" in o.notes[0] and len(o.curve_coefs) == 3
     band = estimate_optima(df, method="band", n_boot=50)[0]
     assert band.batch_tokens_ci is not None  # the band averages over both batch sizes
+
+
+def _cell_runs(lrs: list[float], losses: list[float]) -> pd.DataFrame:
+    from sweeper.runs import normalize_runs
+
+    return normalize_runs(
+        pd.DataFrame(
+            {
+                "lr": lrs,
+                "loss": losses,
+                "n_params": 1e5,
+                "tokens": 1e6,
+                "batch_size": 32.0,
+                "seq_len": 128.0,
+                "seed": 0.0,
+            }
+        )
+    )
+
+
+def test_a_cliff_above_the_best_caps_the_optimum_at_the_best_lr() -> None:
+    # the smooth side still falls at the best LR (the vertex would run upwards), then a cliff
+    lrs = [1.2e-3, 1.7e-3, 2.4e-3, 3.4e-3, 4.8e-3, 6.8e-3]
+    cliff = _cell_runs(lrs, [2.296, 2.261, 2.231, 2.215, 2.346, 2.47])
+    (o,) = estimate_optima(cliff, n_boot=0)
+    assert o.lr == pytest.approx(3.4e-3)
+    # the same curve with a neighbour only slightly worse: the vertex may pass the best LR, but
+    # not the midpoint (in ln lr) between the best and that neighbour
+    smooth = _cell_runs(lrs, [2.296, 2.261, 2.231, 2.215, 2.220, 2.26])
+    (o2,) = estimate_optima(smooth, n_boot=0)
+    assert 3.4e-3 < o2.lr <= math.sqrt(3.4e-3 * 4.8e-3) * (1 + 1e-9)
