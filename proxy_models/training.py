@@ -202,7 +202,7 @@ def train(
     (bf16 autocast there), else the CPU. ``eval_batches`` fixed held-out batches of
     ``VAL_BATCH_SIZE`` sequences give ``val_loss``. ``report(step, metrics)`` is called every
     ``eval_every`` steps with ``{"step", "tokens", "train_loss", "lr", "grad_norm", "val_loss"}``
-    and once at the end; returning True stops the run (``stopped=True``; no final call then).
+    and once at the end (with ``"final": 1.0`` in the metrics); returning True stops the run (``stopped=True``; no final call then).
 
     Raises ``ValueError`` for inconsistent arguments; never raises for divergence.
     """
@@ -365,6 +365,7 @@ def _train(
                 "lr": lr,
                 "grad_norm": grad_norms[-1] if grad_norms else math.nan,
                 "val_loss": val_loss,
+                "final": 1.0,  # the end-of-run call, whatever step the run stopped at
             },
         )
     return result

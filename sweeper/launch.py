@@ -140,7 +140,7 @@ def run_trial(config: Mapping[str, Any]) -> None:
     if eval_every:
 
         def report(step: int, metrics: dict[str, float]) -> bool:
-            if not _periodic(step, eval_every, total_steps):
+            if metrics.get("final") or not _periodic(step, eval_every, total_steps):
                 # train() calls report once more when the run is over: forwarded to Tune, that
                 # call would be a non-final result ASHA could STOP on, losing the final report
                 # of a fully trained (or diverged) run and leaving it PRUNED
@@ -174,11 +174,8 @@ def run_trial(config: Mapping[str, Any]) -> None:
 
 def _periodic(step: int, eval_every: int, total_steps: int) -> bool:
     """Whether ``train``'s report at ``step`` (steps done) is a periodic evaluation: every
-    ``eval_every`` steps, never the last step (that is the end-of-run call).
-
-    A run that diverges exactly on an evaluation step ends with a call that looks periodic:
-    ``train`` gives the report callback no other sign of the end, so that case is not told apart.
-    """
+    ``eval_every`` steps, never the last step. (The end-of-run call also carries ``final``, which
+    tells a run that diverged exactly on an evaluation step apart.)"""
     return step % eval_every == 0 and step < total_steps
 
 

@@ -90,6 +90,8 @@ def test_report_every_n_steps_and_stop_on_true(corpus: TokenData) -> None:
     assert [s for s, _ in calls] == [5, 10, 15, 20]
     assert set(calls[0][1]) == {"step", "tokens", "train_loss", "lr", "grad_norm", "val_loss"}
     assert calls[-1][1]["val_loss"] == r.val_loss and not r.stopped
+    # the end-of-run call says so (a periodic evaluation on the same step would not)
+    assert calls[-1][1]["final"] == 1.0 and all("final" not in m for _, m in calls[:-1])
 
     stopped = train(
         TINY, hp, tokens=8 * 32 * 20, data=corpus, eval_every=5, report=lambda s, m: s >= 10
