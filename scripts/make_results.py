@@ -25,11 +25,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SWEEPER = [sys.executable, "-m", "sweeper"]
 STUDIES = ("quickstart", "width_sp", "width_mup", "depth_completep")
+EXAMPLE_TARGET = (
+    "--width",
+    "2048",
+    "--depth",
+    "20",
+    "--vocab",
+    "50304",
+    "--context",
+    "2048",
+    "--tokens",
+    "2e10",
+    "--gpus",
+    "8",
+    "--gpu-memory-gb",
+    "80",
+    "--micro-batch",
+    "8",
+    "--precision",
+    "bf16",
+)
 
 
 def sh(*args: str, capture: bool = False) -> str:
     print("$ sweeper " + " ".join(args), flush=True)
-    res = subprocess.run([*SWEEPER, *args], cwd=REPO, text=True, capture_output=capture, check=False)
+    res = subprocess.run(
+        [*SWEEPER, *args], cwd=REPO, text=True, capture_output=capture, check=False
+    )
     if res.returncode != 0:
         if capture:
             sys.stderr.write(res.stdout + res.stderr)
@@ -38,7 +60,18 @@ def sh(*args: str, capture: bool = False) -> str:
 
 
 def fit(study: str, predictors: str) -> dict:
-    out = sh("fit", study, "--target", "lr", "--predictors", predictors, "--bootstrap", "1000", "--json", capture=True)
+    out = sh(
+        "fit",
+        study,
+        "--target",
+        "lr",
+        "--predictors",
+        predictors,
+        "--bootstrap",
+        "1000",
+        "--json",
+        capture=True,
+    )
     return json.loads(out)
 
 
@@ -63,19 +96,42 @@ def main() -> int:
         t0 = time.perf_counter()
         sh("launch", str(REPO / "studies" / f"{study}.toml"))
         timings[study] = time.perf_counter() - t0
-        predictors = "width" if study.startswith("width") else "depth" if study.startswith("depth") else "n_params"
+        predictors = (
+            "width"
+            if study.startswith("width")
+            else "depth"
+            if study.startswith("depth")
+            else "n_params"
+        )
         figures[study] = {"law": fit(study, predictors), "predictor": predictors}
         if study == "quickstart":
             figures[study]["transfer"] = json.loads(
-                sh("validate-transfer", study, "--holdout", "largest", "--seeds", "2", "--json", capture=True)
+                sh(
+                    "validate-transfer",
+                    study,
+                    "--holdout",
+                    "largest",
+                    "--seeds",
+                    "2",
+                    "--json",
+                    capture=True,
+                )
             )
         status = json.loads(sh("status", study, "--json", capture=True))
         figures[study]["status"] = status
         rep = REPO / "results" / "report" / study
-        sh("report", study, "-o", str(rep))
+        extra: list[str] = []
+        if study == "quickstart":  # the README's example target: a 1B model on 20B tokens
+            recipe = REPO / "results" / "quickstart_recipe.json"
+            sh("export", study, *EXAMPLE_TARGET, "--format", "json", "-o", str(recipe))
+            figures[study]["recipe"] = json.loads(recipe.read_text())
+            extra = ["--recipe-json", str(recipe)]
+        sh("report", study, "-o", str(rep), *extra)
         for png in rep.glob("*.png"):
             shutil.copy(png, docs / f"{study}_{png.name}")
-    (REPO / "results" / "figures.json").write_text(json.dumps({"figures": figures, "timings": timings}, indent=2))
+    (REPO / "results" / "figures.json").write_text(
+        json.dumps({"figures": figures, "timings": timings}, indent=2)
+    )
     write_markdown(figures, timings)
     return 0
 
@@ -108,24 +164,55 @@ def write_markdown(figures: dict, timings: dict) -> None:
             "| cell | best loss | best lr |",
             "|---|---|---|",
         ]
-        lines += [f"| {c['cell']} | {c['best_loss']:.4f} | {c['best_lr']:.3g} |" for c in cells if c.get("best_loss")]
+        lines += [
+            f"| {c['cell']} | {c['best_loss']:.4f} | {c['best_lr']:.3g} |"
+            for c in cells
+            if c.get("best_loss")
+        ]
         lines.append("")
         if "transfer" in f:
             t = f["transfer"]
+            names = {
+                "law": "law prediction",
+                "smallest_cell": "reuse the smallest cell's optimum",
+                "steplaw": "Step Law (published)",
+                "measured_optimum": "the cell's measured optimum",
+            }
             lines += [
                 "### Transfer to the held-out largest cell",
                 "",
-                f"- held out {t['holdout_cell']}; predicted lr {t['predicted_lr']:.3g}, measured optimum "
-                f"{t['measured_lr']:.3g}: log2 error {t['log2_error']:+.3f}",
-                f"- regret at the prediction: {t['regret_pct']:+.2f}% of the best swept loss "
-                f"({t['seeds']} seeds); reuse-the-smallest-cell baseline {t['baseline_regret_pct']:+.2f}%; "
-                f"Step Law {t['published_regret_pct']:+.2f}%",
+                f"Held out {t['holdout_cell']}; the LR law refitted on the other {t['law_cells']} cells "
+                f"(exponent of N {t['law_exponents'].get('n_params', float('nan')):+.3f}) predicts lr "
+                f"{t['predicted_lr']:.3g} (95% {t['predicted_lr_interval'][0]:.3g}–{t['predicted_lr_interval'][1]:.3g}); "
+                f"the cell's measured optimum is {t['measured_lr']:.3g}: ratio {t['ratio']:.3f}, "
+                f"log2 error {t['log2_error']:+.3f}. Best loss swept in the cell: {t['best_swept_loss']:.4f}.",
                 "",
+                f"| point | lr | loss (mean of {t['seeds']} seeds) | sd | regret, % of best swept |",
+                "|---|---|---|---|---|",
             ]
+            for k, lr in t["lrs"].items():
+                loss = t["losses"][k]
+                reg = 100 * (loss - t["best_swept_loss"]) / t["best_swept_loss"]
+                lines.append(
+                    f"| {names.get(k, k)} | {lr:.3g} | {loss:.4f} | {t['loss_sd'][k]:.4f} | {reg:+.2f} |"
+                )
+            if t.get("regret_vs_optimum_pct") is not None:
+                lines += [
+                    "",
+                    f"Law prediction against the measured optimum trained with the same seeds: "
+                    f"{t['regret_vs_optimum_pct']:+.2f}% of the loss.",
+                ]
+            lines.append("")
         for png in sorted((REPO / "docs" / "results").glob(f"{study}_*.png")):
             lines.append(f"![{png.stem}](results/{png.name})")
         lines.append("")
-    (REPO / "docs" / "RESULTS.md").write_text("\n".join(lines))
+    out = REPO / "docs" / "RESULTS.md"
+    # hand-written interpretation below the marker survives a regeneration
+    marker = "<!-- notes: written by hand, kept when this file is regenerated -->"
+    notes = (
+        out.read_text().split(marker, 1)[1] if out.exists() and marker in out.read_text() else "\n"
+    )
+    out.write_text("\n".join(lines) + "\n" + marker + notes)
 
 
 if __name__ == "__main__":
