@@ -59,6 +59,13 @@ def sh(*args: str, capture: bool = False) -> str:
     return res.stdout if capture else ""
 
 
+def training_seconds(study: str) -> float:
+    """Sum of the sweep's runs' own train() wall time (the launch itself may be a resume)."""
+    from sweeper.sweep import load_sweep_runs
+
+    return float(load_sweep_runs(study)["wall_s"].sum())
+
+
 def fit(study: str, predictors: str) -> dict:
     out = sh(
         "fit",
@@ -93,9 +100,8 @@ def main() -> int:
     figures: dict[str, dict] = {}
     timings: dict[str, float] = {}
     for study in only:
-        t0 = time.perf_counter()
         sh("launch", str(REPO / "studies" / f"{study}.toml"))
-        timings[study] = time.perf_counter() - t0
+        timings[study] = training_seconds(study)
         predictors = (
             "width"
             if study.startswith("width")
@@ -155,8 +161,8 @@ def write_markdown(figures: dict, timings: dict) -> None:
         lines += [
             f"## {study}",
             "",
-            f"{len(cells)} cells, {sum(c['complete'] for c in cells)} completed trials, "
-            f"launch wall time {timings.get(study, float('nan')) / 60:.1f} min.",
+            f"{len(cells)} cells, {sum(c['complete'] for c in cells)} completed trials; the runs' "
+            f"own training time adds up to {timings.get(study, float('nan')) / 60:.1f} core-minutes.",
             "",
             f"- optimal LR ∝ {p}^{fmt_exp(lr, p)}; fitted on {lr['n_cells']} cells; "
             f"leave-one-cell-out error {lr['cv_error']:.3f} (natural log units).",

@@ -148,11 +148,13 @@ def plot_loss_vs_lr(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Figure
     return fig
 
 
-def _log_ticks(axis: Any) -> None:
-    """Label a log axis at 1, 2, 5 × 10^k only: minor labels crowd the narrow LR ranges."""
+def _log_ticks(axis: Any, lo: float | None = None, hi: float | None = None) -> None:
+    """Label a log axis at 1, 2, 5 × 10^k (at 10^k only past three decades): matplotlib's minor
+    labels crowd each other on the narrow ranges these plots have."""
     from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
 
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    wide = lo is not None and hi is not None and lo > 0 and hi / lo > 1e3
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
     axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
     axis.set_minor_formatter(NullFormatter())
 
@@ -243,6 +245,7 @@ def plot_law(
         for p in law.predictors
     )
     ax.set_title(f"{_TARGET_LABEL.get(target, target)} ∝ {exps}", fontsize=9)
+    _log_ticks(ax.xaxis, *ax.get_xlim())
     ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))
     ax.set_ylabel(_TARGET_LABEL.get(target, target))
     ax.legend(fontsize=8, frameon=False)
@@ -268,6 +271,7 @@ def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
         color = "k" if o.usable else "tab:gray"
         ax.errorbar([s[x_name]], [r], yerr=yerr, fmt="o", color=color, ms=4, capsize=2)
         ax.annotate(o.cell, (s[x_name], r), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    _log_ticks(ax.xaxis, *ax.get_xlim())
     ax.axhline(0, color="tab:orange", lw=1)
     if law.residual_std:
         ax.axhspan(
