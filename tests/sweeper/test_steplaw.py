@@ -117,7 +117,8 @@ def test_cli_import_fit_compare(tmp_path: Path, sqlite_url: str, cli) -> None:
     cells = [r for r in doc["predictions"] if r["point"] != "target" and r["source"] == "deepseek"]
     assert cells and all(r["note"] == "" for r in cells)
     deep_target = [r for r in target if r["source"] == "deepseek"]
-    assert all("approximated by 6N" in r["note"] for r in deep_target)
+    # the target is given by N alone: its shape (hence DeepSeek's M) is inferred, and said so
+    assert deep_target and all("shape inferred from N" in r["note"] for r in deep_target)
 
     code, out, err = cli(
         "compare", "steplaw", "--params", "7e9", "--tokens", "2e12", "--storage", sqlite_url
