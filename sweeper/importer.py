@@ -32,26 +32,14 @@ import sqlalchemy as sa
 
 from sweeper import storage
 from sweeper.errors import ImportDataError, StorageError
-from sweeper.runs import STATES, normalize_runs
+from sweeper.runs import NUMERIC_COLUMNS, STATES, normalize_runs
 
 __all__ = ["REQUIRED_COLUMNS", "import_runs", "load_runs", "read_runs_file"]
 
 REQUIRED_COLUMNS: Final[tuple[str, ...]] = ("n_params", "tokens", "loss")
-#: canonical numeric columns that must be > 0 where given
-_POSITIVE: Final[tuple[str, ...]] = (
-    "width",
-    "depth",
-    "n_params",
-    "n_params_total",
-    "tokens",
-    "flops",
-    "lr",
-    "batch_size",
-    "seq_len",
-    "batch_tokens",
-    "loss",
-)
 _NON_NEGATIVE: Final[tuple[str, ...]] = ("seed", "wall_s")
+#: canonical numeric columns that must be > 0 where given: all but the seed and the wall time
+_POSITIVE: Final[tuple[str, ...]] = tuple(c for c in NUMERIC_COLUMNS if c not in _NON_NEGATIVE)
 _TRUE: Final[frozenset[str]] = frozenset({"true", "1", "yes", "y", "t"})
 _FALSE: Final[frozenset[str]] = frozenset({"false", "0", "no", "n", "f", ""})
 _EMPTY: Final[frozenset[str]] = frozenset({"", "nan", "na", "n/a", "none", "null"})
