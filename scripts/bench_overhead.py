@@ -11,7 +11,7 @@
 4. Print the walls and the overhead ratios ``launch / packed`` (the fair one) and ``launch / single``.
 
     .venv/bin/python scripts/bench_overhead.py                          # smoke study: ~1-2 minutes
-    .venv/bin/python scripts/bench_overhead.py studies/quickstart.toml  # the real figure: ~35 minutes
+    .venv/bin/python scripts/bench_overhead.py studies/quickstart.toml --no-single  # ~26 minutes here
 
 The goal is an overhead under 5% for the quickstart study. Nothing here is imported by Sweeper.
 """
