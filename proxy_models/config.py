@@ -13,6 +13,7 @@ Counting conventions (they match the runs table in ``sweeper/runs.py``):
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ class ProxyConfig:
     ``width`` is d_model. The number of heads is ``n_heads`` when given, else
     ``width // head_dim`` (heads grow with width at a fixed head size). ``base_width`` and
     ``base_depth`` are the shape at which muP / CompleteP coincide with SP; they are ignored under SP.
+    ``output_mult`` (> 0) multiplies the logits under every parametrization, as microsoft/mup's
+    ``MuReadout(output_mult=...)`` and Cerebras-GPT's ``output_logits_alpha``; 1.0 leaves them alone.
     """
 
     width: int = 64  # d_model
@@ -43,6 +46,7 @@ class ProxyConfig:
     qk_norm: bool = False  # normalise queries and keys per head (Wortsman et al.)
     tied_embeddings: bool = False  # lm_head shares the token-embedding matrix
     init_std: float = 0.02  # std of the normal init at the base shape
+    output_mult: float = 1.0  # tunable factor on the logits, on top of the parametrization's
     parametrization: str = "sp"  # "sp" | "mup" | "completep"
     base_width: int = 64  # width at which muP equals SP
     base_depth: int = 2  # depth at which CompleteP equals muP
@@ -91,6 +95,14 @@ class ProxyConfig:
             )
         if not self.init_std > 0:
             raise ValueError(f"`init_std` must be > 0, but got init_std={self.init_std!r}")
+        if (
+            not isinstance(self.output_mult, numbers.Real)
+            or isinstance(self.output_mult, bool)
+            or not (math.isfinite(self.output_mult) and self.output_mult > 0)
+        ):
+            raise ValueError(
+                f"`output_mult` must be a finite number > 0, but got output_mult={self.output_mult!r}"
+            )
         relative = self.parametrization != "sp"
         if relative and self.n_heads is not None and self.base_width % self.n_heads != 0:
             raise ValueError(

@@ -5,7 +5,8 @@ the model or the optimizer as a plain number; nothing is stored on tensors.
 
 - **SP** (standard, GPT-2/nanoGPT): normal init with ``init_std`` (the two residual output
   projections of each block get ``init_std / sqrt(2·depth)``), one learning rate for every
-  parameter, attention scores scaled by 1/√d_head, no output or residual multipliers.
+  parameter, attention scores scaled by 1/√d_head, no residual multipliers, and no output
+  multiplier but ``output_mult``.
 - **muP** (Tensor Programs V, arXiv:2203.03466, Adam rules as in microsoft/mup's ``MuAdamW``),
   with ``m = width / base_width``: hidden matrices (inside the blocks) get init variance ÷ m
   (std ÷ √m), Adam LR ÷ m and weight decay × m (mup's default with AdamW, which keeps the per-step
@@ -17,8 +18,15 @@ the model or the optimizer as a plain number; nothing is stored on tensors.
   residual-projection init keeps the base depth's 1/√(2·base_depth), so depth enters only through
   the branch multiplier.
 
-At ``width == base_width`` (and ``depth == base_depth``) every multiplier is exactly 1.0, so muP and
-CompleteP reproduce SP bit for bit. Not scaled here: Adam's eps (fine at these widths).
+The tunable **output multiplier** ``output_mult`` (α_output, default 1.0) is a hyperparameter of
+every parametrization, not a width rule: the logits are ``output_mult`` × the parametrization's
+factor × (h·W_lmᵀ), i.e. ``output_mult`` under SP and ``output_mult`` · base_width / width under
+muP/CompleteP (mup's ``MuReadout(output_mult=...)``, Cerebras-GPT's ``output_logits_alpha``). Tuned
+at the base width, it transfers across widths with the LR.
+
+At ``width == base_width`` (and ``depth == base_depth``) every multiplier except ``output_mult``
+is exactly 1.0, so muP and CompleteP reproduce SP with the same ``output_mult`` bit for bit. Not
+scaled here: Adam's eps (fine at these widths).
 """
 
 from __future__ import annotations
@@ -54,8 +62,9 @@ def width_mult(cfg: ProxyConfig) -> float:
 
 
 def output_multiplier(cfg: ProxyConfig) -> float:
-    """Factor on the logits: base_width / width under muP/CompleteP (mup's MuReadout), else 1."""
-    return 1.0 if cfg.parametrization == "sp" else cfg.base_width / cfg.width
+    """Factor on the logits: ``output_mult`` times base_width / width under muP/CompleteP (mup's
+    ``MuReadout(output_mult=...)``), times 1 under SP."""
+    return cfg.output_mult * (1.0 if cfg.parametrization == "sp" else cfg.base_width / cfg.width)
 
 
 def attention_scale(cfg: ProxyConfig) -> float:

@@ -18,9 +18,10 @@ One function per format, each a pure ``Recipe -> str`` with the exact key names 
 Every format that has comments starts with a header: the law provenance (with the token unit, the
 variables each law held fixed and the schedule the LR was measured under), the intervals, the init
 std and what it means, the warnings, and the recipe settings that the format has no key for
-(z-loss, init std, ramp-up, muP). Under muP/CompleteP the init std is the proxies' std at the
-base width (Megatron's ``--init-method-std`` beside ``--mup-base-hidden-size``); the hidden
-matrices at the target width get init_std·sqrt(base_width/width).
+(z-loss, init std, ramp-up, muP, the proxies' output multiplier when not 1). Under muP/CompleteP
+the init std is the proxies' std at the base width (Megatron's ``--init-method-std`` beside
+``--mup-base-hidden-size``); the hidden matrices at the target width get
+init_std·sqrt(base_width/width).
 JSON has no comments: the ``json`` export carries all of it, HF and DeepSpeed carry none.
 """
 
@@ -99,7 +100,30 @@ def _missing(recipe: Recipe, *, z_loss: bool, init_std: bool, rampup: bool, mup:
             f"{recipe.parametrization} (base width {recipe.base_width}): the LR assumes a "
             f"{recipe.parametrization} model implementation"
         )
+    out += _output_mult_note(recipe)
     return out
+
+
+def _output_mult_note(recipe: Recipe) -> list[str]:
+    """The LR law's output (logit) multiplier when not 1: no format has a key for it, and the LR
+    was measured with it (mup's ``MuReadout(output_mult=...)``)."""
+    conv = (recipe.provenance.get("lr") or {}).get("conventions") or {}
+    try:
+        alpha = float(conv.get("output_mult", 1.0))
+    except (TypeError, ValueError):
+        return [f"output (logit) multiplier {conv.get('output_mult')!r} (unreadable)"]
+    if alpha == 1.0:
+        return []
+    if recipe.parametrization == "sp" or not recipe.base_width:
+        return [
+            f"output (logit) multiplier {alpha:g}: logits = {alpha:g}·(h·W_lm); the LR assumes it"
+        ]
+    factor = alpha * recipe.base_width / recipe.width
+    return [
+        f"output (logit) multiplier {alpha:g} at base width {recipe.base_width}: logits = "
+        f"{alpha:g}·{recipe.base_width}/{recipe.width}·(h·W_lm) = {factor:.4g}·(h·W_lm) at width "
+        f"{recipe.width} (mup's MuReadout output_mult); the LR assumes it"
+    ]
 
 
 def _comment(lines: list[str]) -> str:

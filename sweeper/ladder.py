@@ -41,6 +41,7 @@ class Cell:
     qk_norm: bool
     tied_embeddings: bool
     init_std: float
+    output_mult: float
     base_width: int
     base_depth: int
     n_heads: int | None  # the study's fixed head count, None when heads = width // head_dim
@@ -63,6 +64,7 @@ class Cell:
             "qk_norm": self.qk_norm,
             "tied_embeddings": self.tied_embeddings,
             "init_std": self.init_std,
+            "output_mult": self.output_mult,
             "parametrization": self.parametrization,
             "base_width": self.base_width,
             "base_depth": self.base_depth,
@@ -153,6 +155,7 @@ def cells(spec: StudySpec) -> list[Cell]:
                 qk_norm=m.qk_norm,
                 tied_embeddings=m.tied_embeddings,
                 init_std=m.init_std,
+                output_mult=m.output_mult,
                 base_width=m.base_width,
                 base_depth=m.base_depth,
                 n_heads=m.heads,

@@ -26,6 +26,9 @@ Conventions (``Law.conventions``, a mapping of strings) say what the numbers mea
   >= 1, or ``"searched"``) and ``z_loss``.
 - ``init_std``: the proxies' init std at the base shape (under muP/CompleteP it travels with the
   LR: the recipe exports this std with the base width).
+- ``output_mult``: the proxies' tunable logit multiplier (``ProxyConfig.output_mult``), recorded
+  only when it is not 1.0 (absent means 1.0): like the init std, it travels with the LR, and the
+  exported recipe names it.
 - ``held_fixed``: for fitted power laws, the variables the law does not model (tokens, tokens per
   parameter, the batch of an LR law) and their range over the fitted cells; the same ranges are in
   ``domain`` under ``"held:<name>"`` keys, which are never predictors (so

@@ -99,6 +99,7 @@ class ModelSpec:
     head_dim: int = 16
     heads: int | None = None
     init_std: float = 0.02
+    output_mult: float = 1.0  # tunable factor on the logits (``ProxyConfig.output_mult``)
     base_width: int = 64
     base_depth: int = 2
 
@@ -552,6 +553,7 @@ def _read_model(r: _Reader, d: dict[str, Any]) -> ModelSpec:
         head_dim=r.get(d, "head_dim", p, "int", m.head_dim, low=1),
         heads=r.get(d, "heads", p, "int", None, low=1),
         init_std=r.get(d, "init_std", p, "float", m.init_std, low=0, low_open=True),
+        output_mult=r.get(d, "output_mult", p, "float", m.output_mult, low=0, low_open=True),
         base_width=r.get(d, "base_width", p, "int", m.base_width, low=1),
         base_depth=r.get(d, "base_depth", p, "int", m.base_depth, low=1),
     )
@@ -820,8 +822,9 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
 
     ``operational=False`` leaves out what does not change what one trial measures: storage,
     resources, description, the target count ``trials_per_cell`` and the sampler's pacing knobs
-    ``n_startup_trials`` and ``max_pending_per_cell`` (the sampler kind and seed stay). That text
-    is what :func:`spec_hash` fingerprints.
+    ``n_startup_trials`` and ``max_pending_per_cell`` (the sampler kind and seed stay), and
+    ``model.output_mult`` at its default 1.0 (so sweeps launched before that knob keep their hash).
+    That text is what :func:`spec_hash` fingerprints.
     """
     lines: list[str] = []
 
@@ -841,7 +844,10 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
         sweep_items.append(("trials_per_cell", spec.trials_per_cell))
     sweep_items.append(("seeds_per_point", sw.seeds_per_point))
     section("sweep", sweep_items)
-    section("model", [(f.name, getattr(spec.model, f.name)) for f in fields(ModelSpec)])
+    model_items = [(f.name, getattr(spec.model, f.name)) for f in fields(ModelSpec)]
+    if not operational and spec.model.output_mult == ModelSpec.output_mult:
+        model_items = [(k, v) for k, v in model_items if k != "output_mult"]
+    section("model", model_items)
     lad = spec.ladder
     if lad.cells:
         section("ladder", [])

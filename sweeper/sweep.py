@@ -160,6 +160,7 @@ def _meta(spec: StudySpec, cell_list: list[Cell]) -> dict[str, Any]:
         "seq_len": m.context,
         "vocab_size": m.vocab_size,
         "init_std": m.init_std,
+        "output_mult": m.output_mult,
         "norm": m.norm,
         "qk_norm": m.qk_norm,
         "tied_embeddings": m.tied_embeddings,

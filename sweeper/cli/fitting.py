@@ -299,7 +299,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def _conventions(row: dict[str, Any], runs: pd.DataFrame) -> dict[str, str]:
     """What the sweep's numbers mean (see :mod:`sweeper.laws`): for a launched sweep, its data's
     token unit and vocabulary, the schedule, warmup and z-loss its trials trained with, and the
-    proxies' init std, from its stored study; for an imported one, what the file says (FLOPs
+    proxies' init std (and output multiplier when not 1), from its stored study; for an imported one, what the file says (FLOPs
     filled in from N and D are 6·N·D without attention)."""
     import numpy as np
 
@@ -333,6 +333,8 @@ def _conventions(row: dict[str, Any], runs: pd.DataFrame) -> dict[str, str]:
     conv["tokens"] = _token_unit(data, vocab)
     if meta.get("init_std") is not None:
         conv["init_std"] = repr(float(meta["init_std"]))
+    if meta.get("output_mult") is not None and float(meta["output_mult"]) != 1.0:
+        conv["output_mult"] = repr(float(meta["output_mult"]))
     if row.get("study_toml"):
         from sweeper.study import parse_study_toml
 

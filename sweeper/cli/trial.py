@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
     m.add_argument("--qk-norm", action="store_true", help="normalise queries and keys")
     m.add_argument("--tied", action="store_true", help="tie lm_head to the token embedding")
     m.add_argument("--init-std", type=float, default=0.02)
+    m.add_argument(
+        "--output-mult", type=float, default=1.0, help="tunable factor on the logits (default 1)"
+    )
     m.add_argument("--parametrization", choices=("sp", "mup", "completep"), default="sp")
     m.add_argument("--base-width", type=int, default=64, help="muP/CompleteP base width")
     m.add_argument("--base-depth", type=int, default=2, help="CompleteP base depth")
@@ -118,6 +121,7 @@ def run_trial(args: argparse.Namespace) -> int:
             "qk_norm": args.qk_norm,
             "tied_embeddings": args.tied,
             "init_std": args.init_std,
+            "output_mult": args.output_mult,
             "parametrization": args.parametrization,
             "base_width": args.base_width,
             "base_depth": args.base_depth,

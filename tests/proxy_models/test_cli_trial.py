@@ -88,6 +88,7 @@ def test_trial_table(cli: Callable[[list[str]], int], capsys: pytest.CaptureFixt
     [
         (["--width", "60", "--heads", "7"], "divisible by the number of heads"),
         (["--lr", "-0.1"], "`lr` must be a finite number > 0"),
+        (["--output-mult", "0"], "`output_mult` must be a finite number > 0"),
         (["--data", "/no/such/file.txt"], "data not found: /no/such/file.txt"),
     ],
 )
@@ -101,6 +102,19 @@ def test_bad_flags_exit_2_with_one_line(
     assert cli(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_trial_output_mult(
+    cli: Callable[[list[str]], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["trial", "--width", "32", "--tokens", "8192", "--lr", "3e-3", "--threads", "1"]
+    argv += ["--eval-batches", "1", "--json"]
+    assert cli([*argv, "--output-mult", "2"]) == 0
+    doubled = json.loads(capsys.readouterr().out)
+    assert cli(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert doubled["diverged"] is False and doubled["steps"] == plain["steps"]
+    assert doubled["init_loss"] != plain["init_loss"]  # the flag reached the model
 
 
 def test_bin_data_needs_vocab(

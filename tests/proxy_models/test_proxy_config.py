@@ -51,6 +51,11 @@ def test_heads_from_head_dim_or_explicit() -> None:
         ({"norm": "batchnorm"}, "`norm` must be one of"),
         ({"parametrization": "ntk"}, "`parametrization` must be one of"),
         ({"init_std": 0.0}, "`init_std` must be > 0"),
+        ({"output_mult": 0.0}, "`output_mult` must be a finite number > 0"),
+        ({"output_mult": -1.0}, "`output_mult` must be a finite number > 0"),
+        ({"output_mult": float("nan")}, "`output_mult` must be a finite number > 0"),
+        ({"output_mult": float("inf")}, "`output_mult` must be a finite number > 0"),
+        ({"output_mult": "2"}, "`output_mult` must be a finite number > 0"),
         ({"n_heads": 3, "width": 96, "parametrization": "mup"}, "`base_width` must be divisible"),
     ],
 )

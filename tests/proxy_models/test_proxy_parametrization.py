@@ -46,6 +46,26 @@ def test_mup_rules_at_four_times_the_base_width() -> None:
     assert groups["vector"]["weight_decay"] == 0.0  # decay on matrices only
 
 
+@pytest.mark.parametrize("parametrization", ["sp", "mup", "completep"])
+def test_output_mult_scales_the_parametrization_factor(parametrization: str) -> None:
+    cfg = ProxyConfig(width=256, parametrization=parametrization, base_width=64, output_mult=3.0)
+    rule = 1.0 if parametrization == "sp" else 0.25  # 1 under SP, base_width / width otherwise
+    assert output_multiplier(cfg) == 3.0 * rule  # k/4 at 4× the base width under muP/CompleteP
+    assert output_multiplier(replace(cfg, output_mult=1.0)) == rule
+
+
+@pytest.mark.parametrize(("parametrization", "width"), [("sp", 64), ("mup", 64), ("mup", 256)])
+def test_output_mult_multiplies_the_logits_of_the_same_weights(
+    corpus: TokenData, parametrization: str, width: int
+) -> None:
+    cfg = ProxyConfig(width=width, context=32, parametrization=parametrization, base_width=64)
+    one, two = build_model(cfg, seed=0), build_model(replace(cfg, output_mult=2.0), seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(one.parameters(), two.parameters(), strict=True))
+    x, _ = gather_batch(corpus.val, val_offsets(len(corpus.val), 32, 4), 32)
+    with torch.no_grad():
+        assert torch.equal(two(x), 2.0 * one(x))  # × 2 is exact in floating point
+
+
 def test_mup_attention_scale_is_one_over_d_and_sp_at_base_head_size() -> None:
     # heads fixed: the head size grows with width, the scale falls as 1/d_head
     base = ProxyConfig(width=64, n_heads=4, parametrization="mup", base_width=64)
@@ -91,6 +111,19 @@ def test_relative_parametrizations_equal_sp_at_the_base_shape(
     # away from the base shape they differ (so the test above is not vacuous)
     off = replace(rel, depth=2) if parametrization == "completep" else replace(rel, width=128)
     assert _run(off, corpus) != _run(replace(off, parametrization="sp"), corpus)
+
+
+@pytest.mark.parametrize("parametrization", ["mup", "completep"])
+def test_relative_parametrizations_equal_sp_with_the_same_output_mult(
+    corpus: TokenData, parametrization: str
+) -> None:
+    sp = ProxyConfig(
+        width=64, depth=3, n_heads=2, context=32, base_width=64, base_depth=3, output_mult=3.0
+    )
+    rel = replace(sp, parametrization=parametrization)
+    assert _run(sp, corpus) == _run(rel, corpus)  # bit for bit
+    # the multiplier changes the run (so the test above is not SP against SP at 1.0)
+    assert _run(sp, corpus) != _run(replace(sp, output_mult=1.0), corpus)
 
 
 def _coord_check(parametrization: str, width: int, corpus: TokenData) -> list[float]:

@@ -278,6 +278,7 @@ def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
     assert (conv["tokens"], conv["vocab_size"], conv["data"]) == ("bytes", "256", "builtin")
     assert (conv["schedule"], conv["warmup"], conv["z_loss"]) == ("cosine", "0.1", "0.0")
     assert conv["lr"] == "peak AdamW LR, warmup 10% of steps, cosine to 10%"
+    assert "output_mult" not in conv  # recorded only when not 1
     assert law["domain"]["held:tokens"] == [32768.0, 32768.0]
     assert law["domain"]["held:batch_tokens"] == [8 * 64.0, 8 * 64.0]
     assert "tokens 3.28e+04" in conv["held_fixed"]
@@ -295,6 +296,7 @@ context = 64
 parametrization = "mup"
 base_width = 16
 init_std = 0.01
+output_mult = 4.0
 
 [train]
 schedule = "wsd"
@@ -323,6 +325,7 @@ def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
     assert conv["schedule"] == "wsd" and conv["min_lr_ratio"] == "0.0"
     assert conv["warmup"] == "0.05" and conv["z_loss"] == "0.0001"
     assert conv["init_std"] == "0.01" and conv["decay_fraction"] == "0.2"
+    assert conv["output_mult"] == "4.0"
     assert "WSD" in conv["lr"] and "warmup 5% of steps" in conv["lr"]
     code, out, err = cli(
         "recommend", "mupwsd", "--width", "1024", "--depth", "8", "--tokens", "1e9",
@@ -333,6 +336,7 @@ def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
     r = json.loads(out)
     assert r["init_std"] == 0.01 and r["base_width"] == 16
     assert r["hidden_init_std"] == pytest.approx(0.01 * (16 / 1024) ** 0.5)
+    assert r["provenance"]["lr"]["conventions"]["output_mult"] == "4.0"
     sched = [w for w in r["warnings"] if "LR of the lr law" in w]
     assert len(sched) == 1 and "a wsd schedule" in sched[0] and "decay to 0% of peak" in sched[0]
     assert "z-loss" not in sched[0]  # 1e-4 in both
@@ -348,7 +352,7 @@ def test_imported_flops_convention(sweep: str, sqlite_url: str, cli) -> None:
     assert code == 0, err
     conv = json.loads(out)["conventions"]
     assert conv["flops"] == "6ND (no attention)" and conv["tokens"] == "as imported"
-    assert "init_std" not in conv and "schedule" not in conv
+    assert "init_std" not in conv and "schedule" not in conv and "output_mult" not in conv
 
 
 def test_compare_and_recommend_count_target_flops_alike() -> None:

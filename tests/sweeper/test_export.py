@@ -13,7 +13,7 @@ import yaml
 
 from sweeper.errors import TargetError
 from sweeper.export import FORMATS, export_recipe
-from sweeper.laws import PowerLaw
+from sweeper.laws import DEFAULT_CONVENTIONS, PowerLaw
 from sweeper.published import published_laws
 from sweeper.recommend import Hardware, Recipe, Target, recipe_from_dict, recommend
 
@@ -278,6 +278,32 @@ def test_header_carries_provenance_and_interval(recipe: Recipe, fmt: str) -> Non
 def test_mup_noted_where_the_format_has_no_switch(mup: Recipe) -> None:
     assert "mup (base width 256)" in export_recipe(mup, "litgpt")
     assert "assumes a mup model implementation" in export_recipe(mup, "torchtitan")
+
+
+def test_output_mult_noted_where_the_law_records_it(mup: Recipe) -> None:
+    """A muP law measured with output_mult 4 at base width 256: every commented format says what
+    the logits get at width 2048 (4·256/2048 = 0.5); the default (no record) says nothing."""
+    assert "output (logit) multiplier" not in export_recipe(mup, "litgpt")
+    law = PowerLaw(
+        target="lr",
+        predictors=("tokens",),
+        source="mup-sweep",
+        method="test",
+        conventions={**DEFAULT_CONVENTIONS, "output_mult": "4.0"},
+        parametrization="mup",
+        base_width=256,
+        domain={"tokens": (1e8, 1e10)},
+        log_prefactor=math.log(0.5),
+        exponents={"tokens": -0.1},
+    )
+    r = recommend({"lr": law}, mup.target, Hardware(gpus=2))
+    assert r.lr.value == mup.lr.value  # the multiplier is a note, not a change of the recipe
+    for fmt in ("litgpt", "megatron", "torchtitan", "nanogpt"):
+        text = export_recipe(r, fmt)
+        assert "output (logit) multiplier 4 at base width 256" in text, fmt
+        assert "= 0.5·(h·W_lm) at width 2048" in text, fmt
+    conv = json.loads(export_recipe(r, "json"))["provenance"]["lr"]["conventions"]
+    assert conv["output_mult"] == "4.0"
 
 
 def test_every_format_exports(small: Recipe) -> None:

@@ -123,6 +123,12 @@ BAD_CASES: list[tuple[str, str, str]] = [
         _replace("low = 1e-3, high = 5e-2", "low = -1e-3, high = 5e-2"),
         "search.lr.low: -0.001 must be > 0",
     ),
+    (
+        "output-mult-string",
+        _with("model", 'output_mult = "2"'),
+        "model.output_mult: expected a number, got string '2'",
+    ),
+    ("output-mult-zero", _with("model", "output_mult = 0"), "model.output_mult: 0.0 must be > 0"),
     ("missing-name", _replace('name = "base"\n', ""), "sweep.name: missing"),
     ("name-with-slash", _replace('name = "base"', 'name = "a/b"'), "sweep.name: 'a/b' must be"),
     (
@@ -211,7 +217,9 @@ def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_cli_reports_bad_studies_with_exit_2_and_writes_nothing(tmp_path: Path) -> None:
     """validate and launch on every bad case: exit 2, one line per problem, no storage created."""
     db = tmp_path / "never.db"
-    for case, text, expected in BAD_CASES[:6] + BAD_CASES[-3:]:
+    chosen = BAD_CASES[:6] + BAD_CASES[-3:]
+    chosen += [c for c in BAD_CASES if c[0].startswith("output-mult") and c not in chosen]
+    for case, text, expected in chosen:
         path = tmp_path / f"{case}.toml"
         path.write_text(text)
         for verb in (
@@ -295,6 +303,27 @@ def test_spec_hash_ignores_operational_settings(tmp_path: Path) -> None:
         _replace("batch_size = 8", "batch_size = 16"),
     ):
         assert spec_hash(parse_study_toml(other)) != spec_hash(a), other
+
+
+def test_output_mult_reaches_every_proxy_config() -> None:
+    from proxy_models import ProxyConfig, output_multiplier
+
+    spec = parse_study_toml(_with("model", 'output_mult = 2.0\nparametrization = "mup"'))
+    assert spec.model.output_mult == 2.0
+    cfgs = [ProxyConfig(**c.proxy_config_kwargs()) for c in cells(spec)]
+    assert [c.output_mult for c in cfgs] == [2.0, 2.0]
+    assert [output_multiplier(c) for c in cfgs] == [2.0 * 64 / 16, 2.0 * 64 / 32]
+    assert "output_mult = 2.0" in study_toml(spec) and parse_study_toml(study_toml(spec)) == spec
+    assert spec_hash(spec) != spec_hash(replace(spec, model=replace(spec.model, output_mult=1.0)))
+
+
+def test_default_output_mult_keeps_the_hash_of_older_sweeps() -> None:
+    """At 1.0 the knob is left out of the hashed text, so sweeps launched before it existed keep
+    their identity; the resolved file still spells it out."""
+    a = parse_study_toml(BASE)
+    assert "output_mult" not in study_toml(a, operational=False)
+    assert "output_mult = 1.0" in study_toml(a)
+    assert spec_hash(parse_study_toml(_with("model", "output_mult = 1.0"))) == spec_hash(a)
 
 
 def test_programmatic_one_cell_grid_spec() -> None:

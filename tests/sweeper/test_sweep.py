@@ -91,6 +91,7 @@ def test_open_sweep_creates_row_and_cell_studies(sqlite_url: str) -> None:
         "context",
         "vocab_size",
         "init_std",
+        "output_mult",
         "norm",
         "data",
         "seq_len",
