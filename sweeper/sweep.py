@@ -111,6 +111,15 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
                 asked.add(int(t.system_attrs["grid_id"]))
         return waiting + self._n_min_trials - len(asked)
 
+    def grid_point(self, trial: FrozenTrial) -> dict[str, Any]:
+        """The point the sampler gave ``trial`` (from its grid id), even when the trial holds no
+        params yet: its driver died between Optuna's ``before_trial`` and ``suggest``. {} when it
+        has no grid id of this search space."""
+        gid = trial.system_attrs.get("grid_id")
+        if gid is None or not self._same_search_space(trial.system_attrs.get("search_space", {})):
+            return {}
+        return dict(zip(self._param_names, self._all_grids[int(gid)], strict=True))
+
     def after_trial(
         self,
         study: optuna.Study,
@@ -125,10 +134,13 @@ def make_sampler(spec: StudySpec, cell_index: int, n_existing: int = 0) -> BaseS
     """The sampler of one cell's study.
 
     Seeded from ``sampler.seed``, the cell's index and the number of trials the study already holds,
-    so cells differ and a relaunch does not replay the random start-up points it already ran.
+    so cells differ and a relaunch does not replay the random start-up points it already ran. The
+    grid sampler is the exception: its seed shuffles the grid, and the grid ids its stored trials
+    hold refer to that order, so a relaunch must shuffle the same way (seed without the count).
     """
     s = spec.sampler
-    seed = (s.seed * 1_000_003 + cell_index * 7919 + n_existing) % (2**31 - 1)
+    cell_seed = s.seed * 1_000_003 + cell_index * 7919
+    seed = (cell_seed + n_existing) % (2**31 - 1)
     startup = 10 if s.n_startup_trials is None else s.n_startup_trials  # Optuna's default: 10
     if s.kind == "tpe":
         # constant_liar: running trials count as bad, so concurrent asks spread out
@@ -136,7 +148,7 @@ def make_sampler(spec: StudySpec, cell_index: int, n_existing: int = 0) -> BaseS
     if s.kind == "gp":
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
     if s.kind == "grid":
-        return _AskTellGridSampler(grid_values(spec.search), seed=seed)
+        return _AskTellGridSampler(grid_values(spec.search), seed=cell_seed % (2**31 - 1))
     if s.kind == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if s.kind == "qmc":
@@ -347,29 +359,35 @@ def requeue_point(
 def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
     """Close the RUNNING trials a dead driver left as FAIL and queue their points again.
 
-    Returns the params of the closed trials. Call it only when no other driver runs this sweep.
-    A point is not queued twice (an identical WAITING trial is kept instead).
+    Returns the params of every closed trial, in order. A driver killed between Optuna's
+    ``before_trial`` and ``suggest`` leaves a trial with no params: on the grid its point is
+    recovered from the grid id and queued (else the grid would count it visited and lose it); on
+    any other sampler it is returned as ``{}`` and not queued (the sampler asks a new point).
+    Call it only when no other driver runs this sweep. A point is not queued twice (an identical
+    WAITING trial is kept instead).
     """
     trials = study.get_trials(deepcopy=False)
     waiting = _waiting_params(study)
-    reasked: list[dict[str, Any]] = []
+    sampler = study.sampler
+    closed: list[dict[str, Any]] = []
     for t in trials:
         if t.state != TrialState.RUNNING:
             continue
         study._storage.set_trial_user_attr(t._trial_id, "closed_by", "reconcile: driver died")
         study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
         params = dict(t.params)
-        if not params:
-            continue
-        reasked.append(params)
-        requeue_point(study, params, waiting)
-    if reasked:
+        if not params and isinstance(sampler, _AskTellGridSampler):
+            params = sampler.grid_point(t)
+        closed.append(params)
+        requeue_point(study, params, waiting)  # a no-op for {}
+    if closed:
         logger.info(
-            "%s: %d RUNNING trial(s) closed as FAIL and queued again",
+            "%s: %d RUNNING trial(s) closed as FAIL, %d point(s) queued again",
             study.study_name,
-            len(reasked),
+            len(closed),
+            sum(1 for p in closed if p),
         )
-    return reasked
+    return closed
 
 
 # ---- results of one point ----------------------------------------------------------------------

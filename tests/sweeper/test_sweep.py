@@ -223,6 +223,52 @@ def test_grid_requeue_of_a_failed_point(sqlite_url: str) -> None:
     assert grid_points_left(open_sweep(_spec("t"), sqlite_url)[0].study) is None
 
 
+def _grid_spec(name: str, lrs: str) -> StudySpec:
+    text = STUDY.format(name=name) + '\n[sampler]\nkind = "grid"\n'
+    text = text.replace("{ low = 1e-3, high = 5e-2, log = true }", f"{{ values = [{lrs}] }}")
+    return parse_study_toml(text.replace("trials_per_cell = 3\n", ""))
+
+
+def test_relaunched_grid_runs_each_point_once(sqlite_url: str) -> None:
+    """The grid's shuffle is seeded without the trial count: the grid ids stored by an earlier
+    launch must name the same points in the next one (else points repeat and others are lost)."""
+    spec = _grid_spec("g2", "1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3")
+    dists = distributions(spec.search)
+    seen = []
+    for n_asks in (3, 4, 5):  # three launches, each opening the sweep again
+        study = open_sweep(spec, sqlite_url)[0].study
+        for _ in range(n_asks):
+            t = study.ask(dists)
+            seen.append((t.params["lr"], t.params["batch_size"]))
+            study.tell(t, 3.0)
+    assert len(seen) == 12 and len(set(seen)) == 12
+
+
+def test_reconcile_recovers_the_grid_point_of_a_trial_killed_before_suggest(
+    sqlite_url: str,
+) -> None:
+    spec = _grid_spec("g3", "1e-3, 1e-2")
+    study = open_sweep(spec, sqlite_url)[0].study
+    dists = distributions(spec.search)
+    done = study.ask(dists)
+    study.tell(done, 3.0)
+    study.ask()  # the driver died after Optuna gave the trial its grid id, before any suggest
+    closed = reconcile(study)
+    assert len(closed) == 1 and closed[0] and closed[0] != done.params
+    assert [t.state for t in study.get_trials()][-1] == TrialState.WAITING
+    assert grid_points_left(study) == 3  # the queued point, plus the two never asked
+    asked = [study.ask(dists).params for _ in range(3)]
+    assert asked[0] == closed[0]
+    assert len({tuple(sorted(p.items())) for p in [done.params, *asked]}) == 4
+
+
+def test_reconcile_counts_a_paramless_trial_without_queueing_it(sqlite_url: str) -> None:
+    study = open_sweep(_spec("tp"), sqlite_url)[0].study
+    study.ask()  # TPE: killed before any suggest, there is no point to run again
+    assert reconcile(study) == [{}]
+    assert [t.state for t in study.get_trials()] == [TrialState.FAIL]
+
+
 def test_reconcile_closes_running_trials_and_requeues_them_once(sqlite_url: str) -> None:
     spec = _spec()
     study = open_sweep(spec, sqlite_url)[0].study
