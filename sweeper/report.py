@@ -185,8 +185,11 @@ def plot_law(
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    pts = [(o, _cell_scale(o, law.predictors)) for o in optima]
-    pts = [(o, s) for o, s in pts if s is not None and getattr(o, target) is not None]
+    pts = [
+        (o, s)
+        for o in optima
+        if (s := _cell_scale(o, law.predictors)) is not None and getattr(o, target) is not None
+    ]
     # one law line per combination of the other predictors (one line when the law has one predictor)
     groups: dict[tuple[float, ...], list[dict[str, float]]] = {}
     for _o, s in pts:

@@ -80,6 +80,10 @@ class TransferResult:
     baseline_regret_pct: float  # the "reuse the smallest cell's optimum" baseline
     published_regret_pct: float | None
     regret_vs_optimum_pct: float | None  # law point against the measured optimum, same seeds
+    # the resolution of the figures above: the standard error of regret_pct from the seed spread
+    # of the law point and of the best swept point, and the swept grid's median step (log2)
+    regret_se_pct: float | None
+    grid_step_log2: float | None
     seeds: int
     law_exponents: Mapping[str, float]
     law_cells: int
@@ -173,7 +177,10 @@ def summarize_transfer(
     swept = _point_losses(cell_runs)
     if swept.empty:
         raise FitError(f"the sweep has no completed run in {held.cell}")
-    best_swept = float(swept["mean"].min())
+    best_row = swept.loc[swept["mean"].idxmin()]
+    best_swept = float(best_row["mean"])
+    swept_lrs = np.unique(np.log2(swept["lr"].to_numpy(dtype=float)))
+    grid_step = float(np.median(np.diff(swept_lrs))) if len(swept_lrs) > 1 else None
     trained = _point_losses(transfer_runs)
     losses: dict[str, float] = {}
     sds: dict[str, float] = {}
@@ -205,6 +212,10 @@ def summarize_transfer(
         vs_opt = 100.0 * (losses["law"] - losses["measured_optimum"]) / losses["measured_optimum"]
 
     seeds = int(transfer_runs["seed"].nunique()) if "seed" in transfer_runs else 1
+    regret_se = None
+    if "law" in losses and seeds > 1 and best_row["count"] > 1:
+        var = sds["law"] ** 2 / seeds + float(best_row["std"]) ** 2 / float(best_row["count"])
+        regret_se = 100.0 * math.sqrt(var) / best_swept
     assert held.lr is not None
     pred = plan.predicted_lr
     scale = {p: float(getattr(held, p)) for p in plan.law.predictors}
@@ -226,6 +237,8 @@ def summarize_transfer(
         baseline_regret_pct=regret("smallest_cell"),
         published_regret_pct=regret("steplaw") if "steplaw" in losses else None,
         regret_vs_optimum_pct=vs_opt,
+        regret_se_pct=regret_se,
+        grid_step_log2=grid_step,
         seeds=seeds,
         law_exponents=dict(plan.law.exponents),
         law_cells=plan.law.n_cells,

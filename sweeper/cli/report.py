@@ -11,7 +11,7 @@ from typing import Any
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="write PNG plots and a self-contained index.html for a sweep",
@@ -172,6 +172,15 @@ def _validate_transfer(args: argparse.Namespace) -> int:
         f"best loss swept in the cell: {res.best_swept_loss:.4f} (the minimum over the sweep's "
         "points: biased low by seed noise)"
     )
+    if res.regret_se_pct is not None or res.grid_step_log2 is not None:
+        parts = []
+        if res.regret_se_pct is not None:
+            parts.append(
+                f"the law's regret ±{res.regret_se_pct:.2f} points (1 s.e. from the seeds)"
+            )
+        if res.grid_step_log2 is not None:
+            parts.append(f"the swept grid's step {res.grid_step_log2:.2f} in log2")
+        c.print("resolution: " + "; ".join(parts))
     if res.regret_vs_optimum_pct is not None:
         c.print(
             f"law prediction against the measured optimum, same seeds: "
