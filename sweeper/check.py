@@ -34,6 +34,7 @@ from sweeper.recommend import (
     infer_shape_warning,
     law_label,
     law_scale,
+    regime_values,
     regime_warnings,
     token_factor,
     token_unit_warnings,
@@ -248,14 +249,7 @@ def check_recipe(
             unit = seq_len if law.conventions.get("batch") == "sequences" else 1.0 / f
             predicted, low, high = predicted * unit, low * unit, high * unit
         warnings += regime_warnings(
-            law,
-            quantity,
-            {
-                "n_params": v.n_params,
-                "tokens": v.tokens * f,
-                "tokens_per_param": v.tokens * f / v.n_params,
-                "batch_tokens": v.batch_tokens * f,
-            },
+            law, quantity, regime_values(v.n_params, v.tokens, v.batch_tokens, f)
         )
         actual = v.lr if quantity == "lr" else v.batch_tokens
         items.append(

@@ -429,6 +429,20 @@ def token_unit_warnings(
     return out
 
 
+def regime_values(
+    n_params: float, tokens: float, batch_tokens: float, unit: float = 1.0
+) -> dict[str, float]:
+    """The values :func:`regime_warnings` checks, for a target of ``n_params`` parameters,
+    ``tokens`` training tokens and a batch of ``batch_tokens``; ``unit`` converts tokens to the
+    law's unit (bytes per token for a byte-level law, else 1)."""
+    return {
+        "n_params": n_params,
+        "tokens": tokens * unit,
+        "tokens_per_param": tokens * unit / n_params,
+        "batch_tokens": batch_tokens * unit,
+    }
+
+
 def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:
     """A warning when a value in ``values`` (n_params, tokens, tokens_per_param, batch_tokens, in
     the law's units) lies beyond a range the law held fixed (``domain["held:<name>"]``), by more
@@ -1203,14 +1217,7 @@ def recommend(
     for role, law, f in (("lr", lr_law, lr_f), ("batch", given_batch_law, b_f)):
         if law is not None:
             warnings += regime_warnings(
-                law,
-                role,
-                {
-                    "n_params": m.n_params,
-                    "tokens": m.tokens * f,
-                    "tokens_per_param": m.tokens * f / m.n_params,
-                    "batch_tokens": batch_used * f,
-                },
+                law, role, regime_values(m.n_params, m.tokens, batch_used, f)
             )
     total_steps = math.ceil(m.tokens / batch_used)
     memory = _memory(m, hw, micro)
