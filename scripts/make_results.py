@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SWEEPER = [sys.executable, "-m", "sweeper"]
 STUDIES = ("quickstart", "width_sp", "width_mup", "depth_completep")
+TRANSFER_SEEDS = "3"  # as in scripts/quickstart.sh
 EXAMPLE_TARGET = (
     "--width",
     "2048",
@@ -118,7 +119,7 @@ def main() -> int:
                     "--holdout",
                     "largest",
                     "--seeds",
-                    "2",
+                    TRANSFER_SEEDS,
                     "--json",
                     capture=True,
                 )
@@ -202,6 +203,13 @@ def write_markdown(figures: dict, timings: dict) -> None:
                 lines.append(
                     f"| {names.get(k, k)} | {lr:.3g} | {loss:.4f} | {t['loss_sd'][k]:.4f} | {reg:+.2f} |"
                 )
+            if t.get("regret_se_pct") is not None:
+                lines += [
+                    "",
+                    f"Resolution: the law's regret is ±{t['regret_se_pct']:.2f} points (one standard "
+                    f"error from the spread of the {t['seeds']} seeds at the prediction and at the best "
+                    f"swept point); the swept grid steps by {t['grid_step_log2']:.2f} in log2.",
+                ]
             if t.get("regret_vs_optimum_pct") is not None:
                 lines += [
                     "",

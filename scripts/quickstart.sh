@@ -16,7 +16,7 @@ echo "== 1/6 sweep the ladder (studies/quickstart.toml) into $SWEEPER_STORAGE"
 echo "== 2/6 fit the optimal LR against scale"
 "$sweeper" fit quickstart
 echo "== 3/6 hold out the largest cell, predict it from the others, train it at the prediction"
-"$sweeper" validate-transfer quickstart --holdout largest --seeds 2
+"$sweeper" validate-transfer quickstart --holdout largest --seeds 3
 echo "== 4/6 recommend a recipe for a 1B-parameter model on 20B tokens (8 x 80 GB GPUs)"
 "$sweeper" recommend quickstart --width 2048 --depth 20 --vocab 50304 --context 2048 \
   --tokens 2e10 --gpus 8 --gpu-memory-gb 80 --micro-batch 8 --precision bf16 \
