@@ -5,8 +5,10 @@ Synthetic cell optima, no training: for each ladder size, widths geometrically s
 and each cell's reported 95% interval lr · exp(±1.96 σ_cell) with σ_cell = s (well specified) or
 0.5 s (too narrow, as real per-cell intervals often are). Every replicate ladder is fitted with
 
-- ``bootstrap``: ``fit_power_law(target="lr", predictors=("width",), n_boot=...)``, its reported
-  ``exponents_ci["width"]`` (cell resampling, widened by sqrt(n/(n-p))·t_{n-p}/z);
+- ``fit_power_law``: ``fit_power_law(target="lr", predictors=("width",), n_boot=...)``, its
+  reported ``exponents_ci["width"]``: cell resampling widened by sqrt(n/(n-p))·t_{n-p}/z from 7
+  cells on, the t interval (from draws) below. Before that switch, resampling at 4-6 cells covered
+  97-100% with intervals 1.4-2.5x wider than ``t-resid``;
 - ``t-resid``: the classical WLS interval, weights 1/σ_cell², SE from the weighted residual scale
   s² = Σ w r² / (n-2), t_{n-2} quantiles;
 - ``z-known``: (extra) WLS with SE taken from the reported σ_cell alone (no residual scale),
@@ -94,7 +96,7 @@ def main() -> int:
             eps_all = rng.normal(0.0, s, size=(args.reps, n_cells))
             for ratio in MISREPORT:
                 rec: dict[str, list[tuple[float, float]]] = {
-                    "bootstrap": [],
+                    "fit_power_law": [],
                     "t-resid": [],
                     "z-known": [],
                 }
@@ -109,7 +111,7 @@ def main() -> int:
                             n_boot=args.boot,
                             seed=r,
                         )
-                    rec["bootstrap"].append(law.exponents_ci["width"])
+                    rec["fit_power_law"].append(law.exponents_ci["width"])
                     sig = np.full(n_cells, ratio * s)
                     for k, ci in classical(
                         frame["width"].to_numpy(), frame["lr"].to_numpy(), sig

@@ -1,11 +1,11 @@
 """Two 95% intervals on a one-predictor LR law of a stored sweep, side by side.
 
-The law's own interval (``sweeper fit``: WLS over the cell optima, cells resampled, widened by
-Student's t with n-2 degrees of freedom) and the classical one (OLS of ln lr* on ln x, the slope's
-standard error from the residual scatter, t_{n-2} quantiles). On synthetic ladders of 4-12 cells
-both cover about 95% from 7 cells on, and the cell bootstrap is 1.4-2.5x wider below that
+The law's own interval (``sweeper fit``: WLS over the cell optima; from 7 cells on, cells
+resampled and widened by Student's t with n-2 degrees of freedom, below that the WLS t interval)
+and the classical one (OLS of ln lr* on ln x, the slope's standard error from the residual scatter,
+t_{n-2} quantiles). On synthetic ladders of 7-12 cells both cover about 95%
 (scripts/calibrate_intervals.py). On real ladders they can disagree when the slope rests on one or
-two cells: the bootstrap then sees resamples without them.
+two cells: resampling then sees resamples without them.
 
     .venv/bin/python scripts/law_intervals.py SWEEP [--predictor width] [--storage URL]
 """
@@ -41,7 +41,7 @@ def main() -> int:
     law = fit_power_law(usable, target="lr", predictors=(args.predictor,), seed=0)
     lo, hi = law.exponents_ci[args.predictor]  # type: ignore[index]
     print(
-        f"law (cell bootstrap, WLS): exponent {law.exponents[args.predictor]:+.3f} "
+        f"law (sweeper fit, WLS):    exponent {law.exponents[args.predictor]:+.3f} "
         f"[{lo:+.3f}, {hi:+.3f}]"
     )
     x = np.log([float(getattr(o, args.predictor)) for o in usable])

@@ -6,7 +6,7 @@ Plots (one PNG each):
   a dot, diverged runs as red crosses on the top edge, the fitted parabola over its window, the
   optimum with its interval; cells whose optimum is on the edge of the range are titled so.
 - ``law_<target>.png``: the optimum of every cell against scale in log-log with the fitted law, its
-  95% band (bootstrap of the coefficients plus the scatter of the cells), held-out cells and the
+  95% band (the coefficients' sampling spread plus the scatter of the cells), held-out cells and the
   target marked.
 - ``residuals_<target>.png``: ln(measured / law) per cell with the cells' intervals.
 - ``batch_surface.png``: loss over (LR, batch size) in the cells where both were swept.
@@ -461,7 +461,7 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
             f"law_{law.target}.png",
             f"Optimal {law.target} against scale",
             "Cell optima with their 95% intervals; the line is the fitted power law and the band its 95% "
-            "prediction interval (bootstrap of the coefficients plus the scatter of the cells). The star "
+            "prediction interval (the coefficients' sampling spread plus the scatter of the cells). The star "
             "is the target, far to the right when the extrapolation is long.",
         )
         save(

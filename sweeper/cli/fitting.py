@@ -52,8 +52,9 @@ default to those of n_params and tokens that vary across the usable cells; give 
 targets (--predictors n_params,tokens) or one per target (--predictors lr=n_params,tokens
 --predictors batch_tokens=tokens). --method band fits every run within --band of its cell's best
 loss (Step Law: OLS in log space on --bootstrap resamples, mean coefficients); parabola fits the
-optimum of each cell and then a weighted power law over cells. Laws are stored with their
-provenance; list them with `sweeper laws`."""
+optimum of each cell and then a weighted power law over cells, its 95% intervals from --bootstrap
+resamples of the cells (from 7 cells on; below, the classical t interval, calibrated there). Laws
+are stored with their provenance; list them with `sweeper laws`."""
 
 
 def register(sub: Any) -> None:
@@ -101,7 +102,7 @@ def register(sub: Any) -> None:
         "--bootstrap",
         type=int,
         default=None,
-        help="law bootstrap resamples (default 1000; 100 for the loss law)",
+        help="law resamples, or t draws below 7 cells (default 1000; 100 for the loss law)",
     )
     p.add_argument(
         "--cell-bootstrap", type=int, default=200, help="resamples per cell optimum (parabola)"

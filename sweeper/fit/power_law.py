@@ -5,7 +5,9 @@ Two fits:
 - :func:`fit_power_law`: one point per usable cell (its optimum, see :mod:`sweeper.fit.optimum`),
   weighted least squares in natural-log space with weights 1/σ² from each optimum's interval
   (σ floored at 0.05, the scatter no cell beats), optionally Huber-robust (IRLS). Intervals on every
-  coefficient from resampling the cells; leave-one-cell-out and leave-largest-out errors.
+  coefficient from resampling the cells, or, with fewer than 5 residual degrees of freedom (fewer
+  than 7 cells for one predictor), the classical t interval; leave-one-cell-out and
+  leave-largest-out errors.
 - :func:`fit_band_law`: the Step Law way: every near-optimal run (within ``band`` of its cell's best
   loss) is a point; OLS in log space on bootstrap resamples of those runs; the coefficients are the
   mean over resamples.
@@ -53,6 +55,9 @@ SIGMA_FLOOR: Final[float] = 0.05
 _HUBER_K: Final[float] = 1.345
 _HUBER_ITERS: Final[int] = 30
 _Z95: Final[float] = 1.959963984540054
+#: below this many residual degrees of freedom the intervals are the classical t interval, not
+#: resampled cells (see :func:`fit_power_law`)
+T_INTERVAL_BELOW_DOF: Final[int] = 5
 #: prefix of the ``domain`` keys that hold the ranges of variables a law does not model
 HELD_PREFIX: Final[str] = "held:"
 _SIZE_PREDICTORS: Final[frozenset[str]] = frozenset({"n_params", "flops", "width", "depth"})
@@ -81,6 +86,16 @@ def fit_power_law(
     the predictor and target columns works; ``usable``, ``reason``, ``{target}_ci_low/high``,
     ``cell``, ``method`` and ``curvature`` are used when present). Raises FitError with fewer than
     max(3, k + 2) usable cells for k predictors, or when a predictor does not vary.
+
+    Intervals (``level``, on every coefficient and on predictions through ``boot_coefs``): with
+    ``n - p >= 5`` residual degrees of freedom (n cells, p = k + 1 coefficients), percentiles over
+    ``n_boot`` resamples of the cells, widened by sqrt(n/(n-p))·t/z (:func:`widen_samples`); below
+    that, draws from the classical WLS sampling distribution (multivariate t with n - p degrees of
+    freedom, scale from the weighted residuals), whose percentiles are the textbook t interval.
+    Measured on synthetic ladders (``scripts/calibrate_intervals.py``): at 4-6 cells the widened
+    cell resampling covered the true exponent 97-100% of the time with intervals 1.4-2.5x wider
+    than the t interval, which covered 94-96%; from 7 cells both are calibrated, and resampling
+    cells stays honest where the law is not a straight line in log space.
     """
     frame = optima if isinstance(optima, pd.DataFrame) else optima_frame(optima)
     preds = _check_names(target, predictors)
@@ -100,6 +115,8 @@ def fit_power_law(
     method = str(used["method"].iloc[0]) if "method" in used else "optima"
     notes = [f"left out {c}: {r}" for c, r in left_out]
     notes += _doubts(fit, n, preds)
+    if fit.interval.startswith("t interval"):
+        notes.append(f"intervals: {fit.interval} (too few cells to resample them)")
     curv_col = "curvature" if target == "lr" else "batch_curvature"
     curv = None
     if curv_col in used:
@@ -233,10 +250,11 @@ class _Fit:
         resid_std: float,
         n_dropped: int,
         level: float,
+        interval: str = "",
     ) -> None:
         self.coef, self.boot, self.mu = coef, boot, mu
         self.cv, self.holdout, self.resid_std = cv, holdout, resid_std
-        self.n_dropped, self.level = n_dropped, level
+        self.n_dropped, self.level, self.interval = n_dropped, level, interval
 
     def uncentred(self, c: np.ndarray) -> np.ndarray:
         """[log a, b...] for log y = log a + Σ b log x (undo the centring)."""
@@ -335,28 +353,61 @@ def _fit_cells(
     n = len(y)
     mu = lx.mean(axis=0)
     x1 = np.column_stack([np.ones(n), lx - mu])
-    point, _ = _solve(x1, w[None, :], y, huber)
+    point, _, w_fit = _solve(x1, w[None, :], y, huber)
     resid = y - x1 @ point[0]
-    counts = bootstrap_counts(np.random.default_rng(seed), n, n_boot)
-    boot, ok = _solve(x1, counts * w, y, huber) if n_boot > 0 else (point, np.ones(1, bool))
-    loo, loo_ok = _solve(x1, (1.0 - np.eye(n)) * w, y, huber)
+    p = x1.shape[1]
+    if n_boot > 0 and n - p < T_INTERVAL_BELOW_DOF:
+        boot = _t_draws(x1, w_fit[0], y, point[0], n_boot, np.random.default_rng(seed))
+        ok = np.ones(len(boot), bool)
+        interval = f"t interval, {n - p} degree{'s' if n - p > 1 else ''} of freedom"
+    else:
+        counts = bootstrap_counts(np.random.default_rng(seed), n, n_boot)
+        if n_boot > 0:
+            boot, ok, _ = _solve(x1, counts * w, y, huber)
+        else:
+            boot, ok = point, np.ones(1, bool)
+        boot = widen_samples(boot[ok], point[0], n, p, level)
+        interval = "cell bootstrap"
+    loo, loo_ok, _ = _solve(x1, (1.0 - np.eye(n)) * w, y, huber)
     loo_err = np.where(loo_ok, np.sum(loo * x1, axis=1) - y, np.nan)
     return _Fit(
         coef=point[0],
-        boot=widen_samples(boot[ok], point[0], n, x1.shape[1], level),
+        boot=boot,
         mu=mu,
         cv=_rms(loo_err),
         holdout=_holdout(loo_err, lx),
         resid_std=_resid_std(resid, lx.shape[1]),
         n_dropped=int((~ok).sum()),
         level=level,
+        interval=interval if n_boot > 0 else "",
     )
 
 
-def _solve(x1: np.ndarray, w: np.ndarray, y: np.ndarray, huber: bool) -> tuple[np.ndarray, Any]:
+def _t_draws(
+    x1: np.ndarray, w: np.ndarray, y: np.ndarray, coef: np.ndarray, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n`` draws from the classical sampling distribution of the WLS coefficients: multivariate
+    t with n_cells - p degrees of freedom about ``coef``, covariance s²(XᵀWX)⁻¹ with s² the
+    weighted residual variance. The residual scale is floored so that no cell's implied scatter
+    is below ``SIGMA_FLOOR`` (a near-perfect fit of few cells must not give a zero-width law)."""
+    n_cells, p = x1.shape
+    dof = n_cells - p
+    r = y - x1 @ coef
+    s2 = max(float(np.sum(w * r**2) / dof), SIGMA_FLOOR**2 * float(np.max(w)))
+    cov = s2 * np.linalg.pinv(x1.T @ (w[:, None] * x1))
+    chol = np.linalg.cholesky(cov)
+    z = rng.standard_normal((n, p)) @ chol.T
+    g = rng.chisquare(dof, size=n) / dof
+    return coef + z / np.sqrt(g)[:, None]
+
+
+def _solve(
+    x1: np.ndarray, w: np.ndarray, y: np.ndarray, huber: bool
+) -> tuple[np.ndarray, Any, np.ndarray]:
+    """Batched (I)RLS: coefficients, which rows solved, and the final weights (w × Huber's)."""
     coef, ok = wls_batch(x1, w, y)
     if not huber:
-        return coef, ok
+        return coef, ok, w
     # IRLS with Huber weights; the residual scale (MAD) is re-estimated at every step so that an
     # outlier that pulled the first fit does not also inflate the scale that judges it
     r = y[None, :] - coef @ x1.T
@@ -365,9 +416,10 @@ def _solve(x1: np.ndarray, w: np.ndarray, y: np.ndarray, huber: bool) -> tuple[n
             mad = np.nanmedian(np.where(w > 0, np.abs(r), np.nan), axis=1, keepdims=True)
             scale = np.maximum(np.nan_to_num(1.4826 * mad, nan=1.0), 1e-6)
             hw = np.minimum(1.0, _HUBER_K * scale / np.maximum(np.abs(r), 1e-300))
-        coef, ok = wls_batch(x1, w * np.nan_to_num(hw, nan=1.0), y)
+        w_fit = w * np.nan_to_num(hw, nan=1.0)
+        coef, ok = wls_batch(x1, w_fit, y)
         r = y[None, :] - coef @ x1.T
-    return coef, ok
+    return coef, ok, w_fit
 
 
 def _round(v: float) -> float:
@@ -394,7 +446,10 @@ def _resid_std(resid: np.ndarray, k: int) -> float:
 def _doubts(fit: _Fit, n_cells: int, preds: tuple[str, ...]) -> list[str]:
     msgs = []
     if n_cells < 5:
-        msgs.append(f"only {n_cells} cells: the bootstrap intervals are rough")
+        msgs.append(
+            f"only {n_cells} cells: the intervals are wide and rest on the law being a straight "
+            "line in log space"
+        )
     if len(fit.boot) and fit.n_dropped > 0.1 * (len(fit.boot) + fit.n_dropped):
         msgs.append(
             f"{fit.n_dropped} of {len(fit.boot) + fit.n_dropped} resamples lost a predictor's "
