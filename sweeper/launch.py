@@ -35,6 +35,7 @@ from optuna.trial import TrialState
 
 from sweeper import storage as st
 from sweeper.errors import StudyError
+from sweeper.lease import sweep_lease
 from sweeper.space import distributions, hparams_kwargs
 from sweeper.study import StudySpec, check_spec
 from sweeper.sweep import (
@@ -689,6 +690,7 @@ def launch_study(
     force_new: bool = False,
     verbose: int = 0,
     progress: bool = True,
+    takeover: bool = False,
 ) -> LaunchSummary:
     """Run (or resume) the sweep of ``spec`` until every cell has its target number of trials.
 
@@ -696,8 +698,10 @@ def launch_study(
     starting a local one (one CPU per usable core, no dashboard). ``max_concurrent``: live
     trials at most (default: the study's, else what the cluster fits). ``force_new``: replace a
     sweep of the same name launched from a different study. ``progress``: per-cell progress on
-    stdout. Raises StudyError / StorageError on bad input; Ray is shut down afterwards if this call
-    started it.
+    stdout. ``takeover``: take the sweep from a driver that holds its lease (see
+    :mod:`sweeper.lease`; only when that driver is gone). Raises StudyError / StorageError on bad
+    input, LeaseHeld while another live driver runs the sweep; Ray is shut down afterwards if this
+    call started it.
     """
     t0 = time.perf_counter()
     problems = check_spec(spec)
@@ -705,6 +709,35 @@ def launch_study(
         raise StudyError(problems, path=spec.source)
     url = resolve_storage(spec, url)
     data = _data_source(spec)
+    # one driver per sweep: reconcile below closes the RUNNING trials it finds, which is right only
+    # when their driver is gone
+    with sweep_lease(spec.name, url, takeover=takeover):
+        return _launch_held(
+            spec,
+            url=url,
+            data=data,
+            address=address,
+            max_concurrent=max_concurrent,
+            force_new=force_new,
+            verbose=verbose,
+            progress=progress,
+            t0=t0,
+        )
+
+
+def _launch_held(
+    spec: StudySpec,
+    *,
+    url: str,
+    data: str,
+    address: str | None,
+    max_concurrent: int | None,
+    force_new: bool,
+    verbose: int,
+    progress: bool,
+    t0: float,
+) -> LaunchSummary:
+    """:func:`launch_study` once the sweep's lease is held."""
     cell_studies = open_sweep(spec, url, force_new=force_new)
     reconciled = sum(len(reconcile(cs.study)) for cs in cell_studies)
     target = spec.trials_per_cell

@@ -8,6 +8,7 @@ or a cluster. Optuna keeps its own tables in the same database (one Optuna study
 - ``sweeper_sweeps``: one row per sweep (launched or imported) with its resolved study file
 - ``sweeper_runs``: imported runs, one JSON row each (unknown columns kept)
 - ``sweeper_laws``: fitted laws with their provenance, as JSON
+- ``sweeper_leases``: which driver holds a launched sweep, with its heartbeat (:mod:`sweeper.lease`)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "get_law",
     "get_sweep",
     "laws_table",
+    "leases_table",
     "list_laws",
     "list_sweeps",
     "metadata",
@@ -76,6 +78,17 @@ laws_table = sa.Table(
     sa.Column("fingerprint", sa.String(64), nullable=False, default=""),
     sa.Column("payload_json", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+leases_table = sa.Table(
+    "sweeper_leases",
+    metadata,
+    sa.Column("sweep", sa.String(255), primary_key=True),
+    sa.Column("owner", sa.String(255), nullable=False),  # host:pid:token of the driver
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("acquired_at", sa.Float, nullable=False),  # Unix seconds
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
 )
 
 _engines: dict[str, Engine] = {}

@@ -51,3 +51,4 @@ def postgres_url(sweep_name: str) -> Iterator[str]:
         conn.execute(st.laws_table.delete().where(st.laws_table.c.sweep == sweep_name))
         conn.execute(st.runs_table.delete().where(st.runs_table.c.sweep == sweep_name))
         conn.execute(st.sweeps_table.delete().where(st.sweeps_table.c.name == sweep_name))
+        conn.execute(st.leases_table.delete().where(st.leases_table.c.sweep.like(f"{sweep_name}%")))

@@ -47,6 +47,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="delete a sweep of the same name launched from a different study, then start",
     )
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="take the sweep from the driver that holds it (only when that driver is gone: its "
+        "RUNNING trials are closed and run again)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no per-cell progress display")
     p.set_defaults(func=cmd_launch)
 
@@ -133,6 +139,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         force_new=args.force_new,
         verbose=args.verbose,
         progress=not args.no_progress,
+        takeover=args.takeover,
     )
     print(
         f"sweep {s.sweep}: {s.runs_this_launch} run(s), {s.points_this_launch} trial(s) finished "
@@ -176,6 +183,7 @@ def _cell_line(
 # ---- status ------------------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> int:
     from sweeper import storage as st
+    from sweeper.lease import holder
     from sweeper.sweep import launched_sweeps, sweep_status
 
     url = st.resolve_url(args.storage)
@@ -200,10 +208,21 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     name = resolve_sweep_name(name, url)
     status = sweep_status(name, url)
+    lease = holder(name, url)
+    status["driver"] = (
+        None
+        if lease is None
+        else {
+            "host": lease.host,
+            "pid": lease.pid,
+            "acquired_at": lease.acquired_at,
+            "heartbeat_age_s": round(lease.age_s(), 1),
+        }
+    )
     if args.json:
         print(json.dumps(status, default=_json_default))
         return 0
-    print(f"sweep {name}")
+    print(f"sweep {name}" + ("" if lease is None else f": run by {lease.describe()}"))
     for c in status["cells"]:
         print(
             "  "
