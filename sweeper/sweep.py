@@ -22,8 +22,9 @@ import json
 import logging
 import math
 import warnings
+import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
@@ -43,8 +44,10 @@ from sweeper.study import StudySpec, parse_study_toml, spec_hash, study_toml
 __all__ = [
     "CellCounts",
     "CellStudy",
+    "added_cells",
     "aggregate_runs",
     "cell_counts",
+    "cell_key",
     "delete_sweep",
     "grid_points_left",
     "launched_sweeps",
@@ -130,10 +133,17 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
         return None
 
 
+def cell_key(cell_name: str) -> int:
+    """A number of the cell, stable across launches and ladder extensions (from its name)."""
+    return zlib.crc32(cell_name.encode()) % 100_003
+
+
 def make_sampler(spec: StudySpec, cell_index: int, n_existing: int = 0) -> BaseSampler:
     """The sampler of one cell's study.
 
-    Seeded from ``sampler.seed``, the cell's index and the number of trials the study already holds,
+    ``cell_index``: a number of the cell (:func:`open_sweep` passes :func:`cell_key`, so that a
+    cell keeps its sampler when the ladder grows around it).
+    Seeded from ``sampler.seed``, that number and the number of trials the study already holds,
     so cells differ and a relaunch does not replay the random start-up points it already ran. The
     grid sampler is the exception: its seed shuffles the grid, and the grid ids its stored trials
     hold refer to that order, so a relaunch must shuffle the same way (seed without the count).
@@ -207,7 +217,9 @@ def open_sweep(
     sweep's cell studies and row first. A study that differs only in what the hash leaves out
     (``trials_per_cell``, the sampler's ``n_startup_trials`` and ``max_pending_per_cell``, storage,
     resources, description) extends the sweep: its resolved file replaces the stored one, so that
-    raising ``trials_per_cell`` and relaunching adds the missing trials.
+    raising ``trials_per_cell`` and relaunching adds the missing trials. So does a study whose
+    ladder holds every cell of the stored one and more, with all else the same (:func:`added_cells`):
+    the new cells get their studies, the old ones keep theirs.
     """
     cell_list = cells(spec)
     url = st.resolve_url(url)
@@ -221,14 +233,24 @@ def open_sweep(
                 "choose another sweep.name"
             )
         if existing["spec_hash"] != h and _stored_hash(existing) != h:
-            if not force_new:
+            added = added_cells(_stored_spec_or_none(existing), spec)
+            if added:
+                logger.warning(
+                    "sweep %s: ladder extended by %d cell(s): %s",
+                    spec.name,
+                    len(added),
+                    ", ".join(added),
+                )
+            elif not force_new:
                 raise StorageError(
                     f"sweep {spec.name!r} in {_safe_url(url)} was launched from a different study "
-                    "file; relaunch it with the same study, choose another sweep.name, or pass "
-                    "--force-new to delete its trials and start again"
+                    "file; relaunch it with the same study (adding cells to its ladder is allowed), "
+                    "choose another sweep.name, or pass --force-new to delete its trials and start "
+                    "again"
                 )
-            delete_sweep(spec.name, url)
-            existing = None
+            else:
+                delete_sweep(spec.name, url)
+                existing = None
     text = study_toml(spec)
     meta = _meta(spec, cell_list)
     if existing is None:
@@ -281,9 +303,32 @@ def open_sweep(
             if attrs.get(k) != v:
                 study.set_user_attr(k, v)
         n = len(study.get_trials(deepcopy=False))
-        study.sampler = make_sampler(spec, i, n)
+        study.sampler = make_sampler(spec, cell_key(cell.name), n)
         out.append(CellStudy(cell=cell, study=study, index=i))
     return out
+
+
+def added_cells(old: StudySpec | None, new: StudySpec) -> list[str]:
+    """The cells ``new`` adds to ``old`` when it is ``old`` with a larger ladder: every old cell
+    kept and everything else measured the same (equal :func:`~sweeper.study.spec_hash` once the
+    ladders are swapped). [] otherwise, or when it adds none."""
+    if old is None or spec_hash(replace(new, ladder=old.ladder)) != spec_hash(old):
+        return []
+    try:
+        old_names = {c.name for c in cells(old)}
+        new_names = [c.name for c in cells(new)]
+    except StudyError:
+        return []
+    if not old_names <= set(new_names):
+        return []
+    return [n for n in new_names if n not in old_names]
+
+
+def _stored_spec_or_none(row: Mapping[str, Any]) -> StudySpec | None:
+    try:
+        return parse_study_toml(row["study_toml"], source=f"sweep:{row['name']}")
+    except StudyError:
+        return None
 
 
 def _stored_hash(row: Mapping[str, Any]) -> str | None:

@@ -14,6 +14,7 @@ from sweeper.runs import COLUMNS
 from sweeper.space import distributions
 from sweeper.study import StudySpec, parse_study_toml, spec_hash, study_toml
 from sweeper.sweep import (
+    added_cells,
     aggregate_runs,
     cell_counts,
     grid_points_left,
@@ -140,6 +141,46 @@ def test_changed_study_is_refused_unless_force_new(sqlite_url: str) -> None:
     assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(changed)  # type: ignore[index]
     assert all(len(cs.study.trials) == 0 for cs in css)
     assert [d["sweep"] for d in st.list_laws(url=sqlite_url)] == ["other"]
+
+
+def test_a_larger_ladder_extends_the_sweep_keeping_every_cells_trials(sqlite_url: str) -> None:
+    """New cells get their studies; an old cell keeps its trials and its grid, wherever the new
+    cells fall in the ladder (its sampler is keyed by its name, not its position)."""
+    spec = _grid_spec("gx", "1e-3, 2e-3, 3e-3")
+    dists = distributions(spec.search)
+    seen: dict[str, list[tuple[float, int]]] = {}
+    for cs in open_sweep(spec, sqlite_url):  # w16, w32: half of each cell's 6 points
+        for _ in range(3):
+            t = cs.study.ask(dists)
+            seen.setdefault(cs.cell.name, []).append((t.params["lr"], t.params["batch_size"]))
+            cs.study.tell(t, 3.0)
+    bigger = parse_study_toml(
+        study_toml(spec).replace("widths = [16, 32]", "widths = [16, 48, 32, 64]")
+    )
+    assert added_cells(spec, bigger) == ["w48-d2-t32.8k", "w64-d2-t32.8k"]
+    css = open_sweep(bigger, sqlite_url)
+    names = [cs.cell.name for cs in css]
+    assert sorted(names) == sorted(["w16-d2-t32.8k", "w32-d2-t32.8k", *added_cells(spec, bigger)])
+    assert names.index("w32-d2-t32.8k") != 1  # the old cell moved in the ladder
+    assert st.get_sweep("gx", sqlite_url)["spec_hash"] == spec_hash(bigger)  # type: ignore[index]
+    for cs in css:
+        while grid_points_left(cs.study):
+            t = cs.study.ask(dists)
+            seen.setdefault(cs.cell.name, []).append((t.params["lr"], t.params["batch_size"]))
+            cs.study.tell(t, 3.0)
+    assert {k: len(v) for k, v in seen.items()} == dict.fromkeys(seen, 6)
+    assert all(len(set(v)) == 6 for v in seen.values())  # no point twice, none lost
+    # a smaller ladder, or a larger one that also changes the model, is another study
+    fewer = parse_study_toml(study_toml(spec).replace("widths = [16, 32]", "widths = [16]"))
+    assert added_cells(bigger, fewer) == []
+    with pytest.raises(StorageError, match="adding cells to its ladder is allowed"):
+        open_sweep(fewer, sqlite_url)
+    other = parse_study_toml(
+        study_toml(bigger)
+        .replace("widths = [16, 48, 32, 64]", "widths = [16, 48, 32, 64, 128]")
+        .replace("context = 64", "context = 32")
+    )
+    assert added_cells(bigger, other) == []
 
 
 def test_more_trials_per_cell_extends_the_sweep_and_updates_its_file(sqlite_url: str) -> None:
