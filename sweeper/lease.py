@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
@@ -105,14 +105,7 @@ def acquire(
     for _ in range(3):  # an insert or a takeover can lose a race; look again
         now = time.time()
         mine = Lease(sweep, owner, host, pid, now, now)
-        values = {
-            "sweep": sweep,
-            "owner": owner,
-            "host": host,
-            "pid": pid,
-            "acquired_at": now,
-            "heartbeat_at": now,
-        }
+        values = asdict(mine)  # the row, column for field
         current = holder(sweep, url)
         if current is None:
             try:

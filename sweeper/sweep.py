@@ -334,10 +334,8 @@ def _stored_spec_or_none(row: Mapping[str, Any]) -> StudySpec | None:
 def _stored_hash(row: Mapping[str, Any]) -> str | None:
     """The hash of a sweep row's stored study as this Sweeper computes it (the row's own hash may
     come from an older definition of what the hash covers); None if the file no longer parses."""
-    try:
-        return spec_hash(parse_study_toml(row["study_toml"], source=f"sweep:{row['name']}"))
-    except StudyError:
-        return None
+    stored = _stored_spec_or_none(row)
+    return None if stored is None else spec_hash(stored)
 
 
 def _safe_url(url: str) -> str:
