@@ -1,0 +1,211 @@
+"""What every loader returns (:class:`View`), what the recipe says the numbers must be
+(:func:`expected`), and the comparison (:func:`compare`).
+
+A loader reads an exported file with the framework's own config loader and reports the
+framework's own view of the numbers: its scheduler's LR at the end of the warmup, mid-decay and
+at the end; its batch calculator's global batch, micro batch and accumulation; its ramp-up
+calculator's batch at 0 and mid-ramp. The expected values come from the recipe JSON
+(``sweeper export --format json``) read with the recipe's documented semantics (see
+``expected``), never from what an exporter writes.
+
+Only the standard library is imported here: this module runs inside every framework venv.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: quantities compared, in report order
+KEYS: tuple[str, ...] = (
+    "peak_lr", "min_lr", "lr_warmup_end", "lr_mid", "lr_end", "total_steps",
+    "global_batch", "micro_batch", "grad_accum", "data_parallel", "seq_len",
+    "beta1", "beta2", "eps", "weight_decay", "grad_clip", "precision",
+    "rampup_batch_start", "rampup_batch_mid", "rampup_batch_end",
+    "n_layer", "width", "heads", "vocab", "init_std", "z_loss", "zero_stage",
+    "parametrization", "mup_base_width",
+)  # fmt: skip
+
+#: the words that must appear in a "not expressible" declaration of each quantity
+DECLARE_WORDS: dict[str, tuple[str, ...]] = {
+    "rampup": ("ramp-up", "rampup", "ramp up"),
+    "z_loss": ("z-loss", "z_loss", "zloss"),
+    "init_std": ("init std", "init_std", "initialization", "init-method-std"),
+    "seq_len": ("sequence length", "seq_len", "seq len", "context"),
+    "parametrization": ("mup", "μp", "parametrization", "completep"),
+    "model_shape": ("layers", "n_layer", "model"),
+    "eps": ("eps",),
+    "zero_stage": ("zero",),
+    "precision": ("precision", "bf16", "fp32"),
+}
+
+
+@dataclass
+class View:
+    """One framework's reading of one exported file. None: the framework has no such number, or
+    the file does not set it (a test then wants the file to declare it, see ``declared``)."""
+
+    framework: str
+    loader: str
+    peak_lr: float | None = None
+    min_lr: float | None = None
+    lr_warmup_end: float | None = None
+    lr_mid: float | None = None
+    lr_end: float | None = None
+    total_steps: int | None = None
+    global_batch: int | None = None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    data_parallel: int | None = None
+    seq_len: int | None = None
+    beta1: float | None = None
+    beta2: float | None = None
+    eps: float | None = None
+    weight_decay: float | None = None
+    grad_clip: float | None = None
+    precision: str | None = None  # "bf16" (mixed, fp32 master), "fp32", or the framework's word
+    rampup_batch_start: int | None = None
+    rampup_batch_mid: int | None = None
+    rampup_batch_end: int | None = None
+    n_layer: int | None = None
+    width: int | None = None
+    heads: int | None = None
+    vocab: int | None = None
+    init_std: float | None = None
+    z_loss: float | None = None
+    zero_stage: int | None = None
+    parametrization: str | None = None
+    mup_base_width: int | None = None
+    notes: list[str] = field(default_factory=list)  # what the loader saw (warnings, defaults)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def lr_points(recipe: dict[str, Any]) -> dict[str, int]:
+    """The optimizer-step indices at which LRs are compared: the end of the warmup (the first
+    step at the peak), the middle of the cosine decay, and the last step."""
+    w, t = int(recipe["warmup_steps"]), int(recipe["total_steps"])
+    return {"lr_warmup_end": w, "lr_mid": w + (t - w) // 2, "lr_end": t}
+
+
+def cosine_lr(recipe: dict[str, Any], step: float) -> float:
+    """The recipe's schedule: linear warmup over ``warmup_steps`` optimizer steps to the peak
+    ``lr.value``, then a cosine to ``min_lr`` = peak × ``min_lr_ratio`` at ``total_steps``."""
+    peak = float(recipe["lr"]["value"])
+    lo = peak * float(recipe["min_lr_ratio"])
+    w, t = int(recipe["warmup_steps"]), int(recipe["total_steps"])
+    if step < w:
+        return peak * step / w
+    p = min(1.0, (step - w) / max(1, t - w))
+    return lo + (peak - lo) * 0.5 * (1 + math.cos(math.pi * p))
+
+
+def rampup_batch(recipe: dict[str, Any], consumed_samples: int) -> int:
+    """The recipe's ramp-up (Megatron's ``--rampup-batch-size start increment samples``
+    semantics, RampUp in sweeper/recipe): ``start + floor(consumed / (samples / n)) × increment``
+    with n = (global − start) / increment increments, the full batch after ``samples``."""
+    ru = recipe["rampup"]
+    g = int(recipe["global_batch_sequences"])
+    if not ru:
+        return g
+    start, inc, samples = (
+        int(ru["start_sequences"]),
+        int(ru["increment_sequences"]),
+        int(ru["ramp_samples"]),
+    )
+    n = (g - start) // inc
+    if consumed_samples > samples:
+        return g
+    return start + int(consumed_samples / (samples / n)) * inc
+
+
+def expected(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The numbers every export of ``recipe`` must make its framework use."""
+    peak = float(recipe["lr"]["value"])
+    pts = lr_points(recipe)
+    ru = recipe.get("rampup")
+    out: dict[str, Any] = {
+        "peak_lr": peak,
+        # the min LR follows the peak: min_lr_ratio is the recipe's setting, min_lr derived
+        "min_lr": peak * float(recipe["min_lr_ratio"]),
+        **{k: cosine_lr(recipe, s) for k, s in pts.items()},
+        "total_steps": int(recipe["total_steps"]),
+        "global_batch": int(recipe["global_batch_sequences"]),
+        "micro_batch": int(recipe["micro_batch_size"]),
+        "grad_accum": int(recipe["grad_accum_steps"]),
+        "data_parallel": int(recipe["data_parallel"]),
+        "seq_len": int(recipe["seq_len"]),
+        "beta1": float(recipe["adam_beta1"]),
+        "beta2": float(recipe["adam_beta2"]),
+        "eps": float(recipe["adam_eps"]),
+        "weight_decay": float(recipe["weight_decay"]),
+        "grad_clip": float(recipe["grad_clip"]),
+        "precision": "bf16" if recipe["precision"] == "bf16" else "fp32",
+        "n_layer": int(recipe["depth"]),
+        "width": int(recipe["width"]),
+        "heads": int(recipe["heads"]),
+        "vocab": int(recipe["vocab"]),
+        "init_std": float(recipe["init_std"]),
+        "z_loss": float(recipe["z_loss"]),
+        "zero_stage": int(recipe["hardware"]["zero_stage"]),
+        "parametrization": recipe["parametrization"],
+        "mup_base_width": recipe.get("base_width"),
+    }
+    if ru:
+        out["rampup_batch_start"] = rampup_batch(recipe, 0)
+        out["rampup_batch_mid"] = rampup_batch(recipe, int(ru["ramp_samples"]) // 2)
+        out["rampup_batch_end"] = rampup_batch(recipe, int(ru["ramp_samples"]) + 1)
+    return out
+
+
+def _close(a: Any, b: Any, key: str, peak: float) -> bool:
+    if isinstance(b, str) or isinstance(a, str) or b is None or a is None:
+        return a == b
+    if key.startswith("lr_") or key in ("peak_lr", "min_lr"):
+        # schedules count steps from 0 or 1 and round the warmup differently: a step's worth
+        return math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-3 * peak)
+    if key == "total_steps":
+        return abs(int(a) - int(b)) <= 1
+    if isinstance(b, float) or isinstance(a, float):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    return a == b
+
+
+def compare(view: View, recipe: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The disagreements on ``keys``, one line each (empty: they agree)."""
+    exp = expected(recipe)
+    peak = exp["peak_lr"]
+    bad = []
+    for k in keys:
+        if k not in exp:
+            continue
+        got = getattr(view, k)
+        if got is None and exp[k] is None:
+            continue
+        if got is None:
+            bad.append(f"{k}: the framework reads no value (recipe {exp[k]!r})")
+        elif not _close(got, exp[k], k, peak):
+            bad.append(f"{k}: framework {got!r} != recipe {exp[k]!r}")
+    return bad
+
+
+def header_text(text: str) -> str:
+    """The comment lines (``#``) of an export, lower-cased."""
+    return "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#")).lower()
+
+
+def declares(text: str, what: str) -> bool:
+    """Whether ``text`` (an export's comments, or the exporter's stderr) has a line that says
+    ``what`` cannot be carried: a line with "not expressible" / "not carried" / "dropped" /
+    "ignored" / "cannot" that names it."""
+    words = DECLARE_WORDS[what]
+    for line in text.lower().splitlines():
+        said = re.search(
+            r"not expressible|not carried|dropped|ignored|cannot|can't|unsupported|no key", line
+        )
+        if said and any(w in line for w in words):
+            return True
+    return False

@@ -1,0 +1,172 @@
+"""What a format cannot carry: one :class:`Missing` per recipe setting, with its values and units,
+worded the same in every format. Each format module composes its list from these helpers (and
+says where its framework does something else); the exporter prints every item on stderr
+(``sweeper: warning: FORMAT cannot express: ...``) and lists it in the file's header
+(``# not expressible here: ...``) where the format has comments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from sweeper.recipe.recipe import Recipe
+
+__all__ = [
+    "SETTINGS",
+    "Missing",
+    "data_parallel",
+    "eps",
+    "init_std",
+    "model_shape",
+    "optimizer",
+    "output_mult",
+    "parametrization",
+    "rampup",
+    "schedule",
+    "seq_len",
+    "vocab",
+    "z_loss",
+    "zero_stage",
+]
+
+#: the settings a format may be unable to carry (the ``setting`` of a :class:`Missing`)
+SETTINGS: Final[tuple[str, ...]] = (
+    "rampup", "z_loss", "init_std", "seq_len", "model_shape", "vocab", "parametrization",
+    "output_mult", "zero_stage", "optimizer", "schedule", "eps", "data_parallel",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A recipe setting a format has no key for: ``setting`` (one of :data:`SETTINGS`), ``text``
+    (one line, with the recipe's value), ``refuse`` when exporting without it changes what the LR
+    means (refused unless ``--allow-inexpressible``)."""
+
+    setting: str
+    text: str
+    refuse: bool = False
+
+
+def rampup(r: Recipe, how: str = "") -> list[Missing]:
+    """The batch ramp-up, when the recipe has one."""
+    ru = r.rampup
+    if ru is None:
+        return []
+    text = (
+        f"batch ramp-up {ru.start_sequences}→{r.global_batch_sequences} sequences "
+        f"(+{ru.increment_sequences} per increment) over {ru.ramp_samples:.3g} samples "
+        f"({ru.ramp_tokens:.3g} tokens): the file trains at the full batch from step 0"
+    )
+    return [Missing("rampup", text + (f"; {how}" if how else ""))]
+
+
+def z_loss(r: Recipe) -> list[Missing]:
+    if not r.z_loss:
+        return []
+    return [Missing("z_loss", f"z-loss coefficient {r.z_loss:g} on log(Z)² of the logits")]
+
+
+def init_std(r: Recipe, framework: str) -> list[Missing]:
+    """The init std, with what the framework does instead (``framework``)."""
+    hidden = (
+        f" (hidden matrices {r.hidden_init_std:.4g} at width {r.width})" if r.base_width else ""
+    )
+    return [Missing("init_std", f"init std {r.init_std:.4g}{hidden}: {framework}")]
+
+
+def seq_len(r: Recipe, where: str) -> list[Missing]:
+    return [Missing("seq_len", f"sequence length {r.seq_len} tokens: {where}")]
+
+
+def model_shape(r: Recipe, where: str) -> list[Missing]:
+    return [
+        Missing(
+            "model_shape",
+            f"model shape {r.depth} layers × d_model {r.width}, {r.heads} heads: {where}",
+        )
+    ]
+
+
+def vocab(r: Recipe, where: str) -> list[Missing]:
+    return [Missing("vocab", f"vocab size {r.vocab}: {where}")]
+
+
+def parametrization(r: Recipe, why: str = "") -> list[Missing]:
+    """muP/CompleteP where the format has no switch: the LR is a base-width LR (refused)."""
+    if r.parametrization == "sp":
+        return []
+    p = r.parametrization
+    text = (
+        f"{p} parametrization (base width {r.base_width}"
+        + (f", base depth {r.base_depth}" if p == "completep" and r.base_depth else "")
+        + f"): the LR {r.lr.value:.4g} is for a {p} model implementation"
+        + (f"; {why}" if why else "; this format's models are SP")
+    )
+    return [Missing("parametrization", text, refuse=True)]
+
+
+def output_mult(r: Recipe) -> list[Missing]:
+    """The LR law's output (logit) multiplier when not 1: the LR was measured with it."""
+    alpha = r.output_mult
+    if alpha == 1.0:
+        return []
+    if r.parametrization == "sp" or not r.base_width:
+        text = (
+            f"output (logit) multiplier {alpha:g}: logits = {alpha:g}·(h·W_lm); the LR assumes it"
+        )
+    else:
+        factor = r.rules().output_multiplier(alpha)
+        text = (
+            f"output (logit) multiplier {alpha:g} at base width {r.base_width}: logits = "
+            f"{alpha:g}·{r.base_width}/{r.width}·(h·W_lm) = {factor:.4g}·(h·W_lm) at width "
+            f"{r.width} (mup's MuReadout output_mult); the LR assumes it"
+        )
+    return [Missing("output_mult", text)]
+
+
+def zero_stage(r: Recipe, framework_stage: int | None, what: str) -> list[Missing]:
+    """ZeRO: declared when the framework shards otherwise (``framework_stage`` None: unknown,
+    the launcher's or the user's choice)."""
+    s = r.hardware.zero_stage
+    if framework_stage is not None and framework_stage == s:
+        return []
+    if framework_stage is None and s == 0:
+        return []
+    return [Missing("zero_stage", f"ZeRO stage {s} (the memory estimate's): {what}")]
+
+
+def optimizer(r: Recipe, fmt: str) -> list[Missing]:
+    """A non-AdamW optimizer in a format whose file is written for AdamW (refused)."""
+    if r.optimizer == "adamw":
+        return []
+    text = (
+        f"optimizer {r.optimizer}: the {fmt} export writes AdamW keys only; the LR "
+        f"{r.lr.value:.4g} is a {r.optimizer} LR"
+    )
+    return [Missing("optimizer", text, refuse=True)]
+
+
+def schedule(r: Recipe) -> list[Missing]:
+    """A schedule other than the cosine every format writes."""
+    if r.schedule == "cosine":
+        return []
+    return [Missing("schedule", f"schedule {r.schedule}: the file writes a cosine decay")]
+
+
+def eps(r: Recipe, default: float, where: str) -> list[Missing]:
+    if r.adam_eps == default:
+        return []
+    return [Missing("eps", f"Adam eps {r.adam_eps:g}: {where}")]
+
+
+def data_parallel(r: Recipe, launcher: str) -> list[Missing]:
+    """The data-parallel size, when it is the launcher's and not in the file."""
+    if r.data_parallel == 1:
+        return []
+    text = (
+        f"data-parallel size {r.data_parallel}: the launcher's ({launcher}), no key; the global "
+        f"batch {r.global_batch_sequences} = micro {r.micro_batch_size} × accumulation "
+        f"{r.grad_accum_steps} × {r.data_parallel} holds only on {r.data_parallel} processes"
+    )
+    return [Missing("data_parallel", text)]

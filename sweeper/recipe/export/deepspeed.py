@@ -1,0 +1,71 @@
+"""DeepSpeed 0.19 (checked at 0.19.8): a DeepSpeed config JSON for
+``deepspeed.initialize(..., config=FILE)``, read by ``deepspeed/runtime/config.py: DeepSpeedConfig``.
+
+``train_batch_size`` = ``train_micro_batch_size_per_gpu`` × ``gradient_accumulation_steps`` ×
+the data-parallel world (asserted by DeepSpeedConfig); ``optimizer`` AdamW with lr/betas/eps/
+weight_decay; ``scheduler`` ``WarmupCosineLR`` (lr_schedules.py: ``cos_min_ratio`` is a ratio of
+the peak, ``warmup_type`` defaults to "log", so "linear" is written; ``WarmupDecayLR`` decays to 0
+and cannot keep a min LR); ``gradient_clipping``; ``zero_optimization.stage``; ``bf16.enabled``.
+JSON has no comments: what the file cannot carry is said on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sweeper.recipe.export import carry
+from sweeper.recipe.export.carry import Missing
+from sweeper.recipe.export.versions import FrameworkVersion
+from sweeper.recipe.recipe import Recipe
+
+__all__ = ["missing", "render"]
+
+
+def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
+    model = "the model is the training script's, not the DeepSpeed config's"
+    out = carry.optimizer(r, "deepspeed") + carry.schedule(r)
+    out += carry.parametrization(r) + carry.output_mult(r)
+    out += carry.rampup(
+        r, "DeepSpeed's curriculum learning ramps the sequence length, not the batch"
+    )
+    out += carry.z_loss(r) + carry.init_std(r, model)
+    out += carry.seq_len(r, "the data loader's and the model's, not a DeepSpeed key")
+    out += carry.model_shape(r, model) + carry.vocab(r, model + " (and the tokenizer's)")
+    return out
+
+
+def _doc(r: Recipe) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "train_batch_size": r.global_batch_sequences,
+        "train_micro_batch_size_per_gpu": r.micro_batch_size,
+        "gradient_accumulation_steps": r.grad_accum_steps,
+        "gradient_clipping": r.grad_clip,
+        "optimizer": {
+            "type": "AdamW",
+            "params": {
+                "lr": r.lr.value,
+                "betas": [r.adam_beta1, r.adam_beta2],
+                "eps": r.adam_eps,
+                "weight_decay": r.weight_decay,
+            },
+        },
+        "scheduler": {
+            "type": "WarmupCosineLR",
+            "params": {
+                "total_num_steps": r.total_steps,
+                "warmup_num_steps": r.warmup_steps,
+                "warmup_min_ratio": 0.0,
+                "warmup_type": "linear",  # DeepSpeed's default is "log"
+                "cos_min_ratio": r.min_lr_ratio,
+            },
+        },
+        "zero_optimization": {"stage": r.hardware.zero_stage},
+    }
+    if r.precision == "bf16":
+        doc["bf16"] = {"enabled": True}
+    return doc
+
+
+def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
+    return json.dumps(_doc(r), indent=2) + "\n"

@@ -1,0 +1,119 @@
+"""The comment header every format with comments starts with, and small text helpers.
+
+The header says which framework version the file targets and how to load it, which LR the file
+uses (the recipe's ``lr``, and the law's point estimate ``lr_point``), where the numbers come from
+(the laws, with their token unit, what they held fixed and the schedule the LR was measured
+under), the intervals, the init std and what it means, the warnings, anything format-specific
+(``notes``), and one ``not expressible here:`` line per setting the format cannot carry.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sweeper.fitting.conventions import Conventions
+from sweeper.recipe.export.carry import Missing
+from sweeper.recipe.export.versions import FrameworkVersion
+from sweeper.recipe.recipe import RECIPE_SCHEMA, RECIPE_SCHEMA_VERSION, Recipe
+
+__all__ = ["comment", "header_lines", "lr_line", "num", "toml_value"]
+
+
+def num(x: float) -> str:
+    """Shortest exact text for a float (repr round-trips)."""
+    return repr(float(x))
+
+
+def toml_value(v: Any) -> str:
+    """A TOML value: bool, int, float (exact) or a basic string."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return num(v)
+    return json.dumps(str(v))  # a TOML basic string has JSON's escapes
+
+
+def comment(lines: list[str]) -> str:
+    """``lines`` as ``# `` comment lines."""
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+
+
+def lr_line(r: Recipe) -> str:
+    """Which LR the file uses: the recipe's ``lr`` (the recommended peak LR), beside the law's
+    point estimate ``lr_point``."""
+    if r.lr_point == r.lr.value:
+        which = "the recipe's lr = the LR law's point estimate (lr_point)"
+    else:
+        which = f"the recipe's lr (recommended); the LR law's point estimate lr_point is {r.lr_point:.4g}"
+    return (
+        f"peak LR {r.lr.value:.4g} ({r.optimizer}): {which}; {r.level:.0%} interval "
+        f"[{r.lr.low:.4g}, {r.lr.high:.4g}]; min LR {r.min_lr:.4g} = lr × min_lr_ratio "
+        f"{r.min_lr_ratio:g} (cosine)"
+    )
+
+
+def _target_lines(r: Recipe, fmt: str, fv: FrameworkVersion | None) -> list[str]:
+    target = f" for {fv.framework}" if fv is not None else ""
+    lines = [
+        f"Sweeper recipe ({fmt}){target}; recipe JSON schema {RECIPE_SCHEMA} "
+        f"{RECIPE_SCHEMA_VERSION}"
+    ]
+    if fv is not None:
+        lines.append(f"load: {fv.load}")
+    lines += [
+        f"N = {r.n_params:.4g} non-embedding parameters ({r.depth} layers × d_model {r.width}, "
+        f"{r.heads} heads{', inferred from N' if r.shape_inferred else ''}), D = {r.tokens:.4g} "
+        f"tokens, {r.parametrization}" + (f" (base width {r.base_width})" if r.base_width else ""),
+        lr_line(r),
+        f"batch {r.global_batch_sequences} × {r.seq_len} = {r.batch_tokens.value:.4g} tokens "
+        f"(law {r.batch_tokens_law:.4g}, interval [{r.batch_tokens.low:.4g}, "
+        f"{r.batch_tokens.high:.4g}]) = micro {r.micro_batch_size} × accumulation "
+        f"{r.grad_accum_steps} × {r.data_parallel} GPUs; {r.total_steps} steps, warmup "
+        f"{r.warmup_steps}; {r.precision}",
+    ]
+    return lines
+
+
+def _law_lines(r: Recipe) -> list[str]:
+    lines = []
+    for role, p in r.provenance.items():
+        conv = Conventions.from_json(p.get("conventions"), law=p)
+        fb = ", FALLBACK" if p.get("fallback") else ""
+        unit = conv.tokens
+        if conv.counts_bytes and r.bytes_per_token:
+            unit += f" (converted at {r.bytes_per_token:g} bytes per token)"
+        lines.append(
+            f"{role} law: id {p.get('id')}, source {p.get('source')}, method {p.get('method')}, "
+            f"predictors {','.join(p.get('predictors') or [])}, flops {conv.flops}"
+            + (f", tokens counted as {unit}" if unit else "")
+            + fb
+        )
+        if conv.held_text:
+            lines.append(f"  {role} law held fixed: {conv.held_text}")
+        if role == "lr" and conv.lr:
+            lines.append(f"  lr measured as: {conv.lr}")
+    return lines
+
+
+def header_lines(
+    recipe: Recipe,
+    fmt: str,
+    missing: list[Missing],
+    fv: FrameworkVersion | None = None,
+    notes: list[str] | None = None,
+) -> list[str]:
+    """Comment lines (without the ``#``): target and load command, the recipe's numbers and
+    their provenance, ``notes`` (format-specific), the warnings, what cannot be carried."""
+    r = recipe
+    lines = _target_lines(r, fmt, fv) + _law_lines(r)
+    if r.init_std_note:
+        lines.append(f"init std {r.init_std:.4g}: {r.init_std_note}")
+    ext = "unknown" if r.extrapolation_factor is None else f"{r.extrapolation_factor:.3g}×"
+    lines.append(f"extrapolation factor (target / largest proxy): {ext}")
+    lines += notes or []
+    lines += [f"WARNING: {w}" for w in r.warnings]
+    lines += [f"not expressible here: {m.text}" for m in missing]
+    return lines

@@ -1,0 +1,121 @@
+"""litgpt 0.5 (checked at 0.5.13): the YAML of ``litgpt pretrain --config FILE``.
+
+Keys are the parameters of ``litgpt/pretrain.py: setup`` (jsonargparse rejects unknown ones):
+``model_name`` (required even with ``model_config``), ``model_config`` (``litgpt.Config``:
+n_layer, n_embd, n_head, vocab_size, padded_vocab_size, block_size; the other architecture fields
+keep Config's defaults), ``precision`` (``bf16-mixed`` | ``32-true``; unset, litgpt picks
+bf16-mixed even for an fp32 recipe), ``devices``/``num_nodes``, ``train`` (``TrainArgs``:
+global_batch_size in sequences over all devices, micro_batch_size, lr_warmup_steps in optimizer
+steps, max_tokens, max_seq_length, min_lr absolute, max_norm) and ``optimizer`` (class_path
+torch.optim.AdamW with init_args). The schedule is fixed in ``pretrain.get_lr``: linear warmup,
+cosine to ``min_lr`` at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from sweeper.recipe.export import carry
+from sweeper.recipe.export.carry import Missing
+from sweeper.recipe.export.header import comment, header_lines
+from sweeper.recipe.export.versions import FrameworkVersion
+from sweeper.recipe.recipe import Recipe
+
+__all__ = ["cautions", "missing", "render"]
+
+#: litgpt.Config fields the export leaves at their defaults (litgpt/config.py at 0.5.13)
+ARCHITECTURE_DEFAULTS = (
+    "mlp_class_name GptNeoxMLP (intermediate 4·n_embd), norm_class_name LayerNorm, "
+    "rotary_percentage 0.25, parallel_residual true, bias true, n_query_groups = n_head"
+)
+
+
+def _init(r: Recipe) -> list[Missing]:
+    """litgpt's initialize_weights (pretrain.py): every Embedding/Linear N(0, sqrt(2/(5·n_embd)))
+    (the recipe's SP init std), the out-projections of attention and LLaMAMLP
+    1/sqrt(n_embd)/n_layer; not configurable."""
+    fixed = (
+        "litgpt's initialize_weights is fixed: sqrt(2/(5·n_embd)) for every embedding and linear, "
+        "1/sqrt(n_embd)/n_layer for the attention out-projections"
+    )
+    if r.parametrization == "sp":
+        proj = r.rules().residual_proj_init_std(r.init_std)
+        return [
+            Missing(
+                "init_std",
+                f"init std of the residual projections {proj:.4g} (init std {r.init_std:.4g} / "
+                f"sqrt(2·{r.depth})): {fixed} (the other matrices agree with the recipe)",
+            )
+        ]
+    return carry.init_std(r, fixed)
+
+
+def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
+    out = carry.optimizer(r, "litgpt") + carry.schedule(r)
+    out += carry.parametrization(r) + carry.output_mult(r)
+    out += carry.rampup(r) + carry.z_loss(r) + _init(r)
+    multi = r.data_parallel > 1
+    out += carry.zero_stage(
+        r,
+        3 if multi else 0,
+        "litgpt pretrain shards with FSDP HYBRID_SHARD on several devices, not configurable"
+        if multi
+        else "litgpt pretrain on one device does not shard",
+    )
+    return out
+
+
+def _doc(r: Recipe) -> dict[str, Any]:
+    return {
+        "model_name": f"sweeper-{r.depth}x{r.width}",
+        "model_config": {
+            "name": f"sweeper-{r.depth}x{r.width}",
+            "n_layer": r.depth,
+            "n_embd": r.width,
+            "n_head": r.heads,
+            "vocab_size": r.vocab,
+            "padded_vocab_size": r.vocab,
+            "block_size": r.seq_len,
+        },
+        "precision": "bf16-mixed" if r.precision == "bf16" else "32-true",
+        "devices": r.data_parallel,
+        "num_nodes": 1,
+        "train": {
+            "global_batch_size": r.global_batch_sequences,
+            "micro_batch_size": r.micro_batch_size,
+            "lr_warmup_steps": r.warmup_steps,
+            "max_tokens": int(r.tokens),
+            "max_seq_length": r.seq_len,
+            "min_lr": r.min_lr,
+            "max_norm": r.grad_clip,
+        },
+        "optimizer": {
+            "class_path": "torch.optim.AdamW",
+            "init_args": {
+                "lr": r.lr.value,
+                "weight_decay": r.weight_decay,
+                "betas": [r.adam_beta1, r.adam_beta2],
+                "eps": r.adam_eps,
+            },
+        },
+    }
+
+
+def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
+    """What the file leaves to litgpt's defaults: the architecture beyond the shape."""
+    return [
+        "model_config sets n_layer/n_embd/n_head/vocab_size/block_size only; the architecture "
+        f"details come from litgpt's Config defaults: {ARCHITECTURE_DEFAULTS}"
+    ]
+
+
+def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
+    notes = [f"CAUTION: {c}" for c in cautions(r, fv)] + [
+        f"devices × num_nodes = {r.data_parallel}: on several nodes set devices to the GPUs per "
+        f"node and num_nodes to the nodes (the product must stay {r.data_parallel})",
+        "min_lr is absolute: if you change the optimizer's lr, change train.min_lr with it",
+    ]
+    head = comment(header_lines(r, "litgpt", miss, fv, notes))
+    return head + yaml.safe_dump(_doc(r), sort_keys=False)

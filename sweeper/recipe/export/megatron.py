@@ -1,0 +1,179 @@
+"""Megatron-LM ``pretrain_gpt.py`` arguments, by Megatron-LM version (``--framework-version``
+0.16, 0.17, 0.18, 0.19; default 0.19, the current release): one ``--flag value`` per line after
+the ``#`` header (``shlex.split(text, comments=True)`` or ``$(grep -v '^#' FILE)`` gives the argv;
+no value has spaces or quotes).
+
+Read at the commits of :data:`~sweeper.recipe.export.versions.MEGATRON`
+(megatron/training/arguments.py, megatron/core/num_microbatches_calculator.py):
+
+- without a ramp-up, iteration-based: ``--global-batch-size``, ``--train-iters``,
+  ``--lr-warmup-iters``, ``--lr-decay-iters``;
+- with a ramp-up, sample-based (``--train-samples``, ``--lr-warmup-samples``,
+  ``--lr-decay-samples``): < 0.18 ``--rampup-batch-size START INCREMENT SAMPLES`` (validate_args
+  refuses it with ``--train-iters``); >= 0.18 ``--step-batch-size-schedule`` with thresholds in
+  TOKENS (Megatron-LM passes ``--seq-length``: threshold // seq_length samples) and no
+  ``--global-batch-size`` (validate_args: "Cannot specify both"), because ``--rampup-batch-size``
+  is parsed and then ignored there;
+- ``--lr-decay-style cosine`` (the default is linear), ``--min-lr`` absolute, Adam betas/eps
+  (``--optimizer adam``, the default, is AdamW: megatron/core/optimizer/optimizer_config.py
+  ``decoupled_weight_decay = True``), ``--weight-decay`` (default 0.01), ``--clip-grad``,
+  ``--init-method-std``, ``--bf16``;
+- ZeRO: stage 1 ``--use-distributed-optimizer``; stages 2/3 Megatron FSDP
+  (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params``);
+- muP: ``--use-mup`` and its flags from core 0.17 (:mod:`.megatron_mup`); none at 0.16.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sweeper.recipe.export import carry
+from sweeper.recipe.export.carry import Missing
+from sweeper.recipe.export.header import comment, header_lines, num
+from sweeper.recipe.export.megatron_mup import mup_args, mup_cautions, mup_differences, mup_notes
+from sweeper.recipe.export.versions import MEGATRON, FrameworkVersion, MegatronFacts
+from sweeper.recipe.recipe import Recipe
+
+__all__ = ["cautions", "missing", "render", "step_schedule"]
+
+Args = list[tuple[str, ...]]
+#: ZeRO stage -> Megatron flags
+_ZERO: dict[int, Args] = {
+    0: [],
+    1: [("--use-distributed-optimizer",)],
+    2: [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", "optim_grads")],
+    3: [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", "optim_grads_params")],
+}
+
+
+def _facts(fv: FrameworkVersion | None) -> MegatronFacts:
+    return MEGATRON[fv.version if fv is not None else "0.19"]
+
+
+def step_schedule(r: Recipe) -> str:
+    """The ramp-up as ``--step-batch-size-schedule`` entries ``TOKENS:BATCH``, comma-separated:
+    entry i = 0..n at ceil(i·SAMPLES/n)·seq_len tokens with batch START + i·INCREMENT, which is
+    the < 0.18 ramp-up's batch at every consumed-samples count (n = (global − START) / INCREMENT;
+    thresholds that round to the same sample keep the larger batch)."""
+    ru = r.rampup
+    assert ru is not None
+    n = ru.increments_to(r.global_batch_sequences)
+    entries: dict[int, int] = {}
+    for i in range(n + 1):
+        samples = math.ceil(i * ru.ramp_samples / n)
+        entries[samples * r.seq_len] = ru.start_sequences + i * ru.increment_sequences
+    return ",".join(f"{tokens}:{batch}" for tokens, batch in sorted(entries.items()))
+
+
+def _batch_args(r: Recipe, facts: MegatronFacts) -> Args:
+    """Micro/global batch and the run's length: iterations, or samples with a ramp-up."""
+    args: Args = [("--micro-batch-size", str(r.micro_batch_size))]
+    g = r.global_batch_sequences
+    if r.rampup is None:
+        return [
+            *args,
+            ("--global-batch-size", str(g)),
+            ("--train-iters", str(r.total_steps)),
+            ("--lr-warmup-iters", str(r.warmup_steps)),
+            ("--lr-decay-iters", str(r.total_steps)),
+        ]
+    ru = r.rampup
+    if facts.step_schedule:
+        args.append(("--step-batch-size-schedule", step_schedule(r)))
+    else:
+        args += [
+            ("--global-batch-size", str(g)),
+            ("--rampup-batch-size", str(ru.start_sequences), str(ru.increment_sequences),
+             str(ru.ramp_samples)),
+        ]  # fmt: skip
+    return [
+        *args,
+        ("--train-samples", str(-(-int(r.tokens) // r.seq_len))),
+        ("--lr-warmup-samples", str(r.warmup_steps * g)),
+        ("--lr-decay-samples", str(r.total_steps * g)),
+    ]
+
+
+def _args(r: Recipe, facts: MegatronFacts) -> Args:
+    args: Args = [
+        ("--num-layers", str(r.depth)),
+        ("--hidden-size", str(r.width)),
+        ("--num-attention-heads", str(r.heads)),
+        ("--seq-length", str(r.seq_len)),
+        ("--max-position-embeddings", str(r.seq_len)),
+    ]
+    args += _batch_args(r, facts)
+    args += [
+        ("--lr", num(r.lr.value)),
+        ("--min-lr", num(r.min_lr)),
+        ("--lr-decay-style", "cosine"),
+        ("--weight-decay", num(r.weight_decay)),
+        ("--adam-beta1", num(r.adam_beta1)),
+        ("--adam-beta2", num(r.adam_beta2)),
+        ("--adam-eps", num(r.adam_eps)),
+        ("--clip-grad", num(r.grad_clip)),
+        ("--init-method-std", num(r.init_std)),
+    ]
+    if r.precision == "bf16":
+        args.append(("--bf16",))
+    args += _ZERO[r.hardware.zero_stage]
+    if r.parametrization != "sp" and facts.use_mup:
+        args += mup_args(r)
+    return args
+
+
+def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
+    facts = _facts(fv)
+    out = carry.optimizer(r, "megatron") + carry.schedule(r)
+    if r.parametrization != "sp" and facts.use_mup:
+        out += mup_differences(r)
+    else:
+        out += carry.parametrization(r, f"--use-mup exists from core 0.17, not in {facts.tag}")
+        out += carry.output_mult(r)
+    out += carry.z_loss(r)
+    if r.z_loss:
+        out[-1] = Missing(
+            "z_loss", out[-1].text + " (Megatron-LM has only --moe-z-loss-coeff, the MoE router's)"
+        )
+    out += carry.vocab(
+        r,
+        "Megatron-LM takes it from the tokenizer (--tokenizer-type, --vocab-file); --vocab-size "
+        "only with the NullTokenizer",
+    )
+    return out
+
+
+def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
+    if r.parametrization != "sp" and _facts(fv).use_mup:
+        return mup_cautions(r)
+    return []
+
+
+def _notes(r: Recipe, facts: MegatronFacts) -> list[str]:
+    notes = [
+        "--optimizer adam (the default) is AdamW (decoupled weight decay); --min-lr is absolute: "
+        "if you change --lr, change --min-lr with it"
+    ]
+    if r.rampup is not None:
+        notes.append(
+            "batch ramp-up as --step-batch-size-schedule TOKENS:BATCH (thresholds in tokens, "
+            "Megatron-LM >= core 0.18; --rampup-batch-size is parsed and ignored there)"
+            if facts.step_schedule
+            else "batch ramp-up as --rampup-batch-size START INCREMENT SAMPLES (Megatron-LM < core "
+            "0.18; from core 0.18 it is ignored: export with --framework-version 0.18 or later)"
+        )
+    if r.hardware.zero_stage >= 2:
+        notes.append(
+            f"ZeRO stage {r.hardware.zero_stage} as Megatron FSDP: check the other flags your "
+            "Megatron-LM version requires with --use-megatron-fsdp"
+        )
+    if r.parametrization != "sp" and facts.use_mup:
+        notes += mup_notes(r)
+    return notes
+
+
+def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
+    facts = _facts(fv)
+    notes = _notes(r, facts) + [f"CAUTION: {c}" for c in cautions(r, fv)]
+    body = "".join(" ".join(a) + "\n" for a in _args(r, facts))
+    return comment(header_lines(r, "megatron", miss, fv, notes)) + body

@@ -1,0 +1,420 @@
+"""`sweeper recommend | export | check` through the real `sweeper` command (`sweeper.cli.main`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import sweeper.cli as cli
+from sweeper.fitting.conventions import Conventions
+from sweeper.fitting.laws import PowerLaw
+from sweeper.fitting.store import put_law
+from sweeper.recipe.recipe import recipe_from_dict
+
+DS7B = [
+    "--width", "4096", "--depth", "30", "--heads", "32", "--vocab", "102400",
+    "--context", "4096", "--tokens", "2T",
+]  # fmt: skip
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.delenv("SWEEPER_STORAGE", raising=False)
+
+    def _run(*argv: str) -> tuple[int, str, str]:
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as e:  # argparse's own errors (main's parser exits 2 with one line)
+            code = int(e.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+def _law(target: str, a: float, exps: dict[str, float], **kw) -> PowerLaw:
+    return PowerLaw(
+        conventions=Conventions(parametrization="sp"),
+        target=target,
+        predictors=tuple(exps),
+        source="s1",
+        method="test",
+        domain={k: (1e6, 1e8) for k in exps},
+        log_prefactor=math.log(a),
+        exponents=exps,
+        **kw,
+    )
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> tuple[str, list[int]]:
+    url = f"sqlite:///{tmp_path / 'laws.db'}"
+    ids = [
+        put_law(_law("lr", 1.0, {"n_params": -0.3}), url).id,  # superseded below
+        put_law(_law("lr", 2.0, {"n_params": -0.3}), url).id,
+        put_law(_law("batch_tokens", 0.5, {"tokens": 0.5}), url).id,
+    ]
+    return url, ids
+
+
+def test_recommend_json_deepseek_7b(run) -> None:
+    code, out, _ = run("recommend", "--law", "deepseek", *DS7B, "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["lr"]["value"] == pytest.approx(4.2e-4, rel=0.05)
+    assert d["global_batch_sequences"] == pytest.approx(2304, rel=0.10)
+    for key in ("batch_tokens", "micro_batch_size", "grad_accum_steps", "min_lr", "warmup_steps"):
+        assert key in d
+    for key in ("total_steps", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay"):
+        assert key in d
+    for key in ("grad_clip", "init_std", "memory_gb_per_gpu", "extrapolation_factor"):
+        assert key in d
+    assert d["law_ids"] == ["deepseek:lr", "deepseek:batch_tokens"]
+    assert any("very far extrapolation" in w for w in d["warnings"])
+
+
+def test_recommend_table(run) -> None:
+    code, out, _ = run(
+        "recommend", "--law", "steplaw", "--params", "1B", "--tokens", "20B",
+        "--gpus", "8", "--gpu-memory-gb", "80", "--peak-tflops", "989",
+    )  # fmt: skip
+    assert code == 0
+    assert "peak LR" in out and "memory / GPU" in out and "warning" in out
+
+
+def test_recommend_from_sweep_uses_latest_laws(run, storage) -> None:
+    url, ids = storage
+    code, out, _ = run(
+        "recommend", "s1", "--storage", url, "--params", "1e8", "--tokens", "1e10", "--json"
+    )
+    assert code == 0
+    d = json.loads(out)
+    assert d["law_ids"] == [ids[1], ids[2]]
+    assert d["lr"]["value"] == pytest.approx(2.0 * 1e8**-0.3)
+
+
+def test_recommend_from_law_ids(run, storage) -> None:
+    url, ids = storage
+    code, out, _ = run(
+        "recommend", "--law", str(ids[0]), "--law", str(ids[2]), "--storage", url,
+        "--params", "1e8", "--tokens", "1e10", "--json",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out)["law_ids"] == [ids[0], ids[2]]
+
+
+@pytest.mark.parametrize(
+    "fmt", ["litgpt", "hf", "deepspeed", "megatron", "torchtitan", "nanogpt", "json"]
+)
+def test_export_to_file(run, tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"out.{fmt}"
+    code, out, _ = run(
+        "export", "--law", "deepseek", *DS7B, "--gpus", "64", "--format", fmt, "-o", str(path)
+    )
+    assert code == 0 and out == ""
+    text = path.read_text()
+    if fmt == "litgpt":
+        assert yaml.safe_load(text)["train"]["global_batch_size"] > 2000
+    elif fmt in ("hf", "deepspeed", "json"):
+        json.loads(text)
+    else:
+        assert text.startswith("# Sweeper recipe")
+
+
+def test_export_from_saved_recipe_json(run, tmp_path: Path) -> None:
+    code, out, _ = run(
+        "recommend",
+        "--law",
+        "steplaw",
+        "--params",
+        "1e9",
+        "--tokens",
+        "1e11",
+        "--gpus",
+        "4",
+        "--json",
+    )
+    assert code == 0
+    saved = tmp_path / "recipe.json"
+    saved.write_text(out)
+    code, out, _ = run("export", "--recipe-json", str(saved), "--format", "deepspeed")
+    assert code == 0
+    ds = json.loads(out)
+    recipe = recipe_from_dict(json.loads(saved.read_text()))
+    assert ds["train_batch_size"] == recipe.global_batch_sequences
+    assert ds["optimizer"]["params"]["lr"] == recipe.lr.value
+
+
+def test_check_recipe_and_lists(run) -> None:
+    code, out, _ = run("check", "--law", "deepseek", "--recipe", "deepseek-7b", "--json")
+    assert code == 0
+    d = json.loads(out)
+    ratios = {i["quantity"]: i["ratio"] for i in d["items"]}
+    assert ratios["lr"] == pytest.approx(1.0, abs=0.05)
+    assert ratios["batch_tokens"] == pytest.approx(1.0, abs=0.10)
+    code, out, _ = run("check", "--list-recipes")
+    assert code == 0 and "gpt3-125m" in out and "pythia-410m" in out
+    code, out, _ = run("check", "--law", "steplaw", "--all-recipes")
+    assert code == 0 and "llama2-7b" in out and "deepseek-67b" in out
+    code, out, _ = run("check", "--law", "steplaw", "--all-recipes", "--json")
+    assert code == 0 and len(json.loads(out)) == 27
+
+
+def test_check_given_values(run) -> None:
+    code, out, _ = run(
+        "check", "--law", "deepseek", "--params", "6.04e9", "--tokens", "2T", "--lr", "4.2e-4",
+        "--batch-tokens", "9.4M", "--width", "4096", "--depth", "30", "--context", "4096", "--json",
+    )  # fmt: skip
+    assert code == 0
+    items = {i["quantity"]: i for i in json.loads(out)["items"]}
+    assert items["lr"]["ratio"] == pytest.approx(1.0, abs=0.05)
+
+
+BAD = [
+    ("zero params", ["recommend", "--law", "deepseek", "--params", "0", "--tokens", "1e9"]),
+    ("negative params", ["recommend", "--law", "deepseek", "--params=-1e9", "--tokens", "1e9"]),
+    ("negative tokens", ["recommend", "--law", "steplaw", "--params", "1e9", "--tokens=-5"]),
+    (
+        "tokens below one step",
+        ["recommend", "--law", "steplaw", "--params", "1e9", "--tokens", "100"],
+    ),
+    (
+        "micro batch not dividing the batch",
+        [
+            "recommend",
+            "--law",
+            "steplaw",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e11",
+            "--micro-batch",
+            "3",
+            "--global-batch",
+            "1000",
+        ],
+    ),
+    (
+        "unknown format",
+        ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format", "keras"],
+    ),
+    ("unknown recipe", ["check", "--law", "deepseek", "--recipe", "gpt5"]),
+    ("unknown law", ["recommend", "--law", "chinchilla", "--params", "1e9", "--tokens", "1e10"]),
+    ("no law", ["recommend", "--params", "1e9", "--tokens", "1e10"]),
+    ("no budget", ["recommend", "--law", "deepseek", "--params", "1e9"]),
+    (
+        "two budgets",
+        [
+            "recommend",
+            "--law",
+            "deepseek",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e10",
+            "--compute",
+            "1e20",
+        ],
+    ),
+    ("bad number", ["recommend", "--law", "deepseek", "--params", "7X", "--tokens", "1e10"]),
+    (
+        "bad precision",
+        [
+            "recommend",
+            "--law",
+            "steplaw",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e11",
+            "--precision",
+            "fp8",
+        ],
+    ),
+    (
+        "mup law for sp target",
+        [
+            "recommend",
+            "--law",
+            "steplaw",
+            "--params",
+            "1e9",
+            "--tokens",
+            "1e11",
+            "--parametrization",
+            "mup",
+            "--base-width",
+            "256",
+        ],
+    ),
+    ("check mixed modes", ["check", "--law", "deepseek", "--recipe", "gpt3-125m", "--all-recipes"]),
+    ("check incomplete values", ["check", "--law", "deepseek", "--params", "1e9"]),
+    ("missing recipe json", ["export", "--recipe-json", "/nonexistent/r.json", "--format", "hf"]),
+    (
+        "unknown framework version",
+        ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format",
+         "megatron", "--framework-version", "0.15"],
+    ),
+    (
+        "framework version of a format without versions",
+        ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format", "json",
+         "--framework-version", "2"],
+    ),
+    (
+        "output in a missing directory",
+        ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format", "hf",
+         "-o", "/nonexistent-dir/cfg.json"],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "argv"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_one_line_and_exit_2(run, what: str, argv: list[str]) -> None:
+    code, out, err = run(*argv)
+    assert code == 2, (what, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error:"), err
+
+
+def test_no_laws_stored_for_sweep(run, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    code, _, err = run(
+        "recommend", "nosuch", "--storage", url, "--params", "1e9", "--tokens", "1e10"
+    )
+    assert code == 2 and "no laws stored for sweep 'nosuch'" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_verbs_do_not_import_heavy_modules() -> None:
+    code = (
+        "import sys\n"
+        "import sweeper.cli as cli\n"
+        "rc = cli.main(['recommend', '--law', 'deepseek', '--params', '7e9', '--tokens', '2e12', '--json'])\n"
+        "heavy = [m for m in ('torch', 'ray', 'optuna', 'pandas', 'scipy', 'matplotlib') if m in sys.modules]\n"
+        "print('HEAVY', heavy, rc, file=sys.stderr)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "HEAVY [] 0" in res.stderr, res.stderr
+
+
+def test_full_cli_has_recipe_verbs() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(["check", "--list-recipes"])
+    assert args.func.__module__ == "sweeper.cli.recipe"
+    assert cli.main(["check", "--list-recipes", "--json"]) == 0
+
+
+def test_bytes_per_token_converts_byte_laws(run, tmp_path: Path) -> None:
+    """A law fitted on byte-level data (the default conventions) with D as a predictor: without
+    --bytes-per-token the target's D is used as bytes, with a warning; with it, D is scaled."""
+    url = f"sqlite:///{tmp_path / 'bytes.db'}"
+    lid = put_law(_law("lr", 0.1, {"n_params": -0.3, "tokens": 0.25}), url, sweep="b1").id
+    argv = ["recommend", "--law", str(lid), "--storage", url, "--params", "1e8", "--tokens", "4e9"]
+    code, out, _ = run(*argv, "--vocab", "32000", "--json")
+    assert code == 0
+    plain = json.loads(out)
+    assert any("in bytes" in w and "bytes_per_token" in w for w in plain["warnings"])
+    code, out, _ = run(*argv, "--vocab", "32000", "--bytes-per-token", "4", "--json")
+    assert code == 0
+    conv = json.loads(out)
+    assert conv["lr"]["value"] == pytest.approx(plain["lr"]["value"] * 4**0.25)
+    assert conv["bytes_per_token"] == 4.0
+    code, out, err = run(*argv, "--bytes-per-token", "0")
+    assert code == 2 and "not a positive number" in err
+    # check converts the same way
+    chk = ["check", "--law", str(lid), "--storage", url, "--params", "1e8", "--tokens", "4e9"]
+    chk += ["--lr", "1e-3", "--batch-tokens", "1M", "--vocab", "32000", "--json"]
+    code, out, _ = run(*chk)
+    assert code == 0
+    p = json.loads(out)
+    code, out, _ = run(*chk, "--bytes-per-token", "4")
+    c = json.loads(out)
+    assert c["items"][0]["predicted"] == pytest.approx(p["items"][0]["predicted"] * 4**0.25)
+    assert any("in bytes" in w for w in p["warnings"])
+    assert not any("used as if they were bytes" in w for w in c["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("what", "edit", "message"),
+    [
+        ("inconsistent min LR", lambda d: d["lr"].update(value=d["lr"]["value"] * 2),
+         "min_lr .* disagrees with lr"),
+        ("unknown key", lambda d: d.update(not_a_recipe_key=1), "unknown key not_a_recipe_key"),
+        ("newer schema", lambda d: d.update(schema_version=99), "schema_version 99 is newer"),
+    ],
+)  # fmt: skip
+def test_bad_recipe_json_is_one_line_exit_2_nothing_written(
+    run, tmp_path: Path, what: str, edit, message: str
+) -> None:
+    code, out, _ = run("recommend", "--law", "deepseek", *DS7B, "--gpus", "64", "--json")
+    assert code == 0
+    d = json.loads(out)
+    edit(d)
+    saved = tmp_path / "recipe.json"
+    saved.write_text(json.dumps(d))
+    for fmt in ("megatron", "hf", "json"):
+        target = tmp_path / f"out.{fmt}"
+        code, out, err = run("export", "--recipe-json", str(saved), "--format", fmt, "-o",
+                             str(target))  # fmt: skip
+        assert code == 2 and out == "" and not target.exists(), (what, fmt, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("sweeper: error: "), err
+        assert re.search(message, lines[0]), lines[0]
+
+
+def test_edited_recipe_json_without_min_lr_moves_the_min_lr(run, tmp_path: Path) -> None:
+    code, out, _ = run("recommend", "--law", "deepseek", *DS7B, "--gpus", "64", "--json")
+    d = json.loads(out)
+    d["lr"]["value"] *= 2
+    del d["min_lr"]
+    saved = tmp_path / "recipe.json"
+    saved.write_text(json.dumps(d))
+    code, out, err = run("export", "--recipe-json", str(saved), "--format", "megatron")
+    assert code == 0, err
+    argv = shlex.split(out, comments=True)
+    lr, lo = float(argv[argv.index("--lr") + 1]), float(argv[argv.index("--min-lr") + 1])
+    assert lo == lr * d["min_lr_ratio"]
+
+
+def test_export_help_names_framework_versions(run) -> None:
+    code, out, _ = run("export", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    for want in ("--framework-version", "--allow-inexpressible", "0.19 = Megatron-LM core_v0.19.0",
+                 "0.16 = Megatron-LM core_v0.16.1", "0.3 = torchtitan 0.3.0 (default)",
+                 "0.2 = torchtitan 0.2.2", "litgpt 0.5.13", "transformers 5.23.0",
+                 "DeepSpeed 0.19.8", "karpathy/nanoGPT@3adf61e"):  # fmt: skip
+        assert want in text, want
+
+
+def test_export_formats_spelled_out_match() -> None:
+    from sweeper.cli.recipe import EXPORT_FORMATS
+    from sweeper.recipe.export import FORMATS
+
+    assert EXPORT_FORMATS == FORMATS
+
+
+@pytest.mark.parametrize(("fmt", "framework"), [("hf", "transformers 5.23.0"),
+                                                ("deepspeed", "DeepSpeed 0.19.8")])  # fmt: skip
+def test_json_formats_say_their_target_and_lr_on_stderr(run, fmt: str, framework: str) -> None:
+    code, out, err = run("export", "--law", "deepseek", *DS7B, "--gpus", "64", "--format", fmt)
+    assert code == 0 and json.loads(out)
+    notes = [ln for ln in err.splitlines() if ln.startswith(f"sweeper: note: {fmt}: ")]
+    assert any(f"written for {framework}" in ln for ln in notes), err
+    assert any("the recipe's lr = the LR law's point estimate" in ln for ln in notes), err
+
+
+def test_litgpt_warns_that_the_architecture_is_litgpts_default(run) -> None:
+    code, out, err = run("export", "--law", "deepseek", *DS7B, "--gpus", "64", "--format", "litgpt")
+    assert code == 0
+    want = "sweeper: warning: litgpt: model_config sets n_layer/n_embd/n_head/vocab_size/block_size"
+    assert want in err and "mlp_class_name GptNeoxMLP" in err and "LayerNorm" in err
+    assert "# CAUTION: model_config sets" in out

@@ -1,0 +1,530 @@
+"""recommend(): batch identities, rounding, DeepSeek 7B reproduction, parametrization and
+extrapolation guards, defaults, loss-law budgets, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from sweeper.errors import TargetError
+from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION, Conventions
+from sweeper.fitting.laws import LossLaw, PowerLaw
+from sweeper.recipe.hardware import Hardware, round_global_batch
+from sweeper.recipe.memory import train_flops
+from sweeper.recipe.published import published_laws
+from sweeper.recipe.recipe import Recipe, recipe_from_dict
+from sweeper.recipe.recommend import recommend
+from sweeper.recipe.scale import infer_shape, law_scale
+from sweeper.recipe.target import Target
+
+DEEPSEEK_7B = Target(width=4096, depth=30, heads=32, vocab=102400, context=4096, tokens=2e12)
+#: a hand-made law's conventions: N non-embedding, D and batch in tokenizer tokens, the schedule
+#: only in words
+CONV = Conventions(
+    tokens="tokens",
+    vocab_size=None,
+    data=None,
+    lr="peak AdamW LR, warmup + cosine to 10%",
+    schedule=None,
+    min_lr_ratio=None,
+    warmup=None,
+    z_loss=None,
+    init_std=None,
+)
+
+
+def power_law(
+    target: str,
+    a: float,
+    exps: dict[str, float],
+    *,
+    domain: dict[str, tuple[float, float]] | None = None,
+    parametrization: str | None = "sp",
+    base_width: int | None = None,
+    spread: float = 0.0,
+    **kw,
+) -> PowerLaw:
+    """A hand-made law y = a·Π x^b; ``spread`` > 0 adds seeded bootstrap samples."""
+    boot: tuple[tuple[float, ...], ...] = ()
+    if spread:
+        rng = np.random.default_rng(0)
+        center = np.array([math.log(a), *exps.values()])
+        boot = tuple(tuple(r) for r in center + rng.normal(0, spread, (200, len(center))))
+    return PowerLaw(
+        target=target,
+        predictors=tuple(exps),
+        source="hand",
+        method="test",
+        conventions=replace(CONV, parametrization=parametrization, base_width=base_width),
+        domain=domain if domain is not None else {k: (1e6, 1e8) for k in exps},
+        log_prefactor=math.log(a),
+        exponents=exps,
+        exponents_ci={k: (v - 0.05, v + 0.05) for k, v in exps.items()},
+        boot_coefs=boot,
+        residual_std=0.05 if spread else 0.0,
+        n_cells=6,
+        **kw,
+    )
+
+
+def sp_laws(**kw) -> dict[str, PowerLaw]:
+    dom = {"n_params": (1e6, 1e8), "tokens": (1e8, 1e10)}
+    return {
+        "lr": power_law("lr", 2.0, {"n_params": -0.3}, domain={"n_params": dom["n_params"]}, **kw),
+        "batch_tokens": power_law(
+            "batch_tokens", 0.5, {"tokens": 0.5}, domain={"tokens": dom["tokens"]}, **kw
+        ),
+    }
+
+
+def test_deepseek_7b_reproduction() -> None:
+    r = recommend(published_laws("deepseek"), DEEPSEEK_7B)
+    assert r.lr.value == pytest.approx(4.2e-4, rel=0.05)
+    assert r.global_batch_sequences == pytest.approx(2304, rel=0.10)  # published 2304 × 4096
+    assert r.global_batch_sequences == pytest.approx(2250, abs=30)  # the law's own value
+    assert r.seq_len == 4096
+    assert r.extrapolation_factor is not None and r.extrapolation_factor > 1000
+    assert any("very far extrapolation" in w for w in r.warnings)
+    assert any("measured as 'peak AdamW LR, multi-step schedule'" in w for w in r.warnings)
+
+
+def test_deepseek_scale_uses_m_times_d() -> None:
+    law = published_laws("deepseek")["lr"]
+    L, d, T, D = 30, 4096, 4096, 2e12
+    s = law_scale(
+        law, n_params=12 * L * d**2, tokens=D, width=d, depth=L, seq_len=T, shape_given=True
+    )
+    assert s["flops"] == pytest.approx((72 * L * d**2 + 12 * L * d * T) * D)
+    # without the shape, M's attention term uses the inferred shape it is given
+    s = law_scale(law, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T, shape_given=False)
+    assert s["flops"] == pytest.approx((6 * 1e9 + 12 * L * d * T) * D)
+    step = published_laws("steplaw")["lr"]
+    s = law_scale(step, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T, shape_given=False)
+    assert s["n_params"] == 1e9
+
+
+def test_flops_conventions_6nd_with_and_without_attention() -> None:
+    """Sweeper's "6ND" always adds 6·L·T·d·D (given or inferred shape), as launched proxies count
+    it; imported FLOPs filled in from N and D are "6ND (no attention)"."""
+    L, d, T, N, D = 24, 2048, 2048, 1.2e9, 1e11
+    kw = {"n_params": N, "tokens": D, "width": d, "depth": L, "seq_len": T}
+    with_att = power_law("lr", 1.0, {"flops": -0.1})
+    for given in (True, False):
+        s = law_scale(with_att, **kw, shape_given=given)
+        assert s["flops"] == pytest.approx(6 * N * D + 6 * L * T * d * D)
+    no_att = power_law("lr", 1.0, {"flops": -0.1})
+    no_att = _with(no_att, flops=FLOPS_6ND_NO_ATTENTION)
+    assert law_scale(no_att, **kw, shape_given=True)["flops"] == pytest.approx(6 * N * D)
+    # the recipe's FLOPs are what a "6ND" law sees
+    r = recommend({"lr": with_att}, Target(width=d, depth=L, context=T, tokens=D))
+    assert r.flops == pytest.approx(6 * 12 * L * d**2 * D + 6 * L * T * d * D)
+
+
+@pytest.mark.parametrize(
+    ("want", "unit", "expected"),
+    [(1000, 64, 1024), (100, 64, 128), (90, 64, 64), (2246.3, 1, 2246), (0.3, 8, 8)],
+)
+def test_round_global_batch_nearest_in_log_space(want, unit, expected) -> None:
+    assert round_global_batch(want, unit) == expected
+
+
+def test_round_global_batch_properties() -> None:
+    rng = np.random.default_rng(0)
+    for want, unit in zip(rng.uniform(1, 5000, 200), rng.integers(1, 256, 200), strict=True):
+        g = round_global_batch(float(want), int(unit))
+        assert g % unit == 0 and g >= unit
+        # no other multiple of unit is closer in log space
+        for k in (g // unit - 1, g // unit + 1):
+            if k >= 1:
+                assert abs(math.log(g / want)) <= abs(math.log(k * unit / want)) + 1e-12
+
+
+@pytest.mark.parametrize(
+    "hw",
+    [
+        Hardware(),
+        Hardware(gpus=8),
+        Hardware(gpus=8, micro_batch=4),
+        Hardware(gpus=3, micro_batch=5, seq_len=1024),
+        Hardware(gpus=16, gpu_memory_gb=80.0),
+        Hardware(gpus=4, gpu_memory_gb=24.0, precision="fp32"),
+    ],
+)
+def test_batch_identity_holds(hw: Hardware) -> None:
+    r = recommend(sp_laws(), Target(n_params=1e8, tokens=1e10), hw)
+    assert r.global_batch_sequences == r.micro_batch_size * r.grad_accum_steps * r.data_parallel
+    assert r.batch_tokens.value == r.global_batch_sequences * r.seq_len
+    assert r.global_batch_sequences % (r.micro_batch_size * hw.gpus) == 0
+    if hw.micro_batch:
+        assert r.micro_batch_size == hw.micro_batch
+    assert r.total_steps == math.ceil(r.tokens / r.batch_tokens.value)
+
+
+def test_micro_batch_sized_to_memory() -> None:
+    r = recommend(
+        sp_laws(), Target(width=1024, depth=24, tokens=1e10), Hardware(gpus=2, gpu_memory_gb=24.0)
+    )
+    assert r.memory.fits is True
+    assert r.memory.max_micro_batch is not None and r.micro_batch_size <= r.memory.max_micro_batch
+    # the law wants 0.5·1e10^0.5 = 5e4 tokens ≈ 24.4 sequences of 2048: rounded within 2%
+    assert abs(math.log(r.batch_tokens.value / r.batch_tokens_law)) <= 0.02
+
+
+def test_global_batch_override_must_divide() -> None:
+    target = Target(n_params=1e8, tokens=1e10)
+    r = recommend(sp_laws(), target, Hardware(gpus=2, micro_batch=4), global_batch=64)
+    assert (r.global_batch_sequences, r.grad_accum_steps) == (64, 8)
+    # micro batch chosen by memory: the largest that divides the fixed global batch
+    sized = recommend(sp_laws(), target, Hardware(gpus=2, gpu_memory_gb=80.0), global_batch=1000)
+    assert sized.global_batch_sequences == 1000
+    assert 1000 % (sized.micro_batch_size * 2) == 0 and sized.micro_batch_size > 1
+    with pytest.raises(TargetError, match="not a multiple of micro_batch 1 × gpus 3"):
+        recommend(sp_laws(), target, Hardware(gpus=3), global_batch=1000)
+    with pytest.raises(TargetError, match="not a multiple of micro_batch 3"):
+        recommend(sp_laws(), target, Hardware(micro_batch=3), global_batch=1000)
+
+
+def test_tokens_below_one_step_is_refused() -> None:
+    with pytest.raises(TargetError, match="less than one optimizer step"):
+        recommend(sp_laws(), Target(n_params=1e8, tokens=1000.0))
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"n_params": 0.0, "tokens": 1e9}, "n_params must be positive"),
+        ({"n_params": -1e9, "tokens": 1e9}, "n_params must be positive"),
+        ({"n_params": 1e9, "tokens": 1e9, "compute": 1e20}, "one of tokens, compute"),
+        ({"width": 1024, "tokens": 1e9}, "width and depth together"),
+        ({"width": 1000, "depth": 4, "heads": 16, "tokens": 1e9}, "heads must divide width"),
+        ({"tokens": 1e9}, "give n_params"),
+        ({"n_params": 1e9, "tokens": 1e9, "parametrization": "ntk"}, "parametrization"),
+        ({"n_params": 1e9, "tokens": 1e9, "base_width": 256}, "base_width applies"),
+        ({"n_params": 1e9, "tokens": -5.0}, "tokens must be positive"),
+    ],
+)
+def test_bad_targets(kw, match) -> None:
+    with pytest.raises(TargetError, match=match):
+        Target(**kw)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [({"gpus": 0}, "gpus"), ({"mfu": 0.0}, "mfu"), ({"precision": "fp8"}, "precision")],
+)
+def test_bad_hardware(kw, match) -> None:
+    with pytest.raises(TargetError, match=match):
+        Hardware(**kw)
+
+
+def test_mup_law_refused_for_sp_target_and_vice_versa() -> None:
+    mup = sp_laws(parametrization="mup", base_width=256)
+    with pytest.raises(TargetError, match="fitted under mup but the target is sp"):
+        recommend(mup, Target(n_params=1e8, tokens=1e10))
+    with pytest.raises(TargetError, match="fitted under sp but the target is mup"):
+        recommend(
+            sp_laws(), Target(n_params=1e8, tokens=1e10, parametrization="mup", base_width=256)
+        )
+    forced = recommend(mup, Target(n_params=1e8, tokens=1e10), force=True)
+    assert any("(forced)" in w for w in forced.warnings)
+
+
+def test_mup_recipe_records_base_width() -> None:
+    mup = sp_laws(parametrization="mup", base_width=256)
+    r = recommend(mup, Target(width=2048, depth=16, tokens=1e10, parametrization="mup"))
+    assert r.parametrization == "mup" and r.base_width == 256
+    # the law records no init std: the heuristic at the base width, and a warning
+    assert r.init_std == pytest.approx(math.sqrt(2 / (5 * 256)))
+    assert any("records no init std" in w for w in r.warnings)
+    with pytest.raises(TargetError, match="differs from the law's base width"):
+        recommend(
+            mup, Target(width=2048, depth=16, tokens=1e10, parametrization="mup", base_width=128)
+        )
+
+
+def test_mup_recipe_exports_the_proxies_init_std() -> None:
+    """Under muP LR and init transfer together: the recipe carries the proxies' std at the base
+    width (0.02 here, not sqrt(2/(5·64)) = 0.079), and says what hidden matrices get."""
+    lr = power_law("lr", 0.5, {"tokens": -0.1}, parametrization="mup", base_width=64)
+    lr = _with(lr, init_std=0.02)
+    r = recommend({"lr": lr}, Target(width=1024, depth=8, tokens=1e10, parametrization="mup"))
+    assert r.init_std == 0.02 and r.init_std != pytest.approx(math.sqrt(2 / (5 * 64)))
+    assert r.hidden_init_std == pytest.approx(0.02 * math.sqrt(64 / 1024))
+    assert "base width 64" in r.init_std_note and "hidden matrices" in r.init_std_note
+    assert not any("init std" in w for w in r.warnings)
+    assert r.to_dict()["hidden_init_std"] == pytest.approx(r.hidden_init_std)
+    # SP keeps the small-init heuristic at the target width
+    sp = recommend(sp_laws(), Target(width=1024, depth=8, tokens=1e10))
+    assert sp.init_std == pytest.approx(math.sqrt(2 / (5 * 1024))) == sp.hidden_init_std
+
+
+def _with(law: PowerLaw, **conv: object) -> PowerLaw:
+    return replace(law, conventions=replace(law.conventions, **conv))
+
+
+def _defaults() -> dict[str, object]:
+    """Sweeper's default conventions (a default study), every field but the law's shape."""
+    d = Conventions()
+    skip = ("parametrization", "base_width", "base_depth", "held")
+    return {k: getattr(d, k) for k in d.__dataclass_fields__ if k not in skip}
+
+
+def test_byte_laws_warn_and_convert_with_bytes_per_token() -> None:
+    lr = _with(power_law("lr", 2.0, {"n_params": -0.3, "tokens": 0.3}), tokens="bytes")
+    batch = _with(power_law("batch_tokens", 0.5, {"tokens": 0.5}), tokens="bytes")
+    laws = {"lr": lr, "batch_tokens": batch}
+    target = Target(n_params=5e7, tokens=5e9, vocab=32000)
+    plain = recommend(laws, target)
+    msg = [w for w in plain.warnings if "in bytes" in w]
+    assert len(msg) == 1 and "lr law" in msg[0] and "batch law" in msg[0]  # one shared warning
+    assert "bytes_per_token" in msg[0]
+    assert plain.lr.value == pytest.approx(2.0 * 5e7**-0.3 * 5e9**0.3)  # unconverted
+    conv = recommend(laws, target, bytes_per_token=4.0)
+    assert conv.lr.value == pytest.approx(plain.lr.value * 4.0**0.3)  # D counted as 4·D bytes
+    # the batch law predicts bytes: 0.5·(4D)^0.5 bytes = that / 4 tokens
+    assert conv.batch_tokens_law == pytest.approx(0.5 * (4 * 5e9) ** 0.5 / 4)
+    assert conv.bytes_per_token == 4.0
+    assert any("converted at 4 bytes per token" in w for w in conv.warnings)
+    assert not any("used as if they were bytes" in w for w in conv.warnings)
+    # a byte-level target needs no conversion; a tokenizer law of another vocab warns
+    byte_target = Target(n_params=5e7, tokens=5e9, vocab=256)
+    assert not any("bytes" in w for w in recommend(laws, byte_target).warnings)
+    tok = {k: _with(v, tokens="tokenizer:owt", vocab_size=50304) for k, v in laws.items()}
+    assert any("tokens of owt (vocab 50304)" in w for w in recommend(tok, target).warnings)
+    same = Target(n_params=5e7, tokens=5e9, vocab=50304)
+    assert not any("vocab" in w for w in recommend(tok, same).warnings)
+    # a factor no law can use is said to be unused
+    pub = recommend(published_laws("steplaw"), target, bytes_per_token=4.0)
+    assert any("bytes_per_token 4 is not used" in w for w in pub.warnings)
+    with pytest.raises(TargetError, match="bytes_per_token must be positive"):
+        recommend(laws, target, bytes_per_token=0.0)
+
+
+def test_held_fixed_regime_warns_outside_and_names_the_measurement_batch() -> None:
+    """An LR law fitted on N alone at a fixed 819k-token budget and batch 4096 (a width ladder),
+    applied at D = 2T with Step Law's fallback batch."""
+    lr = power_law("lr", 2.0, {"n_params": -0.35}, domain={"n_params": (1e5, 6.4e6)})
+    held = {
+        "tokens": (819200.0, 819200.0),
+        "tokens_per_param": (0.128, 8.192),
+        "batch_tokens": (4096.0, 4096.0),
+    }
+    lr = replace(lr, conventions=lr.conventions.with_held(held))
+    far = recommend({"lr": lr}, Target(n_params=7e9, tokens=2e12))
+    regime = [w for w in far.warnings if "does not model" in w]
+    assert len(regime) == 1
+    assert "D 2e+12 (its cells: 8.19e+05)" in regime[0] and "D/N 286" in regime[0]
+    assert "batch" in regime[0]
+    fallback = next(w for w in far.warnings if "fallback" in w)
+    assert "measured at a batch of 4.1e+03 tokens" in fallback
+    # the extrapolation factor still counts predictors only
+    assert set(far.extrapolation) == {"n_params"}
+    # a target inside the held regime earns no such warning
+    near = recommend(
+        {"lr": lr}, Target(width=128, depth=4, context=64, tokens=819200.0), global_batch=64
+    )
+    assert near.batch_tokens.value == 4096
+    assert not any("does not model" in w for w in near.warnings)
+
+
+def test_schedule_of_the_lr_law_compared_with_the_recipe() -> None:
+    wsd = _with(
+        power_law("lr", 2.0, {"n_params": -0.3}),
+        schedule="wsd",
+        min_lr_ratio=0.0,
+        warmup=0.1,
+        z_loss=0.0,
+        lr="peak AdamW LR, warmup 10% of steps, WSD",
+    )
+    target = Target(n_params=5e7, tokens=5e9)
+    r = recommend({"lr": wsd}, target)
+    sched = [w for w in r.warnings if "LR of the lr law" in w]
+    assert len(sched) == 1
+    for part in ("a wsd schedule", "decay to 0% of peak", "warmup 10% of steps", "z-loss 0;"):
+        assert part in sched[0], part
+    assert "z-loss 0.0001" in sched[0] and f"warmup {r.warmup_steps} steps" in sched[0]
+    # a law measured exactly as the recipe runs: no warning
+    frac = r.warmup_steps / r.total_steps
+    same = _with(wsd, schedule="cosine", min_lr_ratio=0.1, warmup=frac, z_loss=1e-4)
+    assert not any("LR of the lr law" in w for w in recommend({"lr": same}, target).warnings)
+    # Sweeper's own default conventions (warmup 10%, no z-loss) differ from the recipe's
+    dflt = _with(power_law("lr", 2.0, {"n_params": -0.3}), **_defaults())
+    d = next(w for w in recommend({"lr": dflt}, target).warnings if "LR of the lr law" in w)
+    assert "warmup 10% of steps" in d and "z-loss 0;" in d and "schedule" not in d
+
+
+def test_extrapolation_warnings_at_10x_and_1000x() -> None:
+    laws = sp_laws()  # largest proxy: N 1e8, D 1e10
+    near = recommend(laws, Target(n_params=5e7, tokens=5e9))
+    assert near.extrapolation_factor == pytest.approx(0.5)
+    assert not any("extrapolation" in w for w in near.warnings)
+    far = recommend(laws, Target(n_params=2e9, tokens=5e9))
+    assert far.extrapolation_factor == pytest.approx(20.0)
+    assert any(w.startswith("far extrapolation") for w in far.warnings)
+    very = recommend(laws, Target(n_params=1e11, tokens=1e13))
+    assert very.extrapolation_factor == pytest.approx(1000.0)
+    assert any(w.startswith("very far extrapolation") for w in very.warnings)
+    assert very.extrapolation == pytest.approx({"n_params": 1000.0, "tokens": 1000.0})
+
+
+def test_poorly_constrained_law_warns() -> None:
+    target = Target(width=512, depth=8, vocab=32000, context=1024, tokens=5e9)
+    good = recommend(sp_laws(spread=0.01), target, Hardware(gpu_memory_gb=24.0))
+    assert good.warnings == ()  # a well-fitted law inside its domain, everything given
+    assert good.lr.low < good.lr.value < good.lr.high
+    bad_lr = power_law("lr", 2.0, {"n_params": -0.3}, cv_error=0.8)
+    bad_lr = PowerLaw(**{**bad_lr.__dict__, "exponents_ci": {"n_params": (-0.9, 0.2)}})
+    r = recommend({**sp_laws(), "lr": bad_lr}, Target(n_params=5e7, tokens=5e9))
+    assert any("leave-one-cell-out error" in w for w in r.warnings)
+    assert any("exponent of n_params" in w for w in r.warnings)
+    wide = recommend(sp_laws(spread=0.5), Target(n_params=5e7, tokens=5e9))
+    assert any("interval spans" in w for w in wide.warnings)
+
+
+def test_missing_batch_law_uses_named_step_law_fallback() -> None:
+    r = recommend(published_laws("kaplan"), Target(n_params=1e9, tokens=2e10))
+    assert r.provenance["batch_tokens"]["source"] == "steplaw"
+    assert r.provenance["batch_tokens"]["fallback"] is True
+    assert any("Step Law" in w and "fallback" in w for w in r.warnings)
+    assert r.batch_tokens_law == pytest.approx(0.58 * 2e10**0.571)
+    assert r.law_ids == ("kaplan:lr", "steplaw:batch_tokens")
+
+
+def test_no_lr_law_refused() -> None:
+    with pytest.raises(TargetError, match="no lr law"):
+        recommend({"batch_tokens": sp_laws()["batch_tokens"]}, Target(n_params=1e8, tokens=1e10))
+
+
+def test_defaults_follow_reference() -> None:
+    r = recommend(sp_laws(), Target(width=768, depth=12, tokens=1e10))
+    assert (r.adam_beta1, r.adam_beta2, r.weight_decay, r.grad_clip, r.z_loss) == (
+        0.9,
+        0.95,
+        0.1,
+        1.0,
+        1e-4,
+    )
+    assert r.min_lr == pytest.approx(0.1 * r.lr.value)
+    assert r.warmup_steps == min(2000, round(0.05 * r.total_steps))
+    assert r.init_std == pytest.approx(math.sqrt(2 / (5 * 768)))
+    assert r.schedule == "cosine"
+
+
+def test_rampup_for_large_batches() -> None:
+    r = recommend(published_laws("deepseek"), DEEPSEEK_7B, Hardware(gpus=64))
+    ru = r.rampup
+    assert ru is not None
+    unit = r.micro_batch_size * r.data_parallel
+    assert ru.start_sequences % unit == 0 and ru.increment_sequences % unit == 0
+    assert ru.start_sequences < r.global_batch_sequences
+    assert (r.global_batch_sequences - ru.start_sequences) % ru.increment_sequences == 0
+    assert ru.ramp_tokens == pytest.approx(0.03 * r.tokens, rel=1e-3)
+    assert recommend(published_laws("deepseek"), DEEPSEEK_7B, rampup=False).rampup is None
+    small = recommend(sp_laws(), Target(n_params=1e8, tokens=1e10))
+    assert small.global_batch_sequences < 1024 and small.rampup is None
+
+
+def test_inferred_shape_from_n() -> None:
+    assert infer_shape(12 * 32 * 4096**2) == (4096, 32)
+    w, d = infer_shape(1e8)
+    assert w % 64 == 0 and 12 * d * w**2 == pytest.approx(1e8, rel=0.15)
+    r = recommend(sp_laws(), Target(n_params=1e8, tokens=1e10))
+    assert r.shape_inferred and any("shape inferred" in w for w in r.warnings)
+
+
+def test_compute_budget_and_tokens_per_param() -> None:
+    r = recommend(sp_laws(), Target(width=512, depth=8, context=1024, compute=1e18))
+    per_token = 6 * 12 * 8 * 512**2 + 6 * 8 * 1024 * 512
+    assert r.tokens == pytest.approx(1e18 / per_token)
+    assert r.flops == pytest.approx(1e18)
+    # N alone: the inferred shape's attention counts too, so the recipe spends exactly C
+    r = recommend(sp_laws(), Target(n_params=1e8, context=1024, compute=1e18))
+    assert r.flops == pytest.approx(1e18)
+    assert r.tokens == pytest.approx(1e18 / train_flops(1e8, 1, depth=r.depth, width=r.width,
+                                                        seq_len=1024))  # fmt: skip
+    assert r.tokens < 1e18 / (6 * 1e8)
+    r = recommend(sp_laws(), Target(n_params=1e8, tokens_per_param=20))
+    assert r.tokens == pytest.approx(2e9)
+
+
+def test_loss_law_gives_compute_optimal_budget() -> None:
+    chin = LossLaw(
+        target="loss",
+        predictors=("n_params", "tokens"),
+        source="hand",
+        E=1.69,
+        A=406.4,
+        B=410.7,
+        alpha=0.34,
+        beta=0.28,
+    )
+    r = recommend(sp_laws(), Target(n_params=1e8), loss_law=chin)
+    n_opt, _ = chin.compute_optimal(6 * 1e8 * r.tokens)
+    assert n_opt == pytest.approx(1e8, rel=1e-6)
+    assert r.predicted_loss == pytest.approx(chin.predict({"n_params": 1e8, "tokens": r.tokens}))
+    # compute alone: C is Sweeper's compute (attention included), converted at the loss law's
+    # 6·N·D boundary: the recipe spends exactly C, and its N is the loss law's best N under it
+    only_c = recommend(sp_laws(), Target(compute=1e20), loss_law=chin)
+    assert only_c.flops == pytest.approx(1e20, rel=1e-9)
+    n, _ = chin.compute_optimal(1e20)
+    assert only_c.n_params == pytest.approx(n, rel=0.1) and only_c.n_params != pytest.approx(n)
+    seq = only_c.seq_len
+
+    def loss_at(n_params: float) -> float:
+        w, dep = infer_shape(n_params)
+        per_token = train_flops(n_params, 1, depth=dep, width=w, seq_len=seq)
+        return chin.predict({"n_params": n_params, "tokens": 1e20 / per_token})
+
+    assert loss_at(only_c.n_params) <= loss_at(n) + 1e-4  # better than the 6ND closed form
+    with pytest.raises(TargetError, match="no loss law"):
+        recommend(sp_laws(), Target(n_params=1e8))
+
+
+def test_memory_and_time_reported() -> None:
+    hw = Hardware(gpus=8, gpu_memory_gb=80.0, peak_tflops=989.0, mfu=0.4)
+    r = recommend(sp_laws(), Target(width=2048, depth=24, vocab=50000, tokens=1e11), hw)
+    assert r.n_params_total == pytest.approx(12 * 24 * 2048**2 + 2 * 50000 * 2048)
+    assert r.memory_gb_per_gpu == pytest.approx(r.memory.total_gb)
+    assert r.train_time_s == pytest.approx(r.flops / (8 * 989e12 * 0.4))
+    assert r.to_dict()["memory_gb_per_gpu"] == pytest.approx(r.memory.total_gb)
+
+
+def test_to_dict_has_required_keys_and_round_trips() -> None:
+    r = recommend(published_laws("deepseek"), DEEPSEEK_7B, Hardware(gpus=64, gpu_memory_gb=80.0))
+    d = json.loads(json.dumps(r.to_dict()))
+    for key in (
+        "lr",
+        "batch_tokens",
+        "global_batch_sequences",
+        "micro_batch_size",
+        "grad_accum_steps",
+        "min_lr",
+        "warmup_steps",
+        "total_steps",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_eps",
+        "weight_decay",
+        "grad_clip",
+        "init_std",
+        "memory_gb_per_gpu",
+        "extrapolation_factor",
+        "warnings",
+        "law_ids",
+    ):
+        assert key in d, key
+    assert set(d["lr"]) == {"value", "low", "high"} and set(d["batch_tokens"]) == set(d["lr"])
+    assert recipe_from_dict(d) == r
+
+
+def test_recipe_from_dict_rejects_broken_identity_and_missing_keys() -> None:
+    d = recommend(sp_laws(), Target(n_params=1e8, tokens=1e10), Hardware(gpus=2)).to_dict()
+    with pytest.raises(TargetError, match="lacks lr"):
+        recipe_from_dict({k: v for k, v in d.items() if k != "lr"})
+    with pytest.raises(TargetError, match="global batch"):
+        recipe_from_dict({**d, "micro_batch_size": d["micro_batch_size"] + 1})
+    assert isinstance(recipe_from_dict(d), Recipe)
