@@ -1,0 +1,197 @@
+"""Your training loop in the proxies' place: a function ``"package.module:function"`` that trains
+one run and reports its losses.
+
+The function is called as ``function(hparams=..., shape=..., report=...)`` (plus ``model=`` when
+the study also names a ``model.builder`` and the function takes a ``model`` parameter: the
+builder's model at the cell's shape, parametrized by Sweeper):
+
+- ``hparams``: ``lr``, ``batch_size`` (sequences), ``tokens`` (the budget), ``seed``, ``data``
+  (the study's data source) and every study setting the function honours, by its short name
+  (``schedule``, ``warmup``, ``grad_clip``, ...), at the study's value or its default;
+- ``shape``: ``width``, ``depth``, ``heads``, ``head_dim``, ``vocab_size``, ``context``;
+- ``report(step, tokens, loss)``: call it as training goes (the train loss is fine); it returns
+  True when the run must stop (the divergence rule of the built-in loop, or ASHA), and the
+  function should then return at once.
+
+It returns a dict with ``val_loss`` (required) and optionally ``train_loss``, ``steps``,
+``tokens``, ``diverged``. It declares the study keys it honours as an attribute,
+``function.honours = ("schedule", "warmup", ...)`` (:data:`HONOURABLE` lists them); a study that
+sets any other key away from its default is refused at validate, so that a law's conventions never
+describe a recipe that did not run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from proxy_models.builder import BuilderError, load_callable
+
+__all__ = ["HONOURABLE", "KEY", "check_function", "honours_of", "run_function"]
+
+#: the study key that names a training function
+KEY: Final[str] = "train.function"
+#: study keys a training function may honour (short name -> the study key it stands for)
+HONOURABLE: Final[dict[str, str]] = {
+    **{
+        k: f"train.{k}"
+        for k in (
+            "schedule",
+            "min_lr_ratio",
+            "decay_fraction",
+            "beta1",
+            "eps",
+            "grad_clip",
+            "z_loss",
+            "micro_batch_size",
+            "optimizer",
+            "weight_decay_tau",
+            "eval_batches",
+        )
+    },
+    **{k: f"search.{k}" for k in ("warmup", "weight_decay", "beta2")},
+    **{
+        k: f"model.{k}"
+        for k in (
+            "parametrization",
+            "norm",
+            "qk_norm",
+            "tied_embeddings",
+            "init_std",
+            "output_mult",
+            "base_width",
+            "base_depth",
+        )
+    },
+}
+_MARGIN: Final[float] = 1.0  # as proxy_models.training.DIVERGE_MARGIN
+_MARGIN_EARLY: Final[float] = 3.0  # as DIVERGE_MARGIN_WARMUP, over the first 10% of the tokens
+_WINDOW: Final[int] = 10
+
+
+def honours_of(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The short names of the study keys ``fn`` declares it honours (``fn.honours``)."""
+    h = getattr(fn, "honours", ())
+    if isinstance(h, str):
+        h = (h,)
+    return tuple(str(x) for x in h)
+
+
+def check_function(path: str, *, with_model: bool = False) -> list[str]:
+    """Problems with the training function at ``path`` (import, signature, ``honours``), one line
+    each naming ``train.function``."""
+    try:
+        fn = load_callable(path, KEY)
+    except BuilderError as e:
+        return [str(e)]
+    out: list[str] = []
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return out
+    names: dict[str, Any] = {"hparams": {}, "shape": {}, "report": None}
+    if with_model:
+        names["model"] = None
+    try:
+        sig.bind(**names)
+    except TypeError as e:
+        need = "hparams, shape, report" + (", model" if with_model else "")
+        out.append(f"{KEY}: {path!r} must take the keyword arguments {need} ({e})")
+    unknown = [h for h in honours_of(fn) if h not in HONOURABLE]
+    if unknown:
+        out.append(
+            f"{KEY}: {path!r} declares honours it cannot have: {', '.join(unknown)} (known: "
+            f"{', '.join(HONOURABLE)})"
+        )
+    return out
+
+
+@dataclass
+class _Watch:
+    """The report callback handed to the function: divergence check, forwarding, bookkeeping."""
+
+    tokens_budget: int
+    forward: Callable[[int, int, float], bool] | None
+    losses: list[float] = field(default_factory=list)
+    step: int = 0
+    tokens: int = 0
+    diverged: bool = False
+    stopped: bool = False
+
+    def __call__(self, step: int, tokens: int, loss: float) -> bool:
+        self.step, self.tokens = int(step), int(tokens)
+        loss = float(loss)
+        self.losses.append(loss)
+        early = self.tokens < 0.1 * self.tokens_budget
+        window = self.losses[-_WINDOW:]
+        margin = _MARGIN_EARLY if early else _MARGIN
+        if not math.isfinite(loss) or sum(window) / len(window) > self.losses[0] + margin:
+            self.diverged = True
+            return True
+        if self.forward is not None and self.forward(self.step, self.tokens, loss):
+            self.stopped = True
+            return True
+        return False
+
+
+def run_function(
+    fn: Callable[..., Any],
+    *,
+    hparams: Mapping[str, Any],
+    shape: Mapping[str, int],
+    report: Callable[[int, int, float], bool] | None = None,
+    model: Any = None,
+) -> dict[str, Any]:
+    """Call ``fn`` for one run and return its result in the built-in loop's form
+    (``TrainResult.to_dict()`` keys, None where the function did not say): divergence detected by
+    the report callback or a non-finite ``val_loss`` sets ``diverged`` (and ``val_loss`` to the
+    first reported loss, or ln(vocab)); ``report`` receives what the function reports while no
+    stop was asked. Exceptions from ``fn`` propagate."""
+    t0 = time.perf_counter()
+    watch = _Watch(int(hparams["tokens"]), report)
+    kwargs: dict[str, Any] = {"hparams": dict(hparams), "shape": dict(shape), "report": watch}
+    if model is not None:
+        kwargs["model"] = model
+    out = fn(**kwargs)
+    if not isinstance(out, Mapping) or "val_loss" not in out:
+        raise BuilderError(
+            KEY,
+            f"returned {type(out).__name__} without 'val_loss' (a dict with val_loss is required)",
+        )
+    val = _float(out["val_loss"])
+    diverged = watch.diverged or bool(out.get("diverged", False))
+    init = watch.losses[0] if watch.losses else math.nan
+    if val is None or not math.isfinite(val):
+        diverged = True
+        val = init if math.isfinite(init) else math.log(int(shape["vocab_size"]))
+    finite = [x for x in watch.losses if math.isfinite(x)]
+    wall = time.perf_counter() - t0
+    tokens = int(out.get("tokens", watch.tokens) or 0)
+    return {
+        "val_loss": val,
+        "train_loss": _float(out.get("train_loss")) or (finite[-1] if finite else val),
+        "init_loss": init if math.isfinite(init) else None,
+        "diverged": diverged,
+        "stopped": watch.stopped,
+        "tokens": tokens,
+        "steps": int(out.get("steps", watch.step) or 0),
+        "wall_s": wall,
+        "tokens_per_s": tokens / wall if wall > 0 else 0.0,
+        "flops_per_s": None,
+        "grad_norm_mean": None,
+        "grad_norm_max": None,
+        "n_params": out.get("n_params"),
+        "n_params_total": out.get("n_params_total"),
+        "device": str(out.get("device", "cpu")),
+    }
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,261 @@
+"""Verbs ``coord-check`` and ``diff``: does muP take on my model, and is my change different?
+
+Examples::
+
+    sweeper coord-check studies/own_hf_llama.toml -o coord/      # RMS per role across widths
+    sweeper diff qknorm_off qknorm_on --json                      # B against A, with intervals
+    sweeper diff adamw muon --params 1e9 --tokens 2e10 --plot diff.png
+
+torch (coord-check) and the fitting code (diff) are imported inside the verbs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+_DIFF_EPILOG = """\
+Both sweeps are fitted with the same method and options (B with A's predictors). Differences are
+B minus A; ratios B over A. Intervals: 95% percentile intervals of the fits' own resamples, and
+Bonferroni-corrected ones (level 1 - 0.05/m over the m quantities compared); the two sweeps are
+indistinguishable when no corrected interval excludes 0 (1 for a ratio). The target defaults to
+the largest cell of the two sweeps."""
+
+
+def register(sub: Any) -> None:
+    """Add the ``coord-check`` and ``diff`` verbs to ``sub`` (argparse)."""
+    p = sub.add_parser(
+        "coord-check",
+        help="activations' RMS across widths after a few steps (does muP take?)",
+        description="Train the study's model a few steps at each width of its ladder and print "
+        "the RMS of the embedding, hidden and readout activations and of the logits' change, "
+        "with the slope against width (flat under a working muP).",
+    )
+    p.add_argument("study", help="study TOML file")
+    p.add_argument("--widths", default=None, help="comma-separated widths (default: the ladder's)")
+    p.add_argument("--depth", type=int, default=None, help="depth (default: the ladder's smallest)")
+    p.add_argument("--steps", type=int, default=5, help="optimizer steps before measuring")
+    p.add_argument("--lr", type=float, default=None, help="LR (default: the middle of the study's)")
+    p.add_argument(
+        "--parametrization",
+        choices=("sp", "mup", "completep"),
+        default=None,
+        help="check under this parametrization instead of the study's (to compare)",
+    )
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--out", default=None, help="folder for coord_check.png and .json")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_coord_check)
+
+    d = sub.add_parser(
+        "diff",
+        help="is sweep B's law different from sweep A's? (exponents, LR at a target, losses)",
+        description="Fit two sweeps the same way and compare B with A: exponent differences, the "
+        "ratio of the predicted optimal LR (and batch) at a target, the best-loss difference per "
+        "shared cell, with intervals; says plainly when the two are indistinguishable.",
+        epilog=_DIFF_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    d.add_argument("sweep_a", help="the reference sweep (a+b: several, fitted together)")
+    d.add_argument("sweep_b", help="the sweep with the change (a+b likewise)")
+    d.add_argument("--storage", default=None, help="SQLAlchemy URL of the storage")
+    d.add_argument("--target", default="lr", choices=("lr",), help="the law compared (lr)")
+    d.add_argument("--method", default="parabola", choices=("parabola", "band"))
+    d.add_argument("--predictors", default=None, help="comma-separated, e.g. n_params,tokens")
+    d.add_argument("--params", type=float, default=None, help="target N (non-embedding)")
+    d.add_argument("--tokens", type=float, default=None, help="target D")
+    d.add_argument("--bootstrap", type=int, default=4000, help="resamples per law")
+    d.add_argument("--cell-bootstrap", type=int, default=200, help="resamples per cell optimum")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument(
+        "--keep-edge",
+        action="store_true",
+        help="keep cells whose best LR is on the grid's edge (in both fits)",
+    )
+    d.add_argument("--plot", default=None, help="write a PNG of both laws and every interval")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.set_defaults(func=cmd_diff)
+
+
+def cmd_coord_check(args: argparse.Namespace) -> int:
+    from sweeper import api
+
+    widths = [int(w) for w in args.widths.split(",")] if args.widths else None
+    res = api.coord_check(
+        args.study,
+        widths=widths,
+        depth=args.depth,
+        steps=args.steps,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        parametrization=args.parametrization,
+    )
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "coord_check.json").write_text(json.dumps(res, indent=1))
+        _plot_coord(res, out / "coord_check.png")
+        res["files"] = [str(out / "coord_check.json"), str(out / "coord_check.png")]
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    print(
+        f"coord check of {res['study']}: {res['model']}, {res['parametrization']} "
+        f"(base width {res['base_width']}), depth {res['depth']}, {res['steps']} steps at lr "
+        f"{res['lr']:.3g} ({res['optimizer']})"
+    )
+    qs = list(res["slopes"])
+    print(f"  {'width':>6}  " + "  ".join(f"{q:>12}" for q in qs))
+    for r in res["rows"]:
+        print(f"  {r['width']:>6}  " + "  ".join(f"{r['rms'].get(q, math.nan):>12.4g}" for q in qs))
+    print(f"  {'slope':>6}  " + "  ".join(f"{res['slopes'][q]:>+12.3f}" for q in qs))
+    verdict = "width-stable" if res["stable"] else "NOT width-stable"
+    print(f"  {verdict}: |d log RMS / d log width| <= {res['stable_slope']} for every quantity")
+    for f in res.get("files", []):
+        print(f"  wrote {f}")
+    return 0
+
+
+def _plot_coord(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    widths = [r["width"] for r in res["rows"]]
+    for q, slope in res["slopes"].items():
+        ax.plot(
+            widths, [r["rms"].get(q) for r in res["rows"]], "o-", label=f"{q} (slope {slope:+.2f})"
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("width")
+    ax.set_ylabel(f"activation RMS after {res['steps']} steps")
+    ax.set_title(f"{res['study']}: {res['parametrization']}, lr {res['lr']:.2g}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    import warnings
+
+    from sweeper import api
+    from sweeper.fitting._common import FitWarning
+
+    preds = [p.strip() for p in args.predictors.split(",")] if args.predictors else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        res = api.diff(
+            args.sweep_a,
+            args.sweep_b,
+            method=args.method,
+            predictors=preds,
+            params=args.params,
+            tokens=args.tokens,
+            storage=args.storage,
+            n_boot=args.bootstrap,
+            cell_boot=args.cell_bootstrap,
+            seed=args.seed,
+            keep_edge=args.keep_edge,
+        )
+    out = res.to_json()
+    out["keep_edge"] = args.keep_edge
+    if args.plot:
+        _plot_diff(res, Path(args.plot))
+        out["plot"] = args.plot
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    _print_diff(out)
+    return 0
+
+
+def _ci(e: dict[str, Any], fmt: str = "+.3f") -> str:
+    lo, hi = e["ci"]
+    clo, chi = e["ci_corrected"]
+    star = "  *" if e["excludes_null"] else ""
+    return (
+        f"{e['value']:{fmt}}  95% [{lo:{fmt}}, {hi:{fmt}}]  corrected [{clo:{fmt}}, {chi:{fmt}}]"
+        f"{star}"
+    )
+
+
+def _print_diff(out: dict[str, Any]) -> None:
+    t = ", ".join(f"{k} {v:.3g}" for k, v in out["target"].items() if k in ("n_params", "tokens"))
+    print(f"diff {out['b']} against {out['a']} ({out['method']}; B - A, B / A)")
+    for k, e in out["exponent_differences"].items():
+        print(f"  exponent of {k}: {_ci(e)}")
+    print(f"  optimal lr ratio at {t}: {_ci(out['target_lr_ratio'], '.3g')}")
+    for k, e in out["batch_exponent_differences"].items():
+        print(f"  batch exponent of {k}: {_ci(e)}")
+    if out["target_batch_ratio"]:
+        print(f"  optimal batch ratio: {_ci(out['target_batch_ratio'], '.3g')}")
+    for cell, e in out["best_loss_differences"].items():
+        print(f"  best loss {cell}: {_ci(e, '+.4f')}")
+    print(f"  ({out['correction']}; * = the corrected interval excludes 0, or 1 for a ratio)")
+    if out["indistinguishable"]:
+        print(
+            f"  {out['b']} and {out['a']} are indistinguishable: no quantity differs beyond its corrected interval"
+        )
+    else:
+        print(f"  {out['b']} differs from {out['a']} in: {', '.join(out['distinguished_by'])}")
+    for n in out["notes"]:
+        print(f"  note: {n}", file=sys.stderr)
+
+
+def _plot_diff(res: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    la, lb = res.laws
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    pred = la.predictors[0]
+    lo, hi = la.domain.get(pred, (1.0, 10.0))
+    lo2, hi2 = lb.domain.get(pred, (lo, hi))
+    xs = np.geomspace(min(lo, lo2) / 1.5, max(hi, hi2, res.target.get(pred, hi)) * 1.5, 50)
+    for law, name, c in ((la, res.a, "C0"), (lb, res.b, "C1")):
+        base = dict(res.target)
+        ys = [law.predict({**base, pred: x}) for x in xs]
+        e = law.exponents.get(pred, math.nan)
+        ax.plot(xs, ys, color=c, label=f"{name}: lr* ∝ {pred}^{e:+.3f}")
+    ax.axvline(res.target.get(pred, hi), color="gray", ls=":", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(pred)
+    ax.set_ylabel("optimal lr (law)")
+    ax.legend(fontsize=8)
+    items = res.quantities()
+    labels = []
+    for i, (name, e) in enumerate(items):
+        v, (l1, h1), (l2, h2) = e.value, e.ci, e.ci_corrected
+        if e.null == 1.0:  # a ratio: drawn as its log, so that no change is 0 as for the rest
+            v, l1, h1, l2, h2 = (math.log(x) if x > 0 else -math.inf for x in (v, l1, h1, l2, h2))
+            name = f"ln {name}"
+        labels.append(name)
+        bx.plot([l2, h2], [i, i], color="gray", lw=1)
+        bx.plot([l1, h1], [i, i], color="C3" if e.excludes_null else "C0", lw=3)
+        bx.plot([v], [i], "ko", ms=3)
+    bx.axvline(0, color="k", lw=0.8)
+    bx.set_yticks(range(len(items)), labels, fontsize=7)
+    verdict = "indistinguishable" if res.indistinguishable else "different"
+    bx.set_title(
+        f"B = {res.b}\nminus A = {res.a}: {verdict}\n(thick: 95%; thin: corrected; red: excludes 0)",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

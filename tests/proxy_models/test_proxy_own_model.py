@@ -1,0 +1,197 @@
+"""Own models, optimizers and schedules in proxy_models: builders by role, muP on a model Sweeper
+did not write, Muon/Adafactor/SGD, the linear schedule, the weight-decay timescale, a user's loop."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from proxy_models import HParams, ProxyConfig, TokenData, train
+from proxy_models.builder import Builder, BuilderError, count, prepare
+from proxy_models.hparams import lr_at, weight_decay_of
+from proxy_models.model import build_model
+from proxy_models.optim import OptimizerSet, make_optimizer
+from proxy_models.parametrization import param_groups
+
+TINY = "tests.own_builders:tiny"
+
+
+def cfg(width: int = 32, par: str = "sp", **kw: object) -> ProxyConfig:
+    return ProxyConfig(width=width, depth=2, context=32, parametrization=par, base_width=32, **kw)
+
+
+def test_roles_of_a_model_sweeper_did_not_write() -> None:
+    own = prepare(Builder(TINY), cfg(), seed=0)
+    r = own.roles
+    assert r.roles["emb.weight"] == "embedding"  # nn.Embedding
+    assert r.roles["pos"] == "embedding"  # raw (context, width): one width-scaled dimension
+    assert r.roles["out.weight"] == "readout" and r.readout == "out"  # forward hook
+    assert r.roles["blocks.0.attn.in_proj_weight"] == "hidden"  # raw, both dims scale
+    assert r.roles["blocks.0.up.weight"] == "hidden"
+    assert r.roles["blocks.0.norm.weight"] == "vector"
+    assert set(r.residual) == {
+        "blocks.0.attn.out_proj",
+        "blocks.0.down_proj",
+        "blocks.1.attn.out_proj",
+        "blocks.1.down_proj",
+    }
+    # N: hidden and vectors only; total: everything
+    n_embed = 256 * 32 + 32 * 32 + 32 * 256
+    assert own.n_params_total - own.n_params == n_embed
+    assert count(Builder(TINY), cfg()) == (own.n_params, own.n_params_total)
+
+
+def test_vocab_equal_to_width_is_told_apart_by_module_type() -> None:
+    c = ProxyConfig(
+        width=64, depth=1, context=16, vocab_size=64, parametrization="mup", base_width=32
+    )
+    r = prepare(Builder(TINY), c, seed=0).roles
+    assert r.roles["emb.weight"] == "embedding" and r.roles["out.weight"] == "readout"
+    assert r.roles["blocks.0.up.weight"] == "hidden"
+
+
+def test_mup_by_role_rescales_init_lr_and_output() -> None:
+    base = prepare(Builder(TINY), cfg(32, "mup"), seed=0).model
+    wide_own = prepare(Builder(TINY), cfg(128, "mup", output_mult=2.0), seed=0)
+    wide = wide_own.model
+    assert wide.blocks[0].up.weight.std().item() == pytest.approx(0.02 / 2, rel=0.1)  # ÷ √4
+    assert wide.emb.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    assert base.blocks[0].up.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    # the readout's output is multiplied by output_mult / m = 2 / 4
+    idx = torch.zeros((1, 4), dtype=torch.long)
+    with torch.no_grad():
+        h = wide.out.weight  # logits = 0.5 · (x @ Wᵀ)
+        logits = wide(idx)
+        hooks = wide._sweeper_hooks
+        for hk in hooks:
+            hk.remove()
+        raw = wide(idx)
+    assert torch.allclose(logits, 0.5 * raw, atol=1e-6)
+    groups = param_groups(
+        wide, wide_own_cfg := cfg(128, "mup"), HParams(lr=1e-2), roles=wide_own.roles.roles
+    )
+    mults = {g["name"]: g["lr_mult"] for g in groups}
+    assert mults == {"hidden": 0.25, "embedding": 1.0, "vector": 1.0}
+    assert wide_own_cfg.width == 128 and h.shape == (256, 128)
+
+
+def test_sp_keeps_the_builders_own_init() -> None:
+    torch.manual_seed(0)
+    plain = Builder(TINY).build(cfg())
+    own = prepare(Builder(TINY), cfg(), seed=0).model
+    assert torch.equal(plain.blocks[0].up.weight, own.blocks[0].up.weight)  # seeded, untouched
+    assert not own._sweeper_hooks
+
+
+@pytest.mark.parametrize(
+    ("path", "par", "needle"),
+    [
+        ("no_such_module_xyz:f", "sp", "cannot import 'no_such_module_xyz'"),
+        ("tests.own_builders:nope", "sp", "has no attribute 'nope'"),
+        ("tests.own_builders:raises", "sp", "raised RuntimeError"),
+        ("tests.own_builders:wrong_shape", "sp", "expected (B, T, vocab_size)"),
+        ("tests.own_builders:not_a_module", "sp", "not a torch.nn.Module"),
+        ("tests.own_builders:no_width", "mup", "no width-scaled parameter"),
+        ("tests.own_builders:ambiguous", "mup", "cannot tell the role"),
+    ],
+)
+def test_bad_builders_say_what_is_wrong_in_one_line(path: str, par: str, needle: str) -> None:
+    with pytest.raises(BuilderError) as e:
+        prepare(Builder(path), cfg(par=par), seed=0)
+    msg = str(e.value)
+    assert msg.startswith("model.builder: ") and needle in msg and "\n" not in msg
+
+
+def test_param_roles_settles_an_ambiguous_model() -> None:
+    own = prepare(Builder("tests.own_builders:settled"), cfg(par="mup"), seed=0)
+    assert own.roles.roles["squeeze"] == "hidden" and own.roles.how["squeeze"] == "param_roles"
+    own = prepare(
+        Builder("tests.own_builders:ambiguous", param_roles="tests.own_builders:ambiguous_roles"),
+        cfg(par="mup"),
+        seed=0,
+    )
+    assert own.roles.roles["expand"] == "hidden"
+
+
+def test_builder_trains_and_is_deterministic(corpus: TokenData) -> None:
+    c = cfg(par="completep", base_depth=1)
+    kw = {"tokens": 6 * 8 * 32, "data": corpus, "seed": 1, "threads": 1, "builder": Builder(TINY)}
+    a = train(c, HParams(lr=3e-3, batch_size=8), **kw)
+    b = train(c, HParams(lr=3e-3, batch_size=8), **kw)
+    assert a.val_loss == b.val_loss and a.steps == 6 and not a.diverged
+    assert a.n_params == count(Builder(TINY), c)[0] != c.n_params()
+
+
+@pytest.mark.parametrize("opt", ["muon", "adafactor", "sgd"])
+def test_other_optimizers_train(corpus: TokenData, opt: str) -> None:
+    lr = {"muon": 1e-2, "adafactor": 1e-2, "sgd": 0.3}[opt]
+    r = train(
+        cfg(),
+        HParams(lr=lr, batch_size=8, optimizer=opt),
+        tokens=12 * 8 * 32,
+        data=corpus,
+        threads=1,
+    )
+    assert math.isfinite(r.val_loss) and r.val_loss < r.init_loss and not r.diverged
+
+
+def test_muon_takes_the_2d_hidden_matrices_and_adamw_the_rest() -> None:
+    c = cfg()
+    model = build_model(c, seed=0)
+    opt = make_optimizer(
+        param_groups(model, c, HParams(lr=1e-3)), HParams(lr=1e-3, optimizer="muon")
+    )
+    assert isinstance(opt, OptimizerSet)
+    muon, adam = opt.optimizers
+    assert isinstance(muon, torch.optim.Muon) and isinstance(adam, torch.optim.AdamW)
+    assert all(p.ndim == 2 for g in muon.param_groups for p in g["params"])
+    assert muon.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"
+    assert {g["name"] for g in adam.param_groups} == {"embedding", "vector"}
+
+
+def test_linear_schedule_and_weight_decay_timescale() -> None:
+    hp = HParams(lr=1.0, warmup=2, schedule="linear", min_lr_ratio=0.0)
+    lrs = [lr_at(hp, s, 12) for s in range(12)]
+    assert lrs[:3] == [0.5, 1.0, 1.0] and lrs[-1] == 0.0
+    assert lrs[6] == pytest.approx(1 - (6 - 2) / 9)
+    tau = HParams(lr=1e-2, weight_decay_tau=0.5)
+    assert weight_decay_of(tau, 200) == pytest.approx(1 / (1e-2 * 0.5 * 200))
+    assert weight_decay_of(HParams(lr=1e-2), 200) == 0.1
+    with pytest.raises(ValueError, match="optimizer"):
+        HParams(lr=1e-3, optimizer="lion")
+    with pytest.raises(ValueError, match="weight_decay_tau"):
+        HParams(lr=1e-3, weight_decay_tau=0.0)
+
+
+def test_training_function_divergence_and_stop() -> None:
+    from proxy_models.train_function import check_function, run_function
+    from tests.own_builders import loop
+
+    shape = {"width": 16, "depth": 1, "heads": 1, "head_dim": 16, "vocab_size": 256, "context": 8}
+    hp = {"lr": 0.05, "batch_size": 2, "tokens": 2 * 8 * 40, "seed": 0}
+    good = run_function(loop, hparams=hp, shape=shape)
+    assert not good["diverged"] and good["steps"] == 40 and good["val_loss"] < 2.1
+    bad = run_function(loop, hparams={**hp, "lr": 2.0}, shape=shape)
+    assert bad["diverged"] and bad["steps"] < 40  # stopped by the divergence rule
+    stopped = run_function(loop, hparams=hp, shape=shape, report=lambda s, t, x: s >= 5)
+    assert stopped["stopped"] and stopped["steps"] == 5
+    assert check_function("tests.own_builders:loop") == []
+    (line,) = check_function("tests.own_builders:bad_signature")
+    assert line.startswith("train.function: ") and "hparams, shape, report" in line
+
+
+def test_cli_trial_takes_an_optimizer(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import sweeper.cli as cli
+
+    argv = ["trial", "--width", "16", "--depth", "1", "--context", "32", "--batch-size", "8"]
+    argv += ["--tokens", "2048", "--lr", "1e-2", "--optimizer", "muon", "--json", "--threads", "1"]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 8 and out["val_loss"] > 0
+    with pytest.raises(SystemExit) as e:  # argparse refuses an unknown choice: exit 2
+        cli.main([a if a != "muon" else "lion" for a in argv])
+    assert e.value.code == 2
