@@ -1,0 +1,319 @@
+"""Replay the law-aware sampler (:mod:`sweeper.fitting.allocation`) against a stored dense sweep.
+
+No training: the planner asks for (cell, LR, seed); the answer is a stored run of that cell at the
+grid point nearest to the asked LR with a run not yet used (the replay seed picks which of its
+seeds), else the next-nearest point with one; every answer counts against the budget. With
+``--workers k`` the planner proposes k points at a time (the earlier ones pending). The budget is a
+fraction of the stored runs; the replay stops there or at the planner's stopping rule.
+
+Reported (one JSON object with ``--json``): ``runs_used``/``runs_total``,
+``core_seconds_used``/``core_seconds_total`` (sums of ``wall_s``: the proxies ran one core per
+trial), ``exponent`` (on n_params) and ``exponent_ci`` of the surface fit on the replayed runs,
+``exponent_reference`` and ``exponent_reference_ci`` (the surface fit on all stored runs),
+``lr_target_log2_error`` (log2 of the replay's predicted LR at the target, 10x the largest cell's
+n_params, over the reference's), and the same two errors for a ``random`` allocation of the same
+number of runs (uniform over the stored runs, same replay seed). The reference is the surface
+fit with its defaults (its window drops a dense grid's far-off runs, past the cliff: without it
+width_sp's plateau above the cliff pulls the largest cells' optima below the grid, 1e-4).
+The planner's, the replay's and the random baseline's fits use ``--fit``: ``sparse`` (default:
+every run, ``window=None``, and one curvature for all cells, ``shape_scaling=False``, as the
+planner fits; see :mod:`sweeper.fitting.allocation`) or ``default`` (the surface fit's defaults). With ``--seeds N`` the top-level
+figures are medians over N replay seeds and ``replays`` lists each.
+
+``--synthetic``: the stored sweep is a fresh :func:`~sweeper.fitting.synthetic.proxy_sweep` per
+replay seed (5 cells, 8 LRs × 3 seeds, known law lr* = 0.208·N^-0.3); ``exponent_true`` is -0.3,
+and ``wall_s`` is set to 6·N·D / 1e9 (an assumed throughput: the costs' ratios are what matter).
+
+Usage::
+
+    .venv/bin/python scripts/bench_allocation.py quickstart --storage sqlite:////tmp/h13.db \\
+        --budget 0.25 --json --seeds 5
+    .venv/bin/python scripts/bench_allocation.py --synthetic --budget 0.25 --json --seeds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sweeper.errors import FitError
+from sweeper.fitting import allocation as al
+from sweeper.fitting._common import FitWarning
+from sweeper.fitting.surface import WINDOW, SurfaceLaw, fit_surface
+from sweeper.fitting.synthetic import proxy_sweep
+
+#: the window of every reported fit and of the planner's fits (set by --window)
+WINDOW_ARG: list[tuple[float, float] | None] = [None]
+#: shape_scaling of every fit (set by --fit)
+SCALING_ARG: list[bool] = [False]
+#: the synthetic ladders' true exponent (proxy_sweep's default law)
+SYNTHETIC_EXPONENT = -0.3
+#: assumed throughput of the synthetic ladders (flop/s) for their core-seconds
+SYNTHETIC_FLOPS_PER_S = 1e9
+
+
+def load(sweep: str, storage: str | None) -> pd.DataFrame:
+    """The stored sweep's results (completed and diverged runs)."""
+    from sweeper.study.importer import load_runs
+
+    runs = load_runs(sweep, storage)
+    return _results(runs)
+
+
+def synthetic(seed: int) -> pd.DataFrame:
+    """A proxy ladder with a known law (see the module docstring)."""
+    runs = proxy_sweep(seeds=3, seed=seed)
+    runs["wall_s"] = 6.0 * runs["n_params"] * runs["tokens"] / SYNTHETIC_FLOPS_PER_S
+    return _results(runs)
+
+
+def _results(runs: pd.DataFrame) -> pd.DataFrame:
+    ok = (runs["state"] == "COMPLETE") | runs["diverged"].astype(bool)
+    return runs[ok].reset_index(drop=True)
+
+
+_FITS: dict[tuple[int, int], SurfaceLaw | None] = {}
+
+
+def fit(runs: pd.DataFrame, n_boot: int, *, dense: bool = False) -> SurfaceLaw | None:
+    """The surface fit (the reported one: bootstrap with ``n_boot`` > 0), or None on FitError;
+    ``dense``: with the surface fit's defaults (the reference), else with ``--fit``'s settings.
+    Cached on the runs' content (the reference is the same for every replay seed)."""
+    h = int(pd.util.hash_pandas_object(runs[["cell", "lr", "loss"]]).sum())
+    key = (h, n_boot, dense)
+    if key not in _FITS:
+        window, scaling = (WINDOW, True) if dense else (WINDOW_ARG[0], SCALING_ARG[0])
+        _FITS[key] = _fit(runs, n_boot, window, scaling)
+    return _FITS[key]
+
+
+def _fit(
+    runs: pd.DataFrame, n_boot: int, window: tuple[float, float] | None, scaling: bool
+) -> SurfaceLaw | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        try:
+            return fit_surface(
+                runs,
+                n_boot=n_boot,
+                cv=False,
+                seed=0,
+                window=window,
+                shape_scaling=scaling,
+            )
+        except FitError:
+            return None
+
+
+def answer(stored: pd.DataFrame, used: np.ndarray, cell: str, lr: float, order: np.ndarray) -> int:
+    """Index of the stored run answering (cell, lr): nearest LR with an unused run; among a
+    point's runs, the first in the replay's random ``order``."""
+    cand = np.flatnonzero((stored["cell"].to_numpy() == cell) & ~used)
+    if not cand.size:
+        cand = np.flatnonzero(~used)  # the cell is used up: nearest anywhere (counted)
+    dist = np.abs(np.log(stored["lr"].to_numpy(float)[cand]) - math.log(lr))
+    return int(cand[np.lexsort((order[cand], np.round(dist, 9)))[0]])
+
+
+def replay(
+    stored: pd.DataFrame, budget: int, seed: int, workers: int, stop_ratio: float | None
+) -> tuple[pd.DataFrame, str]:
+    """Run the planner against ``stored`` until ``budget`` runs or its stop; the runs used."""
+    base = al.cells_from_runs(stored)
+    target = al.default_target(base)
+    scales = {c.cell: (c.n_params, c.tokens) for c in base}
+    max_seeds = int(stored.groupby(["cell", "lr"]).size().max())
+    order = np.random.default_rng(seed).permutation(len(stored))
+    used = np.zeros(len(stored), dtype=bool)
+    stop = ""
+    while True:
+        seen = stored[used]
+        costs = al.cell_costs(seen, scales)
+        cells = [al.CellPlan(c.cell, c.n_params, c.tokens, c.lrs, costs[c.cell]) for c in base]
+        cells.sort(key=lambda p: (p.cost, p.n_params, p.cell))
+        p = al.plan(seen, cells, k=workers, seed=seed, budget_runs=budget, target=target,
+                    stop_lr_interval_ratio=stop_ratio, max_seeds=max_seeds, window=WINDOW_ARG[0], shape_scaling=SCALING_ARG[0])  # fmt: skip
+        if not p.points:
+            stop = p.stop
+            break
+        for pt in p.points:
+            used[answer(stored, used, pt.cell, pt.lr, order)] = True
+    return stored[used], stop
+
+
+def random_pick(stored: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    """``n`` stored runs drawn uniformly without replacement (the baseline allocation)."""
+    idx = np.random.default_rng([seed, 1]).choice(len(stored), size=n, replace=False)
+    return stored.iloc[np.sort(idx)]
+
+
+def figures(
+    law: SurfaceLaw | None, ref: SurfaceLaw | None, target: Mapping[str, float]
+) -> dict[str, Any]:
+    """Exponent, its interval and the target-LR error (log2) of ``law`` against ``ref``."""
+    if law is None:
+        return {
+            "exponent": None,
+            "exponent_ci": None,
+            "lr_target": None,
+            "lr_target_log2_error": None,
+        }
+    lr = law.predict(target)
+    err = None if ref is None else math.log2(lr / ref.predict(target))
+    ci = law.exponents_ci.get("n_params")
+    return {
+        "exponent": law.exponents["n_params"],
+        "exponent_ci": list(ci) if ci else None,
+        "lr_target": lr,
+        "lr_target_log2_error": err,
+        "converged": not any(n.startswith("the surface fit did not converge") for n in law.notes),
+    }
+
+
+def one_replay(
+    stored: pd.DataFrame, fraction: float, seed: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One replay seed at one budget, with its random-allocation baseline."""
+    budget = max(1, math.floor(fraction * len(stored) + 1e-9))
+    used, stop = replay(stored, budget, seed, args.workers, args.stop_ratio or None)
+    target = {"n_params": al.default_target(al.cells_from_runs(stored))["n_params"]}
+    ref = fit(stored, args.boot, dense=True)
+    out: dict[str, Any] = {
+        "seed": seed,
+        "runs_used": len(used),
+        "runs_total": len(stored),
+        "core_seconds_used": float(used["wall_s"].sum()),
+        "core_seconds_total": float(stored["wall_s"].sum()),
+        "stop": stop,
+        **figures(fit(used, args.boot), ref, target),
+        "exponent_reference": None if ref is None else ref.exponents["n_params"],
+        "exponent_reference_ci": None
+        if ref is None
+        else list(ref.exponents_ci.get("n_params", ())),
+        "runs_per_cell": {str(k): int(v) for k, v in used.groupby("cell").size().items()},
+    }
+    rnd = random_pick(stored, len(used), seed)
+    r = figures(fit(rnd, 0), ref, target)
+    out["random"] = {
+        "exponent": r["exponent"],
+        "lr_target_log2_error": r["lr_target_log2_error"],
+        "core_seconds_used": float(rnd["wall_s"].sum()),
+    }
+    return out
+
+
+def summarise(reps: list[dict[str, Any]], fraction: float) -> dict[str, Any]:
+    """Top-level figures: medians over the replay seeds (the first replay's when only one)."""
+
+    def med(key: str, src: list[Any]) -> float | None:
+        vals = [r[key] for r in src if r.get(key) is not None]
+        return float(statistics.median(vals)) if vals else None
+
+    out: dict[str, Any] = {"budget": fraction, "replay_seeds": len(reps)}
+    for key in ("runs_used", "runs_total", "core_seconds_used", "core_seconds_total", "exponent",
+                "exponent_reference"):  # fmt: skip
+        out[key] = med(key, reps)
+    out["exponent_reference_ci"] = reps[0]["exponent_reference_ci"]
+    out["exponent_ci"] = reps[0]["exponent_ci"] if len(reps) == 1 else None
+    errs = [abs(r["lr_target_log2_error"]) for r in reps if r["lr_target_log2_error"] is not None]
+    out["lr_target_log2_error"] = (
+        reps[0]["lr_target_log2_error"] if len(reps) == 1 else med("lr_target_log2_error", reps)
+    )
+    out["lr_target_abs_log2_error_median"] = float(statistics.median(errs)) if errs else None
+    out["random_lr_target_abs_log2_error_median"] = _abs_median(
+        [r["random"]["lr_target_log2_error"] for r in reps]
+    )
+    out["replays"] = reps
+    return out
+
+
+def _abs_median(vals: list[float | None]) -> float | None:
+    v = [abs(x) for x in vals if x is not None]
+    return float(statistics.median(v)) if v else None
+
+
+def bars(summary: dict[str, Any], true_exponent: float | None) -> dict[str, Any]:
+    """The issue's bars per replay seed: the exponent within ±0.1 of the true one (synthetic) or
+    within max(0.1, half the dense fit's 95% half-width) of the dense fit, and (real sweeps) the
+    target LR within 0.4 in log2; the fraction of replay seeds that pass each, and for random."""
+    reps = summary["replays"]
+    ci = reps[0]["exponent_reference_ci"]
+    if true_exponent is not None:
+        tol, centre = 0.1, None
+    else:
+        tol = max(0.1, 0.25 * (ci[1] - ci[0])) if ci else 0.1
+        centre = reps[0]["exponent_reference"]
+
+    def ok(exp: float | None, ref: float | None, lerr: float | None) -> bool:
+        c = true_exponent if centre is None else ref
+        good = exp is not None and c is not None and abs(exp - c) <= tol
+        if true_exponent is None:
+            good = good and lerr is not None and abs(lerr) <= 0.4
+        return good
+
+    law = [ok(r["exponent"], r["exponent_reference"], r["lr_target_log2_error"]) for r in reps]
+    rnd = [ok(r["random"]["exponent"], r["exponent_reference"], r["random"]["lr_target_log2_error"])
+           for r in reps]  # fmt: skip
+    return {"exponent_tolerance": tol, "pass_fraction": sum(law) / len(law),
+            "random_pass_fraction": sum(rnd) / len(rnd)}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweep", nargs="?", help="stored sweep name (not with --synthetic)")
+    ap.add_argument("--storage", default=None, help="storage URL (default: the configured one)")
+    ap.add_argument("--budget", type=float, default=0.25, help="fraction of the stored runs")
+    ap.add_argument("--seeds", type=int, default=1, help="replay seeds 0..N-1")
+    ap.add_argument("--workers", type=int, default=1, help="points proposed at a time")
+    ap.add_argument("--boot", type=int, default=100, help="bootstrap refits of reported fits")
+    ap.add_argument("--stop-ratio", type=float, default=1.5, help="stop_lr_interval_ratio (0: off)")
+    ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--fit", choices=("sparse", "default"), default="sparse",
+                    help="every fit: sparse = all runs, one curvature; default = surface's")  # fmt: skip
+    args = ap.parse_args()
+    if args.synthetic == bool(args.sweep):
+        ap.error("give a SWEEP or --synthetic (not both)")
+    if not 0 < args.budget <= 1:
+        ap.error("--budget must be in (0, 1]")
+    WINDOW_ARG[0] = None if args.fit == "sparse" else WINDOW
+    SCALING_ARG[0] = args.fit == "default"
+    reps = []
+    for s in range(args.seeds):
+        stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)
+        reps.append(one_replay(stored, args.budget, s, args))
+    summary = summarise(reps, args.budget)
+    summary["sweep"] = "synthetic:proxy_sweep" if args.synthetic else args.sweep
+    summary["workers"] = args.workers
+    summary["fit"] = args.fit
+    true_exp = SYNTHETIC_EXPONENT if args.synthetic else None
+    if true_exp is not None:
+        summary["exponent_true"] = true_exp
+    summary.update(bars(summary, true_exp))
+    if args.json:
+        json.dump(summary, sys.stdout, indent=1)
+        print()
+    else:
+        _print_table(summary)
+    return 0
+
+
+def _print_table(s: dict[str, Any]) -> None:
+    print(f"{s['sweep']} budget {s['budget']}: median over {s['replay_seeds']} replay seeds")
+    for key in ("runs_used", "runs_total", "core_seconds_used", "core_seconds_total", "exponent",
+                "exponent_reference", "lr_target_abs_log2_error_median", "pass_fraction",
+                "random_pass_fraction"):  # fmt: skip
+        print(f"  {key}: {s.get(key)}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
