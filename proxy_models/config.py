@@ -1,6 +1,6 @@
 """The shape of one proxy transformer and the size and compute numbers derived from it.
 
-Counting conventions (they match the runs table in ``sweeper/runs.py``):
+Counting conventions (they match the runs table in ``sweeper/study/runs.py``):
 
 - ``n_params()`` is N, the non-embedding parameters: every matrix and norm gain inside the
   transformer blocks plus the final norm. Token and position embeddings and the unembedding
@@ -17,12 +17,12 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from proxy_models.rules import PARAMETRIZATIONS
+
 __all__ = ["NORMS", "PARAMETRIZATIONS", "ProxyConfig"]
 
 #: normalisation layers a proxy can use
 NORMS: tuple[str, ...] = ("layernorm", "rmsnorm")
-#: parametrizations: standard, muP (width), CompleteP (muP for width + 1/L residual branches)
-PARAMETRIZATIONS: tuple[str, ...] = ("sp", "mup", "completep")
 
 
 @dataclass(frozen=True)

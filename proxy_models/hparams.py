@@ -1,8 +1,14 @@
 """Optimizer and schedule hyperparameters of one run, and the learning-rate schedule.
 
-Units: ``lr`` is the peak AdamW learning rate of the base-width parameters; ``batch_size`` and
-``micro_batch_size`` are in sequences (of ``ProxyConfig.context`` tokens); a batch ramp's
-``tokens_per_increment`` is in tokens. Steps are optimizer steps, counted from 0.
+Units: ``lr`` is the peak learning rate of the base-width parameters (what it means per optimizer:
+:data:`LR_MEANINGS`); ``batch_size`` and ``micro_batch_size`` are in sequences (of
+``ProxyConfig.context`` tokens); a batch ramp's ``tokens_per_increment`` is in tokens. Steps are
+optimizer steps, counted from 0.
+
+Weight decay is either the coefficient λ (``weight_decay``) or the AdamW timescale of Power Lines
+(Bergsma et al. 2025), ``weight_decay_tau`` = τ = B/(η·λ·D): the EMA timescale of the weights as a
+fraction of training, which transfers across scale where λ does not. With B/D = 1/S (S optimizer
+steps), λ = 1/(η·τ·S) for each run (:func:`weight_decay_of`).
 """
 
 from __future__ import annotations
@@ -11,10 +17,35 @@ import math
 import numbers
 from dataclasses import dataclass
 
-__all__ = ["SCHEDULES", "BatchRamp", "HParams", "batch_sizes", "lr_at", "warmup_steps"]
+__all__ = [
+    "LR_MEANINGS",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "BatchRamp",
+    "HParams",
+    "batch_sizes",
+    "lr_at",
+    "warmup_steps",
+    "weight_decay_of",
+]
 
-#: learning-rate schedules (each after a linear warmup)
-SCHEDULES: tuple[str, ...] = ("cosine", "wsd", "constant")
+#: learning-rate schedules (each after a linear warmup); "linear" decays linearly to
+#: ``min_lr_ratio`` (linear-to-zero with ``min_lr_ratio = 0``)
+SCHEDULES: tuple[str, ...] = ("cosine", "wsd", "constant", "linear")
+#: optimizers (torch's own implementations)
+OPTIMIZERS: tuple[str, ...] = ("adamw", "muon", "adafactor", "sgd")
+#: what the searched ``lr`` means under each optimizer (an LR law is a law of this meaning)
+LR_MEANINGS: dict[str, str] = {
+    "adamw": "peak AdamW LR",
+    "muon": (
+        "peak LR of torch.optim.Muon on the 2-D hidden matrices with "
+        "adjust_lr_fn='match_rms_adamw' (update RMS matched to AdamW's: lr·0.2·sqrt(max(A, B)) "
+        "per orthogonalised update, momentum 0.95, Nesterov) and of AdamW on the rest "
+        "(embeddings, readout, vectors): one LR for both"
+    ),
+    "adafactor": "peak torch.optim.Adafactor LR (its lr, no relative step)",
+    "sgd": "peak SGD LR (momentum beta1)",
+}
 
 
 def _positive_int(name: str, value: object) -> None:
@@ -42,7 +73,10 @@ class BatchRamp:
 
 @dataclass(frozen=True)
 class HParams:
-    """AdamW + schedule settings. Weight decay applies to matrices only (see parametrization)."""
+    """Optimizer + schedule settings. Weight decay applies to matrices only (see parametrization).
+
+    ``optimizer`` is one of :data:`OPTIMIZERS`; ``weight_decay_tau`` (> 0), when set, replaces
+    ``weight_decay`` by λ = 1/(lr·τ·steps) (see the module docstring)."""
 
     lr: float  # peak learning rate
     batch_size: int = 32  # sequences per optimizer step
@@ -58,6 +92,8 @@ class HParams:
     grad_clip: float = 1.0  # max global grad norm; 0 = off
     z_loss: float = 0.0  # coefficient of mean(logsumexp(logits)²) added to the loss
     ramp: BatchRamp | None = None
+    optimizer: str = "adamw"  # one of OPTIMIZERS
+    weight_decay_tau: float | None = None  # Power Lines' τ = B/(η·λ·D); replaces weight_decay
 
     def __post_init__(self) -> None:
         # numpy scalars (e.g. from a search space or a DataFrame) are stored as plain numbers
@@ -76,6 +112,7 @@ class HParams:
             "weight_decay",
             "grad_clip",
             "z_loss",
+            "weight_decay_tau",
         ):
             value = getattr(self, name)
             if isinstance(value, numbers.Real) and not isinstance(value, bool | float | int):
@@ -108,6 +145,13 @@ class HParams:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"`{name}` must be >= 0, but got {name}={value!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}, but got {self.optimizer!r}")
+        tau = self.weight_decay_tau
+        if tau is not None and not (
+            isinstance(tau, int | float) and math.isfinite(tau) and tau > 0
+        ):
+            raise ValueError(f"`weight_decay_tau` must be a number > 0, but got {tau!r}")
         if self.ramp is not None:
             r = self.ramp
             if r.start > self.batch_size:
@@ -161,7 +205,8 @@ def lr_at(hp: HParams, step: int, total_steps: int) -> float:
     Linear warmup reaches ``lr`` at step ``W - 1`` (lr·(step+1)/W). Then: cosine from ``lr`` at
     step W to ``lr·min_lr_ratio`` at the last step; WSD holds ``lr`` until the last
     ``decay_fraction`` of the steps and decays linearly to ``lr·min_lr_ratio`` at the last step;
-    constant holds ``lr``.
+    linear decays linearly from ``lr`` at step W to ``lr·min_lr_ratio`` at the last step (to zero
+    when ``min_lr_ratio`` is 0); constant holds ``lr``.
     """
     w = warmup_steps(hp, total_steps)
     if step < w:
@@ -173,9 +218,20 @@ def lr_at(hp: HParams, step: int, total_steps: int) -> float:
     if hp.schedule == "cosine":
         p = min(1.0, (step - w) / max(1, last - w))
         return hp.lr * (r + (1.0 - r) * 0.5 * (1.0 + math.cos(math.pi * p)))
+    if hp.schedule == "linear":
+        p = min(1.0, (step - w) / max(1, last - w))
+        return hp.lr * (1.0 - (1.0 - r) * p)
     # wsd: the decay starts after the warmup at the latest
     start = max(w, total_steps - round(hp.decay_fraction * total_steps))
     if step < start:
         return hp.lr
     p = min(1.0, (step - start) / max(1, last - start))
     return hp.lr * (1.0 - (1.0 - r) * p)
+
+
+def weight_decay_of(hp: HParams, total_steps: int) -> float:
+    """The decay coefficient λ of a run of ``total_steps`` optimizer steps: ``weight_decay``, or
+    from the timescale τ = B/(η·λ·D) = 1/(η·λ·S): λ = 1/(lr·τ·S) when ``weight_decay_tau`` is set."""
+    if hp.weight_decay_tau is None:
+        return hp.weight_decay
+    return 1.0 / (hp.lr * hp.weight_decay_tau * max(1, total_steps))

@@ -20,17 +20,19 @@ import numbers
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from proxy_models.builder import Builder, prepare
 from proxy_models.config import ProxyConfig
 from proxy_models.data import TokenData, gather_batch, load_data, sample_offsets, val_offsets
-from proxy_models.hparams import HParams, batch_sizes, lr_at, warmup_steps
-from proxy_models.model import GPT, build_model
+from proxy_models.hparams import HParams, batch_sizes, lr_at, warmup_steps, weight_decay_of
+from proxy_models.model import build_model
+from proxy_models.optim import make_optimizer
 from proxy_models.parametrization import param_groups
 
 __all__ = [
@@ -145,18 +147,22 @@ def _data_seed(seed: int) -> int:
 
 
 def forward_backward(
-    model: GPT,
+    model: torch.nn.Module,
     tokens: np.ndarray,
     offsets: np.ndarray,
     micro: int,
     z_loss: float,
     autocast: Callable[[], Any] = contextlib.nullcontext,
+    *,
+    context: int | None = None,
 ) -> torch.Tensor:
     """Accumulate into ``.grad`` the gradient of the batch mean loss over the windows at
     ``offsets``, in micro batches of ``micro`` sequences; return the batch's mean cross-entropy
-    (a detached scalar tensor on the model's device)."""
+    (a detached scalar tensor on the model's device). ``context`` defaults to ``model.cfg.context``
+    (a proxy)."""
     device = next(model.parameters()).device
-    context = model.cfg.context
+    if context is None:
+        context = int(model.cfg.context)  # type: ignore[union-attr,arg-type]
     n_micro = len(offsets) // micro
     ce_sum = torch.zeros((), device=device)
     for m in range(n_micro):
@@ -171,7 +177,9 @@ def forward_backward(
 
 
 @torch.no_grad()
-def _evaluate(model: GPT, batches: list[tuple[torch.Tensor, torch.Tensor]], autocast: Any) -> float:
+def _evaluate(
+    model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]], autocast: Any
+) -> float:
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=batches[0][0].device)
     for x, y in batches:
@@ -194,6 +202,7 @@ def train(
     eval_batches: int = 8,
     eval_every: int | None = None,
     report: ReportFn | None = None,
+    builder: Builder | None = None,
 ) -> TrainResult:
     """Train ``cfg`` with ``hp`` on ``tokens`` training tokens and evaluate it.
 
@@ -204,7 +213,12 @@ def train(
     ``eval_every`` steps with ``{"step", "tokens", "train_loss", "lr", "grad_norm", "val_loss"}``
     and once at the end (with ``"final": 1.0`` in the metrics); returning True stops the run (``stopped=True``; no final call then).
 
-    Raises ``ValueError`` for inconsistent arguments; never raises for divergence.
+    ``builder`` trains your model (:mod:`proxy_models.builder`) at ``cfg``'s shape and
+    parametrization instead of the proxy GPT; its N is counted from the parameters' roles.
+    ``hp.optimizer`` picks the optimizer (:mod:`proxy_models.optim`).
+
+    Raises ``ValueError`` for inconsistent arguments (a :class:`~proxy_models.builder.BuilderError`
+    for a builder that cannot be used); never raises for divergence.
     """
     t_start = time.perf_counter()
     budget: object = tokens
@@ -225,10 +239,54 @@ def train(
         )
     dev = _resolve_device(device)
     with _torch_threads(threads):
-        return _train(cfg, hp, tokens, data, seed, dev, eval_batches, eval_every, report, t_start)
+        run = _setup(cfg, hp, tokens, data, seed, dev, eval_batches, builder)
+        loop = _loop(run, hp, data, eval_every, report)
+        return _finish(run, loop, report, t_start)
 
 
-def _train(
+@dataclass
+class _Setup:
+    """Everything a run needs before its first step."""
+
+    cfg: ProxyConfig
+    context: int
+    sizes: list[int]
+    warmup: int
+    autocast: Callable[[], Any]
+    val_batches: list[tuple[torch.Tensor, torch.Tensor]]
+    generator: torch.Generator
+    model: torch.nn.Module
+    params: list[torch.nn.Parameter]
+    opt: Any
+    max_norm: float
+    check_every: int
+    n_params: int
+    n_params_total: int
+    device: torch.device
+
+    @property
+    def flops_per_token(self) -> float:
+        """6·N + 6·L·T·d with this run's N (counted for a builder's model)."""
+        c = self.cfg
+        return 6.0 * self.n_params + 6.0 * c.depth * c.context * c.width
+
+
+@dataclass
+class _Loop:
+    """What the training steps leave behind."""
+
+    losses: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
+    init_loss: float = math.nan
+    diverged: bool = False
+    stopped: bool = False
+    seen: int = 0
+    steps_done: int = 0
+    lr: float = 0.0
+    train_s: float = 0.0
+
+
+def _setup(
     cfg: ProxyConfig,
     hp: HParams,
     tokens: int,
@@ -236,14 +294,10 @@ def _train(
     seed: int,
     dev: torch.device,
     eval_batches: int,
-    eval_every: int | None,
-    report: ReportFn | None,
-    t_start: float,
-) -> TrainResult:
+    builder: Builder | None,
+) -> _Setup:
     T = cfg.context
     sizes = batch_sizes(hp, tokens, T)
-    total_steps = len(sizes)
-    warmup = warmup_steps(hp, total_steps)
     on_cuda = dev.type == "cuda"
 
     def autocast() -> Any:
@@ -260,112 +314,141 @@ def _train(
     if len(data.train) <= T + 1:
         raise ValueError(f"the training split ({len(data.train)} tokens) is too short for {T=}")
 
-    model = build_model(cfg, seed=seed, device=dev)
+    roles = None
+    if builder is None:
+        model: torch.nn.Module = build_model(cfg, seed=seed, device=dev)
+        n_params, n_total = cfg.n_params(), cfg.n_params_total()
+    else:
+        own = prepare(builder, cfg, seed=seed, device=dev)
+        model, roles = own.model, dict(own.roles.roles)
+        n_params, n_total = own.n_params, own.n_params_total
     params = [p for p in model.parameters() if p.requires_grad]
-    # fused AdamW is deterministic and the fastest path on both CPU and CUDA in torch >= 2.4
-    opt = torch.optim.AdamW(
-        param_groups(model, cfg, hp), betas=(hp.beta1, hp.beta2), eps=hp.eps, fused=True
+    decay = weight_decay_of(hp, len(sizes)) if hp.weight_decay_tau is not None else None
+    groups = param_groups(model, cfg, hp, roles=roles, weight_decay=decay)
+    return _Setup(
+        cfg=cfg,
+        context=T,
+        sizes=sizes,
+        warmup=warmup_steps(hp, len(sizes)),
+        autocast=autocast,
+        val_batches=val_batches,
+        generator=generator,
+        model=model,
+        params=params,
+        opt=make_optimizer(groups, hp),
+        max_norm=hp.grad_clip if hp.grad_clip > 0 else math.inf,
+        # one host sync per step is free on the CPU; on a GPU, check every few steps instead
+        check_every=16 if on_cuda else 1,
+        n_params=n_params,
+        n_params_total=n_total,
+        device=dev,
     )
-    max_norm = hp.grad_clip if hp.grad_clip > 0 else math.inf
-    # one host sync per step is free on the CPU; on a GPU, check every few steps instead
-    check_every = 16 if on_cuda else 1
 
-    losses: list[float] = []
-    grad_norms: list[float] = []
+
+def _diverged(loop: _Loop, flushed: list[list[float]], first: int, warmup: int) -> bool:
+    """Record flushed (loss, grad norm) pairs of steps ``first``, ...; whether the run diverged:
+    a non-finite loss, or the mean of the last DIVERGE_WINDOW losses above the bar."""
+    diverged = False
+    for i, (loss_i, gn_i) in enumerate(flushed):
+        if math.isnan(loop.init_loss):
+            loop.init_loss = loss_i
+        loop.losses.append(loss_i)
+        loop.grad_norms.append(gn_i)
+        margin = DIVERGE_MARGIN if first + i >= warmup else DIVERGE_MARGIN_WARMUP
+        window = loop.losses[-DIVERGE_WINDOW:]
+        if not math.isfinite(loss_i) or sum(window) / len(window) > loop.init_loss + margin:
+            diverged = True
+    return diverged
+
+
+def _loop(
+    run: _Setup, hp: HParams, data: TokenData, eval_every: int | None, report: ReportFn | None
+) -> _Loop:
+    loop = _Loop(lr=hp.lr)
+    total_steps = len(run.sizes)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = []
-    init_loss = math.nan
-    diverged = stopped = False
-    seen = 0
-    steps_done = 0
     eval_s = 0.0
-    lr = hp.lr
-    val_loss = math.nan
     t_loop = time.perf_counter()
-
-    for step, b in enumerate(sizes):
-        lr = lr_at(hp, step, total_steps)
-        for group in opt.param_groups:
+    for step, b in enumerate(run.sizes):
+        loop.lr = lr = lr_at(hp, step, total_steps)
+        for group in run.opt.param_groups:
             group["lr"] = lr * group["lr_mult"]
-        batch_offsets = sample_offsets(len(data.train), T, b, generator)
-        ce = forward_backward(model, data.train, batch_offsets, hp.micro, hp.z_loss, autocast)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        seen += b * T
-        steps_done += 1
+        batch_offsets = sample_offsets(len(data.train), run.context, b, run.generator)
+        ce = forward_backward(
+            run.model, data.train, batch_offsets, hp.micro, hp.z_loss, run.autocast,
+            context=run.context,
+        )  # fmt: skip
+        grad_norm = torch.nn.utils.clip_grad_norm_(run.params, run.max_norm, foreach=True)
+        run.opt.step()
+        run.opt.zero_grad(set_to_none=True)
+        loop.seen += b * run.context
+        loop.steps_done += 1
         pending.append((ce, grad_norm.detach()))
 
         last = step == total_steps - 1
         periodic = eval_every is not None and (step + 1) % eval_every == 0 and not last
-        if step == 0 or len(pending) >= check_every or periodic or last:
+        if step == 0 or len(pending) >= run.check_every or periodic or last:
             flushed = torch.stack([torch.stack(p) for p in pending]).tolist()
             first = step + 1 - len(pending)
             pending.clear()
-            for i, (loss_i, gn_i) in enumerate(flushed):
-                if math.isnan(init_loss):
-                    init_loss = loss_i
-                losses.append(loss_i)
-                grad_norms.append(gn_i)
-                margin = DIVERGE_MARGIN if first + i >= warmup else DIVERGE_MARGIN_WARMUP
-                recent = sum(losses[-DIVERGE_WINDOW:]) / len(losses[-DIVERGE_WINDOW:])
-                if not math.isfinite(loss_i) or recent > init_loss + margin:
-                    diverged = True
-            if diverged:
-                logger.info("diverged at step %d (loss %.4g)", step, losses[-1])
+            if _diverged(loop, flushed, first, run.warmup):
+                loop.diverged = True
+                logger.info("diverged at step %d (loss %.4g)", step, loop.losses[-1])
                 break
         if periodic and report is not None:
             t_eval = time.perf_counter()
-            val_loss = _evaluate(model, val_batches, autocast)
+            val_loss = _evaluate(run.model, run.val_batches, run.autocast)
             eval_s += time.perf_counter() - t_eval
-            metrics = {
-                "step": float(step + 1),
-                "tokens": float(seen),
-                "train_loss": losses[-1],
-                "lr": lr,
-                "grad_norm": grad_norms[-1],
-                "val_loss": val_loss,
-            }
-            if report(step + 1, metrics):
-                stopped = True
+            if report(step + 1, _metrics(loop, step + 1, val_loss)):
+                loop.stopped = True
                 break
-    train_s = time.perf_counter() - t_loop - eval_s
+    loop.train_s = time.perf_counter() - t_loop - eval_s
+    return loop
 
-    val_loss = _evaluate(model, val_batches, autocast)
+
+def _metrics(loop: _Loop, step: int, val_loss: float, **extra: float) -> dict[str, float]:
+    return {
+        "step": float(step),
+        "tokens": float(loop.seen),
+        "train_loss": loop.losses[-1] if loop.losses else math.nan,
+        "lr": loop.lr,
+        "grad_norm": loop.grad_norms[-1] if loop.grad_norms else math.nan,
+        "val_loss": val_loss,
+        **extra,
+    }
+
+
+def _finish(run: _Setup, loop: _Loop, report: ReportFn | None, t_start: float) -> TrainResult:
+    val_loss = _evaluate(run.model, run.val_batches, run.autocast)
+    diverged = loop.diverged
     if not math.isfinite(val_loss):
         diverged = True
-        val_loss = init_loss if math.isfinite(init_loss) else math.log(cfg.vocab_size)
-    finite = [v for v in losses if math.isfinite(v)]
+        init = loop.init_loss
+        val_loss = init if math.isfinite(init) else math.log(run.cfg.vocab_size)
+    finite = [v for v in loop.losses if math.isfinite(v)]
     train_loss = float(np.mean(finite[-_TRAIN_LOSS_WINDOW:])) if finite else val_loss
-    norms = [g for g in grad_norms if math.isfinite(g)]
-    tokens_per_s = seen / train_s if train_s > 0 else 0.0
+    norms = [g for g in loop.grad_norms if math.isfinite(g)]
+    tokens_per_s = loop.seen / loop.train_s if loop.train_s > 0 else 0.0
     result = TrainResult(
         val_loss=val_loss,
         train_loss=train_loss,
-        init_loss=init_loss,
+        init_loss=loop.init_loss,
         diverged=diverged,
-        stopped=stopped,
-        tokens=seen,
-        steps=steps_done,
+        stopped=loop.stopped,
+        tokens=loop.seen,
+        steps=loop.steps_done,
         wall_s=time.perf_counter() - t_start,
         tokens_per_s=tokens_per_s,
-        flops_per_s=cfg.flops_per_token() * tokens_per_s,
+        flops_per_s=run.flops_per_token * tokens_per_s,
         grad_norm_mean=float(np.mean(norms)) if norms else math.nan,
         grad_norm_max=float(np.max(norms)) if norms else math.nan,
-        n_params=cfg.n_params(),
-        n_params_total=cfg.n_params_total(),
-        device=str(dev),
+        n_params=run.n_params,
+        n_params_total=run.n_params_total,
+        device=str(run.device),
     )
-    if report is not None and not stopped:
-        report(
-            steps_done,
-            {
-                "step": float(steps_done),
-                "tokens": float(seen),
-                "train_loss": train_loss,
-                "lr": lr,
-                "grad_norm": grad_norms[-1] if grad_norms else math.nan,
-                "val_loss": val_loss,
-                "final": 1.0,  # the end-of-run call, whatever step the run stopped at
-            },
-        )
+    if report is not None and not loop.stopped:
+        # the end-of-run call, whatever step the run stopped at; train_loss is the window mean
+        metrics = _metrics(loop, loop.steps_done, val_loss, final=1.0)
+        metrics["train_loss"] = train_loss
+        report(loop.steps_done, metrics)
     return result

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from sweeper.fit import (
+from sweeper.fitting import (
     FitWarning,
     estimate_optima,
     fit_band_law,

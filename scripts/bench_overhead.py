@@ -50,10 +50,10 @@ def _runs(study: Path, url: str) -> tuple[list[dict[str, Any]], float]:
     """Every run of the launched sweep in start order, as train() arguments, and their wall sum."""
     import optuna
 
-    from sweeper.ladder import cells
-    from sweeper.space import hparams_kwargs
-    from sweeper.study import load_study
-    from sweeper.sweep import study_name
+    from sweeper.study.ladder import cells
+    from sweeper.study.space import hparams_kwargs
+    from sweeper.study.spec import load_study
+    from sweeper.study.sweep import study_name
 
     spec = load_study(study)
     runs: list[tuple[Any, int, dict[str, Any]]] = []

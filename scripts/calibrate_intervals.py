@@ -1,4 +1,24 @@
-"""Calibration of the 95% interval on the exponent from ``fit_power_law`` on short ladders.
+"""Calibration of the 95% intervals on the exponent: surface vs parabola vs band on proxy ladders.
+
+For ladders of 4, 5, 7 and 10 cells (``--cells``), ``--reps`` replicate ladders each (200 in the
+full run), every ladder a :func:`sweeper.fitting.synthetic.proxy_sweep` with a known law (lr* =
+0.208 · N^-0.3; SP widths 32-256 at depth 2, the width_sp LR grid shared by every cell, 2 seeds,
+noise larger above the optimum than below, divergence past a cliff; see
+``scripts/bench_fit_methods.py``). Each ladder is fitted by every method with the same number of
+resamples (``--boot``): ``surface`` (:func:`fit_surface`, runs resampled within cells plus the cells'
+deviations redrawn), ``surface_laplace`` (the same fit, intervals from its Laplace covariance),
+``parabola`` (:func:`estimate_optima` + :func:`fit_power_law`) and ``band`` (:func:`fit_band_law`).
+Printed per (cells, method): coverage of the true exponent by the 95% interval (with its binomial
+SE), mean and median interval width, the fraction of intervals that exclude 0, and failures.
+Goal: surface covers 90-98%.
+
+Usage: ``nice -n 19 .venv/bin/python scripts/calibrate_intervals.py [--reps 200] [--boot 200]
+[--cells 4 5 7 10] [--scenario base] [--processes 2] [--json out.json]``
+
+``--optima`` runs the earlier calibration of ``fit_power_law`` alone on synthetic cell optima
+(its arguments follow), documented below.
+
+Calibration of the 95% interval on the exponent from ``fit_power_law`` on short ladders.
 
 Synthetic cell optima, no training: for each ladder size, widths geometrically spaced from 16 to
 256, true law lr* = 0.05 · width^-0.4, each cell's observed optimum lr* · exp(ε) with ε ~ N(0, s²),
@@ -18,13 +38,15 @@ Records per configuration: coverage of the true exponent (with its binomial SE),
 width, and the fraction of intervals that exclude 0. The ε of a replicate depend only on
 (n_cells, s, replicate), so the two σ_cell arms and all methods see the same ladders.
 
-Usage: ``nice -n 19 .venv/bin/python scripts/calibrate_intervals.py [--reps 300] [--boot 400]``
+Usage: ``nice -n 19 .venv/bin/python scripts/calibrate_intervals.py --optima [--reps 300] [--boot 400]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import time
 import warnings
 
@@ -35,7 +57,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.stats import norm, t  # noqa: E402
 
-from sweeper.fit import FitWarning, fit_power_law  # noqa: E402
+from sweeper.fitting import FitWarning, fit_power_law  # noqa: E402
 
 TRUE_A = 0.05
 TRUE_B = -0.4
@@ -80,12 +102,13 @@ def classical(width: np.ndarray, lr: np.ndarray, sig: np.ndarray) -> dict[str, t
     return {"t-resid": (b - q * se_t, b + q * se_t), "z-known": (b - Z95 * se_z, b + Z95 * se_z)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def legacy_main(argv: list[str]) -> int:
+    """The calibration of ``fit_power_law`` on synthetic optima (``--optima``)."""
+    ap = argparse.ArgumentParser(description="fit_power_law on synthetic cell optima")
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--boot", type=int, default=400)
     ap.add_argument("--seed", type=int, default=20240601)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -156,5 +179,65 @@ def main() -> int:
     return 0
 
 
+def main() -> int:
+    if "--optima" in sys.argv[1:]:
+        return legacy_main([a for a in sys.argv[1:] if a != "--optima"])
+    from bench_fit_methods import ALL_METHODS, SCENARIOS, TRUE_B, run_grid
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--boot", type=int, default=200)
+    ap.add_argument("--cells", type=int, nargs="+", default=[4, 5, 7, 10])
+    ap.add_argument("--scenario", default="base", choices=list(SCENARIOS))
+    ap.add_argument("--methods", nargs="+", default=list(ALL_METHODS), choices=list(ALL_METHODS))
+    ap.add_argument("--processes", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1000, help="first replicate's seed")
+    ap.add_argument("--json", help="write the table to this file")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    results = run_grid(
+        args.cells, [args.scenario], args.reps, args.boot, args.processes, args.seed, args.methods
+    )
+    rows = []
+    for n_cells in args.cells:
+        for method in args.methods:
+            cis = [
+                res[method]
+                for (c, _r, _s), res in results
+                if c == n_cells and method in res and "failed" not in res[method]
+            ]
+            n_all = sum(1 for (c, _r, _s), res in results if c == n_cells and method in res)
+            lo = np.array([r["lo"] for r in cis])
+            hi = np.array([r["hi"] for r in cis])
+            cover = (lo <= TRUE_B) & (hi >= TRUE_B)
+            p = float(cover.mean()) if cis else float("nan")
+            rows.append(
+                {
+                    "n_cells": n_cells,
+                    "method": method,
+                    "fits": len(cis),
+                    "failed": n_all - len(cis),
+                    "coverage": p,
+                    "cov_se": float(np.sqrt(p * (1 - p) / len(cis))) if cis else float("nan"),
+                    "mean_width": float(np.mean(hi - lo)) if cis else float("nan"),
+                    "med_width": float(np.median(hi - lo)) if cis else float("nan"),
+                    "excl_0": float(((hi < 0) | (lo > 0)).mean()) if cis else float("nan"),
+                }
+            )
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(table.to_string(index=False, float_format="{:.3f}".format))
+    print(
+        f"\nscenario {args.scenario}, {args.reps} replicate ladders per row (the same ladders for "
+        f"every method), {args.boot} resamples per fit, true exponent {TRUE_B}; "
+        f"wall {time.perf_counter() - t0:.0f} s"
+    )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"settings": vars(args), "rows": rows}, fh, indent=1)
+    return 0
+
+
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     raise SystemExit(main())

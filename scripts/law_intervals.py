@@ -20,9 +20,9 @@ import warnings
 import numpy as np
 from scipy.stats import t
 
-from sweeper.fit import fit_power_law
-from sweeper.fit.optimum import estimate_optima
-from sweeper.sweep import load_sweep_runs
+from sweeper.fitting import fit_power_law
+from sweeper.fitting.optimum import estimate_optima
+from sweeper.study.sweep_runs import load_sweep_runs
 
 
 def main() -> int:

@@ -62,7 +62,7 @@ def sh(*args: str, capture: bool = False) -> str:
 
 def training_seconds(study: str) -> float:
     """Sum of the sweep's runs' own train() wall time (the launch itself may be a resume)."""
-    from sweeper.sweep import load_sweep_runs
+    from sweeper.study.sweep_runs import load_sweep_runs
 
     return float(load_sweep_runs(study)["wall_s"].sum())
 

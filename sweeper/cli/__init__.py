@@ -4,8 +4,14 @@ Each verb lives in a module of this package that exposes ``register(subparsers)`
 adds sets ``func(args) -> int``. Verb modules import nothing heavy at module level: torch and ray
 are imported inside the verbs that train, so query verbs start fast.
 
-Exit codes: 0 success, 2 bad input (one line per problem on stderr; traceback only with
-``--debug``), 1 internal failure.
+Exit codes: 0 success, 2 bad input or a state Sweeper cannot work with (one line per problem on
+stderr; traceback only with ``--debug``), 1 internal failure.
+
+Secrets: every line the CLI prints for an error, and every log record, goes through
+:func:`sweeper.study.storage.redact` (storage URLs are shown with :func:`safe_url
+<sweeper.study.storage.safe_url>` everywhere). A password written in ``--storage URL`` is visible
+to ``ps``; the CLI warns, and points to password-less URLs (``PGPASSWORD``, ``~/.pgpass``) or
+``$SWEEPER_STORAGE``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from sweeper.errors import SweeperError
@@ -27,6 +35,7 @@ VERB_MODULES: tuple[str, ...] = (
     "sweeper.cli.fitting",  # import, fit, laws, compare
     "sweeper.cli.recipe",  # recommend, export, check
     "sweeper.cli.report",  # report, validate-transfer
+    "sweeper.cli.own_model",  # coord-check, diff
 )
 
 
@@ -47,6 +56,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Redact(logging.Filter):
+    """Masks secrets in every log record (a database driver's message may quote a URL)."""
+
+    def __init__(self, urls: list[str]) -> None:
+        super().__init__()
+        self.urls = urls
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from sweeper.study.storage import redact
+
+        try:
+            msg = record.getMessage()
+        except Exception:  # a broken record: leave it to logging
+            return True
+        clean = redact(msg, *self.urls)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact(
+                "".join(traceback.format_exception(*record.exc_info)).rstrip(), *self.urls
+            )
+            record.exc_info = None
+        return True
+
+
+def _urls(args: argparse.Namespace) -> list[str]:
+    return [u for u in (getattr(args, "storage", None), os.environ.get("SWEEPER_STORAGE")) if u]
+
+
+def _warn_password(args: argparse.Namespace) -> None:
+    from sweeper.study.storage import url_password
+
+    if url_password(getattr(args, "storage", None)):
+        print(
+            "sweeper: warning: the --storage URL carries a password: any user of this machine "
+            "can read it with `ps` (and Ray records the command line of a driver); leave it "
+            "out of the URL and let the database client find it (PGPASSWORD, ~/.pgpass), or "
+            "put the whole URL in $SWEEPER_STORAGE",
+            file=sys.stderr,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -58,15 +109,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    urls = _urls(args)
+    redactor = _Redact(urls)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redactor)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from sweeper.study.storage import redact
+
+    _warn_password(args)
     try:
         return int(args.func(args) or 0)
     except SweeperError as e:
         if args.debug:
-            raise
-        for line in str(e).splitlines() or [type(e).__name__]:
+            _print_traceback(e, urls)
+        for line in redact(str(e), *urls).splitlines() or [type(e).__name__]:
             print(f"sweeper: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -76,12 +134,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as e:  # internal failure: one line unless --debug
         if args.debug:
-            raise
+            _print_traceback(e, urls)
+        first = (str(e).strip().splitlines() or [""])[0]
         print(
-            f"sweeper: internal error: {type(e).__name__}: {e} (rerun with --debug)",
+            f"sweeper: internal error: {type(e).__name__}: {redact(first, *urls)} "
+            "(rerun with --debug)",
             file=sys.stderr,
         )
         return 1
+    finally:
+        for handler in logging.getLogger().handlers:
+            handler.removeFilter(redactor)
+
+
+def _print_traceback(e: BaseException, urls: list[str]) -> None:
+    from sweeper.study.storage import redact
+
+    print(redact("".join(traceback.format_exception(e)).rstrip(), *urls), file=sys.stderr)
 
 
 if __name__ == "__main__":

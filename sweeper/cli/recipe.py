@@ -14,16 +14,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.errors import StorageError, TargetError
+from sweeper.errors import TargetError
 
 if TYPE_CHECKING:
-    from sweeper.check import CheckResult
-    from sweeper.laws import Law, LossLaw
-    from sweeper.recommend import Interval, Recipe
+    from sweeper.recipe.check import CheckResult
+    from sweeper.recipe.recipe import Interval, Recipe
 
 __all__ = ["register"]
 
-#: the formats of :data:`sweeper.export.FORMATS`, spelled out so that registering imports nothing
+#: the formats of :data:`sweeper.recipe.export.FORMATS`, spelled out so that registering imports nothing
 EXPORT_FORMATS = ("litgpt", "hf", "deepspeed", "megatron", "torchtitan", "nanogpt", "json")
 _SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
@@ -117,6 +116,40 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_export_parser(subparsers: Any) -> None:
+    from sweeper.recipe.export.versions import help_text
+
+    p = subparsers.add_parser(
+        "export",
+        help="a recipe as a litgpt/HF/DeepSpeed/Megatron/torchtitan/nanoGPT/JSON config",
+        description="Write a recipe in the config format of the framework that will run it, for "
+        "a named framework version. Every setting the format cannot carry is one warning on "
+        f"stderr and a header line where the format has comments. Versions: {help_text()}.",
+    )
+    _add_law_args(p)
+    _add_target_args(p)
+    p.add_argument("--format", required=True, help=" | ".join(EXPORT_FORMATS))
+    p.add_argument(
+        "--framework-version",
+        metavar="V",
+        help="the framework version to write for (megatron 0.16|0.17|0.18|0.19, torchtitan "
+        "0.2|0.3; default: the current release, megatron 0.19 and torchtitan 0.3)",
+    )
+    p.add_argument(
+        "--allow-inexpressible",
+        action="store_true",
+        help="write a muP/CompleteP (or non-AdamW) recipe to a format that cannot express it "
+        "(refused without; the LR then does not mean what the format's model will do)",
+    )
+    p.add_argument("-o", "--output", type=Path, help="file to write (default stdout)")
+    p.add_argument(
+        "--recipe-json",
+        type=Path,
+        help="a saved `recommend --json` / `export --format json` recipe (schema sweeper-recipe)",
+    )
+    p.set_defaults(func=cmd_export)
+
+
 def register(subparsers: Any) -> None:
     """Add the ``recommend``, ``export`` and ``check`` verbs."""
     p = subparsers.add_parser(
@@ -130,17 +163,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the recipe as one JSON object")
     p.set_defaults(func=cmd_recommend)
 
-    p = subparsers.add_parser(
-        "export",
-        help="a recipe as a litgpt/HF/DeepSpeed/Megatron/torchtitan/nanoGPT/JSON config",
-        description="Write a recipe in the config format of the framework that will run it.",
-    )
-    _add_law_args(p)
-    _add_target_args(p)
-    p.add_argument("--format", required=True, help=" | ".join(EXPORT_FORMATS))
-    p.add_argument("-o", "--output", type=Path, help="file to write (default stdout)")
-    p.add_argument("--recipe-json", type=Path, help="a saved `recommend --json` recipe")
-    p.set_defaults(func=cmd_export)
+    _add_export_parser(subparsers)
 
     p = subparsers.add_parser(
         "check",
@@ -167,101 +190,57 @@ def register(subparsers: Any) -> None:
 # -------------------------------------------------------------------------------- law resolution
 
 
-def resolve_laws(
-    sweep: str | None, law_args: list[str], storage: str | None
-) -> tuple[dict[str, Law], LossLaw | None]:
-    """Laws keyed by target ("lr", "batch_tokens") plus the loss law, from a sweep or ``--law``."""
-    from sweeper.laws import LossLaw, law_from_dict
-    from sweeper.published import PUBLISHED_NAMES, published_laws
+def _laws_arg(args: argparse.Namespace) -> Any:
+    """What ``--law``/SWEEP name, for :func:`sweeper.api.resolve_laws`: a sweep name, or the laws
+    given by id and published name."""
+    from sweeper import api
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_laws
 
-    if sweep and law_args:
+    if args.sweep and args.law:
         raise TargetError("give a SWEEP or --law, not both")
-    if not sweep and not law_args:
+    if not args.sweep and not args.law:
         raise TargetError(f"give a SWEEP or --law ID|{'|'.join(PUBLISHED_NAMES)}")
-    laws: dict[str, Law] = {}
-    loss: LossLaw | None = None
-    if sweep:
-        from sweeper.storage import list_laws, resolve_url
-
-        rows = list_laws(sweep, storage)
-        if not rows:
-            raise StorageError(
-                f"no laws stored for sweep {sweep!r} in {resolve_url(storage)} "
-                f"(run `sweeper fit {sweep}`, or use --law {'|'.join(PUBLISHED_NAMES)})"
-            )
-        for row in rows:  # ordered by id: later fits replace earlier ones
-            law = law_from_dict(row)
-            if isinstance(law, LossLaw):
-                loss = law
-            elif law.target in ("lr", "batch_tokens"):
-                laws[law.target] = law
-        return laws, loss
-
-    given: dict[str, str] = {}
-    for arg in law_args:
+    if args.sweep:
+        return args.sweep
+    laws: list[Any] = []
+    for arg in args.law:
         key = arg.strip().lower().replace("-", "").replace("_", "")
         if key in PUBLISHED_NAMES:
-            found: list[Law] = list(published_laws(key).values())
+            laws += list(published_laws(key).values())
         elif arg.strip().isdigit():
-            from sweeper.storage import get_law, resolve_url
-
-            stored = get_law(int(arg), storage)
-            if stored is None:
-                raise StorageError(f"no law with id {arg} in {resolve_url(storage)}")
-            found = [law_from_dict(stored)]
+            laws.append(api.law(int(arg), storage=args.storage))
         else:
             raise TargetError(
                 f"--law expects a stored law id or one of {', '.join(PUBLISHED_NAMES)}, got {arg!r}"
             )
-        for law in found:
-            if isinstance(law, LossLaw):
-                if loss is not None:
-                    raise TargetError(f"two loss laws given (--law {given['loss']} and {arg})")
-                loss, given["loss"] = law, arg
-                continue
-            if law.target in laws:
-                raise TargetError(
-                    f"two {law.target} laws given (--law {given[law.target]} and --law {arg})"
-                )
-            laws[law.target], given[law.target] = law, arg
-    return laws, loss
+    return laws
+
+
+#: the target and hardware arguments spelled as their fields (``--params`` is n_params)
+_TARGET_ARGS = ("width", "depth", "heads", "vocab", "context", "tokens", "compute",
+                "tokens_per_param", "parametrization", "base_width", "base_depth")  # fmt: skip
+_HARDWARE_ARGS = ("gpus", "gpu_memory_gb", "seq_len", "micro_batch", "precision", "peak_tflops",
+                  "mfu", "zero_stage", "recompute")  # fmt: skip
 
 
 def _build_recipe(args: argparse.Namespace) -> Recipe:
-    from sweeper.recommend import Hardware, Target, recommend
+    from sweeper import api
+    from sweeper.recipe.hardware import Hardware
+    from sweeper.recipe.target import Target
 
     target = Target(
         n_params=args.params,
-        width=args.width,
-        depth=args.depth,
-        heads=args.heads,
-        vocab=args.vocab,
-        context=args.context,
-        tokens=args.tokens,
-        compute=args.compute,
-        tokens_per_param=args.tokens_per_param,
-        parametrization=args.parametrization,
-        base_width=args.base_width,
-        base_depth=args.base_depth,
+        **{k: getattr(args, k) for k in _TARGET_ARGS},
     )
     hardware = Hardware(
-        gpus=args.gpus,
-        gpu_memory_gb=args.gpu_memory_gb,
-        seq_len=args.seq_len,
-        micro_batch=args.micro_batch,
-        precision=args.precision,
-        peak_tflops=args.peak_tflops,
-        mfu=args.mfu,
-        zero_stage=args.zero_stage,
         flash_attention=not args.no_flash_attention,
-        recompute=args.recompute,
+        **{k: getattr(args, k) for k in _HARDWARE_ARGS},
     )
-    laws, loss = resolve_laws(args.sweep, args.law, args.storage)
-    return recommend(
-        laws,
+    return api.recommend(
+        _laws_arg(args),
         target,
         hardware,
-        loss_law=loss,
+        storage=args.storage,
         global_batch=args.global_batch,
         rampup=args.rampup,
         force=args.force,
@@ -303,6 +282,14 @@ def _print_recipe(r: Recipe) -> None:
     t.add_row("model", f"N = {r.n_params:.4g}", shape)
     t.add_row("tokens", f"{r.tokens:.4g}", f"{r.tokens / r.n_params:.1f} per parameter")
     t.add_row("peak LR", f"{r.lr.value:.4g}", iv(r.lr))
+    if r.lr_point != r.lr.value or r.lr_regret_pct is not None:
+        regret = (
+            f"expected regret {r.lr_regret_pct:.2f}% of the loss (at the point: "
+            f"{r.lr_point_regret_pct:.2f}%)"
+            if r.lr_regret_pct is not None and r.lr_point_regret_pct is not None
+            else "the law's estimate"
+        )
+        t.add_row("LR law's point", f"{r.lr_point:.4g}", f"{regret}; peak LR is the one used")
     t.add_row("min LR", f"{r.min_lr:.4g}", f"{r.min_lr_ratio:.0%} of peak, {r.schedule}")
     t.add_row(
         "batch (tokens)",
@@ -363,32 +350,67 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_recipe_json(path: Path) -> Recipe:
+    from sweeper.recipe.recipe import recipe_from_dict
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TargetError(f"cannot read recipe JSON {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise TargetError(f"{path}: expected one JSON object (a recipe)")
+    try:
+        return recipe_from_dict(data)
+    except TargetError as e:
+        raise TargetError(f"{path}: {e}") from None
+
+
+def _check_output(path: Path | None) -> None:
+    """Refuse an output path that cannot be written, before any work (nothing written)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise TargetError(f"cannot write {path}: it is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise TargetError(f"cannot write {path}: directory {parent} does not exist")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    from sweeper.export import FORMATS, export_recipe
-    from sweeper.recommend import recipe_from_dict
+    from sweeper import api
+    from sweeper.recipe.export import FORMATS
+    from sweeper.recipe.export.versions import resolve_version
 
     if args.format not in FORMATS:
         raise TargetError(f"unknown export format {args.format!r}; known: {', '.join(FORMATS)}")
-    if args.recipe_json is not None:
-        try:
-            data = json.loads(args.recipe_json.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise TargetError(f"cannot read recipe JSON {args.recipe_json}: {e}") from None
-        if not isinstance(data, dict):
-            raise TargetError(f"{args.recipe_json}: expected one JSON object (a recipe)")
-        recipe = recipe_from_dict(data)
-    else:
-        recipe = _build_recipe(args)
-    text = export_recipe(recipe, args.format)
+    try:
+        resolve_version(args.format, args.framework_version)
+    except ValueError as e:
+        raise TargetError(str(e)) from None
+    _check_output(args.output)
+    recipe = _read_recipe_json(args.recipe_json) if args.recipe_json else _build_recipe(args)
+    out = api.export(
+        recipe,
+        args.format,
+        args.framework_version,
+        allow_inexpressible=args.allow_inexpressible,
+        force=args.force,
+    )
     if args.output is not None:
         try:
-            args.output.write_text(text, encoding="utf-8")
+            args.output.write_text(out.text, encoding="utf-8")
         except OSError as e:
             raise TargetError(f"cannot write {args.output}: {e}") from None
     else:
-        sys.stdout.write(text)
-    for w in recipe.warnings:
+        sys.stdout.write(out.text)
+    for n in out.notes:
+        print(f"sweeper: note: {args.format}: {n}", file=sys.stderr)
+    for w in out.warnings:
         print(f"sweeper: warning: {w}", file=sys.stderr)
+    for m in out.cannot_carry:
+        print(f"sweeper: warning: {args.format} cannot express: {m}", file=sys.stderr)
+    for c in out.cautions:
+        print(f"sweeper: warning: {args.format}: {c}", file=sys.stderr)
     return 0
 
 
@@ -430,8 +452,9 @@ def _check_table(results: list[CheckResult], title: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from sweeper.check import CheckValues, check_recipe
-    from sweeper.recipes import get_recipe, load_recipes
+    from sweeper import api
+    from sweeper.recipe.check import CheckValues
+    from sweeper.recipe.published_recipes import get_recipe, load_recipes
 
     if args.list_recipes:
         recipes = load_recipes()
@@ -464,7 +487,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise TargetError(
             "give one of --recipe NAME, --all-recipes, or --params --tokens --lr --batch-tokens"
         )
-    laws, _loss = resolve_laws(args.sweep, args.law, args.storage)
+    laws = _laws_arg(args)
     if args.all_recipes:
         targets: list[Any] = list(load_recipes().values())
     elif args.recipe:
@@ -491,10 +514,9 @@ def cmd_check(args: argparse.Namespace) -> int:
                 vocab=args.vocab,
             )
         ]
-    results = [
-        check_recipe(laws, t, force=args.force, bytes_per_token=args.bytes_per_token)
-        for t in targets
-    ]
+    results = api.check(
+        targets, laws, storage=args.storage, force=args.force, bytes_per_token=args.bytes_per_token
+    )
     if args.json:
         out: Any = [r.to_dict() for r in results]
         print(json.dumps(out if args.all_recipes else out[0], indent=2))

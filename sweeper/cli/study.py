@@ -1,7 +1,7 @@
 """``sweeper validate | launch | status | trials``: study files, sweeps and their trials.
 
 ``validate`` and ``status``/``trials`` never import torch or ray; ``launch`` imports ray (through
-:mod:`sweeper.launch`) inside the verb. Storage: ``--storage URL``, else ``$SWEEPER_STORAGE``, else
+:mod:`sweeper.run.launch`) inside the verb. Storage: ``--storage URL``, else ``$SWEEPER_STORAGE``, else
 (for ``launch``) the study's ``storage``, else ``sqlite:///sweeper.db``.
 """
 
@@ -50,8 +50,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--takeover",
         action="store_true",
-        help="take the sweep from the driver that holds it (only when that driver is gone: its "
-        "RUNNING trials are closed and run again)",
+        help="take the sweep from the driver that holds it, when that driver is gone but cannot "
+        "be seen to be (another host, a network partition); refused while its process is alive "
+        "on this host. Its RUNNING trials are closed and run again; fenced by the lease's epoch, "
+        "the old driver can write nothing more and exits",
     )
     p.add_argument("--no-progress", action="store_true", help="no per-cell progress display")
     p.set_defaults(func=cmd_launch)
@@ -90,10 +92,10 @@ def _positive_int(text: str) -> int:
 
 # ---- validate ----------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
-    from sweeper.ladder import cells
-    from sweeper.study import load_study
+    from sweeper import api
+    from sweeper.study.ladder import cells
 
-    spec = load_study(args.study)
+    spec = api.load_study(args.study)
     cell_list = cells(spec)
     if args.json:
         print(
@@ -126,14 +128,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 # ---- launch ------------------------------------------------------------------------------------
 def cmd_launch(args: argparse.Namespace) -> int:
-    from sweeper.study import load_study
+    from sweeper import api
 
-    spec = load_study(args.study)
-    from sweeper.launch import launch_study
-
-    s = launch_study(
-        spec,
-        url=args.storage,
+    s = api.launch(
+        args.study,
+        storage=args.storage,
         address=args.address,
         max_concurrent=args.max_concurrent,
         force_new=args.force_new,
@@ -150,6 +149,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         print(
             f"  {_cell_line(c.cell, c.finished, c.target, c.failed, c.pruned, c.best_loss, c.best_lr, c.best_batch_size)}"
         )
+    if s.plan_stop:
+        print(f"  the law sampler's plan stopped: {s.plan_stop}")
     if not s.done:
         short = [c.cell for c in s.cells if not c.done]
         print(
@@ -182,47 +183,29 @@ def _cell_line(
 
 # ---- status ------------------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> int:
-    from sweeper import storage as st
-    from sweeper.lease import holder
-    from sweeper.sweep import launched_sweeps, sweep_status
+    from sweeper import api
+    from sweeper.study import storage as st
+    from sweeper.study.sweep import launched_sweeps
 
     url = st.resolve_url(args.storage)
-    name = args.sweep
-    if name is None:
-        names = launched_sweeps(url)
-        if len(names) != 1:
-            rows = [
-                {"name": r["name"], "kind": r["kind"], "created_at": r["created_at"].isoformat()}
-                for r in st.list_sweeps(url)
-            ]
-            if args.json:
-                print(json.dumps({"sweeps": rows}))
-            elif not rows:
-                print(f"no sweeps in {_safe(url)}")
-            else:
-                for r in rows:
-                    print(f"{r['name']:<24} {r['kind']:<9} {r['created_at']}")
-            return 0
-        name = names[0]
-    from sweeper.sweep import resolve_sweep_name
-
-    name = resolve_sweep_name(name, url)
-    status = sweep_status(name, url)
-    lease = holder(name, url)
-    status["driver"] = (
-        None
-        if lease is None
-        else {
-            "host": lease.host,
-            "pid": lease.pid,
-            "acquired_at": lease.acquired_at,
-            "heartbeat_age_s": round(lease.age_s(), 1),
-        }
-    )
+    if args.sweep is None and len(launched_sweeps(url)) != 1:
+        rows = [
+            {"name": r["name"], "kind": r["kind"], "created_at": r["created_at"].isoformat()}
+            for r in st.list_sweeps(url)
+        ]
+        if args.json:
+            print(json.dumps({"sweeps": rows}))
+        elif not rows:
+            print(f"no sweeps in {st.safe_url(url)}")
+        else:
+            for r in rows:
+                print(f"{r['name']:<24} {r['kind']:<9} {r['created_at']}")
+        return 0
+    status = api.status(args.sweep, storage=url)
     if args.json:
         print(json.dumps(status, default=_json_default))
         return 0
-    print(f"sweep {name}" + ("" if lease is None else f": run by {lease.describe()}"))
+    print(f"sweep {status['sweep']}" + _driver_text(status["driver"]))
     for c in status["cells"]:
         print(
             "  "
@@ -241,10 +224,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _safe(url: str) -> str:
-    from sweeper.sweep import _safe_url
-
-    return _safe_url(url)
+def _driver_text(driver: dict[str, Any] | None) -> str:
+    if driver is None:
+        return ""
+    text = (
+        f": run by driver {driver['host']}:{driver['pid']}, last heartbeat "
+        f"{driver['heartbeat_age_s']:.0f} s ago"
+    )
+    if driver.get("alive") is False:
+        text += f" (process {driver['pid']} is gone: the next launch takes over)"
+    return text
 
 
 def _json_default(o: Any) -> Any:
@@ -255,7 +244,7 @@ def _json_default(o: Any) -> Any:
 
 # ---- trials ------------------------------------------------------------------------------------
 def cmd_trials(args: argparse.Namespace) -> int:
-    from sweeper.sweep import load_sweep_runs
+    from sweeper import api
 
     fmt = args.format
     if fmt is None:
@@ -263,7 +252,7 @@ def cmd_trials(args: argparse.Namespace) -> int:
         fmt = ext if ext in TRIAL_FORMATS else "csv"
     if fmt == "parquet" and not args.output:
         raise SweeperError("trials: parquet needs -o FILE")
-    df = load_sweep_runs(args.sweep, args.storage)
+    df = api.runs(args.sweep, storage=args.storage)
     if fmt == "csv":
         if args.output:
             df.to_csv(args.output, index=False)

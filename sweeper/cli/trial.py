@@ -59,7 +59,11 @@ def register(subparsers: Any) -> None:
     o.add_argument("--micro-batch-size", type=int, default=None, help="for grad accumulation")
     o.add_argument("--tokens", type=_count, default=819_200, help="training tokens")
     o.add_argument("--warmup", type=float, default=0.1, help="<1: fraction of steps, else steps")
-    o.add_argument("--schedule", choices=("cosine", "wsd", "constant"), default="cosine")
+    o.add_argument("--schedule", choices=("cosine", "wsd", "constant", "linear"), default="cosine")
+    o.add_argument(
+        "--optimizer", choices=("adamw", "muon", "adafactor", "sgd"), default="adamw",
+        help="adamw (default); muon: Muon on the 2-D hidden matrices, AdamW on the rest",
+    )  # fmt: skip
     o.add_argument("--min-lr-ratio", type=float, default=0.1)
     o.add_argument("--decay-fraction", type=float, default=0.2, help="WSD decay phase")
     o.add_argument("--weight-decay", type=float, default=0.1)
@@ -112,6 +116,7 @@ def run_trial(args: argparse.Namespace) -> int:
             grad_clip=args.grad_clip,
             z_loss=args.z_loss,
             ramp=pm.BatchRamp(*args.ramp) if args.ramp else None,
+            optimizer=args.optimizer,
         )
         shape = {
             "width": args.width,

@@ -1,0 +1,567 @@
+"""Sweeper from Python: every CLI verb as a function (the CLI is a thin layer over these).
+
+A notebook does the whole path in a few lines::
+
+    import sweeper
+
+    study = sweeper.load_study("studies/smoke.toml")
+    sweeper.launch(study, storage="sqlite:///sweeper.db")          # train the ladder (Ray Tune)
+    df = sweeper.runs("smoke", storage="sqlite:///sweeper.db")     # one row per training run
+    laws = sweeper.fit("smoke", storage="sqlite:///sweeper.db")    # the lr (and batch) laws, stored
+    recipe = sweeper.recommend(laws, at=sweeper.Target(width=2048, depth=20, tokens=2e10))
+    print(sweeper.export(recipe, "litgpt").text)
+
+Storage: every function that reads or writes the storage takes ``storage=`` (a SQLAlchemy URL;
+default ``$SWEEPER_STORAGE``, else ``sqlite:///sweeper.db``). A sweep may be given by name or as a
+:class:`~sweeper.study.handle.Sweep` (loaded once with :meth:`Sweep.load
+<sweeper.study.handle.Sweep.load>`). Bad input raises :class:`~sweeper.errors.SweeperError`;
+doubtful fits warn :class:`~sweeper.fitting.FitWarning`. Heavy modules (ray, torch, optuna,
+matplotlib) are imported only by the functions that need them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper.errors import StorageError, SweeperError, TargetError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from sweeper.fitting.laws import Law, LossLaw
+    from sweeper.recipe.check import CheckResult, CheckValues
+    from sweeper.recipe.hardware import Hardware
+    from sweeper.recipe.published_recipes import PublishedRecipe
+    from sweeper.recipe.recipe import Recipe
+    from sweeper.recipe.target import Target
+    from sweeper.report.transfer import TransferResult
+    from sweeper.run.launch import LaunchSummary
+    from sweeper.study.handle import Sweep
+    from sweeper.study.spec import StudySpec
+
+__all__ = [
+    "Comparison",
+    "Exported",
+    "check",
+    "compare",
+    "coord_check",
+    "diff",
+    "export",
+    "fit",
+    "import_runs",
+    "launch",
+    "law",
+    "laws",
+    "load_study",
+    "recommend",
+    "resolve_laws",
+    "runs",
+    "status",
+    "validate_transfer",
+    "write_report",
+]
+
+
+def _sweep(sweep: str | Sweep, storage: str | None) -> Sweep:
+    from sweeper.study.handle import Sweep
+
+    return sweep if isinstance(sweep, Sweep) else Sweep.load(sweep, storage)
+
+
+# ---- stage 1: a study and its runs ---------------------------------------------------------------
+def load_study(path: str | Path) -> StudySpec:
+    """The study file at ``path``, checked (StudyError lists every problem at once)."""
+    from sweeper.study.spec import load_study as _load
+
+    return _load(path)
+
+
+def launch(
+    study: StudySpec | str | Path,
+    *,
+    storage: str | None = None,
+    address: str | None = None,
+    max_concurrent: int | None = None,
+    force_new: bool = False,
+    takeover: bool = False,
+    progress: bool = True,
+    verbose: int = 0,
+) -> LaunchSummary:
+    """Run (or resume) the sweep of ``study`` on local Ray (or the cluster at ``address``) until
+    every cell has its trials. Relaunching resumes; see :func:`sweeper.run.launch.launch_study`."""
+    spec = study if not isinstance(study, (str, Path)) else load_study(study)
+    from sweeper.run.launch import launch_study  # ray: only once the study is known to be good
+
+    return launch_study(
+        spec,
+        url=storage,
+        address=address,
+        max_concurrent=max_concurrent,
+        force_new=force_new,
+        verbose=verbose,
+        progress=progress,
+        takeover=takeover,
+    )
+
+
+def status(sweep: str | None = None, *, storage: str | None = None) -> dict[str, Any]:
+    """Trials per cell by state, the best loss and its LR/batch, and the driver that holds the
+    sweep (``driver``: host, pid, whether that process is alive on this host). Without ``sweep``:
+    the only launched sweep in the storage."""
+    from sweeper.study.lease import driver_status
+    from sweeper.study.sweep import resolve_sweep_name, sweep_status
+
+    name = resolve_sweep_name(sweep, storage)
+    out = sweep_status(name, storage)
+    out["driver"] = driver_status(name, storage)
+    return out
+
+
+def runs(sweep: str | Sweep, *, storage: str | None = None) -> pd.DataFrame:
+    """Every training run of a launched or imported sweep, one row per run (per seed), with the
+    canonical columns of :mod:`sweeper.study.runs` first."""
+    return _sweep(sweep, storage).runs()
+
+
+def import_runs(
+    path: str | Path,
+    *,
+    sweep: str,
+    renames: Mapping[str, str] | None = None,
+    seq_len: int | None = None,
+    storage: str | None = None,
+    study: str | Path | None = None,
+) -> Sweep:
+    """Store the runs of a CSV/parquet file as the imported sweep ``sweep`` and return it.
+
+    ``study``: the study TOML the runs came from (its ladder must hold every cell of the runs);
+    with it the sweep's cells can be trained again, e.g. by :func:`validate_transfer`."""
+    from sweeper.study.importer import import_runs as _import
+
+    _import(path, sweep=sweep, renames=renames, seq_len=seq_len, url=storage, study=study)
+    return _sweep(sweep, storage)
+
+
+# ---- stage 2: laws -------------------------------------------------------------------------------
+def fit(
+    data: str | Sweep | pd.DataFrame,
+    *,
+    target: str | None = None,
+    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    method: str = "parabola",
+    storage: str | None = None,
+    store: bool = True,
+    **options: Any,
+) -> list[Law]:
+    """Fit the laws of a sweep (or of a runs DataFrame) and, for a stored sweep, store them.
+
+    Fits ``lr`` and, when the batch size varies within cells, ``batch_tokens`` (or only
+    ``target``: "lr", "batch_tokens", "loss"); see :mod:`sweeper.fitting.fit_runs` for the rules
+    and ``options`` (band, n_boot, cell_boot, min_runs, keep_edge, huber, weighted, loss_points,
+    seed). The laws record the sweep's conventions (:mod:`sweeper.fitting.provenance`); a target
+    skipped and the fits' doubts are issued as :class:`~sweeper.fitting.FitWarning`.
+    """
+    import pandas as pd
+
+    from sweeper.fitting._common import FitSkipped, FitWarning
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
+    from sweeper.fitting.provenance import runs_conventions, sweep_conventions
+    from sweeper.fitting.store import put_law
+
+    opts = FitOptions(method=method, **options)
+    if isinstance(data, pd.DataFrame):
+        outcome = fit_runs(
+            data, conventions=runs_conventions(data), source="", target=target,
+            predictors=predictors, options=opts,
+        )  # fmt: skip
+        fitted, where = list(outcome.laws), None
+    else:
+        sw = _sweep(data, storage)
+        outcome = fit_runs(
+            sw.runs(), conventions=sweep_conventions(sw), source=sw.name, target=target,
+            predictors=predictors, options=opts,
+        )  # fmt: skip
+        fitted, where = list(outcome.laws), sw
+    for msg in outcome.skipped:
+        warnings.warn(msg, FitSkipped, stacklevel=2)
+    for msg in outcome.warnings:
+        warnings.warn(msg, FitWarning, stacklevel=2)
+    if store and where is not None:
+        fitted = [put_law(law, where.url) for law in fitted]
+    return fitted
+
+
+def laws(sweep: str | Sweep | None = None, *, storage: str | None = None) -> list[Law]:
+    """The stored laws (of ``sweep`` when given), oldest first. StorageError for an unknown
+    sweep."""
+    from sweeper.fitting.store import list_laws
+
+    if sweep is None:
+        return list_laws(None, storage)
+    sw = _sweep(sweep, storage)
+    return list_laws(sw.name, sw.url)
+
+
+def law(law_id: int, *, storage: str | None = None) -> Law:
+    """The stored law ``law_id``."""
+    from sweeper.fitting.store import get_law
+
+    return get_law(int(law_id), storage)
+
+
+def resolve_laws(
+    given: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
+    *,
+    storage: str | None = None,
+) -> tuple[dict[str, Law], LossLaw | None]:
+    """Laws keyed by target ("lr", "batch_tokens") and the loss law, from: a sweep (its latest
+    stored laws), a published name (``deepseek``, ``steplaw``, ``kaplan``), one law, a list of
+    laws (one per target), or a mapping target → law."""
+    from sweeper.fitting.laws import Law
+    from sweeper.fitting.store import latest_laws
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_laws
+    from sweeper.study.handle import Sweep
+
+    url: str | None
+    if isinstance(given, Sweep):
+        name, url = given.name, given.url
+    elif isinstance(given, str):
+        if _published_key(given) in PUBLISHED_NAMES:
+            return _keyed(list(published_laws(given).values()))
+        name, url = given, storage
+    elif isinstance(given, Law):
+        return _keyed([given])
+    elif isinstance(given, Mapping):
+        return _keyed(list(given.values()))
+    else:
+        return _keyed(list(given))
+    found, loss = latest_laws(name, url)
+    if not found and loss is None:
+        from sweeper.study.storage import resolve_url, safe_url
+
+        raise StorageError(
+            f"no laws stored for sweep {name!r} in {safe_url(resolve_url(url))} (run `sweeper "
+            f"fit {name}`, or use a published law: {'|'.join(PUBLISHED_NAMES)})"
+        )
+    return found, loss
+
+
+def _published_key(name: str) -> str:
+    return name.strip().lower().replace("-", "").replace("_", "")
+
+
+def _keyed(given: Sequence[Law]) -> tuple[dict[str, Law], LossLaw | None]:
+    from sweeper.fitting.laws import LossLaw
+
+    out: dict[str, Law] = {}
+    loss: LossLaw | None = None
+    for item in given:
+        if isinstance(item, LossLaw):
+            if loss is not None:
+                raise TargetError(f"two loss laws given ({_name(loss)} and {_name(item)})")
+            loss = item
+            continue
+        if item.target in out:
+            raise TargetError(
+                f"two {item.target} laws given ({_name(out[item.target])} and {_name(item)})"
+            )
+        out[item.target] = item
+    return out, loss
+
+
+def _name(law: Law) -> str:
+    return f"law {law.id}" if law.id is not None else f"{law.source}:{law.target}"
+
+
+# ---- stage 3: a recipe for a target ---------------------------------------------------------------
+def recommend(
+    laws: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
+    at: Target,
+    hardware: Hardware | None = None,
+    *,
+    storage: str | None = None,
+    **options: Any,
+) -> Recipe:
+    """The recipe for the target model ``at`` from ``laws`` (see :func:`resolve_laws`), on
+    ``hardware``. ``options``: global_batch, rampup, force, level, bytes_per_token, defaults (see
+    :func:`sweeper.recipe.recommend.recommend`)."""
+    from sweeper.recipe.recommend import recommend as _recommend
+
+    found, loss = resolve_laws(laws, storage=storage)
+    return _recommend(found, at, hardware, loss_law=loss, **options)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A recipe in one format: the ``text`` to write, one line per setting the format cannot
+    carry (``cannot_carry``), the recipe's own ``warnings``, the framework version it targets
+    (``framework_version``, what ``--framework-version`` takes, and ``framework``, the release or
+    commit; None for json), the assumptions to check (``cautions``) and, for the formats without
+    comments (hf, deepspeed), what a header would say (``notes``: version, load, which LR)."""
+
+    format: str
+    text: str
+    cannot_carry: tuple[str, ...]
+    warnings: tuple[str, ...]
+    framework_version: str | None = None
+    framework: str | None = None
+    cautions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def export(
+    recipe: Recipe,
+    format: str,
+    framework_version: str | None = None,
+    *,
+    allow_inexpressible: bool = False,
+    force: bool = False,
+) -> Exported:
+    """``recipe`` in the config format of litgpt, hf, deepspeed, megatron, torchtitan, nanogpt or
+    json, for ``framework_version`` (default: the current release; see ``sweeper export --help``),
+    with what the format cannot carry. TargetError for an unknown format or version, for a
+    muP/CompleteP recipe (or a non-AdamW optimizer) the format cannot express unless
+    ``allow_inexpressible``, and for a muP/CompleteP recipe from an LR law that records another
+    or no parametrization unless ``force``."""
+    from sweeper.recipe.export import render
+
+    r = render(
+        recipe, format, framework_version, allow_inexpressible=allow_inexpressible, force=force
+    )
+    fv = r.version
+    return Exported(
+        format,
+        r.text,
+        tuple(m.text for m in r.missing),
+        tuple(recipe.warnings),
+        fv.version if fv is not None else None,
+        fv.framework if fv is not None else None,
+        r.cautions,
+        r.notes,
+    )
+
+
+def check(
+    recipes: str | PublishedRecipe | CheckValues | Sequence[str | PublishedRecipe | CheckValues],
+    laws: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
+    *,
+    storage: str | None = None,
+    force: bool = False,
+    bytes_per_token: float | None = None,
+) -> list[CheckResult]:
+    """Where published (by name, see ``sweeper check --list-recipes``) or given recipes sit
+    against ``laws``: one :class:`~sweeper.recipe.check.CheckResult` per recipe."""
+    from sweeper.recipe.check import check_recipe
+    from sweeper.recipe.published_recipes import get_recipe
+
+    items = [recipes] if isinstance(recipes, str) or not isinstance(recipes, Sequence) else recipes
+    found, _loss = resolve_laws(laws, storage=storage)
+    return [
+        check_recipe(
+            found,
+            get_recipe(r) if isinstance(r, str) else r,
+            force=force,
+            bytes_per_token=bytes_per_token,
+        )
+        for r in items
+    ]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A sweep's laws beside published ones: the laws, their exponents side by side, and every
+    law's prediction at the sweep's cells (and the target)."""
+
+    sweep: str
+    laws: tuple[Law, ...]
+    exponents: pd.DataFrame
+    predictions: pd.DataFrame
+
+
+def compare(
+    sweep: str | Sweep,
+    *,
+    at: Mapping[str, float] | None = None,
+    published: Sequence[str] = ("deepseek", "steplaw", "kaplan"),
+    storage: str | None = None,
+) -> Comparison:
+    """The sweep's latest lr/batch laws beside the ``published`` ones, evaluated at its cells and
+    at the target ``at`` (keys tokens and n_params, or width/depth/context)."""
+    from sweeper.recipe.compare import compare_sweep_laws
+
+    sw = _sweep(sweep, storage)
+    fitted = [x for x in laws(sw) if x.target in ("lr", "batch_tokens")]
+    latest: dict[tuple[Any, ...], Law] = {}
+    for x in fitted:
+        latest[(x.target, x.kind, x.method, x.predictors)] = x
+    if not latest:
+        raise StorageError(
+            f"no lr or batch_tokens laws stored for sweep {sw.name!r}; "
+            f"run `sweeper fit {sw.name}` first"
+        )
+    all_laws, exps, pred = compare_sweep_laws(sw.runs(), list(latest.values()), published, at)
+    return Comparison(sw.name, tuple(all_laws), exps, pred)
+
+
+# ---- stage 4: evidence and reports ---------------------------------------------------------------
+def validate_transfer(
+    sweep: str | Sweep,
+    *,
+    holdout: str = "largest",
+    fit_cells: str | None = None,
+    seeds: int = 2,
+    method: str = "parabola",
+    storage: str | None = None,
+    max_concurrent: int | None = None,
+    progress: bool = True,
+    verbose: int = 0,
+) -> TransferResult:
+    """Fit the LR law on the fit set (``fit_cells``: e.g. ``"width<=64"``; default every cell but
+    the held-out one), predict the held-out cell (``"largest"`` outside the fit set, a cell of the
+    sweep, or a new cell named like ``w256-d2-t819k``), train it at the prediction, the baselines
+    and a sqrt(2) grid around them with ``seeds`` seeds, and report the regrets; see
+    :mod:`sweeper.report.transfer`."""
+    from sweeper.report.transfer import run_transfer
+
+    if seeds < 1:
+        raise SweeperError(f"--seeds must be at least 1, got {seeds}")
+    return run_transfer(
+        _sweep(sweep, storage),
+        holdout=holdout,
+        fit_cells=fit_cells,
+        seeds=seeds,
+        method=method,
+        max_concurrent=max_concurrent,
+        progress=progress,
+        verbose=verbose,
+    )
+
+
+def write_report(
+    sweep: str | Sweep,
+    out: str | Path,
+    *,
+    storage: str | None = None,
+    method: str = "parabola",
+    recipe: Recipe | Mapping[str, Any] | None = None,
+    bootstrap: int = 200,
+) -> list[Path]:
+    """PNG plots and a self-contained ``index.html`` for a sweep in folder ``out``; returns the
+    files written. ``recipe``: a recipe (or its JSON form) to show, with its target on the law
+    plot."""
+    from sweeper.recipe.recipe import Recipe
+    from sweeper.report.build import build_report
+
+    sw = _sweep(sweep, storage)
+    recipe_dict = recipe.to_dict() if isinstance(recipe, Recipe) else recipe
+    return build_report(sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap)
+
+
+# ---- your own model: is my change different? does muP take? ---------------------------------------
+def diff(
+    sweep_a: str | Sweep,
+    sweep_b: str | Sweep,
+    *,
+    method: str = "parabola",
+    predictors: Sequence[str] | None = None,
+    params: float | None = None,
+    tokens: float | None = None,
+    storage: str | None = None,
+    **options: Any,
+) -> Any:
+    """Fit both sweeps the same way and compare B with A: exponent differences, the ratio of the
+    predicted optimal LR (and batch) at a target (``params``, ``tokens``; default the largest
+    cell), the best-loss difference per shared cell, with 95% and Bonferroni-corrected intervals
+    from the fits' own resamples; see :mod:`sweeper.fitting.diff`. ``options``: n_boot,
+    cell_boot, seed and other fit options. Returns a :class:`~sweeper.fitting.diff.DiffResult`.
+
+    A side may be several sweeps joined by ``+`` (``"qknorm_off+qknorm_off_ext"``): the same
+    study on more LRs, whose runs are fitted together under the first one's conventions (their
+    conventions must agree)."""
+    from sweeper.fitting.diff import diff_runs
+
+    runs_a, conv_a, name_a = _joined_runs(sweep_a, storage)
+    runs_b, conv_b, name_b = _joined_runs(sweep_b, storage)
+    target = {k: v for k, v in (("n_params", params), ("tokens", tokens)) if v is not None}
+    return diff_runs(
+        runs_a,
+        runs_b,
+        conventions=(conv_a, conv_b),
+        names=(name_a, name_b),
+        method=method,
+        predictors=predictors,
+        target=target,
+        **options,
+    )
+
+
+def coord_check(
+    study: StudySpec | str | Path,
+    *,
+    widths: Sequence[int] | None = None,
+    depth: int | None = None,
+    steps: int = 5,
+    lr: float | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    parametrization: str | None = None,
+) -> dict[str, Any]:
+    """The coordinate check of a study's model and parametrization: activations' RMS per role
+    after ``steps`` steps at ``lr`` (default the geometric middle of the study's LRs), at each of
+    ``widths`` (default the ladder's) and ``depth`` (default its smallest), with the slope of
+    log RMS against log width per quantity; see :mod:`proxy_models.coord_check`.
+    ``parametrization`` checks the same model under another one (e.g. ``"sp"`` to compare)."""
+    from dataclasses import replace
+
+    from sweeper.study.own_code import coord_check_study
+
+    spec = study if not isinstance(study, (str, Path)) else load_study(study)
+    if parametrization is not None:
+        spec = replace(spec, model=replace(spec.model, parametrization=parametrization))
+    return coord_check_study(
+        spec, widths=widths, depth=depth, steps=steps, lr=lr, batch_size=batch_size, seed=seed
+    )
+
+
+def _joined_runs(sweeps: str | Sweep, storage: str | None) -> tuple[pd.DataFrame, Any, str]:
+    """The runs of one sweep, or of ``"a+b+..."`` together, with the first sweep's conventions
+    (StorageError when the others' differ: they must be the same study on other LRs)."""
+    import pandas as pd
+
+    from sweeper.fitting.provenance import sweep_conventions
+
+    names = [sweeps] if not isinstance(sweeps, str) else sweeps.split("+")
+    handles = [_sweep(n, storage) for n in names]
+    convs = [sweep_conventions(h) for h in handles]
+    first = handles[0]
+    for h, c in zip(handles[1:], convs[1:], strict=True):
+        if c != convs[0] or _study_but_lr(h) != _study_but_lr(first):
+            raise StorageError(
+                f"sweep {h.name!r} is not the study of {first.name!r} on other LRs: only such "
+                "sweeps can be joined with '+'"
+            )
+    runs = pd.concat([h.runs() for h in handles], ignore_index=True)
+    return runs, convs[0], "+".join(h.name for h in handles)
+
+
+def _study_but_lr(sw: Sweep) -> str | None:
+    """The spec hash of a launched sweep's study with its name, description and LR values left
+    out (None for an imported sweep)."""
+    from dataclasses import replace
+
+    from sweeper.study.spec import ParamSpec
+    from sweeper.study.study_toml import spec_hash
+
+    spec = sw.spec
+    if spec is None:
+        return None
+    spec = replace(
+        spec,
+        sweep=replace(spec.sweep, name="_", description=""),
+        search=replace(spec.search, lr=ParamSpec.fixed(1.0)),
+    )
+    return spec_hash(spec)

@@ -1,0 +1,414 @@
+"""The runs of a surface fit as arrays: which cells are fitted, which are bounds, which runs are
+points and which bound the optimum (see :mod:`sweeper.fitting.surface` for the rules)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import pandas as pd
+
+from sweeper.errors import FitError
+from sweeper.fitting import _surface_model as sm
+from sweeper.fitting.laws import PREDICTORS
+from sweeper.study.runs import normalize_runs
+
+#: searched columns the surface does not model (see :mod:`sweeper.fitting.surface`)
+UNMODELLED: Final[tuple[str, ...]] = (
+    "warmup",
+    "weight_decay",
+    "beta1",
+    "beta2",
+    "schedule",
+    "min_lr_ratio",
+    "z_loss",
+    "grad_clip",
+)
+#: LRs (batch sizes) closer than this in natural log are the same grid point
+_SAME: Final[float] = 0.01
+
+
+@dataclass
+class Bound:
+    """A cell without enough completed runs whose runs diverged: its optimum (at batch exp(lb))
+    lies below ``lr``; checked against the law, not fitted."""
+
+    cell: str
+    lx: np.ndarray
+    lxb: np.ndarray | None
+    lb: float  # ln batch_tokens of the diverged runs (0 when the batch is not modelled)
+    lr: float  # the lowest diverged LR
+    n_done: int
+    n_div: int
+
+
+@dataclass
+class Data:
+    """The prepared runs (see ``surface._prepare``)."""
+
+    cells: list[str]  # the modelled cells: usable first, then bound-only
+    n_usable: int
+    preds: tuple[str, ...]
+    bpreds: tuple[str, ...] | None
+    lx: np.ndarray  # (C, k) ln predictors of the LR law
+    lxb: np.ndarray | None  # (C, kb) ln predictors of the batch law
+    runs: sm.Runs  # v centred on v0
+    v0: float
+    step: float  # LR grid step, natural log
+    cell_frame: pd.DataFrame  # per modelled cell: cell, n_params, tokens, batch_tokens, ...
+    notes: list[str]
+    n_runs: int  # rows of the runs table that were used (completed or diverged)
+    bounds: list[Bound] = field(default_factory=list)
+
+
+def _check_preds(preds: Sequence[str], what: str) -> tuple[str, ...]:
+    out = tuple(preds)
+    if not out:
+        raise FitError(f"at least one predictor is needed for the {what} law")
+    bad = [p for p in out if p not in PREDICTORS]
+    if bad:
+        raise FitError(f"unknown predictor(s) {bad}; known: {', '.join(PREDICTORS)}")
+    if len(set(out)) != len(out):
+        raise FitError(f"predictors repeat: {list(out)}")
+    return out
+
+
+def _distinct(x: np.ndarray) -> int:
+    x = np.sort(x[np.isfinite(x)])
+    return int(x.size and 1 + np.sum(np.diff(x) > _SAME))
+
+
+def prepare(
+    runs: pd.DataFrame,
+    *,
+    lr_predictors: Sequence[str] | None,
+    batch_predictors: Sequence[str] | None,
+    need_batch: bool,
+    min_runs: int,
+    blowup: float,
+    allow_varying: Sequence[str],
+    window: tuple[float, float] | None = None,
+) -> Data:
+    df = normalize_runs(runs)
+    if df.empty:
+        raise FitError("no runs to fit")
+    _refuse_unmodelled(df, allow_varying)
+    df, notes = _mark_runs(df, blowup)
+    if window is not None:
+        notes += _apply_window(df, window)
+    if not (df["_done"].any() or df["_div"].any()):
+        raise FitError("no completed or diverged runs with a positive lr")
+    usable, bound, left = _classify_cells(df, min_runs)
+    batch, n_swept = _batch_swept(df, usable)
+    cell_frame = _cell_frame(df, usable + bound)
+    preds, bpreds = _choose_predictors(
+        cell_frame.loc[usable], lr_predictors, batch_predictors, batch, need_batch, n_swept
+    )
+    _drop_cells_without(cell_frame, preds, bpreds, usable, bound, left)
+    if left:
+        notes.append("left out " + "; ".join(left))
+    bound_frame = cell_frame.loc[bound]
+    cell_frame = cell_frame.loc[usable]
+    in_usable = df["cell"].isin(usable)
+    d_done = df[df["_done"] & in_usable]
+    d_div, n_sporadic = _bounds(df[in_usable], batch)
+    if n_sporadic:
+        notes.append(
+            f"{n_sporadic} diverged runs below a completed run at a higher LR (same cell and "
+            "batch) are not bounds: ignored"
+        )
+    r, v0 = _runs_arrays(d_done, d_div, {c: i for i, c in enumerate(usable)}, batch)
+    return Data(
+        cells=usable,
+        n_usable=len(usable),
+        preds=preds,
+        bpreds=bpreds,
+        lx=np.log(cell_frame[list(preds)].to_numpy(dtype=float)),
+        lxb=np.log(cell_frame[list(bpreds)].to_numpy(dtype=float)) if bpreds else None,
+        runs=r,
+        v0=v0,
+        step=_grid_step(df[(df["_done"] | df["_div"]) & in_usable]),
+        cell_frame=cell_frame.reset_index(),
+        notes=notes,
+        n_runs=len(d_done) + int((df["_div"] & in_usable).sum()),
+        bounds=_bound_cells(df, bound_frame, bound, preds, bpreds, batch),
+    )
+
+
+def _refuse_unmodelled(df: pd.DataFrame, allow_varying: Sequence[str]) -> None:
+    """FitError naming the first searched column the surface does not model that varies in a cell."""
+    for col in UNMODELLED:
+        if col in df.columns and col not in allow_varying:
+            n_val = df.groupby("cell")[col].nunique(dropna=True)
+            if (n_val > 1).any():
+                cell = str(n_val.index[int(np.argmax(n_val.to_numpy() > 1))])
+                raise FitError(
+                    f"column {col!r} varies within cell {cell}: the surface models lr and batch "
+                    f"size only; fit one {col} at a time or pass allow_varying=({col!r},)"
+                )
+
+
+def _mark_runs(df: pd.DataFrame, blowup: float) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` with ``_done`` (a loss point) and ``_div`` (a bound) per run; a completed run more
+    than ``blowup`` above its cell's best loss is off the model: a bound above the best LR at its
+    batch, left out below it (with a note)."""
+    lr_ok = np.isfinite(df["lr"]) & (df["lr"] > 0)
+    loss_ok = np.isfinite(df["loss"]) & (df["loss"] > 0)
+    done = (df["state"] == "COMPLETE") & ~df["diverged"] & loss_ok & lr_ok
+    div = lr_ok & (df["diverged"] | ((df["state"] == "COMPLETE") & ~np.isfinite(df["loss"])))
+    df = df.assign(_done=done, _div=div)
+    n_up = n_down = 0
+    for _, g in df[df["_done"]].groupby("cell"):
+        best = g["loss"].min()
+        far = g["loss"] > (1.0 + blowup) * best
+        if not far.any():
+            continue
+        lb = np.log(g["batch_tokens"].to_numpy(dtype=float))
+        for i in g.index[far]:
+            same = np.abs(lb - math.log(df.at[i, "batch_tokens"])) < _SAME
+            ref = g[same] if same.any() and np.isfinite(lb).all() else g
+            best_lr = float(ref["lr"].to_numpy()[np.argmin(ref["loss"].to_numpy())])
+            df.at[i, "_done"] = False
+            if df.at[i, "lr"] > best_lr:
+                df.at[i, "_div"] = True
+                n_up += 1
+            else:
+                n_down += 1
+    notes = []
+    if n_up or n_down:
+        notes.append(
+            f"{n_up + n_down} runs more than {blowup:.0%} above their cell's best loss: "
+            f"{n_up} above the best LR treated as diverged, {n_down} below it left out"
+        )
+    return df, notes
+
+
+def _classify_cells(df: pd.DataFrame, min_runs: int) -> tuple[list[str], list[str], list[str]]:
+    """Cells that are usable (``min_runs`` completed runs at 2+ LRs), bound-only (diverged runs
+    only), and left out (with why); FitError when the LR varies in no cell."""
+    usable, bound, left = [], [], []
+    lr_varies = False
+    for name, g in df.groupby("cell", sort=False):
+        d = g[g["_done"]]
+        n_lr = _distinct(np.log(d["lr"].to_numpy(dtype=float)))
+        lr_varies |= n_lr >= 2
+        if len(d) >= min_runs and n_lr >= 2:
+            usable.append(str(name))
+        elif g["_div"].any():
+            bound.append(str(name))
+        else:
+            left.append(f"{name}: {len(d)} completed runs at {n_lr} LRs")
+    if not lr_varies:
+        raise FitError("lr does not vary within any cell: the surface needs several LRs per cell")
+    return usable, bound, left
+
+
+def _batch_swept(df: pd.DataFrame, usable: list[str]) -> tuple[bool, int]:
+    """Whether the batch is modelled (it varies within some usable cell, and every run has one),
+    and in how many usable cells it varies."""
+    ub = df[df["cell"].isin(usable) & df["_done"]]
+    n_bt = ub.groupby("cell")["batch_tokens"].agg(lambda s: _distinct(np.log(s.to_numpy(float))))
+    bt = df["batch_tokens"].to_numpy(dtype=float)
+    batch = bool((n_bt >= 2).any()) and bool(np.all(np.isfinite(bt[df["_done"] | df["_div"]])))
+    return batch, int((n_bt >= 2).sum())
+
+
+def _choose_predictors(
+    usable_frame: pd.DataFrame,
+    lr_predictors: Sequence[str] | None,
+    batch_predictors: Sequence[str] | None,
+    batch: bool,
+    need_batch: bool,
+    n_swept: int,
+) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """The LR law's predictors (default: those of n_params, tokens that vary) and the batch law's
+    (default: tokens when it varies, else the LR's; None without batch variation)."""
+    tok_vary = _varies(usable_frame, "tokens")
+    n_vary = _varies(usable_frame, "n_params")
+    if lr_predictors is None:
+        lr_predictors = tuple(p for p, v in (("n_params", n_vary), ("tokens", tok_vary)) if v)
+        lr_predictors = lr_predictors or ("n_params",)
+    preds = _check_preds(lr_predictors, "lr")
+    if need_batch and not batch:
+        raise FitError(
+            "the batch size does not vary within any usable cell: no batch law can be fitted"
+        )
+    if not batch:
+        return preds, None
+    if batch_predictors is None:
+        batch_predictors = ("tokens",) if tok_vary else preds
+    bpreds = _check_preds(batch_predictors, "batch_tokens")
+    if need_batch and n_swept < max(3, len(bpreds) + 2):
+        raise FitError(
+            f"need at least {max(3, len(bpreds) + 2)} cells with the batch size swept to fit "
+            f"batch_tokens on {', '.join(bpreds)}, got {n_swept}"
+        )
+    return preds, bpreds
+
+
+def _drop_cells_without(
+    cell_frame: pd.DataFrame,
+    preds: tuple[str, ...],
+    bpreds: tuple[str, ...] | None,
+    usable: list[str],
+    bound: list[str],
+    left: list[str],
+) -> None:
+    """Move out of ``usable``/``bound`` (into ``left``, with why) the cells whose predictors are
+    not positive, then check that the usable ones can determine the laws (in place)."""
+    for p in set(preds) | set(bpreds or ()):
+        if p not in cell_frame:
+            raise FitError(f"the runs have no column {p!r}")
+        bad = [c for c in usable + bound if not (cell_frame.at[c, p] > 0)]
+        for c in bad:
+            (usable if c in usable else bound).remove(c)
+            left.append(f"{c}: no positive {p}")
+    for what, ps in (("lr", preds), ("batch_tokens", bpreds)):
+        if ps is not None:
+            _check_cells(cell_frame.loc[usable], what, ps, left, bound)
+
+
+def _runs_arrays(
+    d_done: pd.DataFrame, d_div: pd.DataFrame, idx: dict[str, int], batch: bool
+) -> tuple[sm.Runs, float]:
+    """The model's arrays of loss points and bounds, and v0 (the mean ln batch, the origin of v)."""
+    lv = np.log(d_done["batch_tokens"].to_numpy(dtype=float)) if batch else np.zeros(len(d_done))
+    v0 = float(np.mean(lv)) if batch and lv.size else 0.0
+    dlv = np.log(d_div["batch_tokens"].to_numpy(dtype=float)) if batch else np.zeros(len(d_div))
+    r = sm.Runs(
+        cell=d_done["cell"].map(idx).to_numpy(dtype=int),
+        u=np.log(d_done["lr"].to_numpy(dtype=float)),
+        v=lv - v0,
+        y=np.log(d_done["loss"].to_numpy(dtype=float)),
+        dcell=d_div["cell"].map(idx).to_numpy(dtype=int),
+        du=np.log(d_div["lr"].to_numpy(dtype=float)),
+        dv=dlv - v0,
+    )
+    return r, v0
+
+
+def _bound_cells(
+    df: pd.DataFrame,
+    bound_frame: pd.DataFrame,
+    bound: list[str],
+    preds: tuple[str, ...],
+    bpreds: tuple[str, ...] | None,
+    batch: bool,
+) -> list[Bound]:
+    """The divergence bounds of the cells without a usable curve (checked against the law)."""
+    bounds = []
+    for name in bound:
+        b_div, _ = _bounds(df[df["cell"] == name], batch)
+        lxb = np.log(bound_frame.loc[name, list(bpreds)].to_numpy(dtype=float)) if bpreds else None
+        for _, row in b_div.iterrows():
+            bounds.append(
+                Bound(
+                    cell=name,
+                    lx=np.log(bound_frame.loc[name, list(preds)].to_numpy(dtype=float)),
+                    lxb=lxb,
+                    lb=math.log(row["batch_tokens"]) if batch else 0.0,
+                    lr=float(row["lr"]),
+                    n_done=int((df["_done"] & (df["cell"] == name)).sum()),
+                    n_div=int((df["_div"] & (df["cell"] == name)).sum()),
+                )
+            )
+    return bounds
+
+
+def _bounds(df: pd.DataFrame, batch: bool) -> tuple[pd.DataFrame, int]:
+    """The diverged runs that bound the optimum: per cell and batch size, the lowest diverged LR
+    above every completed LR (it implies the others); and how many diverged runs lay below a
+    completed run (sporadic divergence, no bound)."""
+    keep, n_sporadic = [], 0
+    key = np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME) if batch else 0
+    for _, g in df.assign(_b=key).groupby(["cell", "_b"]):
+        div = g[g["_div"]]
+        if div.empty:
+            continue
+        top = g.loc[g["_done"], "lr"].max() if g["_done"].any() else -np.inf
+        above = div[div["lr"] > top * math.exp(_SAME)]
+        n_sporadic += len(div) - len(above)
+        if len(above):
+            keep.append(above.loc[[above["lr"].idxmin()]])
+    return (pd.concat(keep) if keep else df.iloc[:0]), n_sporadic
+
+
+def _apply_window(df: pd.DataFrame, window: tuple[float, float]) -> list[str]:
+    """Keep as loss points the completed runs from ``window[0]`` below to ``window[1]`` above
+    (natural log) their cell's best LR at their batch size (the LR of the lowest mean loss);
+    those further above become bounds like diverged runs, those further below are left out.
+    Modifies ``df``'s ``_done``/``_div`` in place; returns the note."""
+    below, above = window
+    n_up = n_down = 0
+    key = np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
+    done = df[df["_done"]].assign(_b=key[df["_done"].to_numpy()])
+    for _, g in done.groupby(["cell", "_b"]):
+        means = g.groupby("lr")["loss"].mean()
+        x = np.log(g["lr"].to_numpy(dtype=float) / float(means.idxmin()))
+        up, down = g.index[x > above + 1e-9], g.index[x < -below - 1e-9]
+        df.loc[up, "_done"] = False
+        df.loc[up, "_div"] = True
+        df.loc[down, "_done"] = False
+        n_up, n_down = n_up + len(up), n_down + len(down)
+    if not (n_up or n_down):
+        return []
+    return [
+        f"window: {n_up} runs more than {np.exp(above):.2g}x above their cell's best LR are bounds "
+        f"(beyond the cliff), {n_down} runs more than {np.exp(below):.2g}x below it left out"
+    ]
+
+
+def _cell_frame(df: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
+    cols = [c for c in (*PREDICTORS, "batch_tokens") if c in df.columns]
+    num = df[["cell", *cols]].copy()
+    for c in cols:
+        num[c] = pd.to_numeric(num[c], errors="coerce")
+    frame = num.groupby("cell")[cols].median()
+    return frame.loc[cells] if cells else frame.iloc[:0]
+
+
+def _varies(frame: pd.DataFrame, col: str) -> bool:
+    v = pd.to_numeric(frame.get(col), errors="coerce") if col in frame else None
+    if v is None:
+        return False
+    v = v.to_numpy(dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return v.size > 1 and float(np.ptp(np.log(v))) > 1e-9
+
+
+def _check_cells(
+    frame: pd.DataFrame, target: str, preds: tuple[str, ...], left: list[str], bound: list[str]
+) -> None:
+    n, need = len(frame), max(3, len(preds) + 2)
+    if n < need:
+        why = f"; left out {'; '.join(left[:8])}" if left else ""
+        why += f"; only a bound (too few completed runs): {', '.join(bound[:8])}" if bound else ""
+        raise FitError(
+            f"need at least {need} usable cells to fit {target} on {', '.join(preds)}, got {n}{why}"
+        )
+    lx = np.log(frame[list(preds)].to_numpy(dtype=float))
+    for j, p in enumerate(preds):
+        if np.ptp(lx[:, j]) < 1e-9:
+            raise FitError(
+                f"predictor {p!r} does not vary across the {n} usable cells "
+                f"(all {np.exp(lx[0, j]):.4g}); drop it from the predictors"
+            )
+    if len(preds) > 1 and np.linalg.matrix_rank(lx - lx.mean(axis=0), tol=1e-6) < len(preds):
+        raise FitError(
+            f"predictors {', '.join(preds)} are collinear across the usable cells: "
+            "fit with fewer predictors"
+        )
+
+
+def _grid_step(df: pd.DataFrame) -> float:
+    """Median spacing of the distinct LRs tried within a cell (natural log)."""
+    steps = []
+    for _, g in df.groupby("cell"):
+        x = np.sort(np.log(g["lr"].to_numpy(dtype=float)))
+        dx = np.diff(x)
+        dx = dx[dx > _SAME]
+        steps.extend(dx.tolist())
+    return float(np.median(steps)) if steps else math.log(math.sqrt(2.0))

@@ -1,0 +1,603 @@
+"""A law-aware allocation of proxy runs: where the next (cell, LR, seed) teaches the law most.
+
+A dense grid spends most of its runs far from every cell's optimum. The cells share one law, so a
+run is worth what it removes from the uncertainty of the law's prediction at the *target* scale
+(by default 10x the largest cell's n_params), divided by what it costs (core-seconds: a w256 run
+costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no Optuna):
+
+1. Start every cell, cheapest first (every cell is needed: the largest carry the extrapolation),
+   with 3 LRs and 1 seed: the first cell one LR per third of its candidate grid (the offset within
+   each third drawn from the planner's seed); each later cell a bracket (×1/√2, ×1, ×√2) around
+   the best LR of the nearest started cell, moved by the fitted law's exponent once the surface
+   fit (:func:`~sweeper.fitting.surface.fit_surface`, ``n_boot=0``) succeeds (what one cell
+   measured tells where to look in the next). A failed fit (FitError) just keeps exploring.
+2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it (cheapest cell first).
+3. Then greedily, one point at a time: the allowed (cell, LR) with the largest reduction of
+   Var[ln lr*(target)] per core-second. The variance is the Gauss-Newton (Laplace) covariance of a
+   linearisation of the surface model at the fitted law: shared parameters (law, curvature,
+   asymmetry, levelling-off), plus per cell its deviation from the law (prior N(0, τ²), τ the
+   law's scatter) and its optimum loss level (nuisance, flat prior). A run's information is its
+   Jacobian row weighted by the fit's noise model σ(Δu); a candidate's gain is the rank-one
+   (Sherman–Morrison) reduction of gᵀCg, g the gradient of ln lr*(target). Runs at or above an
+   LR that diverged carry no information (nor, with a ``window``, runs outside it). Without a
+   law, or when no candidate carries information: explore next to the best LR of the cell with
+   the fewest LRs tried.
+4. Pending points (and points already chosen in this call) count as observed: in the Gauss-Newton
+   approximation information does not depend on the outcome, so this *is* Optuna's constant liar,
+   and k proposals are not redundant.
+5. Never more than one grid step above the lowest LR that diverged in a cell; at most
+   ``max_seeds`` runs per (cell, LR).
+
+Stopping: ``budget_runs`` runs (completed, diverged and pending) reached, or the 95% interval of the
+predicted target LR (Laplace, with the law's scatter) has upper/lower below
+``stop_lr_interval_ratio``. The plan is a deterministic function of (runs, pending, seed).
+
+The fits use every run (``window=None``) and one curvature for all cells (``shape_scaling=False``)
+by default: with ~4 runs per cell near the optimum, the surface fit's default window leaves too
+few loss points (on proxy ladders at 25% of the grid: exponents from -1.5 to 0.0 with it, -0.28
+to -0.31 without), and the curvature's slope in N is not determined (on a quickstart replay it
+went to 2.7, leaving the smallest cell flat and its optimum at 5e9).
+
+Limits: the batch size is not planned (a ladder whose batch varies within cells raises
+``ValueError``); the law is on ``n_params`` (the surface fit's default predictors).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sweeper.errors import FitError
+from sweeper.fitting import _surface_model as sm
+from sweeper.fitting._common import FitWarning
+from sweeper.fitting._surface_law import SurfaceLaw, _excess
+from sweeper.fitting.surface import fit_surface
+
+__all__ = [
+    "CellPlan",
+    "Plan",
+    "Point",
+    "cell_costs",
+    "cells_from_runs",
+    "default_target",
+    "plan",
+    "sqrt2_grid",
+]
+
+#: the start bracket of a cell around its predicted optimum (natural-log offsets: ×1, ×1/√2, ×√2)
+BRACKET: tuple[float, ...] = (0.0, -0.5 * math.log(2.0), 0.5 * math.log(2.0))
+#: the law's exponent as used to place a new cell's start (clipped: early fits can be wild)
+SLOPE_RANGE: tuple[float, float] = (-1.0, 0.5)
+#: LRs tried in a cell before it counts as started
+START_LRS = 3
+#: prior precision of the shared parameters and the cells' loss levels (ridge: flat in practice)
+_FLAT = 1e-8
+#: finite-difference step of the Jacobian (natural-log units)
+_FD = 1e-5
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run to launch: a cell, its LR and the replicate index (seed) at that LR."""
+
+    cell: str
+    lr: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """A cell of the ladder: its scale, its candidate LRs (ascending) and its cost per run
+    (core-seconds, or any unit shared by all cells)."""
+
+    cell: str
+    n_params: float
+    tokens: float
+    lrs: tuple[float, ...]
+    cost: float = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The next points, why the plan stops (``""`` while it goes on), and the law it used."""
+
+    points: tuple[Point, ...]
+    stop: str = ""
+    law: SurfaceLaw | None = None
+    target_sd: float | None = None
+    interval_ratio: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+# --- the ladder ----------------------------------------------------------------------------------
+
+
+def sqrt2_grid(lo: float, hi: float) -> tuple[float, ...]:
+    """LRs in sqrt(2) steps from ``lo`` up to ``hi`` (both included when on the grid)."""
+    if not 0 < lo <= hi:
+        raise ValueError(f"need 0 < lo <= hi, got {lo}, {hi}")
+    n = math.floor(math.log(hi / lo) / math.log(math.sqrt(2.0)) + 1e-9)
+    return tuple(float(lo * math.sqrt(2.0) ** i) for i in range(n + 1))
+
+
+def cell_costs(runs: pd.DataFrame, scales: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    """Cost of one run per cell (core-seconds): the mean ``wall_s`` of the cell's completed runs
+    where measured; elsewhere n_params·tokens times the median measured ratio (or n_params·tokens
+    itself when nothing is measured, a unit shared by every cell)."""
+    done = runs[np.isfinite(runs["wall_s"].to_numpy(float)) & (runs["wall_s"] > 0)]
+    measured = done.groupby("cell")["wall_s"].mean().to_dict()
+    ratios = [measured[c] / (n * d) for c, (n, d) in scales.items() if c in measured]
+    per_unit = float(np.median(ratios)) if ratios else 1.0
+    return {c: float(measured.get(c, per_unit * n * d)) for c, (n, d) in scales.items()}
+
+
+def cells_from_runs(runs: pd.DataFrame, lrs: Sequence[float] | None = None) -> list[CellPlan]:
+    """The ladder's cells as seen in a runs table (one per ``cell``), with ``lrs`` as every
+    cell's candidates (default: the LRs the table holds for that cell), costs from
+    :func:`cell_costs`, ordered cheapest first."""
+    first = runs.groupby("cell")[["n_params", "tokens"]].first()
+    scales = {str(c): (float(r.n_params), float(r.tokens)) for c, r in first.iterrows()}
+    costs = cell_costs(runs, scales)
+    out = []
+    for c, (n, d) in scales.items():
+        grid = lrs if lrs is not None else runs.loc[runs["cell"] == c, "lr"].unique()
+        out.append(CellPlan(c, n, d, tuple(sorted(float(x) for x in grid)), costs[c]))
+    return sorted(out, key=lambda p: (p.cost, p.n_params, p.cell))
+
+
+def default_target(cells: Sequence[CellPlan]) -> dict[str, float]:
+    """10x the largest cell's n_params, at its token budget."""
+    big = max(cells, key=lambda p: (p.n_params, p.tokens))
+    return {"n_params": 10.0 * big.n_params, "tokens": big.tokens}
+
+
+# --- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    """What is observed or pending: runs per (cell, grid index), the completed runs' losses,
+    the lowest LR that diverged per cell."""
+
+    cells: list[CellPlan]
+    count: dict[tuple[str, int], int] = field(default_factory=dict)
+    losses: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    lowest_div: dict[str, float] = field(default_factory=dict)
+    total: int = 0
+
+    def add(self, cell: str, lr: float, loss: float | None = None, diverged: bool = False) -> None:
+        idx = _nearest(self.grid(cell), lr)
+        self.count[(cell, idx)] = self.count.get((cell, idx), 0) + 1
+        self.total += 1
+        if diverged:
+            self.lowest_div[cell] = min(self.lowest_div.get(cell, math.inf), lr)
+        elif loss is not None and math.isfinite(loss):
+            self.losses.setdefault((cell, idx), []).append(loss)
+
+    def grid(self, cell: str) -> tuple[float, ...]:
+        return next(p.lrs for p in self.cells if p.cell == cell)
+
+    def n_lrs(self, cell: str) -> int:
+        return sum(1 for (c, _), n in self.count.items() if c == cell and n > 0)
+
+    def n_at(self, cell: str, idx: int) -> int:
+        return self.count.get((cell, idx), 0)
+
+    def best(self, cell: str) -> int | None:
+        """Grid index of the cell's lowest mean completed loss (None before any)."""
+        means = {i: float(np.mean(v)) for (c, i), v in self.losses.items() if c == cell}
+        return min(means, key=lambda i: (means[i], i)) if means else None
+
+    def cap(self, cell: str) -> int:
+        """Highest grid index allowed: one step above the lowest divergence, else the top."""
+        grid = self.grid(cell)
+        div = self.lowest_div.get(cell, math.inf)
+        return min(_nearest(grid, div) + 1, len(grid) - 1) if math.isfinite(div) else len(grid) - 1
+
+    def allowed(self, cell: str, idx: int, max_seeds: int) -> bool:
+        """Below max_seeds runs there and at most one grid step above the lowest divergence."""
+        return 0 <= idx <= self.cap(cell) and self.n_at(cell, idx) < max_seeds
+
+    def open_side(self, cell: str) -> int | None:
+        """The untried grid neighbour of the cell's best LR that would bracket it (below first),
+        None when it is bracketed (tried on both sides, or at the grid's or divergence's edge)."""
+        b = self.best(cell)
+        if b is None:
+            return None
+        for j in (b - 1, b + 1):
+            if 0 <= j <= self.cap(cell) and self.n_at(cell, j) == 0:
+                return j
+        return None
+
+
+def plan(
+    runs: pd.DataFrame,
+    cells: Sequence[CellPlan],
+    *,
+    k: int = 1,
+    seed: int = 0,
+    budget_runs: int | None = None,
+    pending: Sequence[tuple[str, float]] = (),
+    target: Mapping[str, float] | None = None,
+    stop_lr_interval_ratio: float | None = 1.5,
+    max_seeds: int = 3,
+    window: tuple[float, float] | None = None,
+    shape_scaling: bool = False,
+) -> Plan:
+    """The next ``k`` points (fewer when the plan stops) for a ladder whose runs so far are
+    ``runs`` (a runs table; completed and diverged rows count) and ``pending`` (cell, lr) pairs
+    launched without a result. ``window``: the surface fit's window (default None: every run;
+    the planner's runs are already near each optimum, and with ~4 runs per cell the default
+    window leaves too few loss points); ``shape_scaling`` likewise off by default (with 3-5 runs
+    per cell the curvature's slope in N is not determined). See the module docstring."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    cells = list(cells)
+    pending = [(c, lr) for c, lr in pending if c in {p.cell for p in cells}]
+    state = _state(runs, cells, pending)
+    tgt = dict(target or default_target(cells))
+    if budget_runs is not None and state.total >= budget_runs:
+        return Plan((), stop=f"budget reached: {state.total} runs of {budget_runs}")
+    law, note = _fit(runs, seed, window, shape_scaling)
+    ratio = _interval_ratio(law, tgt)
+    if (
+        _settled(state, law)
+        and ratio is not None
+        and stop_lr_interval_ratio
+        and ratio < stop_lr_interval_ratio
+    ):
+        return Plan((), stop=f"target LR interval ratio {ratio:.3g} < {stop_lr_interval_ratio}",
+                    law=law, interval_ratio=ratio)  # fmt: skip
+    room = k if budget_runs is None else min(k, budget_runs - state.total)
+    info = _info(law, runs, cells, tgt, pending, window)
+    points: list[Point] = []
+    while len(points) < room:
+        nxt = _next_point(state, info, law, seed, max_seeds)
+        if nxt is None:
+            break
+        cell, idx = nxt
+        lr = state.grid(cell)[idx]
+        points.append(Point(cell, lr, state.n_at(cell, idx)))
+        state.add(cell, lr)
+        if info is not None:
+            info.observe(cell, math.log(lr))
+    sd = None if info is None else info.target_sd()
+    return Plan(
+        tuple(points),
+        stop="" if points else "no candidate left",
+        law=law,
+        target_sd=sd,
+        interval_ratio=ratio,
+        notes=(note,) if note else (),
+    )
+
+
+def _info(
+    law: SurfaceLaw | None,
+    runs: pd.DataFrame,
+    cells: list[CellPlan],
+    target: Mapping[str, float],
+    pending: Sequence[tuple[str, float]],
+    window: tuple[float, float] | None,
+) -> _Info | None:
+    """The linearised model at ``law`` with the results and the pending points observed; None
+    without a law or when the law is too wild to linearise (the plan then explores)."""
+    if law is None or not np.all(np.isfinite(law.shape_params)):
+        return None
+    try:
+        info = _Info.build(law, runs, cells, target, window)
+        if pending:
+            info.observe_many([c for c, _ in pending], np.log([float(lr) for _, lr in pending]))
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+    return info if math.isfinite(info.target_sd()) else None
+
+
+def _settled(state: _State, law: SurfaceLaw | None) -> bool:
+    """Whether the stopping rule may trust the law: every cell started and its best LR
+    bracketed, and the fit converged (an early or failed fit can claim a narrow interval)."""
+    if law is None or any(n.startswith("the surface fit did not converge") for n in law.notes):
+        return False
+    return all(
+        state.n_lrs(p.cell) >= START_LRS and state.open_side(p.cell) is None for p in state.cells
+    )
+
+
+def _state(
+    runs: pd.DataFrame, cells: list[CellPlan], pending: Sequence[tuple[str, float]]
+) -> _State:
+    state = _State(cells)
+    known = {p.cell for p in cells}
+    for r in _counted(runs).itertuples(index=False):
+        if r.cell in known:
+            div = bool(r.diverged) or not math.isfinite(r.loss)
+            state.add(str(r.cell), float(r.lr), float(r.loss), div)
+    for c, lr in pending:
+        state.add(c, float(lr))
+    return state
+
+
+def _counted(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are results: completed runs and diverged ones (any state)."""
+    ok = (runs["state"] == "COMPLETE") | runs["diverged"].astype(bool)
+    return runs[ok]
+
+
+def _fit(
+    runs: pd.DataFrame, seed: int, window: tuple[float, float] | None, shape_scaling: bool
+) -> tuple[SurfaceLaw | None, str]:
+    """The surface fit of the results so far (Laplace intervals), or None and why not."""
+    res = _counted(runs)
+    if res.empty:
+        return None, "no results yet"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        try:
+            law = fit_surface(
+                res, n_boot=0, cv=False, seed=seed, window=window, shape_scaling=shape_scaling
+            )
+        except FitError as e:
+            return None, f"no law yet: {e}"
+    if any(n.startswith("batch_tokens") for n in law.shape_names):
+        raise ValueError("the law sampler plans the LR only; the batch varies within cells")
+    return law, ""
+
+
+def _interval_ratio(law: SurfaceLaw | None, target: Mapping[str, float]) -> float | None:
+    if law is None:
+        return None
+    lo, hi = law.interval({p: target[p] for p in law.predictors})
+    return hi / lo if lo > 0 and math.isfinite(hi) else None
+
+
+def _next_point(
+    state: _State, info: _Info | None, law: SurfaceLaw | None, seed: int, max_seeds: int
+) -> tuple[str, int] | None:
+    """The next (cell, grid index), by the first rule that gives one: (1) start the cheapest
+    unstarted cell (every cell is needed: the largest ones carry the extrapolation); (2) bracket
+    a started cell's best LR (cheapest cell first); (3) with a law, the largest variance
+    reduction per core-second; (4) explore."""
+    unstarted = [p for p in state.cells if state.n_lrs(p.cell) < START_LRS]
+    if unstarted:
+        return _start_point(state, unstarted[0], law, seed, max_seeds)
+    for p in state.cells:
+        j = state.open_side(p.cell)
+        if j is not None and state.allowed(p.cell, j, max_seeds):
+            return p.cell, j
+    if info is not None and law is not None:
+        best = _best_candidate(state, info, max_seeds)
+        if best is not None:
+            return best
+    return _explore_point(state, max_seeds)
+
+
+def _start_point(
+    state: _State, cell: CellPlan, law: SurfaceLaw | None, seed: int, max_seeds: int
+) -> tuple[str, int] | None:
+    """A start point of a cell: for the first cell, one LR per third of its grid (offset by
+    seed); for the next, a bracket around the best LR of the nearest started cell, moved by the
+    law's exponent when there is a law (what one cell measured tells where to look in the next)."""
+    ref = _nearest_started(state, cell)
+    if ref is None:
+        idxs = _spread(len(cell.lrs), seed, cell.cell)
+    else:
+        near = next(p for p in state.cells if p.cell == ref)
+        slope = 0.0 if law is None else float(np.clip(law.exponents["n_params"], *SLOPE_RANGE))
+        centre = math.log(near.lrs[state.best(ref) or 0]) + slope * math.log(
+            cell.n_params / near.n_params
+        )
+        idxs = _bracket(state, cell, centre, max_seeds)
+    for idx in idxs:
+        if state.n_at(cell.cell, idx) == 0 and state.allowed(cell.cell, idx, max_seeds):
+            return cell.cell, idx
+    return _explore_point(state, max_seeds, only=cell.cell)
+
+
+def _nearest_started(state: _State, cell: CellPlan) -> str | None:
+    """The started cell (with a completed loss) nearest in ln n_params, or None."""
+    started = [p for p in state.cells if p.cell != cell.cell and state.best(p.cell) is not None]
+    if not started:
+        return None
+    near = min(started, key=lambda p: (abs(math.log(p.n_params / cell.n_params)), p.cell))
+    return near.cell
+
+
+def _spread(n: int, seed: int, cell: str) -> list[int]:
+    """START_LRS distinct grid indices, one drawn in each of START_LRS equal parts of the grid."""
+    rng = np.random.default_rng([seed, *cell.encode()])
+    out = []
+    for j in range(START_LRS):
+        a = j * n // START_LRS
+        b = max((j + 1) * n // START_LRS - 1, a)
+        out.append(int(rng.integers(a, b + 1)))
+    return list(dict.fromkeys(out))
+
+
+def _explore_point(
+    state: _State, max_seeds: int, only: str | None = None
+) -> tuple[str, int] | None:
+    """Without a usable law: in the cell with the fewest LRs tried (cheapest first), the allowed
+    untried LR nearest to its best one (the grid's middle before any result), else a further
+    seed there."""
+    cells = [p for p in state.cells if only is None or p.cell == only]
+    for p in sorted(cells, key=lambda p: state.n_lrs(p.cell)):
+        b = state.best(p.cell)
+        mid = len(p.lrs) // 2 if b is None else b
+        order = sorted(
+            range(len(p.lrs)), key=lambda i: (state.n_at(p.cell, i) > 0, abs(i - mid), i)
+        )
+        for i in order:
+            if state.allowed(p.cell, i, max_seeds):
+                return p.cell, i
+    return None
+
+
+def _best_candidate(state: _State, info: _Info, max_seeds: int) -> tuple[str, int] | None:
+    """The allowed (cell, LR) with the largest variance reduction per core-second (ties: the
+    ladder's order, then the lowest LR); None when no candidate carries information."""
+    best_key: tuple[float, int, int] | None = None
+    best: tuple[str, int] | None = None
+    for order, p in enumerate(state.cells):
+        for i in range(len(p.lrs)):
+            if not state.allowed(p.cell, i, max_seeds):
+                continue
+            if p.lrs[i] >= state.lowest_div.get(p.cell, math.inf):
+                continue  # it would diverge again: a bound, not a loss point
+            value = info.gain(p.cell, [math.log(p.lrs[i])]) / p.cost
+            key = (-value, order, i)
+            if value > 0 and (best_key is None or key < best_key):
+                best_key, best = key, (p.cell, i)
+    return best
+
+
+def _bracket(state: _State, p: CellPlan, centre: float, max_seeds: int) -> list[int]:
+    """Allowed grid indices nearest to ``centre`` + each BRACKET offset (natural log), distinct."""
+    grid = np.log(np.asarray(p.lrs))
+    out: list[int] = []
+    for off in BRACKET:
+        for i in np.argsort(np.abs(grid - (centre + off)), kind="stable"):
+            if state.allowed(p.cell, int(i), max_seeds) and int(i) not in out:
+                out.append(int(i))
+                break
+    return out
+
+
+def _nearest(grid: Sequence[float], lr: float) -> int:
+    lg = np.log(np.asarray(grid, dtype=float))
+    return int(np.argmin(np.abs(lg - math.log(lr))))
+
+
+# --- the linearised surface model ----------------------------------------------------------------
+
+
+@dataclass
+class _Info:
+    """The Gauss-Newton information of the surface model linearised at a fitted law.
+
+    Parameters φ = [θ (the law's shape vector), ε_c (cell deviations), ℓ_c (cell loss levels)];
+    ``info`` = Σ_runs jᵀj/σ² + prior precision, ``cov`` its inverse; ``g`` the gradient of
+    ln lr*(target) in φ.
+    """
+
+    law: SurfaceLaw
+    cells: list[str]
+    lx: np.ndarray  # (C, 1) ln n_params per cell
+    eps: np.ndarray  # (C,) each cell's deviation of its optimum from the law
+    info: np.ndarray
+    cov: np.ndarray
+    g: np.ndarray
+    window: tuple[float, float] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        law: SurfaceLaw,
+        runs: pd.DataFrame,
+        cells: Sequence[CellPlan],
+        target: Mapping[str, float],
+        window: tuple[float, float] | None = None,
+    ) -> _Info:
+        names = [p.cell for p in cells]
+        lx = np.log(np.array([[p.n_params] for p in cells]))
+        theta = np.asarray(law.shape_params, dtype=float)
+        law_at = law.log_prefactor + law.exponents["n_params"] * lx[:, 0]
+        opt = np.array(
+            [
+                math.log(law.cell_optima[c]) if law.cell_optima.get(c, 0.0) > 0 else m
+                for c, m in zip(names, law_at, strict=True)
+            ]
+        )
+        eps = np.clip(opt - law_at, -3.0, 3.0)
+        t, c = theta.size, len(names)
+        tau = max(law.residual_std, sm.TAU_FLOOR)
+        prior = np.concatenate([np.full(t, _FLAT), np.full(c, 1.0 / tau**2), np.full(c, _FLAT)])
+        g = np.zeros(t + 2 * c)
+        idx = {n: i for i, n in enumerate(law.shape_names)}
+        g[idx["lr:log_prefactor"]] = 1.0
+        g[idx["lr:n_params"]] = math.log(target["n_params"])
+        info = cls(law, names, lx, eps, np.diag(prior), np.diag(1.0 / prior), g, window)
+        res = _counted(runs)
+        res = res[(res["state"] == "COMPLETE") & ~res["diverged"].astype(bool)]
+        res = res[np.isfinite(res["loss"].to_numpy(float)) & res["cell"].isin(names)]
+        info.observe_many(res["cell"].astype(str).tolist(), np.log(res["lr"].to_numpy(float)))
+        return info
+
+    def target_sd(self) -> float:
+        """Sd of ln lr*(target) from the runs' part of the law's uncertainty (no scatter)."""
+        return math.sqrt(max(float(self.g @ self.cov @ self.g), 0.0))
+
+    def observe(self, cell: str, u: float) -> None:
+        """Count a run (pending or chosen) as observed: a rank-one update of ``cov``."""
+        self.observe_many([cell], np.array([u]))
+
+    def observe_many(self, cells: Sequence[str], u: np.ndarray) -> None:
+        """Add runs' information (jᵀj/σ² per run) and refresh ``cov`` (a direct inverse: the
+        flat priors make an update of a prior covariance ill-conditioned)."""
+        j, w = self._rows(cells, u)
+        self.info = self.info + (j * w[:, None]).T @ j
+        self.cov = np.linalg.pinv(self.info, hermitian=True)
+
+    def gain(self, cell: str, u: Sequence[float]) -> float:
+        """Reduction of Var[ln lr*(target)] if runs at ``u`` (ln lr) in ``cell`` were observed
+        (Sherman–Morrison for one run, Woodbury for several)."""
+        j, w = self._rows([cell] * len(u), np.asarray(u, dtype=float))
+        if not j.shape[0]:
+            return 0.0
+        jw = j * np.sqrt(w)[:, None]
+        cg = jw @ (self.cov @ self.g)
+        s = np.eye(jw.shape[0]) + jw @ self.cov @ jw.T
+        try:
+            gain = float(cg @ np.linalg.solve(s, cg))
+        except np.linalg.LinAlgError:
+            return 0.0
+        return gain if math.isfinite(gain) else 0.0
+
+    def _rows(self, cells: Sequence[str], u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Jacobian rows of ln loss (finite differences) and their weights 1/σ², only for runs
+        inside the fit's window (if any) around their cell's optimum."""
+        ci = np.array([self.cells.index(c) for c in cells], dtype=int)
+        phi0 = self._phi0()
+        du = u - self._centre(phi0, ci)
+        inside = np.ones(du.size, dtype=bool)
+        if self.window is not None:
+            inside = (du > -self.window[0]) & (du < self.window[1])
+        ci, u, du = ci[inside], u[inside], du[inside]
+        jac = np.empty((ci.size, phi0.size))
+        for p in range(phi0.size):
+            hi, lo = phi0.copy(), phi0.copy()
+            hi[p] += _FD
+            lo[p] -= _FD
+            jac[:, p] = (self._y(hi, ci, u) - self._y(lo, ci, u)) / (2 * _FD)
+        n = self.law.noise
+        coef = np.array([n["noise0"], n["rise"], n["fall"]])
+        w = 1.0 / sm.noise_sd(coef, du, n["step"]) ** 2
+        ok = np.all(np.isfinite(jac), axis=1) & np.isfinite(w)  # a wild early law can overflow
+        return jac[ok], w[ok]
+
+    def _phi0(self) -> np.ndarray:
+        c = len(self.cells)
+        return np.concatenate([np.asarray(self.law.shape_params, float), self.eps, np.zeros(c)])
+
+    def _split(self, phi: np.ndarray) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+        t, c = len(self.law.shape_names), len(self.cells)
+        th = dict(zip(self.law.shape_names, phi[:t], strict=True))
+        return th, phi[t : t + c], phi[t + c :]
+
+    def _centre(self, phi: np.ndarray, ci: np.ndarray) -> np.ndarray:
+        th, eps, _ = self._split(phi)
+        return th["lr:log_prefactor"] + th["lr:n_params"] * self.lx[ci, 0] + eps[ci]
+
+    def _y(self, phi: np.ndarray, ci: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """ln loss of runs at ln lr ``u`` in cells ``ci`` under parameters ``phi``."""
+        th, _, lev = self._split(phi)
+        x = self.lx[ci, 0]
+        lk = th["lr:log_curvature"] + th.get("lr:log_curvature:n_params", 0.0) * x
+        a = th["lr:asymmetry"] + th.get("lr:asymmetry:n_params", 0.0) * x
+        psi = np.full(ci.size, max(th.get("lr:saturation", 0.0), 0.0))
+        ex = _excess(u - self._centre(phi, ci), lk, a, psi)
+        return lev[ci] + np.log1p(ex / 100.0)

@@ -1,0 +1,366 @@
+"""Is my change different? Two sweeps fitted the same way, compared with intervals.
+
+:func:`diff_runs` fits the LR law (and the batch law when both sweeps vary the batch) of sweep A
+and of sweep B with the same method and options (:func:`sweeper.fitting.fit_runs.fit_runs`; B with
+A's predictors), and reports, as B relative to A:
+
+- ``exponent_differences``: b_B − b_A for every predictor of the law;
+- ``target_lr_ratio``: lr*_B / lr*_A predicted at a target scale (``n_params``, ``tokens``; by
+  default the largest cell of the two sweeps, so nothing is extrapolated), likewise
+  ``target_batch_ratio``;
+- ``best_loss_differences``: per cell the two sweeps share, the best mean loss over the swept
+  points of B minus that of A.
+
+Intervals come from the fits' own resamples: each law's ``boot_coefs`` (bootstrap of the cells, or
+draws of the classical t distribution for few cells), paired draw by draw (the two fits are
+independent), and for the best loss a parametric resample of every point's seed mean (its seeds'
+standard error; a point with one seed takes the pooled seed spread of both sweeps). Each quantity
+gets its 95% percentile interval and a Bonferroni-corrected one at level 1 − 0.05/m, m being the
+number of quantities compared; the two sweeps are ``indistinguishable`` when no corrected interval
+excludes 0 (1 for a ratio). Bonferroni controls the chance of calling a null pair different at
+5% whatever the correlation between the quantities (they are correlated: an exponent and the
+ratio at the target come from the same coefficients), at some cost in power.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+
+from sweeper.errors import FitError
+from sweeper.fitting.conventions import Conventions
+from sweeper.fitting.fit_runs import FitOptions, fit_runs
+from sweeper.fitting.laws import PowerLaw
+
+__all__ = ["ALPHA", "DiffResult", "Estimate", "diff_runs"]
+
+#: the family-wise error rate of the "different" verdict
+ALPHA: Final[float] = 0.05
+#: resamples per law (the corrected intervals reach into the far tails)
+DEFAULT_BOOT: Final[int] = 4000
+_COMPLETE = "COMPLETE"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A difference (or ratio) with its 95% interval and its multiplicity-corrected interval."""
+
+    value: float
+    ci: tuple[float, float]
+    ci_corrected: tuple[float, float]
+    null: float = 0.0  # 0 for a difference, 1 for a ratio
+
+    @property
+    def excludes_null(self) -> bool:
+        lo, hi = self.ci_corrected
+        return not (lo <= self.null <= hi)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": _r(self.value),
+            "ci": [_r(self.ci[0]), _r(self.ci[1])],
+            "ci_corrected": [_r(self.ci_corrected[0]), _r(self.ci_corrected[1])],
+            "excludes_null": self.excludes_null,
+        }
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """The comparison of sweep ``b`` against sweep ``a`` (see the module docstring)."""
+
+    a: str
+    b: str
+    method: str
+    target: Mapping[str, float]
+    exponent_differences: Mapping[str, Estimate]
+    target_lr_ratio: Estimate
+    best_loss_differences: Mapping[str, Estimate]
+    n_quantities: int
+    corrected_level: float
+    laws: tuple[PowerLaw, PowerLaw]
+    target_batch_ratio: Estimate | None = None
+    batch_exponent_differences: Mapping[str, Estimate] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def distinguished_by(self) -> list[str]:
+        """The quantities whose corrected interval excludes the null."""
+        return [name for name, est in self.quantities() if est.excludes_null]
+
+    @property
+    def indistinguishable(self) -> bool:
+        return not self.distinguished_by
+
+    def quantities(self) -> list[tuple[str, Estimate]]:
+        out = [(f"exponent {k}", v) for k, v in self.exponent_differences.items()]
+        out.append(("target lr ratio", self.target_lr_ratio))
+        out += [(f"batch exponent {k}", v) for k, v in self.batch_exponent_differences.items()]
+        if self.target_batch_ratio is not None:
+            out.append(("target batch ratio", self.target_batch_ratio))
+        out += [(f"best loss {k}", v) for k, v in self.best_loss_differences.items()]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        a, b = self.laws
+        return {
+            "a": self.a,
+            "b": self.b,
+            "method": self.method,
+            "target": dict(self.target),
+            "exponents": {"a": dict(a.exponents), "b": dict(b.exponents)},
+            "laws": {
+                side: {
+                    "exponents_ci": {k: list(v) for k, v in law.exponents_ci.items()},
+                    "n_cells": law.n_cells,
+                    "cv_error": law.cv_error,
+                    "notes": list(law.notes),
+                }
+                for side, law in (("a", a), ("b", b))
+            },
+            "exponent_differences": {k: v.to_json() for k, v in self.exponent_differences.items()},
+            "target_lr_ratio": self.target_lr_ratio.to_json(),
+            "target_lr": {"a": _r(a.predict(self.target)), "b": _r(b.predict(self.target))},
+            "batch_exponent_differences": {
+                k: v.to_json() for k, v in self.batch_exponent_differences.items()
+            },
+            "target_batch_ratio": (
+                self.target_batch_ratio.to_json() if self.target_batch_ratio else None
+            ),
+            "best_loss_differences": {
+                k: v.to_json() for k, v in self.best_loss_differences.items()
+            },
+            "n_quantities": self.n_quantities,
+            "level": 0.95,
+            "corrected_level": self.corrected_level,
+            "correction": f"Bonferroni over {self.n_quantities} quantities (alpha {ALPHA})",
+            "indistinguishable": self.indistinguishable,
+            "distinguished_by": self.distinguished_by,
+            "notes": list(self.notes),
+        }
+
+
+def diff_runs(
+    runs_a: pd.DataFrame,
+    runs_b: pd.DataFrame,
+    *,
+    conventions: tuple[Conventions, Conventions] = (Conventions(), Conventions()),
+    names: tuple[str, str] = ("a", "b"),
+    method: str = "parabola",
+    predictors: Sequence[str] | None = None,
+    target: Mapping[str, float] | None = None,
+    n_boot: int = DEFAULT_BOOT,
+    cell_boot: int = 200,
+    seed: int = 0,
+    **options: Any,
+) -> DiffResult:
+    """Compare sweep B's runs with sweep A's (module docstring). ``target``: predictor values of
+    the LR ratio (missing ones from the largest cell); ``options``: more :class:`FitOptions`."""
+    for runs, name in ((runs_a, names[0]), (runs_b, names[1])):
+        _check_schedules(runs, name)
+    opts = FitOptions(method=method, n_boot=n_boot, cell_boot=cell_boot, seed=seed, **options)
+    conv_a, conv_b = conventions
+    laws_a = _fit(runs_a, conv_a, names[0], predictors, opts)
+    preds = {t: law.predictors for t, law in laws_a.items()}
+    laws_b = _fit(runs_b, conv_b, names[1], preds, replace(opts, seed=seed + 1))
+    la, lb = laws_a["lr"], laws_b["lr"]
+    scale = _target(la, lb, runs_a, runs_b, target)
+    rng = np.random.default_rng(seed)
+    quantities = _law_quantities(laws_a, laws_b, scale)
+    batch = "bratio" in quantities
+    notes: list[str] = []
+    losses = _best_losses(runs_a, runs_b, rng, max(200, n_boot // 2))
+    if not losses:
+        notes.append("the sweeps share no cell: no best-loss differences")
+    m = (
+        len(quantities["exp"])
+        + 1
+        + len(quantities.get("bexp", {}))
+        + ("bratio" in quantities)
+        + len(losses)
+    )
+    level_c = 1.0 - ALPHA / m
+
+    def est(q: tuple[float, np.ndarray], ratio: bool = False) -> Estimate:
+        value, draws = q
+        ci, cic = _pct(draws, 0.95), _pct(draws, level_c)
+        if ratio:
+            return Estimate(math.exp(value), _exp(ci), _exp(cic), null=1.0)
+        return Estimate(value, ci, cic)
+
+    if la.conventions.lr != lb.conventions.lr:
+        notes.append(
+            f"the LRs mean different things: A {la.conventions.lr!r}; B {lb.conventions.lr!r}"
+        )
+    return DiffResult(
+        a=names[0],
+        b=names[1],
+        method=method,
+        target=scale,
+        exponent_differences={p: est(q) for p, q in quantities["exp"].items()},
+        target_lr_ratio=est(quantities["ratio"], ratio=True),
+        best_loss_differences={c: est(q) for c, q in losses.items()},
+        n_quantities=m,
+        corrected_level=level_c,
+        laws=(la, lb),
+        target_batch_ratio=est(quantities["bratio"], ratio=True) if batch else None,
+        batch_exponent_differences={p: est(q) for p, q in quantities.get("bexp", {}).items()},
+        notes=tuple(notes),
+    )
+
+
+def _law_quantities(
+    laws_a: Mapping[str, PowerLaw], laws_b: Mapping[str, PowerLaw], scale: Mapping[str, float]
+) -> dict[str, Any]:
+    """(value, draws) of B − A for every exponent and of ln(B / A) at ``scale``: ``exp`` and
+    ``ratio`` for the LR laws, ``bexp`` and ``bratio`` for the batch laws when both have one."""
+
+    def of(la: PowerLaw, lb: PowerLaw) -> tuple[dict[str, Any], tuple[float, np.ndarray]]:
+        exps = {
+            p: _pair(_coef(la, i + 1), _coef(lb, i + 1), la.exponents[p], lb.exponents[p])
+            for i, p in enumerate(la.predictors)
+        }
+        ratio = _pair(
+            _logpred(la, scale), _logpred(lb, scale), la.log_predict(scale), lb.log_predict(scale)
+        )
+        return exps, ratio
+
+    out: dict[str, Any] = {}
+    out["exp"], out["ratio"] = of(laws_a["lr"], laws_b["lr"])
+    if "batch_tokens" in laws_a and "batch_tokens" in laws_b:
+        out["bexp"], out["bratio"] = of(laws_a["batch_tokens"], laws_b["batch_tokens"])
+    return out
+
+
+def _check_schedules(runs: pd.DataFrame, name: str) -> None:
+    if "schedule" not in runs:
+        return
+    per_cell = runs.dropna(subset=["schedule"]).groupby("cell")["schedule"].nunique()
+    if (per_cell > 1).any():
+        raise FitError(
+            f"sweep {name}: the schedule is searched within its cells; compare one schedule at a "
+            "time (filter the runs on the schedule column)"
+        )
+
+
+def _fit(
+    runs: pd.DataFrame,
+    conv: Conventions,
+    name: str,
+    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None,
+    opts: FitOptions,
+) -> dict[str, PowerLaw]:
+    try:
+        outcome = fit_runs(runs, conventions=conv, source=name, predictors=predictors, options=opts)
+    except FitError as e:
+        raise FitError(f"sweep {name}: {e}") from None
+    laws = {law.target: law for law in outcome.laws if isinstance(law, PowerLaw)}
+    if "lr" not in laws:
+        raise FitError(f"sweep {name}: no LR law could be fitted")
+    return laws
+
+
+def _coef(law: PowerLaw, j: int) -> np.ndarray:
+    coefs = np.asarray(law.boot_coefs, dtype=float)
+    if coefs.ndim != 2 or len(coefs) < 20:
+        raise FitError(
+            f"law {law.source}:{law.target} has too few resamples ({len(coefs)}) for intervals"
+        )
+    return coefs[:, j]
+
+
+def _logpred(law: PowerLaw, scale: Mapping[str, float]) -> np.ndarray:
+    coefs = np.asarray(law.boot_coefs, dtype=float)
+    lx = np.concatenate([[1.0], np.log([float(scale[p]) for p in law.predictors])])
+    return coefs @ lx
+
+
+def _pair(a: np.ndarray, b: np.ndarray, va: float, vb: float) -> tuple[float, np.ndarray]:
+    """(b − a at the estimates, draws of b − a): the laws were fitted independently, so draw i of
+    one is paired with draw i of the other."""
+    n = min(len(a), len(b))
+    return float(vb - va), b[:n] - a[:n]
+
+
+def _pct(draws: np.ndarray, level: float) -> tuple[float, float]:
+    d = draws[np.isfinite(draws)]
+    lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def _exp(ci: tuple[float, float]) -> tuple[float, float]:
+    return math.exp(ci[0]), math.exp(ci[1])
+
+
+def _target(
+    la: PowerLaw,
+    lb: PowerLaw,
+    runs_a: pd.DataFrame,
+    runs_b: pd.DataFrame,
+    given: Mapping[str, float] | None,
+) -> dict[str, float]:
+    """The target scale: ``given``, completed from the largest cell of the two sweeps."""
+    both = pd.concat([runs_a, runs_b], ignore_index=True)
+    row = both.loc[pd.to_numeric(both["n_params"], errors="coerce").idxmax()]
+    scale = {
+        p: float(row[p])
+        for p in ("n_params", "tokens", "flops", "width", "depth")
+        if p in row and pd.notna(row[p])
+    }
+    scale.update({k: float(v) for k, v in (given or {}).items() if v is not None})
+    missing = [p for p in {*la.predictors, *lb.predictors} if p not in scale]
+    if missing:
+        raise FitError(f"give the target's {', '.join(missing)}")
+    return scale
+
+
+def _point_stats(runs: pd.DataFrame) -> pd.DataFrame:
+    done = runs[(runs["state"] == _COMPLETE) & ~runs["diverged"].astype(bool)]
+    done = done[np.isfinite(pd.to_numeric(done["loss"], errors="coerce"))]
+    keys = ["cell", "lr"] + (["batch_size"] if "batch_size" in done else [])
+    g = done.groupby(keys)["loss"]
+    return pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1), "n": g.size()}).reset_index()
+
+
+def _best_losses(
+    runs_a: pd.DataFrame, runs_b: pd.DataFrame, rng: np.random.Generator, n: int
+) -> dict[str, tuple[float, np.ndarray]]:
+    """Per shared cell: (best mean loss of B − that of A, parametric resamples of it)."""
+    pa, pb = _point_stats(runs_a), _point_stats(runs_b)
+    out: dict[str, tuple[float, np.ndarray]] = {}
+    for cell in sorted(set(pa["cell"]) & set(pb["cell"])):
+        ca, cb = pa[pa["cell"] == cell], pb[pb["cell"] == cell]
+        pooled = _near_optimum_sd(ca, cb)
+        if not math.isfinite(pooled):
+            continue
+        da = _best_draws(ca, pooled, rng, n)
+        db = _best_draws(cb, pooled, rng, n)
+        va = float(pa.loc[pa["cell"] == cell, "mean"].min())
+        vb = float(pb.loc[pb["cell"] == cell, "mean"].min())
+        out[str(cell)] = (vb - va, db - da)
+    return out
+
+
+def _near_optimum_sd(*cells: pd.DataFrame) -> float:
+    """The seed spread near a cell's optimum: the pooled SD of the points at or below the median
+    loss of their sweep's cell (both sweeps), where the noise is smallest and the best point lies;
+    one pooled value, since an SD from two seeds alone is too rough to trust per point."""
+    sds = [c.loc[c["mean"] <= c["mean"].median(), "sd"] for c in cells]
+    pooled = pd.concat(sds).dropna()
+    return float(np.sqrt(np.mean(pooled**2))) if len(pooled) else math.nan
+
+
+def _best_draws(points: pd.DataFrame, sd: float, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Draws of the cell's best seed-mean loss: every point's mean resampled with standard error
+    ``sd / sqrt(seeds)``, then the minimum over points."""
+    se = sd / np.sqrt(points["n"].to_numpy(dtype=float))
+    means = points["mean"].to_numpy(dtype=float)
+    return (means[None, :] + rng.standard_normal((n, len(means))) * se[None, :]).min(axis=1)
+
+
+def _r(v: float) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(f"{v:.6g}")

@@ -1,0 +1,284 @@
+"""Which laws to fit to a runs table, and with what: the rules behind ``sweeper fit`` and
+:func:`sweeper.fit`, in one place.
+
+- Targets: ``lr``, plus ``batch_tokens`` when the batch size varies within cells (a batch law
+  that cannot be fitted is then skipped with a note, not an error); or the one asked for
+  (``lr``, ``batch_tokens``, or ``loss`` for L(N, D)).
+- Predictors: those of ``n_params`` and ``tokens`` that vary across the usable cells (``n_params``
+  alone when tokens is a power of n_params there, e.g. a fixed tokens-per-parameter ladder), unless
+  given for all targets or per target.
+- Methods: ``parabola`` (optimum per cell, then a weighted power law through the optima), ``band``
+  (every run within ``band`` of its cell's best loss, the Step Law way), ``surface`` (one model of
+  every run of every cell whose optimum is the law, :mod:`sweeper.fitting.surface`; the LR and
+  batch laws come from one joint fit).
+
+Pure: a runs table in, frozen laws out (storing them is :mod:`sweeper.fitting.store`'s job).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import pandas as pd
+
+from sweeper.errors import FitError
+from sweeper.fitting._common import FitWarning
+from sweeper.fitting.conventions import Conventions
+from sweeper.fitting.laws import Law
+from sweeper.fitting.loss_law import fit_loss_law
+from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP
+from sweeper.fitting.optimum import CellOptimum, estimate_optima
+from sweeper.fitting.power_law import fit_band_law, fit_power_law
+
+__all__ = [
+    "FIT_METHODS",
+    "METHOD_HELP",
+    "FitOutcome",
+    "batch_varies",
+    "default_predictors",
+    "fit_runs",
+]
+
+FIT_TARGETS: Final[tuple[str, ...]] = ("lr", "batch_tokens", "loss")
+_SCALE_VARS: Final[tuple[str, ...]] = ("n_params", "tokens")
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    """The laws fitted (in target order), the targets skipped (with why), and the doubts the
+    fits raised that the laws do not already carry as notes."""
+
+    laws: tuple[Law, ...]
+    skipped: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How to fit (see :func:`fit_runs` for each option's meaning)."""
+
+    method: str = "parabola"
+    band: float = 0.0025
+    n_boot: int | None = None
+    cell_boot: int = 200
+    min_runs: int = 4
+    keep_edge: bool = False
+    huber: bool = False
+    weighted: bool = True
+    loss_points: str = "best"
+    seed: int = 0
+
+
+def fit_runs(
+    runs: pd.DataFrame,
+    *,
+    conventions: Conventions,
+    source: str,
+    target: str | None = None,
+    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    options: FitOptions | None = None,
+) -> FitOutcome:
+    """Fit the laws of ``runs`` (see the module docstring for what is fitted).
+
+    ``predictors``: one list for every target, or a mapping target → list. ``options``: the
+    method (``parabola`` | ``band``), the band width, law resamples ``n_boot`` (default 1000; 100
+    for the loss law), resamples per cell optimum ``cell_boot``, completed runs a cell needs
+    ``min_runs``, ``keep_edge`` cells optimal on a range edge, a Huber-robust or unweighted
+    power law, the loss law's points (``best`` per cell or ``all``), and the seed.
+    """
+    opt = options or FitOptions()
+    _check_options(opt, target)
+    implicit = target is None
+    targets = [target] if target else ["lr"]
+    if implicit and batch_varies(runs):
+        targets.append("batch_tokens")
+    if opt.method == "surface" and target != "loss":
+        return _fit_surface(runs, conventions, source, target, predictors, opt)
+    optima: list[CellOptimum] | None = None
+    laws: list[Law] = []
+    skipped: list[str] = []
+    caught: list[str] = []
+    for t in targets:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always", FitWarning)
+            try:
+                if t == "loss":
+                    law: Law = _fit_loss(runs, conventions, source, opt)
+                else:
+                    if optima is None:
+                        optima = _optima(runs, opt)
+                    preds = _predictors_for(t, predictors, optima)
+                    law = _fit_target(runs, optima, t, preds, conventions, source, opt)
+            except FitError as e:
+                if implicit and t == "batch_tokens":
+                    skipped.append(f"batch_tokens not fitted: {e}")
+                    continue
+                raise
+            caught += [str(x.message) for x in w if issubclass(x.category, FitWarning)]
+        laws.append(law)
+    shown = {n for law in laws for n in getattr(law, "notes", ())}
+    doubts = [m for m in dict.fromkeys(caught) if m not in shown]
+    return FitOutcome(laws=tuple(laws), skipped=tuple(skipped), warnings=tuple(doubts))
+
+
+def _fit_surface(
+    runs: pd.DataFrame,
+    conv: Conventions,
+    source: str,
+    target: str | None,
+    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None,
+    opt: FitOptions,
+) -> FitOutcome:
+    """The surface method: both laws from one joint fit of every run (``target`` picks one)."""
+    from sweeper.fitting.surface import fit_surfaces  # scipy-heavy; only this method needs it
+
+    def chosen(t: str) -> tuple[str, ...] | None:
+        if isinstance(predictors, Mapping):
+            got = predictors.get(t) or predictors.get("")
+        else:
+            got = predictors
+        return tuple(got) if got else None
+
+    if target == "batch_tokens" and not batch_varies(runs):
+        raise FitError("batch_tokens: the batch size does not vary within any cell")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always", FitWarning)
+        fitted = fit_surfaces(
+            runs,
+            lr_predictors=chosen("lr"),
+            batch_predictors=chosen("batch_tokens"),
+            n_boot=200 if opt.n_boot is None else opt.n_boot,
+            seed=opt.seed,
+            source=source,
+            conventions=conv,
+            min_runs=opt.min_runs,
+        )
+    laws = tuple(law for t, law in fitted.items() if target in (None, t))
+    skipped = ()
+    if target is None and batch_varies(runs) and "batch_tokens" not in fitted:
+        skipped = ("batch_tokens not fitted: too few cells with the batch swept",)
+    shown = {n for law in laws for n in law.notes}
+    caught = [str(x.message) for x in w if issubclass(x.category, FitWarning)]
+    doubts = tuple(m for m in dict.fromkeys(caught) if m not in shown)
+    return FitOutcome(laws=laws, skipped=skipped, warnings=doubts)
+
+
+def _check_options(opt: FitOptions, target: str | None) -> None:
+    if opt.method not in FIT_METHODS:
+        raise FitError(f"unknown method {opt.method!r}; known: {', '.join(FIT_METHODS)}")
+    if target is not None and target not in FIT_TARGETS:
+        raise FitError(f"unknown target {target!r}; known: {', '.join(FIT_TARGETS)}")
+    if opt.n_boot is not None and opt.n_boot < 0:
+        raise FitError(f"`--bootstrap >= 0` must hold, but got {opt.n_boot}")
+
+
+def _optima(runs: pd.DataFrame, opt: FitOptions) -> list[CellOptimum]:
+    return estimate_optima(
+        runs,
+        method=opt.method,
+        band=opt.band,
+        n_boot=opt.cell_boot if opt.method == "parabola" else 0,
+        seed=opt.seed,
+        min_runs=opt.min_runs,
+        keep_edge=opt.keep_edge,
+    )
+
+
+def _fit_loss(runs: pd.DataFrame, conv: Conventions, source: str, opt: FitOptions) -> Law:
+    return fit_loss_law(
+        runs,
+        n_boot=100 if opt.n_boot is None else opt.n_boot,
+        seed=opt.seed,
+        points=opt.loss_points,
+        source=source,
+        conventions=conv,
+    )
+
+
+def _fit_target(
+    runs: pd.DataFrame,
+    optima: list[CellOptimum],
+    target: str,
+    preds: tuple[str, ...],
+    conv: Conventions,
+    source: str,
+    opt: FitOptions,
+) -> Law:
+    n_boot = 1000 if opt.n_boot is None else opt.n_boot
+    if opt.method == "band":
+        return fit_band_law(
+            runs,
+            target=target,
+            predictors=preds,
+            band=opt.band,
+            n_boot=n_boot,
+            seed=opt.seed,
+            min_runs=opt.min_runs,
+            keep_edge=opt.keep_edge,
+            source=source,
+            conventions=conv,
+        )
+    return fit_power_law(
+        optima,
+        target=target,
+        predictors=preds,
+        weighted=opt.weighted,
+        huber=opt.huber,
+        n_boot=n_boot,
+        seed=opt.seed,
+        source=source,
+        conventions=conv,
+    )
+
+
+def _predictors_for(
+    target: str,
+    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None,
+    optima: Sequence[CellOptimum],
+) -> tuple[str, ...]:
+    if isinstance(predictors, Mapping):
+        chosen = predictors.get(target) or predictors.get("")
+    else:
+        chosen = predictors
+    return tuple(chosen) if chosen else default_predictors(optima)
+
+
+def batch_varies(runs: pd.DataFrame) -> bool:
+    """Whether any cell has completed runs at two batch sizes more than 1% apart."""
+    done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & runs["batch_tokens"].notna()]
+    if done.empty:
+        return False
+    spread = done.groupby("cell")["batch_tokens"].agg(lambda s: np.log(s.max() / s.min()))
+    return bool((spread > 0.01).any())
+
+
+def default_predictors(optima: Sequence[CellOptimum]) -> tuple[str, ...]:
+    """The scale variables among n_params, tokens that vary across the usable cells (n_params alone
+    when tokens is a power of n_params there, e.g. a fixed tokens-per-parameter ladder)."""
+    usable = [o for o in optima if o.usable]
+    if not usable:
+        if all(o.reason == "no lr values in this cell" for o in optima):
+            raise FitError("the runs have no lr values: only the loss law fits (--target loss)")
+        why = "; ".join(f"{o.cell}: {o.reason}" for o in optima[:8])
+        raise FitError(f"no usable cells: {why}")
+    vary = []
+    logs = {}
+    for name in _SCALE_VARS:
+        vals = np.array([getattr(o, name) or np.nan for o in usable], dtype=float)
+        if np.all(np.isfinite(vals) & (vals > 0)) and np.ptp(np.log(vals)) > 1e-9:
+            vary.append(name)
+            logs[name] = np.log(vals)
+    if not vary:
+        raise FitError(
+            "neither n_params nor tokens varies across the usable cells; "
+            "pass --predictors (e.g. width or depth)"
+        )
+    if len(vary) == 2:
+        x = np.column_stack([logs[v] - logs[v].mean() for v in vary])
+        if np.linalg.matrix_rank(x, tol=1e-6) < 2:
+            return ("n_params",)
+    return tuple(vary)

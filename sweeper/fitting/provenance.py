@@ -1,0 +1,212 @@
+"""The conventions a law fitted to a stored sweep records: read from the sweep, in one place.
+
+A launched sweep knows everything: its data's token unit and vocabulary, the schedule, warmup and
+z-loss its trials trained with, the proxies' init std, output multiplier and parametrization (from
+its stored study). An imported sweep knows only what its file says: N "as imported", tokens "as
+imported", FLOPs as the file gave them (6·N·D without attention when they were filled in from N
+and D). Runs handed over without a sweep are treated like an imported file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sweeper.fitting.conventions import (
+    FLOPS_6ND_NO_ATTENTION,
+    FLOPS_AS_IMPORTED,
+    TOKENS_AS_IMPORTED,
+    TOKENS_BYTES,
+    Conventions,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from sweeper.study.handle import Sweep
+    from sweeper.study.spec import StudySpec
+
+__all__ = ["runs_conventions", "sweep_conventions", "token_unit"]
+
+
+def sweep_conventions(sweep: Sweep) -> Conventions:
+    """What the numbers of ``sweep`` mean (see :mod:`sweeper.fitting.conventions`)."""
+    if not sweep.launched and sweep.spec is None:
+        return replace(runs_conventions(sweep.runs()), **_shape_of(sweep.meta))
+    meta = sweep.meta if sweep.launched else _imported_study_meta(sweep)
+    data = str(meta.get("data") or "builtin")
+    vocab = meta.get("vocab_size")
+    conv = Conventions(
+        data=data,
+        vocab_size=int(vocab) if vocab is not None else 256,
+        tokens=token_unit(data, vocab),
+        init_std=float(meta["init_std"]) if meta.get("init_std") is not None else 0.02,
+        output_mult=float(meta.get("output_mult") or 1.0),
+        **_shape_of(meta),
+    )
+    if sweep.spec is not None:
+        return replace(conv, **_schedule(sweep.spec), **_own_code(sweep.spec))
+    schedule = str(meta.get("schedule") or "unknown")  # the stored study no longer parses
+    return replace(
+        conv,
+        schedule=schedule,
+        min_lr_ratio=None,
+        warmup=None,
+        z_loss=None,
+        lr=f"peak AdamW LR, {schedule} schedule (stored study unreadable: {sweep.spec_error})",
+    )
+
+
+def runs_conventions(runs: pd.DataFrame) -> Conventions:
+    """The conventions of runs that come with nothing but their columns (an imported file)."""
+    fl = runs["flops"].to_numpy(dtype=float)
+    six_nd = 6.0 * runs["n_params"].to_numpy(dtype=float) * runs["tokens"].to_numpy(dtype=float)
+    ok = np.isfinite(fl) & np.isfinite(six_nd)
+    filled = bool(ok.any() and np.allclose(fl[ok], six_nd[ok], rtol=1e-9, atol=0.0))
+    return Conventions(
+        n_params_source="as imported",
+        flops=FLOPS_6ND_NO_ATTENTION if filled else FLOPS_AS_IMPORTED,
+        tokens=TOKENS_AS_IMPORTED,
+        vocab_size=None,
+        data=None,
+        lr="peak LR as imported",
+        optimizer=None,
+        schedule=None,
+        min_lr_ratio=None,
+        warmup=None,
+        z_loss=None,
+        init_std=None,
+    )
+
+
+def token_unit(data: str, vocab: Any) -> str:
+    """``"bytes"`` for byte-level data (the built-in corpus, text files), ``"tokenizer:<name>"``
+    for nanoGPT token files. A path that is not on this machine is judged by its suffix and the
+    vocabulary (byte-level data has vocab 256 unless the study says otherwise)."""
+    if data == "builtin":
+        return TOKENS_BYTES
+    path = Path(data).expanduser()
+    if path.is_dir():
+        return f"tokenizer:{path.name}" if (path / "train.bin").exists() else TOKENS_BYTES
+    if path.is_file() or path.suffix.lower() in (".txt", ".md"):
+        return TOKENS_BYTES
+    return TOKENS_BYTES if vocab in (None, 256) else f"tokenizer:{path.name}"
+
+
+def _imported_study_meta(sweep: Sweep) -> dict[str, Any]:
+    """The study metadata of a sweep imported with its study (``import --study``), as launching
+    that study would have recorded it."""
+    from sweeper.study.ladder import cells
+    from sweeper.study.sweep import study_meta
+
+    assert sweep.spec is not None
+    return study_meta(sweep.spec, cells(sweep.spec))
+
+
+def _shape_of(meta: Any) -> dict[str, Any]:
+    """The parametrization and base shape a sweep's metadata records (None when it does not); the
+    base head size is the base width over a fixed head count, else the fixed head size."""
+    base_width, heads, head_dim = meta.get("base_width"), meta.get("heads"), meta.get("head_dim")
+    base_head_dim = base_width // heads if base_width and heads else head_dim
+    return {
+        "parametrization": meta.get("parametrization"),
+        "base_width": base_width,
+        "base_depth": meta.get("base_depth"),
+        "base_head_dim": int(base_head_dim) if base_head_dim else None,
+    }
+
+
+def _own_code(spec: StudySpec) -> dict[str, Any]:
+    """The builder, the parametrization variant applied to it, the training function, the
+    optimizer and the decay timescale of a launched study."""
+    m, t = spec.model, spec.train
+    out: dict[str, Any] = {"optimizer": t.optimizer, "weight_decay_tau": t.weight_decay_tau}
+    if m.builder is not None:
+        from proxy_models.builder import VARIANTS
+
+        out.update(
+            model_builder=m.builder,
+            model_args={k: v for k, v in m.args} or None,
+            parametrization_variant=VARIANTS[m.parametrization],
+        )
+    if t.function is not None:
+        out["train_function"] = t.function
+    return out
+
+
+def _honoured(spec: StudySpec) -> set[str] | None:
+    """The keys the study's training function honours (None without one; empty when its module
+    cannot be imported here, so that nothing unverified is claimed)."""
+    if spec.train.function is None:
+        return None
+    try:
+        from proxy_models.builder import BuilderError, load_callable
+        from proxy_models.train_function import KEY, honours_of
+
+        return set(honours_of(load_callable(spec.train.function, KEY)))
+    except (ImportError, BuilderError):
+        return set()
+
+
+def _schedule(spec: StudySpec) -> dict[str, Any]:
+    """The LR convention of a launched study: schedule, min LR, warmup (the proxies' default of
+    10% of the steps when the study does not set it) and z-loss, as fields and as one line. Under a
+    training function, what it does not honour is unknown (None)."""
+    out = _schedule_of_loop(spec)
+    honoured = _honoured(spec)
+    if honoured is None:
+        return out
+    for key in ("schedule", "min_lr_ratio", "warmup", "decay_fraction", "z_loss"):
+        if key not in honoured:
+            out[key] = None
+    out["lr"] = f"peak LR as the training function {spec.train.function!r} defines it"
+    if honoured:
+        out["lr"] += f" (honours: {', '.join(sorted(honoured))})"
+    return out
+
+
+def _schedule_of_loop(spec: StudySpec) -> dict[str, Any]:
+    from proxy_models.hparams import LR_MEANINGS
+
+    t = spec.train
+    w = spec.search.warmup
+    warmup: float | str
+    if w is None:
+        warmup, text = 0.1, "warmup 10% of steps"
+    elif w.is_fixed and w.values is not None:
+        warmup = float(w.values[0])
+        text = f"warmup {warmup:.0%} of steps" if warmup < 1 else f"warmup {warmup:.0f} steps"
+    else:
+        warmup, text = "searched", "searched warmup"
+    schedule: str = t.schedule
+    if spec.search.schedule is not None:
+        schedule = "searched"
+        text += (
+            ", searched schedule (" + ", ".join(map(str, spec.search.schedule.values or ())) + ")"
+        )
+    elif t.schedule == "cosine":
+        text += f", cosine to {t.min_lr_ratio:.0%}"
+    elif t.schedule == "linear":
+        text += f", linear to {t.min_lr_ratio:.0%}"
+    elif t.schedule == "wsd":
+        text += (
+            f", WSD: constant, then decay to {t.min_lr_ratio:.0%} over the last "
+            f"{t.decay_fraction:.0%} of steps"
+        )
+    else:
+        text += ", then constant"
+    if t.z_loss:
+        text += f", z-loss {t.z_loss:g}"
+    if t.weight_decay_tau is not None:
+        text += f", weight decay as the timescale tau = B/(lr·lambda·D) = {t.weight_decay_tau:g}"
+    return {
+        "lr": f"{LR_MEANINGS[t.optimizer]}, {text}",
+        "schedule": schedule,
+        "min_lr_ratio": float(t.min_lr_ratio),
+        "warmup": warmup,
+        "decay_fraction": float(t.decay_fraction) if t.schedule == "wsd" else None,
+        "z_loss": float(t.z_loss),
+    }

@@ -1,0 +1,280 @@
+"""Does a published (or any) recipe agree with the measured laws?
+
+``check_recipe(laws, recipe)`` evaluates the LR and batch laws at the recipe's N and D (in each
+law's conventions, see :func:`sweeper.recipe.scale.law_scale`) and reports, per quantity, the ratio
+recipe / law, whether the recipe sits inside the law's interval, and the loss penalty that the
+law's fitted curvature implies: a relative penalty of about ``0.5 · k · ln(ratio)²`` with
+``k = PowerLaw.loss_curvature`` (the second derivative of loss/loss_opt in ln y at the optimum).
+Pure: no I/O.
+
+The recipe is read as :func:`sweeper.recipe.recommend.recommend` reads a target, with the same warnings:
+a shape inferred from N when none is given, a sequence length of 2048 when none is given, total
+parameters with a 32000-token vocabulary when a law counts them and no vocab is given, laws that
+count bytes against a recipe in tokenizer tokens (``bytes_per_token`` converts D and the batch),
+and a recipe outside the regime a law held fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.errors import TargetError
+from sweeper.fitting.laws import Law, PowerLaw
+from sweeper.recipe.published_recipes import PublishedRecipe
+from sweeper.recipe.recommend import check_parametrization, extrapolation_summary
+from sweeper.recipe.scale import (
+    evaluate_law,
+    flops_convention_warnings,
+    law_label,
+    law_scale,
+    regime_values,
+    regime_warnings,
+    resolve_shape,
+    token_factor,
+    token_unit_warnings,
+)
+
+__all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_penalty"]
+
+
+@dataclass(frozen=True)
+class CheckValues:
+    """A recipe to check given as numbers: non-embedding ``n_params``, ``tokens``, peak ``lr``,
+    ``batch_tokens`` (D and batch in the recipe's tokenizer tokens); the shape (``layers``,
+    ``d_model``, ``context``) when known (DeepSeek's M and the attention FLOPs need it; without it
+    the shape is inferred from N), and the ``vocab`` (None: a tokenizer's, size unknown)."""
+
+    n_params: float
+    tokens: float
+    lr: float
+    batch_tokens: float
+    layers: int | None = None
+    d_model: int | None = None
+    context: int | None = None
+    name: str = "custom"
+    parametrization: str = "sp"
+    vocab: int | None = None
+
+    def __post_init__(self) -> None:
+        bad = [
+            f"{k}={getattr(self, k)}"
+            for k in ("n_params", "tokens", "lr", "batch_tokens")
+            if not (math.isfinite(getattr(self, k)) and getattr(self, k) > 0)
+        ]
+        bad += [
+            f"{k}={getattr(self, k)}"
+            for k in ("layers", "d_model", "context", "vocab")
+            if getattr(self, k) is not None and getattr(self, k) < 1
+        ]
+        if bad:
+            raise TargetError(f"recipe values must be positive, got {', '.join(bad)}")
+        if (self.layers is None) != (self.d_model is None):
+            raise TargetError(
+                f"give layers and d_model together, got layers={self.layers}, "
+                f"d_model={self.d_model}"
+            )
+
+    @classmethod
+    def from_published(cls, r: PublishedRecipe) -> CheckValues:
+        return cls(
+            n_params=r.n_params,
+            tokens=r.tokens,
+            lr=r.lr,
+            batch_tokens=r.batch_tokens,
+            layers=r.layers,
+            d_model=r.d_model,
+            context=r.context,
+            name=r.name,
+        )
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One quantity (``lr`` or ``batch_tokens``): the recipe's value against the law's."""
+
+    quantity: str
+    actual: float
+    predicted: float
+    low: float
+    high: float
+    law: str
+    loss_penalty: float | None  # relative (0.01 = 1% higher loss), None without a curvature
+
+    @property
+    def ratio(self) -> float:
+        return self.actual / self.predicted
+
+    @property
+    def inside(self) -> bool | None:
+        """Inside the law's interval; None when the law gives no interval (a published law)."""
+        if self.low == self.high:
+            return None
+        return self.low <= self.actual <= self.high
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "quantity": self.quantity,
+            "actual": self.actual,
+            "predicted": self.predicted,
+            "low": self.low,
+            "high": self.high,
+            "ratio": self.ratio,
+            "inside": self.inside,
+            "law": self.law,
+            "loss_penalty": self.loss_penalty,
+        }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Everything ``check_recipe`` found for one recipe."""
+
+    name: str
+    n_params: float
+    tokens: float
+    items: tuple[CheckItem, ...]
+    extrapolation_factor: float | None
+    warnings: tuple[str, ...]
+    law_ids: tuple[int | str, ...]
+
+    def item(self, quantity: str) -> CheckItem | None:
+        return next((i for i in self.items if i.quantity == quantity), None)
+
+    @property
+    def loss_penalty(self) -> float | None:
+        """Sum of the per-quantity penalties (treating LR and batch as separable), if any."""
+        ps = [i.loss_penalty for i in self.items if i.loss_penalty is not None]
+        return sum(ps) if ps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "n_params": self.n_params,
+            "tokens": self.tokens,
+            "items": [i.to_dict() for i in self.items],
+            "loss_penalty": self.loss_penalty,
+            "extrapolation_factor": self.extrapolation_factor,
+            "warnings": list(self.warnings),
+            "law_ids": list(self.law_ids),
+        }
+
+
+def loss_penalty(law: Law, ratio: float) -> float | None:
+    """Relative loss penalty 0.5·k·ln(ratio)² of missing the optimum by ``ratio`` (None when the
+    law records no curvature ``k``)."""
+    k = law.loss_curvature if isinstance(law, PowerLaw) else None
+    if k is None or not math.isfinite(k):
+        return None
+    return 0.5 * k * math.log(ratio) ** 2
+
+
+def check_recipe(
+    laws: Mapping[str, Law],
+    recipe: PublishedRecipe | CheckValues,
+    *,
+    force: bool = False,
+    level: float = 0.95,
+    bytes_per_token: float | None = None,
+) -> CheckResult:
+    """Where ``recipe``'s LR and batch sit relative to ``laws`` ("lr" and/or "batch_tokens").
+
+    A law fitted under muP/CompleteP is refused for these SP recipes unless ``force``.
+    ``bytes_per_token`` converts the recipe's D and batch for laws that count bytes (None: no
+    conversion, and a warning).
+    """
+    v = CheckValues.from_published(recipe) if isinstance(recipe, PublishedRecipe) else recipe
+    roles = [(q, laws[q]) for q in ("lr", "batch_tokens") if q in laws]
+    if not roles:
+        raise TargetError(f"no lr or batch_tokens law to check against (got {sorted(laws)})")
+    if bytes_per_token is not None and not (math.isfinite(bytes_per_token) and bytes_per_token > 0):
+        raise TargetError(f"bytes_per_token must be positive, got {bytes_per_token}")
+    warnings: list[str] = []
+    counts_total = any(law.conventions.counts_total_params for _, law in roles)
+    shape = resolve_shape(
+        n_params=v.n_params,
+        width=v.d_model,
+        depth=v.layers,
+        heads=None,
+        vocab=v.vocab,
+        seq_len=v.context,
+        warnings=warnings,
+        vocab_purpose="the total parameters" if counts_total else None,
+    )
+    warnings += token_unit_warnings(
+        [("batch" if q == "batch_tokens" else q, law) for q, law in roles],
+        vocab=v.vocab,
+        bytes_per_token=bytes_per_token,
+        what=f"recipe {v.name}",
+    )
+    items: list[CheckItem] = []
+    used: list[tuple[str, Law, Mapping[str, float]]] = []
+    for quantity, law in roles:
+        check_parametrization(law, quantity, v.parametrization, force=force, warnings=warnings)
+        warnings += flops_convention_warnings(law, quantity)
+        scale = law_scale(
+            law,
+            n_params=v.n_params,
+            tokens=v.tokens,
+            width=shape.width,
+            depth=shape.depth,
+            seq_len=shape.seq_len,
+            shape_given=shape.shape_given,
+            n_params_total=shape.n_params_total,
+            bytes_per_token=bytes_per_token,
+        )
+        item = _check_item(v, quantity, law, scale, shape.seq_len, level, bytes_per_token, warnings)
+        if item is not None:
+            items.append(item)
+            used.append((quantity, law, scale))
+    if "batch_tokens" not in laws:
+        warnings.append("no batch law given: the batch is not checked")
+    factor, _ = extrapolation_summary(used, warnings)
+    ids = tuple(law.id if law.id is not None else law_label(law) for _, law in roles)
+    return CheckResult(
+        name=v.name,
+        n_params=v.n_params,
+        tokens=v.tokens,
+        items=tuple(items),
+        extrapolation_factor=factor,
+        warnings=tuple(warnings),
+        law_ids=ids,
+    )
+
+
+def _check_item(
+    v: CheckValues,
+    quantity: str,
+    law: Law,
+    scale: Mapping[str, float],
+    seq_len: int,
+    level: float,
+    bytes_per_token: float | None,
+    warnings: list[str],
+) -> CheckItem | None:
+    """The recipe's ``quantity`` against the law at ``scale`` (None, with a warning, where the
+    law predicts no positive value)."""
+    f = token_factor(law, bytes_per_token)
+    got = evaluate_law(law, quantity, scale, seq_len=seq_len, level=level, factor=f)
+    if got is None:
+        warnings.append(
+            f"{quantity} law ({law_label(law)}) predicts {law.predict(scale):.3g} for "
+            f"{v.name}: outside its range, not compared"
+        )
+        return None
+    predicted, low, high = got
+    warnings += regime_warnings(
+        law, quantity, regime_values(v.n_params, v.tokens, v.batch_tokens, f)
+    )
+    actual = v.lr if quantity == "lr" else v.batch_tokens
+    return CheckItem(
+        quantity=quantity,
+        actual=actual,
+        predicted=predicted,
+        low=low,
+        high=high,
+        law=law_label(law),
+        loss_penalty=loss_penalty(law, actual / predicted),
+    )

@@ -1,0 +1,321 @@
+"""Fitted laws beside published ones: predictions at a sweep's cells and at a target, and the
+exponents side by side.
+
+Every law is evaluated in its own conventions, through :func:`sweeper.recipe.scale.law_scale`, the
+function ``recommend`` and ``check`` use, so a point's FLOPs are counted the same way everywhere:
+Sweeper's "6ND" is 6·N·D + 6·L·T·d·D, "6ND (no attention)" 6·N·D, DeepSeek's "M*D" uses
+M = 72·L·d² + 12·L·d·T (L layers, d width, T context). A point without width and depth gets the
+shape :func:`~sweeper.recipe.scale.infer_shape` gives for its N, one without a sequence length
+2048, and the row's note says so when the law's FLOPs depend on it. A law whose FLOPs were
+imported as given (another convention) is evaluated at the point's own ``flops`` column. A target
+given as width/depth gets N = 12·L·d² (non-embedding parameters of a standard transformer block).
+
+Pure functions on DataFrames; the CLI (``sweeper compare``) prints them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+
+from sweeper.errors import TargetError
+from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION
+from sweeper.fitting.laws import KaplanLRLaw, Law, LossLaw, PowerLaw
+from sweeper.fitting.optimum import CellOptimum, optima_frame
+from sweeper.recipe.memory import train_flops
+from sweeper.recipe.scale import DEFAULT_SEQ_LEN, infer_shape, law_scale
+
+__all__ = [
+    "cell_points",
+    "compare_exponents",
+    "compare_laws",
+    "compare_sweep_laws",
+    "law_formula",
+    "law_label",
+    "target_point",
+]
+
+_SYMBOL: Final[dict[str, str]] = {
+    "n_params": "N",
+    "tokens": "D",
+    "flops": "C",
+    "width": "d",
+    "depth": "L",
+}
+_POINT_COLUMNS: Final[tuple[str, ...]] = (
+    "point",
+    "n_params",
+    "tokens",
+    "flops",
+    "width",
+    "depth",
+    "seq_len",
+    "measured_lr",
+    "measured_batch_tokens",
+    "on_edge",
+)
+
+
+def law_label(law: Law) -> str:
+    """A short name: ``steplaw`` for a published law, ``<sweep>#<id> <method>`` for a fitted one."""
+    if law.method == "published":
+        return law.source
+    ident = f"#{law.id}" if law.id is not None else ""
+    return f"{law.source}{ident} {law.method}".strip()
+
+
+def law_formula(law: Law, *, digits: int = 3) -> str:
+    """``a · N^b · D^c`` with 95% intervals on fitted exponents, e.g. ``78.4·N^-0.77[-0.88,-0.67]``."""
+    if isinstance(law, PowerLaw):
+        parts = [f"{law.prefactor:.{digits}g}"]
+        for p in law.predictors:
+            b = law.exponents[p]
+            term = f"{_SYMBOL.get(p, p)}^{b:.{digits}g}"
+            ci = law.exponents_ci.get(p)
+            if ci is not None and ci[0] != ci[1]:
+                term += f"[{ci[0]:.{digits}g},{ci[1]:.{digits}g}]"
+            parts.append(term)
+        return "·".join(parts)
+    if isinstance(law, KaplanLRLaw):
+        return f"{law.c0:.4g} − {law.c1:.4g}·ln N"
+    if isinstance(law, LossLaw):
+        return f"{law.E:.3g} + {law.A:.3g}/N^{law.alpha:.3g} + {law.B:.3g}/D^{law.beta:.3g}"
+    return law.kind
+
+
+def cell_points(optima: Sequence[CellOptimum] | pd.DataFrame) -> pd.DataFrame:
+    """One row per cell with its scale and measured optimum (``measured_batch_tokens`` only where
+    the batch size was swept); columns as :data:`_POINT_COLUMNS`."""
+    f = optima if isinstance(optima, pd.DataFrame) else optima_frame(optima)
+    out = pd.DataFrame({"point": f["cell"].astype(str)})
+    for c in ("n_params", "tokens", "flops", "width", "depth", "seq_len"):
+        out[c] = pd.to_numeric(f[c], errors="coerce").astype(float) if c in f else np.nan
+    out["measured_lr"] = pd.to_numeric(f["lr"], errors="coerce").astype(float)
+    bt = pd.to_numeric(f["batch_tokens"], errors="coerce").astype(float)
+    swept = f["batch_range_low"].notna() if "batch_range_low" in f else pd.Series(False, f.index)
+    out["measured_batch_tokens"] = bt.where(swept)
+    out["on_edge"] = f["on_edge"].astype(bool) if "on_edge" in f else False
+    return out.reset_index(drop=True)
+
+
+def target_point(
+    *,
+    tokens: float,
+    n_params: float | None = None,
+    width: float | None = None,
+    depth: float | None = None,
+    context: float | None = None,
+) -> pd.DataFrame:
+    """The one-row points frame of a target: ``n_params`` (non-embedding) and ``tokens``, or a shape
+    (``width``, ``depth``, ``context``) and ``tokens``; N = 12·L·d² when only the shape is given.
+    ``flops`` is Sweeper's compute (6·N·D + attention, the inferred shape and a 2048 context where
+    none is given), as ``recommend`` counts it."""
+    for k, v in (("tokens", tokens), ("n_params", n_params), ("width", width), ("depth", depth)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise TargetError(f"target {k} must be positive, got {v}")
+    if context is not None and not context > 0:
+        raise TargetError(f"target context must be positive, got {context}")
+    if n_params is None:
+        if width is None or depth is None:
+            raise TargetError("give the target's --params, or its --width and --depth")
+        n_params = 12.0 * depth * width**2
+    row = {
+        "point": "target",
+        "n_params": float(n_params),
+        "tokens": float(tokens),
+        "flops": _sweeper_flops(
+            float(n_params), float(tokens), width=width, depth=depth, seq_len=context
+        ),
+        "width": float(width) if width is not None else np.nan,
+        "depth": float(depth) if depth is not None else np.nan,
+        "seq_len": float(context) if context is not None else np.nan,
+        "measured_lr": np.nan,
+        "measured_batch_tokens": np.nan,
+        "on_edge": False,
+    }
+    return pd.DataFrame([row], columns=list(_POINT_COLUMNS))
+
+
+def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
+    """Every law (lr and batch_tokens targets) evaluated at every point.
+
+    ``points`` has the columns of :func:`cell_points` / :func:`target_point`. Returns one row per
+    (point, law): point, law (label), source, target, value, low, high (the law's interval; equal to
+    value for published laws), measured, ratio (value / measured), extrapolation (largest factor
+    beyond the law's fitted domain, 1 inside it), note.
+    """
+    rows: list[dict[str, Any]] = []
+    for law in laws:
+        if law.target not in ("lr", "batch_tokens"):
+            continue
+        label = law_label(law)
+        for _, p in points.iterrows():
+            scale, note = _scale_for(law, p)
+            measured = float(p.get(f"measured_{law.target}", np.nan))
+            value = low = high = extrap = np.nan
+            if scale is not None:
+                value = law.predict(scale)
+                low, high = law.interval(scale)
+                factors = law.extrapolation(scale)
+                extrap = max([1.0, *factors.values()])
+            rows.append(
+                {
+                    "point": p["point"],
+                    "law": label,
+                    "source": law.source,
+                    "target": law.target,
+                    "value": value,
+                    "low": low,
+                    "high": high,
+                    "measured": measured,
+                    "ratio": value / measured if measured > 0 else np.nan,
+                    "extrapolation": extrap,
+                    "note": note,
+                }
+            )
+    cols = ["point", "law", "source", "target", "value", "low", "high", "measured", "ratio"]
+    return pd.DataFrame(rows, columns=[*cols, "extrapolation", "note"])
+
+
+def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.DataFrame:
+    """Exponents of fitted power laws beside the published ones for the same target and predictor.
+
+    Columns: target, predictor, law, fitted, low, high (the fitted 95% interval), published (law
+    key), published_value, inside (whether the published exponent lies in the fitted interval).
+    """
+    rows = []
+    for f in fitted:
+        if not isinstance(f, PowerLaw):
+            continue
+        for pub in published:
+            if not isinstance(pub, PowerLaw) or pub.target != f.target:
+                continue
+            for p in f.predictors:
+                if p not in pub.exponents:
+                    continue
+                lo, hi = f.exponents_ci.get(p, (np.nan, np.nan))
+                rows.append(
+                    {
+                        "target": f.target,
+                        "predictor": p,
+                        "law": law_label(f),
+                        "fitted": f.exponents[p],
+                        "low": lo,
+                        "high": hi,
+                        "published": pub.source,
+                        "published_value": pub.exponents[p],
+                        "inside": bool(lo <= pub.exponents[p] <= hi),
+                    }
+                )
+    cols = ["target", "predictor", "law", "fitted", "low", "high", "published"]
+    return pd.DataFrame(rows, columns=[*cols, "published_value", "inside"])
+
+
+def _shape(
+    n: float, width: float, depth: float, seq_len: float
+) -> tuple[int, int, int, bool, list[str]]:
+    """(width, depth, seq_len, shape_given, notes) of a point: its own, or inferred/assumed."""
+    notes = []
+    given = all(math.isfinite(v) and v > 0 for v in (width, depth))
+    if given:
+        w, d = round(width), round(depth)
+    else:
+        w, d = infer_shape(n)
+        notes.append(f"shape inferred from N ({d} × {w})")
+    if math.isfinite(seq_len) and seq_len > 0:
+        t = round(seq_len)
+    else:
+        t = DEFAULT_SEQ_LEN
+        notes.append(f"sequence length assumed {DEFAULT_SEQ_LEN}")
+    return w, d, t, given, notes
+
+
+def _sweeper_flops(
+    n: float, d: float, *, width: float | None, depth: float | None, seq_len: float | None
+) -> float:
+    """Sweeper's compute at a point: law_scale's "6ND" (6·N·D + 6·L·T·d·D), same shape rules."""
+    w, dep, t, _, _ = _shape(n, _num(width), _num(depth), _num(seq_len))
+    return train_flops(n, d, depth=dep, width=w, seq_len=t)
+
+
+def _scale_for(law: Law, p: Mapping[str, Any]) -> tuple[dict[str, float] | None, str]:
+    """The law's predictors at point ``p``, in the law's conventions, and a note on how."""
+    n, d = _num(p.get("n_params")), _num(p.get("tokens"))
+    for name in law.predictors:
+        v = d if name == "tokens" else n if name == "n_params" else _num(p.get(name))
+        if name != "flops" and not (math.isfinite(v) and v > 0):
+            return None, f"needs {name}, which this point lacks"
+    if "flops" not in law.predictors:
+        return {k: _num(p.get(k)) for k in law.predictors}, ""
+    if not all(math.isfinite(v) and v > 0 for v in (n, d)):
+        return None, "needs n_params and tokens for flops, which this point lacks"
+    conv = law.conventions.flops
+    if not law.conventions.flops_known:
+        c = _num(p.get("flops"))
+        if math.isfinite(c) and c > 0:  # FLOPs as imported: the point's own count
+            return {k: c if k == "flops" else _num(p.get(k)) for k in law.predictors}, ""
+        conv_note = [f"flops counted as 6ND + attention, not {conv!r}"]
+    else:
+        conv_note = []
+    w, dep, t, given, notes = _shape(
+        n, _num(p.get("width")), _num(p.get("depth")), _num(p.get("seq_len"))
+    )
+    scale = law_scale(law, n_params=n, tokens=d, width=w, depth=dep, seq_len=t, shape_given=given)
+    if conv == FLOPS_6ND_NO_ATTENTION:
+        notes = []  # neither the shape nor the sequence length enters
+    return {k: scale[k] for k in law.predictors}, "; ".join(conv_note + notes)
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def compare_sweep_laws(
+    runs: pd.DataFrame,
+    fitted: Sequence[Law],
+    published: Sequence[str],
+    at: Mapping[str, float] | None = None,
+) -> tuple[list[Law], pd.DataFrame, pd.DataFrame]:
+    """A sweep's ``fitted`` lr/batch laws beside the ``published`` ones (by name): (every law,
+    :func:`compare_exponents`, :func:`compare_laws` at the sweep's cells and at the target ``at``).
+
+    The cells' measured optima come from the same estimator as the fitted laws (the band of the
+    latest band law, else the parabola). ``at`` has ``tokens`` and ``n_params``, or ``width`` and
+    ``depth`` (and optionally ``context``).
+    """
+    from sweeper.fitting import estimate_optima
+    from sweeper.recipe.published import published_laws
+
+    band_methods = [law.method for law in fitted if law.method.startswith("band")]
+    if band_methods:
+        match = re.match(r"band(\d+(?:\.\d*)?(?:e[+-]?\d+)?)", band_methods[-1])
+        band = float(match.group(1)) if match else 0.0025
+        optima = estimate_optima(runs, method="band", band=band, n_boot=0, keep_edge=True)
+    else:
+        optima = estimate_optima(runs, method="parabola", n_boot=0, keep_edge=True)
+    points = cell_points(optima)
+    if at:
+        if at.get("tokens") is None:
+            raise TargetError("a target needs tokens (with n_params, or width and depth)")
+        tp = target_point(
+            tokens=at["tokens"],
+            n_params=at.get("n_params"),
+            width=at.get("width"),
+            depth=at.get("depth"),
+            context=at.get("context"),
+        )
+        points = pd.concat([points, tp], ignore_index=True)
+    pub: list[Law] = []
+    for name in published:
+        if name.strip():
+            pub += list(published_laws(name.strip()).values())
+    every = [*fitted, *pub]
+    return every, compare_exponents(fitted, pub), compare_laws(every, points)

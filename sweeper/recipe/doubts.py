@@ -1,0 +1,171 @@
+"""What a recipe must warn about, beyond the numbers: a law that is poorly constrained or
+published without uncertainty, a law of another parametrization, a long extrapolation, and an LR
+measured under another schedule than the recipe's. Shared by recommend and check."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Final
+
+from sweeper.errors import TargetError
+from sweeper.fitting.laws import KaplanLRLaw, Law, PowerLaw
+from sweeper.recipe.scale import law_label
+
+__all__ = [
+    "FAR_FACTOR",
+    "VERY_FAR_FACTOR",
+    "check_parametrization",
+    "extrapolation_summary",
+    "quality_warnings",
+    "schedule_warnings",
+]
+
+FAR_FACTOR: Final[float] = 10.0
+VERY_FAR_FACTOR: Final[float] = 1000.0
+#: natural-log error above which a law's cross-validation error earns a warning (±50%)
+POOR_LOG_ERROR: Final[float] = math.log(1.5)
+#: interval high/low ratio above which the interval earns a warning
+WIDE_INTERVAL: Final[float] = 4.0
+
+
+def quality_warnings(law: Law, role: str, interval: tuple[float, float]) -> list[str]:
+    """Warnings when ``law`` is poorly constrained (published laws carry no uncertainty)."""
+    out: list[str] = []
+    name = f"{role} law ({law_label(law)})"
+    if law.method == "published" or isinstance(law, KaplanLRLaw):
+        return [f"{name} is published without uncertainty: its interval is the point itself"]
+    if not isinstance(law, PowerLaw):
+        return out
+    for what, err in (("leave-one-cell-out", law.cv_error), ("largest-cell", law.holdout_error)):
+        if err is not None and err > POOR_LOG_ERROR:
+            out.append(f"{name} {what} error is ±{math.expm1(err):.0%} (poorly constrained)")
+    lo, hi = interval
+    if lo > 0 and hi / lo > WIDE_INTERVAL:
+        out.append(f"{name} 95% interval spans {hi / lo:.1f}× at the target (poorly constrained)")
+    for p, (clo, chi) in law.exponents_ci.items():
+        b = law.exponents.get(p, 0.0)
+        if (clo < 0 < chi and b != 0.0) or chi - clo > 0.5:
+            out.append(f"{name} exponent of {p} is {b:+.3f} [{clo:+.3f}, {chi:+.3f}]: poorly known")
+    if 0 < law.n_cells < 3:
+        out.append(f"{name} is fitted on only {law.n_cells} cells")
+    return out
+
+
+def check_parametrization(
+    law: Law, role: str, parametrization: str, *, force: bool, warnings: list[str]
+) -> tuple[int | None, int | None]:
+    """Refuse (TargetError) a law fitted under another parametrization than ``parametrization``
+    unless ``force`` (then warn); return the law's base width and depth."""
+    p = law.parametrization
+    if p is None:
+        warnings.append(
+            f"{role} law ({law_label(law)}) records no parametrization: assumed {parametrization}"
+        )
+        return None, None
+    if p != parametrization:
+        msg = (
+            f"{role} law ({law_label(law)}) was fitted under {p} but the target is "
+            f"{parametrization}: a {p} law transfers only to a {p} target"
+        )
+        if not force:
+            raise TargetError(msg + " (force to override)")
+        warnings.append(msg + " (forced)")
+    return law.base_width, law.base_depth
+
+
+def extrapolation_summary(
+    used: list[tuple[str, Law, Mapping[str, float]]], warnings: list[str]
+) -> tuple[float | None, dict[str, float]]:
+    """Largest ratio of target to largest proxy per predictor over the laws used, and warnings."""
+    ext: dict[str, float] = {}
+    for role, law, scale in used:
+        if not law.domain:
+            warnings.append(
+                f"{role} law ({law_label(law)}) records no domain: extrapolation unknown"
+            )
+            continue
+        own = {k: scale[k] for k in law.predictors if k in scale}
+        for p, r in law.extrapolation(own).items():
+            ext[p] = max(ext.get(p, 0.0), r)
+        for p, (lo, _hi) in law.domain.items():
+            if p in own and lo > 0 and own[p] < lo / FAR_FACTOR:
+                warnings.append(
+                    f"{role} law ({law_label(law)}): target {p}={own[p]:.3g} is more than "
+                    f"{FAR_FACTOR:.0f}× below the smallest proxy ({lo:.3g})"
+                )
+    if not ext:
+        return None, ext
+    factor = max(ext.values())
+    detail = ", ".join(f"{k} {v:.3g}×" for k, v in sorted(ext.items()))
+    if factor >= VERY_FAR_FACTOR:
+        warnings.append(
+            f"very far extrapolation: {factor:.3g}× beyond the largest proxy ({detail}); at "
+            f"≥{VERY_FAR_FACTOR:.0f}× a small error in an exponent becomes a large error in the "
+            "value: confirm the LR with a short run at the target"
+        )
+    elif factor >= FAR_FACTOR:
+        warnings.append(f"far extrapolation: {factor:.3g}× beyond the largest proxy ({detail})")
+    return factor, ext
+
+
+def _warmup_text(fraction_or_steps: float) -> str:
+    if fraction_or_steps < 1.0:
+        return f"warmup {fraction_or_steps:.0%} of steps"
+    return f"warmup {fraction_or_steps:.0f} proxy steps"
+
+
+def schedule_warnings(
+    lr_law: Law,
+    *,
+    schedule: str,
+    min_lr_ratio: float,
+    warmup_steps: int,
+    total_steps: int,
+    z_loss: float,
+) -> list[str]:
+    """A warning when the recipe's schedule, min LR, warmup or z-loss differ from those the LR law
+    was measured under (``conventions.schedule``, ``min_lr_ratio``, ``warmup``, ``z_loss`` of a
+    launched sweep; published and imported laws only describe it in ``conventions.lr``). A warmup
+    counts as the same within a factor 1.5 of the recipe's fraction of steps."""
+    conv = lr_law.conventions
+    name = f"lr law ({law_label(lr_law)})"
+    if conv.schedule is None:
+        text = conv.lr
+        if text and f"cosine to {min_lr_ratio:.0%}" not in text:
+            # the optimum peak LR depends on the schedule it was measured under
+            return [
+                f"the LR of the {name} was measured as '{text}'; this recipe runs warmup + "
+                f"{schedule} to {min_lr_ratio:.0%}"
+            ]
+        return []
+    law_side, recipe_side = [], []
+    if conv.schedule != schedule:
+        law_side.append(f"a {conv.schedule} schedule")
+        recipe_side.append(f"{schedule}")
+    ratio = conv.min_lr_ratio
+    if ratio is not None and abs(ratio - min_lr_ratio) > 1e-9 and conv.schedule != "constant":
+        law_side.append(f"decay to {ratio:.0%} of peak")
+        recipe_side.append(f"decay to {min_lr_ratio:.0%}")
+    warm = conv.warmup
+    recipe_frac = warmup_steps / max(1, total_steps)
+    recipe_warm = f"warmup {warmup_steps} steps ({recipe_frac:.1%})"
+    if warm == "searched":
+        law_side.append("its best searched warmup")
+        recipe_side.append(recipe_warm)
+    elif isinstance(warm, (int, float)) and (
+        warm >= 1.0 or not (warm / 1.5 <= recipe_frac <= warm * 1.5)
+    ):
+        law_side.append(_warmup_text(warm))
+        recipe_side.append(recipe_warm)
+    z = conv.z_loss
+    if z is not None and abs(z - z_loss) > 1e-12:
+        law_side.append(f"z-loss {z:g}")
+        recipe_side.append(f"z-loss {z_loss:g}")
+    if not law_side:
+        return []
+    return [
+        f"the LR of the {name} was measured with {', '.join(law_side)}; this recipe uses "
+        f"{', '.join(recipe_side)}: the optimal peak LR depends on them (match them, or confirm "
+        "the LR with a short run)"
+    ]

@@ -1,0 +1,274 @@
+"""Memory per GPU and training time of a dense decoder-only transformer run (pure arithmetic).
+
+Memory per GPU = weights + gradients + optimizer states + activations of one micro batch.
+
+Bytes per parameter (AdamW, mixed precision as in Rajbhandari et al. 2020, §3):
+
+==========  =======  =====  ===========================================  =====
+precision   weights  grads  optimizer                                    total
+==========  =======  =====  ===========================================  =====
+``fp32``    4        4      8  (two fp32 moments)                        16
+``bf16``    2        2      12 (fp32 master copy 4 + two fp32 moments 8) 16
+==========  =======  =====  ===========================================  =====
+
+ZeRO (Rajbhandari et al. 2020) shards across the ``dp`` data-parallel GPUs: stage 1 the optimizer
+states, stage 2 also the gradients, stage 3 also the weights.
+
+Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+Models", arXiv:2205.05198, §4.1), no tensor/sequence parallelism, 16-bit activations: per layer
+``s·b·h·(34 + 5·a·s/h)`` bytes when the attention scores are stored, ``s·b·h·34`` with flash
+attention (the default here: the 5·a·s/h term is the s×s score, softmax and dropout-mask tensors that
+flash attention never materialises), and ``2·s·b·h`` per layer with full activation recomputation
+(only each layer's input is kept). Add the output logits kept in fp32 for the cross-entropy,
+``4·s·b·V`` bytes. fp32 activations double the 16-bit figures (the dropout masks, one byte per
+element, are a small part; counting them doubled too errs on the safe side).
+
+GB here means GiB (2**30 bytes), the unit in which GPU memory is quoted by ``nvidia-smi`` and the
+"80 GB" of an H100.
+
+Training time = FLOPs / (gpus · peak · MFU), FLOPs = 6·N·D + 6·L·T·d·D (Kaplan et al. 2020, eq. 2.2:
+the attention term counts the context T once per layer).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from sweeper.errors import TargetError
+
+__all__ = [
+    "GIB",
+    "PRECISIONS",
+    "MemoryEstimate",
+    "activation_bytes_per_sample",
+    "bytes_per_param",
+    "estimate_memory",
+    "train_flops",
+    "train_time_s",
+]
+
+GIB: Final[float] = float(2**30)
+PRECISIONS: Final[tuple[str, ...]] = ("bf16", "fp32")
+
+#: (weights, grads, optimizer states) bytes per parameter for AdamW
+_BYTES: Final[dict[str, tuple[int, int, int]]] = {
+    "fp32": (4, 4, 8),
+    "bf16": (2, 2, 12),
+}
+
+
+def bytes_per_param(precision: str) -> tuple[int, int, int]:
+    """(weights, grads, optimizer) bytes per parameter for AdamW at ``precision``."""
+    if precision not in _BYTES:
+        raise TargetError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return _BYTES[precision]
+
+
+def activation_bytes_per_sample(
+    *,
+    seq_len: int,
+    width: int,
+    depth: int,
+    heads: int,
+    vocab: int,
+    precision: str = "bf16",
+    flash_attention: bool = True,
+    recompute: bool = False,
+) -> float:
+    """Activation bytes kept for the backward pass for ONE sequence of ``seq_len`` tokens.
+
+    Korthikanti et al. 2022 per layer (16-bit): ``s·h·(34 + 5·a·s/h)`` bytes, ``s·h·34`` with flash
+    attention, ``2·s·h`` with full recomputation; plus ``4·s·V`` bytes of fp32 logits. fp32 doubles
+    the per-layer part. Linear in the micro batch, so the caller multiplies by it.
+    """
+    s, h, a = float(seq_len), float(width), float(heads)
+    if recompute:
+        per_layer = 2.0 * s * h
+    elif flash_attention:
+        per_layer = 34.0 * s * h
+    else:
+        per_layer = s * h * (34.0 + 5.0 * a * s / h)
+    if precision == "fp32":
+        per_layer *= 2.0
+    return depth * per_layer + 4.0 * s * float(vocab)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory per GPU in GiB, by part, for one micro batch; ``fits`` against ``gpu_memory_gb``.
+
+    ``max_micro_batch`` is the largest micro batch whose total stays within the usable memory
+    (``gpu_memory_gb · (1 − reserve_fraction)``), 0 when even the static part does not fit, None
+    when no GPU memory was given.
+    """
+
+    weights_gb: float
+    grads_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    total_gb: float
+    micro_batch: int
+    n_params_total: float
+    precision: str
+    bytes_per_param: int
+    zero_stage: int
+    data_parallel: int
+    flash_attention: bool
+    recompute: bool
+    gpu_memory_gb: float | None = None
+    reserve_fraction: float = 0.1
+    fits: bool | None = None
+    max_micro_batch: int | None = None
+
+    @property
+    def static_gb(self) -> float:
+        """Weights + grads + optimizer states (independent of the micro batch)."""
+        return self.weights_gb + self.grads_gb + self.optimizer_gb
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["static_gb"] = self.static_gb
+        return d
+
+
+def estimate_memory(
+    *,
+    n_params_total: float,
+    seq_len: int,
+    width: int,
+    depth: int,
+    heads: int,
+    vocab: int,
+    micro_batch: int,
+    precision: str = "bf16",
+    data_parallel: int = 1,
+    zero_stage: int = 0,
+    flash_attention: bool = True,
+    recompute: bool = False,
+    gpu_memory_gb: float | None = None,
+    reserve_fraction: float = 0.1,
+) -> MemoryEstimate:
+    """Memory per GPU of AdamW training (see the module docstring for every term).
+
+    ``n_params_total`` counts every trained parameter, embeddings included (they have weights,
+    grads and moments like any other). ``reserve_fraction`` of the GPU memory is kept back for the
+    CUDA context, allocator fragmentation and temporary buffers when judging ``fits``.
+    """
+    problems = _argument_problems(
+        n_params_total=n_params_total,
+        sizes={"seq_len": seq_len, "width": width, "depth": depth, "heads": heads},
+        vocab=vocab,
+        micro_batch=micro_batch,
+        data_parallel=data_parallel,
+        zero_stage=zero_stage,
+        gpu_memory_gb=gpu_memory_gb,
+        reserve_fraction=reserve_fraction,
+    )
+    if problems:
+        raise TargetError("; ".join(problems))
+    bw, bg, bo = bytes_per_param(precision)
+    dp = data_parallel
+    weights = n_params_total * bw / (dp if zero_stage >= 3 else 1)
+    grads = n_params_total * bg / (dp if zero_stage >= 2 else 1)
+    optim = n_params_total * bo / (dp if zero_stage >= 1 else 1)
+    per_sample = activation_bytes_per_sample(
+        seq_len=seq_len,
+        width=width,
+        depth=depth,
+        heads=heads,
+        vocab=vocab,
+        precision=precision,
+        flash_attention=flash_attention,
+        recompute=recompute,
+    )
+    static = weights + grads + optim
+    total = static + micro_batch * per_sample
+    fits: bool | None = None
+    max_mb: int | None = None
+    if gpu_memory_gb is not None:
+        usable = gpu_memory_gb * GIB * (1.0 - reserve_fraction)
+        fits = total <= usable
+        max_mb = max(0, math.floor((usable - static) / per_sample)) if usable > static else 0
+    return MemoryEstimate(
+        weights_gb=weights / GIB,
+        grads_gb=grads / GIB,
+        optimizer_gb=optim / GIB,
+        activations_gb=micro_batch * per_sample / GIB,
+        total_gb=total / GIB,
+        micro_batch=micro_batch,
+        n_params_total=float(n_params_total),
+        precision=precision,
+        bytes_per_param=bw + bg + bo,
+        zero_stage=zero_stage,
+        data_parallel=dp,
+        flash_attention=flash_attention,
+        recompute=recompute,
+        gpu_memory_gb=gpu_memory_gb,
+        reserve_fraction=reserve_fraction,
+        fits=fits,
+        max_micro_batch=max_mb,
+    )
+
+
+def _argument_problems(
+    *,
+    n_params_total: float,
+    sizes: dict[str, int],
+    vocab: int,
+    micro_batch: int,
+    data_parallel: int,
+    zero_stage: int,
+    gpu_memory_gb: float | None,
+    reserve_fraction: float,
+) -> list[str]:
+    """One line per invalid argument of :func:`estimate_memory` (``sizes``: the shape's lengths,
+    each at least 1), so that a caller sees every problem at once."""
+    problems = []
+    if not (n_params_total > 0 and math.isfinite(n_params_total)):
+        problems.append(f"n_params_total must be positive, got {n_params_total}")
+    for name, v in sizes.items():
+        if v < 1:
+            problems.append(f"{name} must be >= 1, got {v}")
+    if vocab < 0:
+        problems.append(f"vocab must be >= 0, got {vocab}")
+    if micro_batch < 1:
+        problems.append(f"micro_batch must be >= 1, got {micro_batch}")
+    if data_parallel < 1:
+        problems.append(f"data_parallel must be >= 1, got {data_parallel}")
+    if zero_stage not in (0, 1, 2, 3):
+        problems.append(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
+    if gpu_memory_gb is not None and not gpu_memory_gb > 0:
+        problems.append(f"gpu_memory_gb must be positive, got {gpu_memory_gb}")
+    if not 0.0 <= reserve_fraction < 1.0:
+        problems.append(f"reserve_fraction must be in [0, 1), got {reserve_fraction}")
+    return problems
+
+
+def train_flops(
+    n_params: float,
+    tokens: float,
+    *,
+    depth: int | None = None,
+    width: int | None = None,
+    seq_len: int | None = None,
+) -> float:
+    """Training FLOPs 6·N·D, plus the attention term 6·L·T·d·D when the shape is known.
+
+    N is non-embedding parameters, D tokens, T the sequence length (Kaplan et al. 2020, eq. 2.2).
+    """
+    flops = 6.0 * n_params * tokens
+    if depth and width and seq_len:
+        flops += 6.0 * depth * seq_len * width * tokens
+    return flops
+
+
+def train_time_s(flops: float, *, gpus: int, peak_tflops: float, mfu: float) -> float:
+    """Wall-clock seconds to do ``flops`` on ``gpus`` GPUs of ``peak_tflops`` (dense, at the
+    training precision) at model-FLOPs utilisation ``mfu`` (0 < mfu <= 1)."""
+    if gpus < 1 or not peak_tflops > 0 or not 0.0 < mfu <= 1.0:
+        raise TargetError(
+            f"need gpus >= 1, peak_tflops > 0 and 0 < mfu <= 1, got ({gpus=}, {peak_tflops=}, {mfu=})"
+        )
+    return flops / (gpus * peak_tflops * 1e12 * mfu)

@@ -1,0 +1,442 @@
+"""The recipe for a big run: every number its framework config needs, with intervals, provenance
+and warnings, as one frozen object and its versioned JSON form.
+
+:func:`~sweeper.recipe.recommend.recommend` makes a :class:`Recipe`; the exports
+(:mod:`~sweeper.recipe.export`) write it in a framework's format; :meth:`Recipe.to_dict` /
+:func:`recipe_from_dict` are its JSON form (``sweeper recommend --json``, ``sweeper export
+--format json``, read back by ``sweeper export --recipe-json``).
+
+The JSON form (schema :data:`RECIPE_SCHEMA`, version :data:`RECIPE_SCHEMA_VERSION`) has one key per
+field of :class:`Recipe` (described in :data:`FIELD_DOCS`, with units), the keys ``schema`` and
+``schema_version``, and a few values derived from the others (:data:`DERIVED`: ``min_lr``,
+``warmup_tokens``, ``hidden_init_std``, ``memory_gb_per_gpu``) written for readers. Reading it
+back refuses an unknown key (named), a schema version newer than this one, and a derived value
+that disagrees with the fields it comes from: the min LR is stored as ``min_lr_ratio``, so a recipe
+whose ``lr`` was edited must drop ``min_lr`` or set it to ``lr.value × min_lr_ratio``. A recipe
+written before the schema existed (no ``schema_version``: version 1) is read the same way, with
+``lr_point`` = ``lr.value`` and ``optimizer`` = ``"adamw"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any, Final
+
+from proxy_models.hparams import OPTIMIZERS
+from proxy_models.rules import Rules
+from sweeper.errors import TargetError
+from sweeper.recipe.hardware import Hardware, RampUp
+from sweeper.recipe.memory import MemoryEstimate
+from sweeper.recipe.target import Target
+
+__all__ = [
+    "DERIVED",
+    "FIELD_DOCS",
+    "RECIPE_SCHEMA",
+    "RECIPE_SCHEMA_VERSION",
+    "Interval",
+    "RampUp",
+    "Recipe",
+    "recipe_from_dict",
+    "recipe_json_schema",
+]
+
+#: the ``schema`` key of the recipe JSON
+RECIPE_SCHEMA: Final[str] = "sweeper-recipe"
+#: 2: schema/schema_version, lr_point, optimizer and base_head_dim added, min LR checked against
+#: the ratio (issue #15); 1: the form before (no schema_version key)
+RECIPE_SCHEMA_VERSION: Final[int] = 2
+#: keys of the JSON form derived from the fields (checked on reading, never trusted)
+DERIVED: Final[tuple[str, ...]] = (
+    "min_lr",
+    "warmup_tokens",
+    "hidden_init_std",
+    "memory_gb_per_gpu",
+)
+#: relative tolerance when a derived value is checked against the fields it comes from
+_REL: Final[float] = 1e-9
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A value with its interval (``low``, ``high``); a published law gives low = high = value."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def degenerate(self) -> bool:
+        return self.low == self.high
+
+    def to_dict(self) -> dict[str, float]:
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A full training recipe with intervals, provenance and warnings.
+
+    ``lr.value`` is the peak LR the exports write (the recommended LR), ``lr_point`` the LR law's
+    point estimate at the target (equal to ``lr.value`` unless a risk-aware choice moved it).
+    ``batch_tokens.value`` is the batch actually used (``global_batch_sequences · seq_len``), its
+    ``low``/``high`` the law's interval; ``batch_tokens_law`` the law's point value. The batch
+    identity ``global_batch_sequences = micro_batch_size · grad_accum_steps · data_parallel``
+    always holds. ``total_steps`` counts optimizer steps at the full batch (a ramp-up, run by
+    samples, adds a few). The min LR is ``lr.value × min_lr_ratio`` (``min_lr``, derived; a
+    ``min_lr`` given to the constructor must agree). LRs are peak/min LRs of ``optimizer``;
+    memory in GiB per GPU; time in seconds. See :data:`FIELD_DOCS` for every field.
+    """
+
+    lr: Interval
+    batch_tokens: Interval
+    batch_tokens_law: float
+    global_batch_sequences: int
+    micro_batch_size: int
+    grad_accum_steps: int
+    data_parallel: int
+    seq_len: int
+    min_lr_ratio: float
+    warmup_steps: int
+    total_steps: int
+    tokens: float
+    schedule: str
+    rampup: RampUp | None
+    adam_beta1: float
+    adam_beta2: float
+    adam_eps: float
+    weight_decay: float
+    grad_clip: float
+    init_std: float
+    z_loss: float
+    n_params: float
+    n_params_total: float
+    width: int
+    depth: int
+    heads: int
+    vocab: int
+    shape_inferred: bool
+    flops: float
+    parametrization: str
+    base_width: int | None
+    base_depth: int | None
+    precision: str
+    memory: MemoryEstimate
+    train_time_s: float | None
+    predicted_loss: float | None
+    extrapolation_factor: float | None
+    extrapolation: Mapping[str, float]
+    warnings: tuple[str, ...]
+    law_ids: tuple[int | str, ...]
+    provenance: Mapping[str, Mapping[str, Any]]
+    target: Target
+    hardware: Hardware
+    level: float = 0.95
+    init_std_note: str = ""  # what init_std is: the SP heuristic, or the proxies' muP base std
+    bytes_per_token: float | None = None  # the conversion applied to laws that count bytes
+    #: the LR law's output (logit) multiplier: the LR was measured with it (1.0: none)
+    output_mult: float = 1.0
+    #: the LR law's point estimate at the target (NaN: the same as ``lr.value``)
+    lr_point: float = math.nan
+    #: the optimizer the LR is for (one of proxy_models.hparams.OPTIMIZERS)
+    optimizer: str = "adamw"
+    #: the proxies' head size at the base width (muP attention scale); None: not recorded
+    base_head_dim: int | None = None
+    #: expected regret (% of the loss) of ``lr`` and of ``lr_point`` over the LR law's
+    #: uncertainty and loss curve (None: the law does not know its loss curve)
+    lr_regret_pct: float | None = None
+    lr_point_regret_pct: float | None = None
+    #: derived: lr.value × min_lr_ratio (NaN: derive it; a value given must agree)
+    min_lr: float = math.nan
+
+    def __post_init__(self) -> None:
+        unit = self.micro_batch_size * self.grad_accum_steps * self.data_parallel
+        if unit != self.global_batch_sequences:
+            raise TargetError(
+                f"global batch {self.global_batch_sequences} != micro_batch_size "
+                f"{self.micro_batch_size} × grad_accum_steps {self.grad_accum_steps} × "
+                f"data_parallel {self.data_parallel} = {unit}"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise TargetError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if math.isnan(self.lr_point):
+            object.__setattr__(self, "lr_point", self.lr.value)
+        derived = self.lr.value * self.min_lr_ratio
+        if math.isnan(self.min_lr):
+            object.__setattr__(self, "min_lr", derived)
+        elif not math.isclose(self.min_lr, derived, rel_tol=_REL, abs_tol=0.0):
+            raise TargetError(
+                f"min_lr {self.min_lr:.6g} disagrees with lr {self.lr.value:.6g} × min_lr_ratio "
+                f"{self.min_lr_ratio:g} = {derived:.6g}: the min LR is stored as the ratio "
+                "(drop min_lr, or change min_lr_ratio)"
+            )
+
+    @property
+    def warmup_tokens(self) -> int:
+        return self.warmup_steps * self.global_batch_sequences * self.seq_len
+
+    @property
+    def memory_gb_per_gpu(self) -> float:
+        return self.memory.total_gb
+
+    def rules(self) -> Rules:
+        """The parametrization's multipliers at the target's shape (:mod:`proxy_models.rules`)."""
+        base_width = self.base_width or self.width
+        base_depth = self.base_depth or self.depth
+        return Rules(self.parametrization, self.width, self.depth, base_width, base_depth)
+
+    @property
+    def hidden_init_std(self) -> float:
+        """Init std of the hidden matrices at the target width: ``init_std`` under SP, and
+        init_std·sqrt(base_width / width) under muP/CompleteP (embeddings keep ``init_std``)."""
+        return self.rules().hidden_init_std(self.init_std)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form: ``schema``, ``schema_version``, one key per field, and the derived
+        :data:`DERIVED` values; :func:`recipe_from_dict` reads it back."""
+        out: dict[str, Any] = {"schema": RECIPE_SCHEMA, "schema_version": RECIPE_SCHEMA_VERSION}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (Interval, MemoryEstimate)):
+                v = v.to_dict()
+            elif isinstance(v, RampUp):
+                v = v.to_dict(self.global_batch_sequences)
+            elif isinstance(v, (Target, Hardware)):
+                v = asdict(v)
+            elif isinstance(v, tuple):
+                v = list(v)
+            elif isinstance(v, Mapping):
+                v = {k: dict(x) if isinstance(x, Mapping) else x for k, x in v.items()}
+            out[f.name] = v
+        out["memory_gb_per_gpu"] = self.memory_gb_per_gpu
+        out["warmup_tokens"] = self.warmup_tokens
+        out["hidden_init_std"] = self.hidden_init_std
+        return out
+
+
+#: every key of the JSON form: what it is, in which unit
+FIELD_DOCS: Final[Mapping[str, str]] = {
+    "schema": f'always "{RECIPE_SCHEMA}"',
+    "schema_version": f"version of this form ({RECIPE_SCHEMA_VERSION})",
+    "lr": "peak LR the exports write (the recommended LR) with its interval {value, low, high}",
+    "lr_point": "the LR law's point estimate at the target (peak LR)",
+    "batch_tokens": "global batch in tokens used {value}, with the batch law's interval {low, high}",
+    "batch_tokens_law": "the batch law's point value, tokens",
+    "global_batch_sequences": "global batch, sequences per optimizer step",
+    "micro_batch_size": "sequences per GPU per forward pass",
+    "grad_accum_steps": "gradient accumulation steps per optimizer step",
+    "data_parallel": "data-parallel GPUs",
+    "seq_len": "training sequence length, tokens",
+    "min_lr": "derived: lr.value × min_lr_ratio (absolute min LR of the cosine)",
+    "min_lr_ratio": "min LR as a fraction of the peak LR (the stored setting)",
+    "warmup_steps": "linear warmup, optimizer steps",
+    "total_steps": "optimizer steps at the full batch",
+    "tokens": "training tokens D",
+    "schedule": "LR schedule after warmup (cosine)",
+    "rampup": "global-batch ramp-up (Megatron's start/increment/samples) or null",
+    "optimizer": f"optimizer the LR is for ({' | '.join(OPTIMIZERS)})",
+    "adam_beta1": "Adam β1",
+    "adam_beta2": "Adam β2",
+    "adam_eps": "Adam ε",
+    "weight_decay": "decoupled (AdamW) weight decay coefficient",
+    "grad_clip": "global gradient-norm clip",
+    "init_std": "init std (SP: of every matrix; muP/CompleteP: at the base width)",
+    "z_loss": "z-loss coefficient on log(Z)² of the output logits (0: none)",
+    "n_params": "non-embedding parameters N",
+    "n_params_total": "all parameters, embeddings included",
+    "width": "d_model",
+    "depth": "layers",
+    "heads": "attention heads",
+    "vocab": "vocabulary size",
+    "shape_inferred": "true when the shape was inferred from N",
+    "flops": "training FLOPs (6·N·D + attention)",
+    "parametrization": "sp | mup | completep",
+    "base_width": "muP/CompleteP base width (null under SP)",
+    "base_depth": "CompleteP base depth",
+    "base_head_dim": "the proxies' head size at the base width (muP attention scale), or null",
+    "lr_regret_pct": "expected regret of lr, % of the loss, over the law's uncertainty, or null",
+    "lr_point_regret_pct": "expected regret of lr_point, % of the loss, or null",
+    "precision": "bf16 (mixed, fp32 master weights) | fp32",
+    "memory": "memory estimate per GPU, GiB",
+    "memory_gb_per_gpu": "derived: memory.total_gb",
+    "train_time_s": "training time estimate, seconds (null without peak TFLOP/s)",
+    "predicted_loss": "the loss law's prediction (null without one)",
+    "extrapolation_factor": "target / largest proxy, largest over the predictors",
+    "extrapolation": "target / largest proxy per predictor",
+    "warnings": "what to distrust, one line each",
+    "law_ids": "ids of the laws used",
+    "provenance": "the laws used (role -> the law's JSON form without samples)",
+    "target": "the target as given",
+    "hardware": "the hardware as given",
+    "level": "confidence level of the intervals",
+    "init_std_note": "what init_std means",
+    "bytes_per_token": "conversion applied to laws fitted on bytes (null: none)",
+    "output_mult": "the LR law's output (logit) multiplier α",
+    "warmup_tokens": "derived: warmup_steps × global_batch_sequences × seq_len",
+    "hidden_init_std": "derived: init std of the hidden matrices at the target width",
+}
+
+#: nested objects: field -> (class, derived keys of its JSON form)
+_NESTED: Final[Mapping[str, tuple[type, tuple[str, ...]]]] = {
+    "lr": (Interval, ()),
+    "batch_tokens": (Interval, ()),
+    "rampup": (RampUp, ("increments", "tokens_per_increment")),
+    "memory": (MemoryEstimate, ("static_gb",)),
+    "target": (Target, ()),
+    "hardware": (Hardware, ()),
+}
+#: JSON types of the scalar field annotations (others: objects/arrays, checked when built)
+_JSON_TYPES: Final[Mapping[str, tuple[str, ...]]] = {
+    "float": ("number",),
+    "int": ("integer",),
+    "str": ("string",),
+    "bool": ("boolean",),
+    "float | None": ("number", "null"),
+    "int | None": ("integer", "null"),
+}
+
+
+def _json_type_ok(v: Any, kinds: tuple[str, ...]) -> bool:
+    checks = {
+        "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+        "integer": isinstance(v, int) and not isinstance(v, bool),
+        "string": isinstance(v, str),
+        "boolean": isinstance(v, bool),
+        "null": v is None,
+    }
+    return any(checks[k] for k in kinds)
+
+
+def _schema_version(d: Mapping[str, Any]) -> int:
+    """The schema version of a recipe JSON (1 when it has none); TargetError when unknown."""
+    if "schema" in d and d["schema"] != RECIPE_SCHEMA:
+        raise TargetError(f"recipe JSON: schema {d['schema']!r} is not {RECIPE_SCHEMA!r}")
+    v = d.get("schema_version", 1)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise TargetError(f"recipe JSON: schema_version must be a positive integer, got {v!r}")
+    if v > RECIPE_SCHEMA_VERSION:
+        raise TargetError(
+            f"recipe JSON: schema_version {v} is newer than this Sweeper reads "
+            f"({RECIPE_SCHEMA_VERSION}): upgrade Sweeper"
+        )
+    return v
+
+
+def _check_keys(d: Mapping[str, Any]) -> None:
+    """Unknown keys, top-level and in the nested objects, named (TargetError)."""
+    allowed = {f.name for f in fields(Recipe)} | set(DERIVED) | {"schema", "schema_version"}
+    unknown = sorted(k for k in d if k not in allowed)
+    for name, (cls, derived) in _NESTED.items():
+        v = d.get(name)
+        if isinstance(v, Mapping):
+            inner = {f.name for f in fields(cls)} | set(derived)
+            unknown += sorted(f"{name}.{k}" for k in v if k not in inner)
+    if unknown:
+        raise TargetError(
+            f"recipe JSON: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"(schema {RECIPE_SCHEMA} version {RECIPE_SCHEMA_VERSION})"
+        )
+
+
+def _field_value(name: str, annotation: str, v: Any) -> Any:
+    """One field's value from its JSON form (TargetError when malformed)."""
+    try:
+        if name in _NESTED:
+            cls, derived = _NESTED[name]
+            if v is None and name == "rampup":
+                return None
+            if not isinstance(v, Mapping):
+                raise TypeError(f"expected an object, got {type(v).__name__}")
+            return cls(**{k: x for k, x in v.items() if k not in derived})
+        if name in ("warnings", "law_ids"):
+            if not isinstance(v, list):
+                raise TypeError(f"expected a list, got {type(v).__name__}")
+            return tuple(v)
+    except (TypeError, ValueError) as e:
+        raise TargetError(f"recipe JSON: malformed {name!r}: {e}") from None
+    kinds = _JSON_TYPES.get(annotation)
+    if kinds is not None and not _json_type_ok(v, kinds):
+        raise TargetError(
+            f"recipe JSON: {name!r} must be {' or '.join(kinds)}, got {type(v).__name__} {v!r}"
+        )
+    return v
+
+
+def _check_derived(d: Mapping[str, Any], recipe: Recipe) -> None:
+    """Derived values given in ``d`` must agree with the recipe they come from."""
+    again = recipe.to_dict()
+    given: list[tuple[str, Any, Any]] = [
+        (k, d[k], again[k]) for k in DERIVED if k in d and k != "min_lr"
+    ]
+    for name, (_cls, derived) in _NESTED.items():
+        if isinstance(d.get(name), Mapping) and isinstance(again.get(name), Mapping):
+            given += [(f"{name}.{k}", d[name][k], again[name][k]) for k in derived if k in d[name]]
+    for key, got, want in given:
+        ok = isinstance(got, (int, float)) and math.isclose(got, want, rel_tol=_REL, abs_tol=0.0)
+        if not ok:
+            raise TargetError(
+                f"recipe JSON: {key} {got!r} disagrees with the value derived from the recipe "
+                f"({want!r}): drop it or fix the fields it comes from"
+            )
+
+
+def recipe_from_dict(d: Mapping[str, Any]) -> Recipe:
+    """Inverse of :meth:`Recipe.to_dict` (a saved ``--json`` recipe, schema version 1 or 2).
+    TargetError (one line) when a key is unknown or missing, a value malformed, a derived value
+    (the min LR above all) disagrees with the fields, or the batch identity is broken."""
+    _schema_version(d)
+    _check_keys(d)
+    kw: dict[str, Any] = {}
+    missing = []
+    for f in fields(Recipe):
+        if f.name not in d:
+            if f.default is MISSING:
+                missing.append(f.name)
+            continue
+        kw[f.name] = _field_value(f.name, str(f.type), d[f.name])
+    if missing:
+        raise TargetError(f"recipe JSON lacks {', '.join(missing)}")
+    if kw.get("min_lr") is None:  # absent or null: derived
+        kw.pop("min_lr", None)
+    recipe = Recipe(**kw)
+    _check_derived(d, recipe)
+    return recipe
+
+
+def _json_schema_of(name: str, annotation: str) -> dict[str, Any]:
+    doc = FIELD_DOCS.get(name, "")
+    kinds = _JSON_TYPES.get(annotation)
+    if kinds is not None:
+        t: Any = kinds[0] if len(kinds) == 1 else list(kinds)
+        return {"type": t, "description": doc}
+    if name in ("warnings", "law_ids"):
+        return {"type": "array", "description": doc}
+    if name == "rampup":
+        return {"type": ["object", "null"], "description": doc}
+    return {"type": "object", "description": doc}
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the recipe JSON, from the dataclass and
+    :data:`FIELD_DOCS`: required keys, types, no unknown keys."""
+    props: dict[str, Any] = {
+        "schema": {"const": RECIPE_SCHEMA, "description": FIELD_DOCS["schema"]},
+        "schema_version": {"type": "integer", "description": FIELD_DOCS["schema_version"]},
+    }
+    required = ["schema", "schema_version"]
+    for f in fields(Recipe):
+        props[f.name] = _json_schema_of(f.name, str(f.type))
+        if f.default is MISSING:
+            required.append(f.name)
+    for k in DERIVED:
+        props.setdefault(k, {"type": "number", "description": FIELD_DOCS[k]})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"{RECIPE_SCHEMA} version {RECIPE_SCHEMA_VERSION}",
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }

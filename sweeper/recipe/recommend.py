@@ -1,0 +1,508 @@
+"""From fitted laws to a full training recipe for one target model, with intervals and provenance.
+
+``recommend(laws, target, hardware)`` is pure: it evaluates the LR and batch laws at the target's
+scale (in each law's own conventions, see :mod:`sweeper.recipe.scale`), turns the batch into a
+global batch in sequences that the hardware can run (:mod:`sweeper.recipe.hardware`), adds the
+schedule and optimizer settings that the laws do not measure (each a documented default, see
+:class:`RecipeDefaults`), estimates memory and time, and says how far the laws are being
+extrapolated and what else to distrust.
+
+Compute: ``Target.compute`` and ``Recipe.flops`` are Sweeper's "6ND" compute (attention
+included), so ``Recipe.flops == Target.compute`` for a compute budget. The loss law's compute
+optimum is defined under Chinchilla's C = 6·N·D; a compute-only target is converted at that
+boundary: N minimises the loss law's L(N, D) with D = C / (6·N + 6·L·T·d) (shape from N as
+:func:`~sweeper.recipe.scale.infer_shape` infers it), not the closed form at C.
+
+What a law was measured under, and where a recipe leaves it, earns a warning: a target vocabulary
+other than the law's (bytes against tokens), a target D, D/N, N or batch outside the range the law
+held fixed (``conventions.held``, see :mod:`sweeper.fitting.power_law`), and a schedule, min LR,
+warmup or z-loss other than the LR law's. Under muP/CompleteP the recipe's init std is the
+proxies' (``conventions.init_std``, at the base width): LR and init transfer together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from proxy_models.rules import PARAMETRIZATIONS, Rules, sp_small_init_std
+from sweeper.errors import TargetError
+from sweeper.fitting.laws import Law, LossLaw, PowerLaw
+from sweeper.recipe.doubts import (
+    check_parametrization,
+    extrapolation_summary,
+    quality_warnings,
+    schedule_warnings,
+)
+from sweeper.recipe.hardware import (
+    BatchPlan,
+    Hardware,
+    RampUp,
+    plan_batch,
+    plan_rampup,
+)
+from sweeper.recipe.memory import train_flops, train_time_s
+from sweeper.recipe.recipe import Interval, Recipe
+from sweeper.recipe.scale import (
+    BYTE_VOCAB,
+    ResolvedShape,
+    evaluate_law,
+    flops_convention_warnings,
+    law_label,
+    law_scale,
+    token_factor,
+    token_unit_warnings,
+)
+from sweeper.recipe.target import ResolvedTarget, Target, resolve_target
+
+__all__ = ["PARAMETRIZATIONS", "RecipeDefaults", "recommend"]
+
+
+@dataclass(frozen=True)
+class RecipeDefaults:
+    """The settings the laws do not measure, each with its source.
+
+    - ``min_lr_ratio`` 0.1: cosine to 10% of peak (GPT-3, LLaMA).
+    - ``adam_beta1`` 0.9, ``adam_beta2`` 0.95: LLM practice (GPT-3, LLaMA); β2 0.95 lowers the
+      chance that Adam's second moment lags a sudden gradient change (seed 002).
+    - ``adam_eps`` 1e-8: PyTorch's default; Wortsman et al. (arXiv:2309.14322) show it should
+      shrink for very wide models, so a warning says so above width 8192.
+    - ``weight_decay`` 0.1 (decoupled, AdamW), ``grad_clip`` 1.0: GPT-3, LLaMA, seeds 002/003.
+    - ``z_loss`` 1e-4: Wortsman et al. / PaLM, stops output-logit divergence.
+    - warmup: ``min(max_warmup_steps, warmup_fraction · total steps)`` steps, at least 1: LLaMA,
+      Llama 2 and DeepSeek use 2000 steps; short runs keep 95% of their steps for the decay.
+    - ramp-up (seed 000: BLOOM-176B 192 → 2048 sequences; GPT-3 from 32K tokens over its first
+      4–12B tokens): when the global batch is at least ``rampup_min_sequences``, start at
+      ``rampup_start_fraction`` of it and grow over ``rampup_token_fraction`` of the tokens in
+      about ``rampup_increments`` equal steps. Megatron's third ramp-up number is the total of
+      samples over which the batch grows (BLOOM's 9,765,625 ≈ 20B tokens), not a per-step count.
+    - init std: :func:`proxy_models.rules.sp_small_init_std`, sqrt(2 / (5·d)). Under muP it is
+      the proxies' base-width std (the implementation scales it by the width multiplier).
+    """
+
+    min_lr_ratio: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    z_loss: float = 1e-4
+    max_warmup_steps: int = 2000
+    warmup_fraction: float = 0.05
+    rampup_min_sequences: int = 1024
+    rampup_start_fraction: float = 0.125
+    rampup_token_fraction: float = 0.03
+    rampup_increments: int = 64
+
+
+def _law_id(law: Law) -> int | str:
+    return law.id if law.id is not None else f"{law.source}:{law.target}"
+
+
+def _provenance(law: Law, *, fallback: bool = False) -> dict[str, Any]:
+    """What the recipe records of a law it used: the law's JSON form without its samples."""
+    d = law.to_dict(include_samples=False) if isinstance(law, PowerLaw) else law.to_dict()
+    d["fallback"] = fallback
+    return d
+
+
+def _resolve_base(
+    lr_law: Law, batch_law: Law | None, target: Target, force: bool, warnings: list[str]
+) -> tuple[int | None, int | None]:
+    """Check parametrizations; the base width/depth of a muP/CompleteP recipe (None for SP)."""
+    base_width, base_depth = check_parametrization(
+        lr_law, "lr", target.parametrization, force=force, warnings=warnings
+    )
+    if batch_law is not None:
+        bw, bd = check_parametrization(
+            batch_law, "batch", target.parametrization, force=force, warnings=warnings
+        )
+        base_width, base_depth = base_width or bw, base_depth or bd
+    if target.parametrization == "sp":
+        return None, None
+    if target.base_width and base_width and target.base_width != base_width:
+        msg = (
+            f"target base_width {target.base_width} differs from the law's base width "
+            f"{base_width}: the LR transfers relative to the law's base"
+        )
+        if not force:
+            raise TargetError(msg)
+        warnings.append(msg + " (forced)")
+    base_width = target.base_width or base_width
+    if base_width is None:
+        raise TargetError(
+            f"a {target.parametrization} target needs a base width (none on the target or the law)"
+        )
+    return base_width, target.base_depth or base_depth
+
+
+def _init_std(
+    lr_law: Law,
+    parametrization: str,
+    base_width: int | None,
+    base_depth: int | None,
+    shape: ResolvedShape,
+    warnings: list[str],
+) -> tuple[float, str]:
+    """(init std, what it means). SP: the small-init heuristic at the target width. muP and
+    CompleteP: the proxies' std at the base width (``conventions.init_std``), which transfers
+    with the LR; hidden matrices scale it by sqrt(base_width / width) (:mod:`proxy_models.rules`)."""
+    if parametrization == "sp" or base_width is None:
+        return sp_small_init_std(shape.width), "sqrt(2/(5·d)), small init (Nguyen & Salazar 2019)"
+    std = lr_law.conventions.init_std
+    if std is None or std <= 0:
+        std = sp_small_init_std(base_width)
+        warnings.append(
+            f"lr law ({law_label(lr_law)}) records no init std: the recipe's {std:.4g} is "
+            f"sqrt(2/(5·{base_width})), not the proxies' own; under {parametrization} the init "
+            "transfers with the LR, so use the std the proxies were trained with"
+        )
+        how = f"sqrt(2/(5·base width {base_width})), the proxies' std unknown"
+    else:
+        how = f"the proxies' init std at base width {base_width}"
+    rules = Rules(parametrization, shape.width, shape.depth, base_width, base_depth or shape.depth)
+    hidden = rules.hidden_init_std(std)
+    how += (
+        f": embeddings and lm_head {std:.4g}; hidden matrices {std:.4g}·sqrt({base_width}/"
+        f"{shape.width}) = {hidden:.4g}, the residual output projections also ÷ "
+        f"sqrt(2·{rules.init_depth})"
+    )
+    return std, how
+
+
+@dataclass(frozen=True)
+class _LawsInUse:
+    """The laws a recipe is made from: the LR law, the batch law (Step Law's when none was
+    given: ``batch_given`` False), the loss law, and the base shape of a muP/CompleteP target."""
+
+    lr: Law
+    batch: Law
+    batch_given: bool
+    loss: LossLaw | None
+    base_width: int | None
+    base_depth: int | None
+
+    def measured(self) -> list[tuple[str, Law]]:
+        """(role, law) of the laws measured rather than assumed."""
+        out: list[tuple[str, Law]] = [("lr", self.lr)]
+        if self.batch_given:
+            out.append(("batch", self.batch))
+        if self.loss is not None:
+            out.append(("loss", self.loss))
+        return out
+
+
+def _laws_in_use(
+    laws: Mapping[str, Law],
+    loss_law: LossLaw | None,
+    target: Target,
+    *,
+    force: bool,
+    warnings: list[str],
+) -> _LawsInUse:
+    if "lr" not in laws:
+        raise TargetError(f"no lr law given (got {', '.join(sorted(laws)) or 'none'})")
+    lr_law, given = laws["lr"], laws.get("batch_tokens")
+    base_width, base_depth = _resolve_base(lr_law, given, target, force, warnings)
+    batch_law = given
+    if batch_law is None:
+        from sweeper.recipe.published import published_laws
+
+        batch_law = published_laws("steplaw")["batch_tokens"]
+    return _LawsInUse(lr_law, batch_law, given is not None, loss_law, base_width, base_depth)
+
+
+def _check_inputs(level: float, bytes_per_token: float | None, global_batch: int | None) -> None:
+    if not 0.0 < level < 1.0:
+        raise TargetError(f"level must be in (0, 1), got {level}")
+    if bytes_per_token is not None and not (math.isfinite(bytes_per_token) and bytes_per_token > 0):
+        raise TargetError(f"bytes_per_token must be positive, got {bytes_per_token}")
+    if global_batch is not None and global_batch < 1:
+        raise TargetError(f"global batch must be a positive integer, got {global_batch}")
+
+
+def _evaluate(
+    law: Law, role: str, scale: Mapping[str, float], seq_len: int, level: float, factor: float
+) -> tuple[float, tuple[float, float]]:
+    """The law's value and interval at the target (a batch in target tokens)."""
+    got = evaluate_law(law, role, scale, seq_len=seq_len, level=level, factor=factor)
+    if got is None:
+        at = ", ".join(f"{k}={scale[k]:.3g}" for k in law.predictors)
+        raise TargetError(
+            f"{role} law ({law_label(law)}) predicts {law.predict(scale):.3g} at the target "
+            f"({at}): outside its range"
+        )
+    value, low, high = got
+    return value, (low, high)
+
+
+def _fallback_batch_warning(used: _LawsInUse, b_law: float) -> str:
+    msg = (
+        f"no batch law with {law_label(used.lr)}: using Step Law's B = 0.58·D^0.571 tokens "
+        f"(arXiv:2503.04715) as the fallback, {b_law:.3g} tokens at the target"
+    )
+    span = used.lr.conventions.held_span("batch_tokens")
+    if span is not None:
+        unit = "bytes" if used.lr.conventions.counts_bytes else "tokens"
+        msg += f"; the lr law's optimum was measured at a batch of {span} {unit}"
+    return msg
+
+
+def _predicted_loss(
+    loss_law: LossLaw | None, m: ResolvedTarget, factor: float, target: Target, warnings: list[str]
+) -> float | None:
+    if loss_law is None:
+        return None
+    scale = {"n_params": m.shape.n_params, "tokens": m.tokens * factor}
+    if loss_law.conventions.counts_bytes and target.vocab != BYTE_VOCAB:
+        warnings.append(
+            f"the predicted loss is the loss law's, in nats per byte ({law_label(loss_law)} "
+            "was fitted on byte-level data)"
+        )
+    return float(loss_law.predict(scale))
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    """The LR and batch laws at the target: values, intervals (batch in target tokens), and the
+    scales they were evaluated at."""
+
+    lr: float  # the recommended LR: the risk-aware one when the law knows its loss curve
+    lr_point: float  # the law's point estimate
+    lr_regret: tuple[float, float] | None  # expected regret (% of loss) of lr and of lr_point
+    lr_iv: tuple[float, float]
+    batch: float
+    batch_iv: tuple[float, float]
+    lr_scale: Mapping[str, float]
+    batch_scale: Mapping[str, float]
+
+
+def _evaluate_laws(
+    used: _LawsInUse,
+    m: ResolvedTarget,
+    *,
+    level: float,
+    bytes_per_token: float | None,
+    warnings: list[str],
+) -> _Evaluated:
+    """Both laws at the target, in their own conventions, with the doubts they raise."""
+    s = m.shape
+
+    def scale_for(law: Law) -> dict[str, float]:
+        return law_scale(
+            law,
+            n_params=s.n_params,
+            tokens=m.tokens,
+            width=s.width,
+            depth=s.depth,
+            seq_len=s.seq_len,
+            shape_given=s.shape_given,
+            n_params_total=s.n_params_total,
+            bytes_per_token=bytes_per_token,
+        )
+
+    lr_scale, b_scale = scale_for(used.lr), scale_for(used.batch)
+    lr_f, b_f = token_factor(used.lr, bytes_per_token), token_factor(used.batch, bytes_per_token)
+    point, lr_iv = _evaluate(used.lr, "lr", lr_scale, s.seq_len, level, lr_f)
+    lr, regret = _risk_aware(used.lr, lr_scale, point)
+    b_law, b_iv = _evaluate(used.batch, "batch", b_scale, s.seq_len, level, b_f)
+    if not used.batch_given:
+        warnings.append(_fallback_batch_warning(used, b_law))
+    warnings += quality_warnings(used.lr, "lr", lr_iv)
+    warnings += flops_convention_warnings(used.lr, "lr")
+    if used.batch_given:
+        warnings += quality_warnings(used.batch, "batch", b_iv)
+        warnings += flops_convention_warnings(used.batch, "batch")
+    return _Evaluated(lr, point, regret, lr_iv, b_law, b_iv, lr_scale, b_scale)
+
+
+def _risk_aware(
+    law: Law, scale: Mapping[str, float], point: float
+) -> tuple[float, tuple[float, float] | None]:
+    """The LR to recommend and the expected regrets (% of loss) of it and of ``point``: a law
+    that knows the loss curve around its optimum (a surface law) recommends the LR that minimises
+    the expected loss over its uncertainty (below the point estimate when overshooting costs more,
+    the cliff); any other law recommends its point estimate, with no regret known."""
+    risk = getattr(law, "risk_optimal_lr", None)
+    regret = getattr(law, "expected_regret", None)
+    if risk is None or regret is None:
+        return point, None
+    lr = float(risk(scale))
+    return lr, (float(regret(scale, lr).mean), float(regret(scale, point).mean))
+
+
+def _plan_schedule(
+    used: _LawsInUse,
+    plan: BatchPlan,
+    m: ResolvedTarget,
+    hw: Hardware,
+    dflt: RecipeDefaults,
+    rampup: bool | None,
+    warnings: list[str],
+) -> tuple[int, RampUp | None]:
+    """(warmup steps, batch ramp-up) by the defaults' rules, with the schedule's warnings."""
+    warmup = min(
+        plan.total_steps,
+        max(1, min(dflt.max_warmup_steps, round(dflt.warmup_fraction * plan.total_steps))),
+    )
+    warnings += schedule_warnings(
+        used.lr,
+        schedule="cosine",
+        min_lr_ratio=dflt.min_lr_ratio,
+        warmup_steps=warmup,
+        total_steps=plan.total_steps,
+        z_loss=dflt.z_loss,
+    )
+    ramp: RampUp | None = None
+    if rampup or (rampup is None and plan.global_batch >= dflt.rampup_min_sequences):
+        seq_len = m.shape.seq_len
+        ramp = plan_rampup(plan.global_batch, plan.micro * hw.gpus, m.tokens, seq_len, dflt)
+    if m.shape.width > 8192 and dflt.adam_eps >= 1e-8:
+        warnings.append(
+            f"width {m.shape.width}: consider a smaller Adam eps (1e-15, Wortsman et al. 2023) "
+            "or Adam-atan2"
+        )
+    return warmup, ramp
+
+
+def _provenance_of(used: _LawsInUse) -> tuple[dict[str, Mapping[str, Any]], list[int | str]]:
+    """The recipe's record of the laws it used, and their ids."""
+    provenance: dict[str, Mapping[str, Any]] = {
+        "lr": _provenance(used.lr),
+        "batch_tokens": _provenance(used.batch, fallback=not used.batch_given),
+    }
+    law_ids: list[int | str] = [_law_id(used.lr), _law_id(used.batch)]
+    if used.loss is not None:
+        provenance["loss"] = _provenance(used.loss)
+        law_ids.append(_law_id(used.loss))
+    return provenance, law_ids
+
+
+def _optimizer(lr_law: Law, warnings: list[str]) -> str:
+    """The optimizer the recipe's LR is for: the LR law's, when the exports know it (else AdamW,
+    with a warning: the optimal LR is a property of the optimizer)."""
+    from proxy_models.hparams import OPTIMIZERS
+
+    name = (lr_law.conventions.optimizer or "adamw").lower()
+    if name in OPTIMIZERS:
+        return name
+    warnings.append(
+        f"lr law ({law_label(lr_law)}) was measured with {name}; this recipe runs AdamW "
+        "(confirm the LR with a short run)"
+    )
+    return "adamw"
+
+
+def recommend(
+    laws: Mapping[str, Law],
+    target: Target,
+    hardware: Hardware | None = None,
+    *,
+    loss_law: LossLaw | None = None,
+    defaults: RecipeDefaults | None = None,
+    global_batch: int | None = None,
+    rampup: bool | None = None,
+    force: bool = False,
+    level: float = 0.95,
+    bytes_per_token: float | None = None,
+) -> Recipe:
+    """The recipe for ``target`` from ``laws`` (keyed by target: "lr" required, "batch_tokens"
+    optional: without it Step Law's batch law B = 0.58·D^0.571 is used, named in the provenance
+    and the warnings). Pure: no I/O.
+
+    ``loss_law`` chooses D (or N and D) when the target leaves it open and gives the predicted
+    loss. ``global_batch`` fixes the global batch in sequences instead of the law's (a multiple of
+    micro batch × GPUs); ``rampup`` forces the batch ramp-up on or off (None: the rule of
+    :class:`RecipeDefaults`); ``force`` lets a law of another parametrization through, with a
+    warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
+    target's tokens (None: no conversion, and a warning). Raises :class:`TargetError` when the
+    laws cannot serve the target. (Long only because the last statement names every field of the
+    :class:`Recipe`.)
+    """
+    hw = hardware or Hardware()
+    dflt = defaults or RecipeDefaults()
+    warnings: list[str] = []
+    _check_inputs(level, bytes_per_token, global_batch)
+    used = _laws_in_use(laws, loss_law, target, force=force, warnings=warnings)
+    warnings += token_unit_warnings(
+        used.measured(), vocab=target.vocab, bytes_per_token=bytes_per_token, what="the target"
+    )
+    loss_f = token_factor(loss_law, bytes_per_token) if loss_law is not None else 1.0
+    m = resolve_target(target, hw, loss_law, loss_f, warnings, conventions=used.lr.conventions)
+    ev = _evaluate_laws(used, m, level=level, bytes_per_token=bytes_per_token, warnings=warnings)
+    regime = [("lr", used.lr, token_factor(used.lr, bytes_per_token))]
+    if used.batch_given:
+        regime.append(("batch", used.batch, token_factor(used.batch, bytes_per_token)))
+    plan = plan_batch(regime, m, hw, ev.batch, ev.batch_iv, global_batch, warnings)
+    warmup, ramp = _plan_schedule(used, plan, m, hw, dflt, rampup, warnings)
+    init_std, init_note = _init_std(
+        used.lr, target.parametrization, used.base_width, used.base_depth, m.shape, warnings
+    )
+    s = m.shape
+    flops = train_flops(s.n_params, m.tokens, depth=s.depth, width=s.width, seq_len=s.seq_len)
+    time_s = None
+    if hw.peak_tflops:
+        time_s = train_time_s(flops, gpus=hw.gpus, peak_tflops=hw.peak_tflops, mfu=hw.mfu)
+    scaled: list[tuple[str, Law, Mapping[str, float]]] = [("lr", used.lr, ev.lr_scale)]
+    if used.batch_given:
+        scaled.append(("batch", used.batch, ev.batch_scale))
+    factor, ext = extrapolation_summary(scaled, warnings)
+    provenance, law_ids = _provenance_of(used)
+    optimizer = _optimizer(used.lr, warnings)
+    predicted_loss = _predicted_loss(loss_law, m, loss_f, target, warnings)
+    return Recipe(
+        lr=Interval(ev.lr, *ev.lr_iv),
+        batch_tokens=Interval(float(plan.batch_tokens), *ev.batch_iv),
+        batch_tokens_law=ev.batch,
+        global_batch_sequences=plan.global_batch,
+        micro_batch_size=plan.micro,
+        grad_accum_steps=plan.global_batch // (plan.micro * hw.gpus),
+        data_parallel=hw.gpus,
+        seq_len=s.seq_len,
+        min_lr_ratio=dflt.min_lr_ratio,
+        warmup_steps=warmup,
+        total_steps=plan.total_steps,
+        tokens=m.tokens,
+        schedule="cosine",
+        rampup=ramp,
+        adam_beta1=dflt.adam_beta1,
+        adam_beta2=dflt.adam_beta2,
+        adam_eps=dflt.adam_eps,
+        weight_decay=dflt.weight_decay,
+        grad_clip=dflt.grad_clip,
+        init_std=init_std,
+        z_loss=dflt.z_loss,
+        n_params=s.n_params,
+        n_params_total=s.n_params_total,
+        width=s.width,
+        depth=s.depth,
+        heads=s.heads,
+        vocab=s.vocab,
+        shape_inferred=not s.shape_given,
+        flops=flops,
+        parametrization=target.parametrization,
+        base_width=used.base_width,
+        base_depth=used.base_depth,
+        precision=hw.precision,
+        memory=plan.memory,
+        train_time_s=time_s,
+        predicted_loss=predicted_loss,
+        extrapolation_factor=factor,
+        extrapolation=ext,
+        warnings=tuple(warnings),
+        law_ids=tuple(law_ids),
+        provenance=provenance,
+        target=target,
+        hardware=hw,
+        level=level,
+        init_std_note=init_note,
+        bytes_per_token=bytes_per_token,
+        output_mult=used.lr.conventions.output_mult,
+        lr_point=ev.lr_point,
+        lr_regret_pct=ev.lr_regret[0] if ev.lr_regret else None,
+        lr_point_regret_pct=ev.lr_regret[1] if ev.lr_regret else None,
+        optimizer=optimizer,
+        base_head_dim=used.lr.conventions.base_head_dim,
+    )

@@ -1,0 +1,328 @@
+"""One home for evaluating a law at a model: the shape of a model given by N alone, the scale a
+law wants in its own conventions, the law's value and interval there, and the warnings about where
+a law's conventions and a model disagree. Shared by :mod:`~sweeper.recipe.recommend`,
+:mod:`~sweeper.recipe.check` and :mod:`~sweeper.recipe.compare`, so a point's N, D and FLOPs are
+counted the same way everywhere.
+
+Scale passed to a law (see :mod:`sweeper.fitting.laws` for the predictor names):
+
+- ``n_params``: non-embedding N (the model's, or 12·L·d² from its shape); a law whose conventions
+  count total parameters gets N plus the embeddings instead, one that counts the output layer
+  (``"non-embedding+head"``, Porian et al.) N plus half of them (the untied head).
+- ``tokens``: D, in the law's token unit: a law that counts bytes (``conventions.counts_bytes``,
+  the built-in data) gets D · ``bytes_per_token`` when that factor is given, else D unconverted
+  with a warning (a BPE token is about 4 bytes of English text); its batch prediction is divided by
+  the same factor. ``width``, ``depth``: d_model and layers.
+- ``flops`` by ``conventions.flops``: ``"6ND"`` is Sweeper's compute 6·N·D + 6·L·T·d·D (Kaplan's
+  attention term, T = training sequence length, as the launched proxies count it), with the given
+  or inferred shape; ``"6ND (no attention)"`` is 6·N·D; ``"M*D"`` is DeepSeek's M·D with
+  M = 72·L·d² + 12·L·d·T (or 6·N + 12·L·d·T when only N was given). Another convention is
+  evaluated as ``"6ND"`` with a warning.
+
+When a model is given as N alone, its shape is inferred for memory, attention FLOPs and M with
+d_model ≈ 128 · layers (the aspect ratio of GPT-3 6.7B and LLaMA-7B, 4096/32; Kaplan et al. 2020
+§3.1 found the loss within a few percent over aspect ratios 20–200), d rounded to a multiple of 64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from sweeper.errors import TargetError
+from sweeper.fitting.conventions import (
+    FLOPS_6ND_NO_ATTENTION,
+    FLOPS_M_D,
+    HELD_LABELS,
+    TOKENS_BYTES,
+    Conventions,
+)
+from sweeper.fitting.laws import Law
+from sweeper.recipe.memory import train_flops
+
+__all__ = [
+    "ASPECT_RATIO",
+    "DEFAULT_SEQ_LEN",
+    "DEFAULT_VOCAB",
+    "ResolvedShape",
+    "default_heads",
+    "evaluate_law",
+    "flops_convention_warnings",
+    "infer_shape",
+    "infer_shape_warning",
+    "law_label",
+    "law_scale",
+    "regime_values",
+    "regime_warnings",
+    "resolve_shape",
+    "token_factor",
+    "token_unit_warnings",
+]
+
+#: d_model / n_layers used to infer a shape from N alone
+ASPECT_RATIO: Final[int] = 128
+#: vocab assumed for embedding memory when the model does not give one (LLaMA's tokenizer)
+DEFAULT_VOCAB: Final[int] = 32000
+#: training sequence length when neither the hardware nor the model gives one (GPT-3, LLaMA-1)
+DEFAULT_SEQ_LEN: Final[int] = 2048
+#: a value this factor beyond a held range (either side) earns a warning; the slack absorbs the
+#: gap between N = 12·L·d² and a proxy's counted N, which alone moves D/N by 10–20%
+HELD_SLACK: Final[float] = 1.25
+BYTE_VOCAB: Final[int] = 256
+
+
+def law_label(law: Law) -> str:
+    """How warnings name a law: its stored id, else ``source:target``."""
+    return f"law {law.id}" if law.id is not None else f"{law.source}:{law.target}"
+
+
+def default_heads(width: int) -> int:
+    for head_dim in (128, 64):
+        if width % head_dim == 0 and width >= head_dim:
+            return width // head_dim
+    return 1
+
+
+def infer_shape(n_params: float) -> tuple[int, int]:
+    """(width, depth) with 12·L·d² ≈ N and d ≈ 128·L, d a multiple of 64 (at least 64)."""
+    depth = max(1, round((n_params / (12.0 * ASPECT_RATIO**2)) ** (1.0 / 3.0)))
+    width = max(64, 64 * round(math.sqrt(n_params / (12.0 * depth)) / 64))
+    return width, depth
+
+
+def infer_shape_warning(width: int, depth: int) -> str:
+    """The warning that goes with a shape from :func:`infer_shape`."""
+    return (
+        f"shape inferred from N: {depth} layers × d_model {width} (d ≈ {ASPECT_RATIO}·L); "
+        "give width and depth for exact memory and FLOPs"
+    )
+
+
+@dataclass(frozen=True)
+class ResolvedShape:
+    """A model resolved to numbers: non-embedding N, shape (given or inferred), heads, vocab and
+    training sequence length."""
+
+    n_params: float
+    width: int
+    depth: int
+    heads: int
+    vocab: int
+    seq_len: int
+    shape_given: bool
+
+    @property
+    def n_params_total(self) -> float:
+        return self.n_params + 2.0 * self.vocab * self.width  # untied input embedding and head
+
+
+def resolve_shape(
+    *,
+    n_params: float | None,
+    width: int | None,
+    depth: int | None,
+    heads: int | None,
+    vocab: int | None,
+    seq_len: int | None,
+    warnings: list[str],
+    vocab_purpose: str | None = "embedding memory",
+) -> ResolvedShape:
+    """N, shape and sequence length of a model given by N and/or (width, depth); a shape inferred
+    from N, a sequence length of :data:`DEFAULT_SEQ_LEN` and a vocab of :data:`DEFAULT_VOCAB` are
+    assumed when not given, each with a warning (the vocab's only when ``vocab_purpose`` says what
+    it is needed for). N defaults to 12·L·d² when only the shape is given."""
+    if seq_len is None:
+        seq_len = DEFAULT_SEQ_LEN
+        warnings.append(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}")
+    shape_given = width is not None and depth is not None
+    if width is not None and depth is not None:
+        n_params = n_params or 12.0 * depth * width**2
+    else:
+        if n_params is None:
+            raise TargetError("give n_params, or width and depth")
+        width, depth = infer_shape(n_params)
+        warnings.append(infer_shape_warning(width, depth))
+    if vocab is None:
+        vocab = DEFAULT_VOCAB
+        if vocab_purpose:
+            warnings.append(f"no vocab given: assumed {DEFAULT_VOCAB} for {vocab_purpose}")
+    return ResolvedShape(
+        n_params=float(n_params),
+        width=width,
+        depth=depth,
+        heads=heads or default_heads(width),
+        vocab=vocab,
+        seq_len=seq_len,
+        shape_given=shape_given,
+    )
+
+
+def token_factor(law: Law, bytes_per_token: float | None) -> float:
+    """The law's token units per target token: ``bytes_per_token`` for a law that counts bytes
+    (``conventions.counts_bytes``) when it is given, else 1 (no conversion)."""
+    if bytes_per_token and law.conventions.counts_bytes:
+        return float(bytes_per_token)
+    return 1.0
+
+
+def law_scale(
+    law: Law,
+    *,
+    n_params: float,
+    tokens: float,
+    width: int,
+    depth: int,
+    seq_len: int,
+    shape_given: bool,
+    n_params_total: float | None = None,
+    bytes_per_token: float | None = None,
+) -> dict[str, float]:
+    """The predictor values for ``law`` at the target, in the law's conventions (module doc).
+
+    ``tokens`` is the target's D in its own tokens; ``width``/``depth`` are the given shape or the
+    inferred one (``shape_given`` False), which only DeepSeek's M treats differently.
+    """
+    conv = law.conventions
+    n = n_params
+    if n_params_total and conv.counts_total_params:
+        n = n_params_total
+    elif n_params_total and conv.n_params == "non-embedding+head":  # the output layer, untied
+        n = n_params + (n_params_total - n_params) / 2.0
+    d = tokens * token_factor(law, bytes_per_token)
+    scale = {"n_params": n, "tokens": d, "width": float(width), "depth": float(depth)}
+    if conv.flops == FLOPS_M_D:
+        if shape_given:
+            m = 72.0 * depth * width**2 + 12.0 * depth * width * seq_len
+        else:
+            m = 6.0 * n_params + 12.0 * depth * width * seq_len
+        scale["flops"] = m * d
+    elif conv.flops == FLOPS_6ND_NO_ATTENTION:
+        scale["flops"] = 6.0 * n_params * d
+    else:
+        scale["flops"] = train_flops(n_params, d, depth=depth, width=width, seq_len=seq_len)
+    return scale
+
+
+def evaluate_law(
+    law: Law,
+    role: str,
+    scale: Mapping[str, float],
+    *,
+    seq_len: int,
+    level: float,
+    factor: float = 1.0,
+) -> tuple[float, float, float] | None:
+    """The law's value and interval ``(value, low, high)`` at ``scale``; a batch law's (``role``
+    "batch" or "batch_tokens") comes back in the model's tokens: a law in sequences is multiplied
+    by ``seq_len``, one in bytes divided by ``factor``. TargetError when the law cannot be
+    evaluated there; None when it predicts a value that is not positive (outside its range)."""
+    try:
+        value = law.predict(scale)
+        low, high = law.interval(scale, level)
+    except (KeyError, ValueError) as e:
+        raise TargetError(f"{role} law ({law_label(law)}) cannot be evaluated: {e}") from None
+    if not (math.isfinite(value) and value > 0):
+        return None
+    if role in ("batch", "batch_tokens"):
+        unit = seq_len if law.conventions.batch_in_sequences else 1.0 / factor
+        return value * unit, low * unit, high * unit
+    return value, low, high
+
+
+def flops_convention_warnings(law: Law, role: str) -> list[str]:
+    """A warning when ``law`` has a flops predictor counted in a convention Sweeper cannot
+    reproduce (e.g. FLOPs "as imported" from a file)."""
+    if "flops" in law.predictors and not law.conventions.flops_known:
+        return [
+            f"{role} law ({law_label(law)}) counts flops as {law.conventions.flops!r}: the "
+            "target's are counted as 6·N·D + attention"
+        ]
+    return []
+
+
+def token_unit_warnings(
+    laws: list[tuple[str, Law]],
+    *,
+    vocab: int | None,
+    bytes_per_token: float | None,
+    what: str = "the target",
+) -> list[str]:
+    """Warnings about the token units of ``laws`` ((role, law) pairs) against a target whose
+    vocabulary is ``vocab`` (None: a tokenizer's, not bytes): a law that counts bytes, converted or
+    not; a law of another tokenizer; a ``bytes_per_token`` that no law can use. Laws that share
+    their units share one warning."""
+    groups: dict[tuple[str, str, str], tuple[Conventions, list[str]]] = {}
+    for role, law in laws:
+        conv = law.conventions
+        key = (conv.tokens, str(conv.vocab_size or ""), conv.data or "")
+        groups.setdefault(key, (conv, []))[1].append(f"{role} law ({law_label(law)})")
+    has_vocab = f"vocab {vocab}" if vocab else "a tokenizer's vocab (none given)"
+    out: list[str] = []
+    used_factor = False
+    for (unit, law_vocab, data), (conv, names) in groups.items():
+        who = " and ".join(names)
+        verb = "count" if len(names) > 1 else "counts"
+        if unit == TOKENS_BYTES:
+            if vocab == BYTE_VOCAB:
+                continue
+            src = f"byte-level data {data!r}" if data else "byte-level data"
+            if bytes_per_token:
+                used_factor = True
+                out.append(
+                    f"{who} {verb} D and the batch in bytes ({src}): converted at "
+                    f"{bytes_per_token:g} bytes per token of {what}"
+                )
+            else:
+                out.append(
+                    f"{who} {verb} D and the batch in bytes ({src}, vocab {law_vocab or 256}) but "
+                    f"{what} has {has_vocab}: its D and batch are used as if they were bytes (a "
+                    "BPE token is about 4 bytes of English text, so a D exponent of 0.3 puts the "
+                    "LR 1.5× off): give bytes_per_token to convert"
+                )
+        elif conv.tokenizer is not None and law_vocab and str(vocab) != law_vocab:
+            out.append(
+                f"{who} {verb} tokens of {conv.tokenizer} (vocab {law_vocab}) but "
+                f"{what} has {has_vocab}: D and batch of different tokenizers are not the same "
+                "amount of text"
+            )
+    if bytes_per_token and not used_factor and vocab != BYTE_VOCAB:
+        out.append(f"bytes_per_token {bytes_per_token:g} is not used: no law here counts bytes")
+    return out
+
+
+def regime_values(
+    n_params: float, tokens: float, batch_tokens: float, unit: float = 1.0
+) -> dict[str, float]:
+    """The values :func:`regime_warnings` checks, for a target of ``n_params`` parameters,
+    ``tokens`` training tokens and a batch of ``batch_tokens``; ``unit`` converts tokens to the
+    law's unit (bytes per token for a byte-level law, else 1)."""
+    return {
+        "n_params": n_params,
+        "tokens": tokens * unit,
+        "tokens_per_param": tokens * unit / n_params,
+        "batch_tokens": batch_tokens * unit,
+    }
+
+
+def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:
+    """A warning when a value in ``values`` (n_params, tokens, tokens_per_param, batch_tokens, in
+    the law's units) lies beyond a range the law held fixed (``conventions.held``), by more than
+    :data:`HELD_SLACK`."""
+    names, outside = [], []
+    for name, (lo, hi) in law.conventions.held.items():
+        v = values.get(name)
+        if v is None or not v > 0:
+            continue
+        if v < lo / HELD_SLACK or v > hi * HELD_SLACK:
+            label = HELD_LABELS.get(name, name)
+            names.append(label)
+            outside.append(f"{label} {v:.3g} (its cells: {law.conventions.held_span(name)})")
+    if not outside:
+        return []
+    return [
+        f"{role} law ({law_label(law)}) does not model {', '.join(names)}, and the target lies "
+        f"outside what its cells held: {'; '.join(outside)}; the law is applied outside the "
+        "regime it was measured in"
+    ]

@@ -1,0 +1,233 @@
+"""The model and budget a recipe is for (:class:`Target`), and the same resolved to numbers
+(:func:`resolve_target`): N, shape, sequence length and D, from what the target gives, the
+hardware's sequence length and, where the target leaves N or D open, the loss law."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from proxy_models.rules import PARAMETRIZATIONS
+from sweeper.errors import TargetError
+from sweeper.recipe.compute_optimal import compute_optimal_n, compute_optimal_tokens
+from sweeper.recipe.hardware import positive
+from sweeper.recipe.memory import train_flops
+from sweeper.recipe.scale import DEFAULT_SEQ_LEN, ResolvedShape, resolve_shape
+
+if TYPE_CHECKING:
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import LossLaw
+    from sweeper.recipe.hardware import Hardware
+
+__all__ = ["CountedShape", "ResolvedTarget", "Target", "builder_counts", "resolve_target"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The model and budget to recommend for.
+
+    Model: ``n_params`` (non-embedding N) and/or the shape ``width`` (d_model) and ``depth``
+    (layers), with optional ``heads``, ``vocab`` and ``context`` (sequence length T). Budget: one of
+    ``tokens`` (D, in the target's tokenizer tokens), ``compute`` (training FLOPs counted as
+    6·N·D + 6·L·T·d·D with the given or inferred shape, Sweeper's "6ND" convention) or
+    ``tokens_per_param`` (D = R·N); none of them means "the compute-optimal D from the loss law".
+    With ``compute`` and no model, N comes from the loss law (its optimum under this compute, see
+    the module doc) and D from the compute.
+    ``parametrization`` is "sp", "mup" or "completep"; the relative ones take ``base_width`` (and
+    ``base_depth`` for CompleteP), else the law's.
+    """
+
+    n_params: float | None = None
+    width: int | None = None
+    depth: int | None = None
+    heads: int | None = None
+    vocab: int | None = None
+    context: int | None = None
+    tokens: float | None = None
+    compute: float | None = None
+    tokens_per_param: float | None = None
+    parametrization: str = "sp"
+    base_width: int | None = None
+    base_depth: int | None = None
+
+    def __post_init__(self) -> None:
+        p: list[str] = []
+        positive("n_params", self.n_params, p)
+        for name in ("width", "depth", "heads", "vocab", "context", "base_width", "base_depth"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                p.append(f"{name} must be a positive integer, got {name}={v!r}")
+        if (self.width is None) != (self.depth is None):
+            p.append(f"give width and depth together, got width={self.width}, depth={self.depth}")
+        if self.heads and self.width and self.width % self.heads:
+            p.append(f"heads must divide width, got width={self.width}, heads={self.heads}")
+        budget = {
+            k: getattr(self, k)
+            for k in ("tokens", "compute", "tokens_per_param")
+            if getattr(self, k) is not None
+        }
+        if len(budget) > 1:
+            p.append(f"give one of tokens, compute or tokens_per_param, got {budget}")
+        for k, v in budget.items():
+            positive(k, v, p)
+        if self.n_params is None and self.width is None and self.compute is None:
+            p.append("give n_params, or width and depth (or compute alone with a loss law)")
+        if self.parametrization not in PARAMETRIZATIONS:
+            p.append(
+                f"parametrization must be one of {', '.join(PARAMETRIZATIONS)}, "
+                f"got {self.parametrization!r}"
+            )
+        elif self.parametrization == "sp" and self.base_width is not None:
+            p.append(f"base_width applies to mup/completep targets only, got {self.base_width}")
+        if p:
+            raise TargetError("; ".join(p))
+
+    @property
+    def has_model(self) -> bool:
+        return self.n_params is not None or self.width is not None
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """A target resolved to numbers: its shape (given or inferred) and its D in target tokens."""
+
+    shape: ResolvedShape
+    tokens: float
+
+
+@dataclass(frozen=True)
+class CountedShape(ResolvedShape):
+    """A shape whose parameters were counted by building the model (a builder's, on the meta
+    device) rather than by the GPT formula: ``counted_total`` is every parameter it holds."""
+
+    counted_total: float = 0.0
+    builder: str = ""
+
+    @property
+    def n_params_total(self) -> float:
+        return self.counted_total
+
+
+def builder_counts(
+    conventions: Conventions, *, width: int, depth: int, heads: int, vocab: int, seq_len: int
+) -> tuple[int, int]:
+    """(N, total) of the law's builder model (``conventions.model_builder`` with its
+    ``model_args``) at the target's shape, instantiated on the meta device (no memory used)."""
+    from proxy_models.builder import Builder, n_params_of
+    from proxy_models.config import ProxyConfig
+
+    assert conventions.model_builder is not None
+    args: Any = tuple(
+        sorted(
+            (k, tuple(v) if isinstance(v, list) else v)
+            for k, v in (conventions.model_args or {}).items()
+        )
+    )
+    cfg = ProxyConfig(width=width, depth=depth, n_heads=heads, context=seq_len, vocab_size=vocab)
+    return n_params_of(Builder(conventions.model_builder, args), cfg)
+
+
+def _counted(
+    shape: ResolvedShape, target: Target, conventions: Conventions | None, warnings: list[str]
+) -> ResolvedShape:
+    """The shape with N and the total counted on the builder's model when the law was measured
+    on one and the target gives its shape (the GPT formula is wrong for, e.g., SwiGLU and GQA)."""
+    if conventions is None or conventions.model_builder is None:
+        return shape
+    b = conventions.model_builder
+    if not shape.shape_given:
+        warnings.append(
+            f"the law was measured on the builder {b!r}: give width and depth to count the "
+            "target's N and memory on that model (counted with the GPT formula here)"
+        )
+        return shape
+    try:
+        n, total = builder_counts(
+            conventions,
+            width=shape.width,
+            depth=shape.depth,
+            heads=shape.heads,
+            vocab=shape.vocab,
+            seq_len=shape.seq_len,
+        )
+    except Exception as e:  # the builder's module missing here, or refusing the shape
+        warnings.append(
+            f"cannot build the law's model {b!r} at the target's shape ({type(e).__name__}: "
+            f"{e}); N and memory are counted with the GPT formula"
+        )
+        return shape
+    fields = asdict(shape)
+    if target.n_params is None:
+        fields["n_params"] = float(n)
+    return CountedShape(**fields, counted_total=float(total), builder=b)
+
+
+def resolve_target(
+    target: Target,
+    hw: Hardware,
+    loss_law: LossLaw | None,
+    loss_factor: float,
+    warnings: list[str],
+    *,
+    conventions: Conventions | None = None,
+) -> ResolvedTarget:
+    """N, D, shape and sequence length of the target; ``loss_factor`` is the loss law's token
+    units per target token (its D is converted at this boundary). ``conventions``: the LR law's;
+    when it names a ``model_builder``, N (unless given) and the total parameters are counted by
+    building that model at the target's shape on the meta device."""
+    seq_len = hw.seq_len or target.context or DEFAULT_SEQ_LEN
+    if hw.seq_len is None and target.context is None:
+        warnings.append(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}")
+    n_params = target.n_params
+    if not target.has_model:
+        if loss_law is None:
+            raise TargetError("compute alone needs a loss law to choose N and D; give n_params")
+        assert target.compute is not None
+        n_params = compute_optimal_n(loss_law, target.compute, seq_len, loss_factor)
+        warnings.append(
+            f"N = {n_params:.3g} is the loss law's compute optimum at C = {target.compute:.3g} "
+            "FLOPs (6·N·D + attention; the loss law's own optimum is defined at C = 6·N·D)"
+        )
+    shape = resolve_shape(
+        n_params=n_params,
+        width=target.width,
+        depth=target.depth,
+        heads=target.heads,
+        vocab=target.vocab,
+        seq_len=seq_len,
+        warnings=warnings,
+    )
+    shape = _counted(shape, target, conventions, warnings)
+    return ResolvedTarget(
+        shape=shape, tokens=_target_tokens(target, shape, loss_law, loss_factor, warnings)
+    )
+
+
+def _target_tokens(
+    target: Target,
+    shape: ResolvedShape,
+    loss_law: LossLaw | None,
+    loss_factor: float,
+    warnings: list[str],
+) -> float:
+    """D in target tokens: given, D = R·N, from the compute budget, or the loss law's optimum."""
+    if target.tokens is not None:
+        return float(target.tokens)
+    n = shape.n_params
+    if target.tokens_per_param is not None:
+        return target.tokens_per_param * n
+    if target.compute is not None:
+        # Sweeper's compute, attention included, with the given or inferred shape: the recipe's
+        # flops then equal the target's compute
+        per_token = train_flops(n, 1.0, depth=shape.depth, width=shape.width, seq_len=shape.seq_len)
+        return target.compute / per_token
+    if loss_law is not None:
+        tokens = compute_optimal_tokens(loss_law, n) / loss_factor
+        warnings.append(
+            f"D = {tokens:.3g} tokens ({tokens / n:.1f} per parameter) is the loss "
+            "law's compute-optimal budget for this N"
+        )
+        return tokens
+    raise TargetError(
+        "give tokens, compute or tokens_per_param (no loss law to choose a compute-optimal D)"
+    )

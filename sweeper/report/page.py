@@ -1,0 +1,272 @@
+"""The sweep report: PNG plots (see :mod:`sweeper.report.plots`) and one ``index.html``.
+
+The self-contained HTML page embeds the images (base64) and holds the tables: cells, optima, laws, the recipe and
+the transfer check when given. Nothing here fits: it draws what :mod:`sweeper.fitting` returned.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from sweeper.fitting.laws import Law, PowerLaw
+
+# the plots live in their own module; every name is importable from here as before
+from sweeper.report.plots import _PREDICTOR_LABEL as _PREDICTOR_LABEL
+from sweeper.report.plots import _TARGET_LABEL as _TARGET_LABEL
+from sweeper.report.plots import _cell_scale as _cell_scale
+from sweeper.report.plots import _law_band as _law_band
+from sweeper.report.plots import _log_ticks as _log_ticks
+from sweeper.report.plots import (
+    _plt,
+    plot_batch_surface,
+    plot_law,
+    plot_loss_vs_lr,
+    plot_residuals,
+    plot_transfer,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from sweeper.fitting import CellOptimum
+
+__all__ = ["ReportInputs", "write_report"]
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a report shows. ``target_scale`` is the big run's scale (predictor → value)."""
+
+    sweep: str
+    runs: pd.DataFrame
+    optima: Sequence[CellOptimum]
+    laws: Sequence[Law]
+    recipe: Mapping[str, Any] | None = None
+    transfer: Mapping[str, Any] | None = None
+    target_scale: Mapping[str, float] | None = None
+    holdout_cells: Sequence[str] = ()
+    #: the LR law fitted without ``holdout_cells`` (by the transfer check), drawn on its own figure
+    holdout_law: PowerLaw | None = None
+    #: what the report had to assume (e.g. a law fitted for the report alone), shown at the top
+    notes: Sequence[str] = ()
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def _table(df: pd.DataFrame) -> str:
+    return df.to_html(
+        index=False, border=0, classes="t", na_rep="", float_format=lambda v: f"{v:.4g}"
+    )
+
+
+def _optima_table(optima: Sequence[CellOptimum]) -> pd.DataFrame:
+    rows = []
+    for o in optima:
+        rows.append(
+            {
+                "cell": o.cell,
+                "N": o.n_params,
+                "D": o.tokens,
+                "runs": o.n_runs,
+                "used": o.n_used,
+                "best loss": o.loss,
+                "lr*": o.lr,
+                "lr 95% CI": f"{o.lr_ci[0]:.3g} – {o.lr_ci[1]:.3g}" if o.lr_ci else "",
+                "batch tokens*": o.batch_tokens,
+                "edge": o.edge or "",
+                "usable": "yes" if o.usable else f"no: {o.reason}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _laws_table(laws: Sequence[Law]) -> pd.DataFrame:
+    rows = []
+    for law in laws:
+        if not isinstance(law, PowerLaw):
+            continue
+        rows.append(
+            {
+                "id": law.id,
+                "target": law.target,
+                "method": law.method,
+                "prefactor": law.prefactor,
+                "exponents [95% CI]": "; ".join(
+                    f"{p}: {law.exponents[p]:+.3f} [{law.exponents_ci[p][0]:+.3f}, {law.exponents_ci[p][1]:+.3f}]"
+                    for p in law.predictors
+                ),
+                "cells": law.n_cells,
+                "LOO error (ln)": law.cv_error,
+                "largest-out error (ln)": law.holdout_error,
+                "parametrization": law.parametrization or "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table.t{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+table.t th,table.t td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}
+table.t th{background:#f6f6f6}img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+.warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em;margin:.3em 0}
+.muted{color:#777;font-size:.85em}
+"""
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" title="{html.escape(path.name)}">'
+
+
+def _kv_table(d: Mapping[str, Any]) -> str:
+    rows = []
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            v = ", ".join(f"{kk}={_fmt(vv)}" for kk, vv in v.items())
+        elif isinstance(v, list | tuple):
+            v = "; ".join(_fmt(x) for x in v)
+        rows.append(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>")
+    return '<table class="t">' + "".join(rows) + "</table>"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _surface_lr_law(laws: Sequence[Law]) -> Law | None:
+    """The stored LR law when it is a surface fit (it draws each cell's curve), else None."""
+    return next((x for x in laws if x.target == "lr" and x.method == "surface"), None)
+
+
+def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
+    """Write the PNGs and ``index.html`` into ``out_dir``; returns the files written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = _save_figures(inputs, out)
+    index = out / "index.html"
+    index.write_text("\n".join(_html_parts(inputs, figures)), encoding="utf-8")
+    return [p for _title, _caption, p in figures] + [index]
+
+
+def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]]:
+    """Draw every plot of the report into ``out``: (title, caption, PNG path), in page order."""
+    plt = _plt()
+    figures: list[tuple[str, str, Path]] = []
+
+    def save(fig: Figure, name: str, title: str, caption: str) -> None:
+        p = out / name
+        fig.savefig(p)
+        plt.close(fig)
+        figures.append((title, caption, p))
+
+    save(
+        plot_loss_vs_lr(inputs.runs, inputs.optima, _surface_lr_law(inputs.laws)),
+        "loss_vs_lr.png",
+        "Loss against LR, per cell",
+        "Faint points are single runs, dots their mean over seeds, red crosses diverged runs (they bound "
+        "the range and are not fitted). The orange curve is the parabola in ln LR fitted around the "
+        "minimum; the dashed line and band are the optimum and its 95% bootstrap interval. Where the "
+        "stored LR law is a surface fit, the purple curve is that joint fit in each cell (at the "
+        "cell's optimal batch): one model of every run, whose optima lie on the law.",
+    )
+    held_fig = plot_transfer(inputs.transfer) if inputs.transfer else None
+    if held_fig is not None:
+        save(
+            held_fig,
+            "transfer_holdout_cell.png",
+            "Transfer check: the held-out cell",
+            "Every LR the check trained in the held-out cell (mean over seeds, bars one sd), with the "
+            "law's prediction, each baseline and the cell's measured optimum marked; the table above "
+            "gives their regrets.",
+        )
+    if inputs.holdout_law is not None:
+        save(
+            plot_law(inputs.optima, inputs.holdout_law, holdout_cells=inputs.holdout_cells),
+            f"law_{inputs.holdout_law.target}_holdout.png",
+            "Transfer check: the law fitted without the held-out cell",
+            "The law and its 95% band fitted on the other cells only; the red square is the held-out "
+            "cell's measured optimum, which the law had not seen.",
+        )
+    for law in _power_laws(inputs):
+        save(
+            plot_law(inputs.optima, law, target_scale=inputs.target_scale),
+            f"law_{law.target}.png",
+            f"Optimal {law.target} against scale",
+            "Cell optima with their 95% intervals; the line is the fitted power law and the band its 95% "
+            "prediction interval (the coefficients' sampling spread plus the scatter of the cells). The star "
+            "is the target, far to the right when the extrapolation is long.",
+        )
+        save(
+            plot_residuals(inputs.optima, law),
+            f"residuals_{law.target}.png",
+            f"Residuals of the {law.target} law",
+            "A trend in the residuals means the power law bends.",
+        )
+    surface = plot_batch_surface(inputs.runs, inputs.optima)
+    if surface is not None:
+        save(
+            surface,
+            "batch_surface.png",
+            "Loss over LR and batch size",
+            "Colour is the final loss; contours are the 2-D quadratic fit; the star is the optimum.",
+        )
+    return figures
+
+
+def _power_laws(inputs: ReportInputs) -> list[PowerLaw]:
+    return [law for law in inputs.laws if isinstance(law, PowerLaw)]
+
+
+def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) -> list[str]:
+    """The page's HTML, one part per line: header and notes, recipe, transfer check, laws, cells,
+    then the ``figures`` (title, caption, PNG path) embedded."""
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Sweeper report: "
+        f"{html.escape(inputs.sweep)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Sweeper report: {html.escape(inputs.sweep)}</h1>",
+        f"<p class='muted'>{len(inputs.runs)} runs in {inputs.runs['cell'].nunique()} cells; "
+        f"{sum(o.usable for o in inputs.optima)} cells usable for the fit.</p>",
+    ]
+    parts += [f"<div class='warn'>note: {html.escape(n)}</div>" for n in inputs.notes]
+    if inputs.recipe:
+        parts.append("<h2>Recommended recipe</h2>")
+        for w in inputs.recipe.get("warnings", []) or []:
+            parts.append(f"<div class='warn'>{html.escape(str(w))}</div>")
+        shown = {
+            k: v
+            for k, v in inputs.recipe.items()
+            if (k != "warnings" and not isinstance(v, Mapping | list))
+            or k in ("lr", "batch_tokens")
+        }
+        parts.append(_kv_table(shown))
+    if inputs.transfer:
+        parts.append("<h2>Transfer check (held-out cell)</h2>")
+        parts.append(
+            _kv_table({k: v for k, v in inputs.transfer.items() if not isinstance(v, list)})
+        )
+    parts.append("<h2>Laws</h2>")
+    lt = _laws_table(_power_laws(inputs))
+    parts.append(
+        _table(lt) if len(lt) else "<p>No power law fitted yet: run <code>sweeper fit</code>.</p>"
+    )
+    parts.append("<h2>Cells and their optima</h2>")
+    parts.append(_table(_optima_table(inputs.optima)))
+    for title, caption, p in figures:
+        parts.append(
+            f"<h2>{html.escape(title)}</h2>{_img(p, title)}<p class='muted'>{html.escape(caption)}</p>"
+        )
+    parts.append("</body></html>")
+    return parts

@@ -1,0 +1,426 @@
+"""The report's plots, drawn with matplotlib (Agg) from what :mod:`sweeper.fitting` returned.
+
+One figure each, saved as a PNG by :func:`sweeper.report.page.write_report`:
+
+- :func:`plot_loss_vs_lr` (``loss_vs_lr.png``): the loss against the LR in every cell, seeds as
+  faint points and their mean as a dot, diverged runs as red crosses on the top edge, the fitted
+  parabola over its window, the optimum with its interval; cells whose optimum is on the edge of
+  the range are titled so.
+- :func:`plot_law` (``law_<target>.png``): the optimum of every cell against scale in log-log with
+  the fitted law, its 95% band (the coefficients' sampling spread plus the scatter of the cells),
+  held-out cells and the target marked.
+- :func:`plot_residuals` (``residuals_<target>.png``): ln(measured / law) per cell with the cells'
+  intervals.
+- :func:`plot_batch_surface` (``batch_surface.png``): loss over (LR, batch size) in the cells where
+  both were swept.
+
+LRs are peak AdamW LRs, batch sizes in tokens, losses in nats. Nothing here fits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from sweeper.fitting.laws import Law, PowerLaw
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from sweeper.fitting import CellOptimum
+
+__all__ = [
+    "plot_batch_surface",
+    "plot_law",
+    "plot_loss_vs_lr",
+    "plot_residuals",
+    "plot_transfer",
+]
+
+_PREDICTOR_LABEL = {
+    "n_params": "non-embedding parameters N",
+    "tokens": "training tokens D",
+    "flops": "training compute C (FLOPs)",
+    "width": "width (d_model)",
+    "depth": "depth (layers)",
+}
+_TARGET_LABEL = {"lr": "optimal peak LR", "batch_tokens": "optimal batch (tokens)"}
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "figure.dpi": 110,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "font.size": 9,
+        }
+    )
+    return plt
+
+
+def plot_loss_vs_lr(
+    runs: pd.DataFrame, optima: Sequence[CellOptimum], surface: Law | None = None
+) -> Figure:
+    """Loss against LR, one panel per cell, with the fitted parabola and the optimum, and the
+    surface law's curve of each cell when ``surface`` is a surface LR law (it has ``cell_loss``)."""
+    plt = _plt()
+    by_cell = {o.cell: o for o in optima}
+    cells = [o.cell for o in optima] or sorted(runs["cell"].unique())
+    ncols = min(3, len(cells))
+    nrows = math.ceil(len(cells) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False)
+    for ax in axes.flat[len(cells) :]:
+        ax.set_visible(False)
+    for ax, cell in zip(axes.flat, cells, strict=False):
+        r = runs[runs["cell"] == cell]
+        done = r[(r["state"] == "COMPLETE") & ~r["diverged"] & np.isfinite(r["loss"])]
+        div = r[r["diverged"]]
+        opt = by_cell.get(cell)
+        ax.set_xscale("log")
+        ax.scatter(done["lr"], done["loss"], s=10, alpha=0.35, color="tab:blue", label="runs")
+        if len(done):
+            mean = done.groupby("lr")["loss"].mean()
+            ax.plot(mean.index, mean.values, "o", ms=4, color="tab:blue", label="mean over seeds")
+            best = float(mean.min())
+            top = min(float(mean.max()), best * 1.12)
+            ax.set_ylim(best - 0.02 * best, top + 0.01 * best)
+        ymax = ax.get_ylim()[1]
+        if len(div):
+            ax.plot(
+                div["lr"],
+                np.full(len(div), ymax),
+                "x",
+                color="tab:red",
+                ms=7,
+                mew=2,
+                clip_on=False,
+                label="diverged",
+            )
+        if opt is not None and opt.window_lr and opt.curve_coefs:
+            grid = np.geomspace(opt.window_lr[0], opt.window_lr[1], 100)
+            ax.plot(grid, opt.curve(grid), "-", color="tab:orange", lw=1.8, label="parabola")
+        _draw_surface(ax, surface, cell, r)
+        if opt is not None and opt.lr:
+            color = "tab:green" if opt.usable else "tab:gray"
+            ax.axvline(opt.lr, color=color, lw=1.2, ls="--", label=f"optimum {opt.lr:.2e}")
+            if opt.lr_ci:
+                ax.axvspan(opt.lr_ci[0], opt.lr_ci[1], color=color, alpha=0.15)
+        title = cell
+        if opt is not None and opt.on_edge:
+            title += f"  (optimum on the {opt.edge} edge)"
+        elif opt is not None and not opt.usable:
+            title += "  (left out)"
+        ax.set_title(title, fontsize=9)
+        _log_ticks(ax.xaxis)
+        ax.set_xlabel("peak LR")
+        ax.set_ylabel("final val loss (nats)")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(
+            handles[:5],
+            [lbl.split(" ")[0] if lbl.startswith("optimum") else lbl for lbl in labels[:5]],
+            loc="upper center",
+            ncol=5,
+            frameon=False,
+            fontsize=8,
+        )
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
+
+
+def _log_ticks(axis: Any, lo: float | None = None, hi: float | None = None) -> None:
+    """Label a log axis at 1, 2, 5 × 10^k (at 10^k only past three decades): matplotlib's minor
+    labels crowd each other on the narrow ranges these plots have."""
+    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+
+    wide = lo is not None and hi is not None and lo > 0 and hi / lo > 1e3
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
+    axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _law_band(law: PowerLaw, scales: list[dict[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = zip(*(law.interval(s) for s in scales), strict=True)
+    return np.array(lo), np.array(hi)
+
+
+def _cell_scale(o: CellOptimum, predictors: Sequence[str]) -> dict[str, float] | None:
+    s = {p: getattr(o, p, None) for p in predictors}
+    if any(v is None or not np.isfinite(v) or v <= 0 for v in s.values()):
+        return None
+    return {k: float(v) for k, v in s.items() if v is not None}
+
+
+def plot_law(
+    optima: Sequence[CellOptimum],
+    law: PowerLaw,
+    *,
+    holdout_cells: Sequence[str] = (),
+    target_scale: Mapping[str, float] | None = None,
+) -> Figure:
+    """The cells' optima against the law's first predictor, the law line and its 95% band."""
+    plt = _plt()
+    target, x_name = law.target, law.predictors[0]
+    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    pts = [
+        (o, s)
+        for o in optima
+        if (s := _cell_scale(o, law.predictors)) is not None and getattr(o, target) is not None
+    ]
+    xs_all = [s[x_name] for _o, s in pts]
+    x_hi = max(xs_all) if xs_all else 1.0
+    if target_scale and x_name in target_scale:
+        x_hi = max(x_hi, float(target_scale[x_name]))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors)
+    if law.domain.get(x_name):
+        ax.axvspan(*law.domain[x_name], color="k", alpha=0.04, label="fitted range")
+    for o, s in pts:
+        _draw_optimum(ax, o, s[x_name], target, held=o.cell in holdout_cells)
+    if holdout_cells:
+        ax.plot([], [], "s", color="tab:red", label="held out")
+    if target_scale and all(p in target_scale for p in law.predictors):
+        _draw_target(ax, law, {p: float(target_scale[p]) for p in law.predictors})
+    exps = ", ".join(
+        f"{p}^{law.exponents[p]:+.3f} [{law.exponents_ci[p][0]:+.2f}, {law.exponents_ci[p][1]:+.2f}]"
+        if p in law.exponents_ci
+        else f"{p}^{law.exponents[p]:+.3f}"
+        for p in law.predictors
+    )
+    ax.set_title(f"{_TARGET_LABEL.get(target, target)} ∝ {exps}", fontsize=9)
+    _log_ticks(ax.xaxis, *ax.get_xlim())
+    ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))
+    ax.set_ylabel(_TARGET_LABEL.get(target, target))
+    ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _draw_law_lines(
+    ax: Any,
+    law: PowerLaw,
+    cell_scales: list[dict[str, float]],
+    xs_all: list[float],
+    x_hi: float,
+    colors: Sequence[str],
+) -> None:
+    """The law and its 95% band along its first predictor, from the smallest cell (``xs_all``) to
+    ``x_hi``, with a margin of 1.3x either side."""
+    x_name, others = law.predictors[0], law.predictors[1:]
+    # one law line per combination of the other predictors (one line when the law has one predictor)
+    groups: dict[tuple[float, ...], list[dict[str, float]]] = {}
+    for s in cell_scales:
+        groups.setdefault(tuple(s[p] for p in others), []).append(s)
+    for i, (key, _scales) in enumerate(sorted(groups.items())):
+        grid = np.geomspace(min(xs_all) / 1.3, x_hi * 1.3, 80)
+        scales = [{x_name: float(x), **dict(zip(others, key, strict=True))} for x in grid]
+        y = np.array([law.predict(s) for s in scales])
+        lo, hi = _law_band(law, scales)
+        label = "law" + (
+            ""
+            if not others
+            else " at " + ", ".join(f"{p}={v:.3g}" for p, v in zip(others, key, strict=True))
+        )
+        c = colors[i % len(colors)]
+        ax.plot(grid, y, "-", color=c, lw=1.6, label=label)
+        ax.fill_between(grid, lo, hi, color=c, alpha=0.15)
+
+
+def _draw_optimum(ax: Any, o: CellOptimum, x: float, target: str, *, held: bool) -> None:
+    """One cell's optimum of ``target`` at ``x`` with its interval: a red square when held out,
+    a hollow grey dot when the cell is not usable."""
+    y = getattr(o, target)
+    ci = getattr(o, f"{target}_ci")
+    style = dict(fmt="s", color="tab:red", ms=6) if held else dict(fmt="o", color="k", ms=4)
+    if not o.usable and not held:
+        style = dict(fmt="o", color="tab:gray", ms=4, mfc="none")
+    yerr = None
+    if ci:
+        yerr = [[max(y - ci[0], 0.0)], [max(ci[1] - y, 0.0)]]
+    ax.errorbar([x], [y], yerr=yerr, capsize=2, lw=1, **style)
+
+
+def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> None:
+    """The law's prediction at the target scale ``ts`` with its interval, as a star."""
+    x_name = law.predictors[0]
+    yt = law.predict(ts)
+    lo_t, hi_t = law.interval(ts)
+    ax.errorbar(
+        [ts[x_name]],
+        [yt],
+        yerr=[[yt - lo_t], [hi_t - yt]],
+        fmt="*",
+        ms=12,
+        color="tab:purple",
+        capsize=3,
+        label=f"target: {yt:.3g}",
+    )
+
+
+def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
+    """ln(measured / law) per cell, with the cells' own 95% intervals."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.2, 3.2))
+    x_name = law.predictors[0]
+    ax.set_xscale("log")
+    for o in optima:
+        s = _cell_scale(o, law.predictors)
+        y = getattr(o, law.target)
+        if s is None or y is None:
+            continue
+        pred = law.predict(s)
+        r = math.log(y / pred)
+        ci = getattr(o, f"{law.target}_ci")
+        yerr = [[r - math.log(ci[0] / pred)], [math.log(ci[1] / pred) - r]] if ci else None
+        color = "k" if o.usable else "tab:gray"
+        ax.errorbar([s[x_name]], [r], yerr=yerr, fmt="o", color=color, ms=4, capsize=2)
+        ax.annotate(o.cell, (s[x_name], r), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    _log_ticks(ax.xaxis, *ax.get_xlim())
+    ax.axhline(0, color="tab:orange", lw=1)
+    if law.residual_std:
+        ax.axhspan(
+            -law.residual_std,
+            law.residual_std,
+            color="tab:orange",
+            alpha=0.1,
+            label=f"±1 residual sd ({law.residual_std:.3f})",
+        )
+        ax.legend(fontsize=8, frameon=False)
+    ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))
+    ax.set_ylabel(f"ln(measured / law) of {law.target}")
+    cv = f", leave-one-cell-out RMS {law.cv_error:.3f}" if law.cv_error is not None else ""
+    ax.set_title(f"residuals of the {law.target} law{cv}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _draw_surface(ax: Any, law: Law | None, cell: str, runs: pd.DataFrame) -> None:
+    """The surface law's fitted loss curve of ``cell`` where it models the loss: within the fit's
+    window about the cell's optimum (further above, runs are bounds only) and the runs' span."""
+    loss_at = getattr(law, "cell_loss", None)
+    lrs = runs["lr"].dropna().astype(float)
+    curve_of = getattr(law, "cell_curves", {}).get(cell)
+    if loss_at is None or lrs.empty or curve_of is None:
+        return
+    from sweeper.fitting.surface import WINDOW
+
+    opt = math.exp(curve_of[0])
+    lo, hi = (
+        max(float(lrs.min()), opt / math.exp(WINDOW[0])),
+        min(float(lrs.max()), opt * math.exp(WINDOW[1])),
+    )
+    if hi <= lo:
+        return
+    grid = np.geomspace(lo, hi, 200)
+    curve = loss_at(cell, grid)
+    if curve is not None:
+        ax.plot(grid, curve, "-", color="tab:purple", lw=1.4, label="surface fit")
+
+
+#: how the transfer plot marks its named points (grid points are plain dots)
+_POINT_STYLE: dict[str, tuple[str, str]] = {
+    "law": ("tab:green", "law (recommended)"),
+    "law_point": ("tab:olive", "law (point)"),
+    "measured_optimum": ("black", "measured optimum"),
+    "smallest_cell": ("tab:gray", "smallest cell's optimum"),
+    "largest_fitted": ("tab:brown", "largest fitted cell's optimum"),
+    "base_width": ("tab:pink", "base width's optimum (muP)"),
+    "steplaw": ("tab:red", "Step Law"),
+    "deepseek": ("tab:purple", "DeepSeek"),
+    "porian": ("tab:orange", "Porian et al."),
+}
+
+
+def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
+    """The held-out cell of a transfer check: mean loss (± sd over seeds) at every LR it trained,
+    the prediction, each baseline and the measured optimum marked (a stored ``TransferResult``
+    as a dict). None when the result holds no trained points."""
+    lrs, losses = result.get("lrs") or {}, result.get("losses") or {}
+    sds = result.get("loss_sd") or {}
+    named = [n for n in lrs if n in losses]
+    if not named:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    x = np.array([lrs[n] for n in named], dtype=float)
+    y = np.array([losses[n] for n in named], dtype=float)
+    e = np.array([sds.get(n) or 0.0 for n in named], dtype=float)
+    order = np.argsort(x)
+    ax.errorbar(x[order], y[order], yerr=e[order], fmt="o-", color="tab:blue", ms=3, lw=0.8,
+                alpha=0.6, label="trained (mean ± sd over seeds)")  # fmt: skip
+    for name, (color, label) in _POINT_STYLE.items():
+        if name in named:
+            ax.axvline(lrs[name], color=color, lw=1.2, ls="--", alpha=0.8)
+            ax.plot([lrs[name]], [losses[name]], "D", color=color, ms=6, label=label)
+    ax.set_xscale("log")
+    _log_ticks(ax.xaxis)
+    fin = y[np.isfinite(y)]
+    if fin.size:
+        ax.set_ylim(fin.min() * 0.995, min(fin.max(), fin.min() * 1.25) * 1.005)
+    ax.set_xlabel("peak LR")
+    ax.set_ylabel("final val loss (nats)")
+    ext = result.get("extrapolation_factor")
+    ax.set_title(
+        f"held-out {result.get('holdout_cell', '')}"
+        + (f": {ext:.1f}x beyond the fitted cells" if isinstance(ext, int | float) else ""),
+        fontsize=9,
+    )
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Figure | None:
+    """Loss over (LR, batch) in each cell where the batch size was swept; None if none was."""
+    swept = [o for o in optima if o.batch_tokens_ci is not None]
+    if not swept:
+        return None
+    plt = _plt()
+    ncols = min(3, len(swept))
+    nrows = math.ceil(len(swept) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.6 * nrows), squeeze=False)
+    for ax in axes.flat[len(swept) :]:
+        ax.set_visible(False)
+    for ax, o in zip(axes.flat, swept, strict=False):
+        r = runs[(runs["cell"] == o.cell) & (runs["state"] == "COMPLETE") & ~runs["diverged"]]
+        r = r[np.isfinite(r["loss"])]
+        best = float(r["loss"].min()) if len(r) else 1.0
+        sc = ax.scatter(
+            r["lr"],
+            r["batch_tokens"],
+            c=r["loss"],
+            cmap="viridis_r",
+            s=28,
+            vmin=best,
+            vmax=best * 1.1,
+        )
+        if o.curve_coefs and len(o.curve_coefs) == 6 and o.window_lr and o.window_batch_tokens:
+            g_lr = np.geomspace(*o.window_lr, 60)
+            g_bt = np.geomspace(*o.window_batch_tokens, 60)
+            LR, BT = np.meshgrid(g_lr, g_bt)
+            ax.contour(LR, BT, o.curve(LR, BT), levels=8, colors="k", linewidths=0.5, alpha=0.6)
+        if o.lr and o.batch_tokens:
+            ax.plot([o.lr], [o.batch_tokens], "*", color="tab:red", ms=12)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _log_ticks(ax.xaxis)
+        ax.set_title(o.cell, fontsize=9)
+        ax.set_xlabel("peak LR")
+        ax.set_ylabel("batch (tokens)")
+        fig.colorbar(sc, ax=ax, label="val loss")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,728 @@
+"""Prove the transfer: predict a held-out cell from the others, then train it there.
+
+The check a user runs before trusting an extrapolation:
+
+1. fit the LR law on the fit set (every cell but the held-out one, or those a filter keeps:
+   ``fit_cells``, see :mod:`sweeper.report.holdout`);
+2. predict the held-out cell's optimal LR (a cell of the sweep, or a new, larger one named like
+   the sweep's cells), and take the baselines: reuse the smallest or the largest fitted cell's
+   optimum, the published laws (Step Law, DeepSeek, in their own conventions), and under
+   muP/CompleteP the base width's optimum reused as muP prescribes;
+3. train the held-out cell at each of those LRs with K seeds, and on a sqrt(2) grid around the
+   prediction, extended one step at a time until the best point has a trained neighbour on both
+   sides (at most 3 octaves from the prediction), through the same launch machinery and storage
+   (a one-cell sweep ``<sweep>.transfer.<cell>``);
+4. report, for the prediction and every baseline, the regret (its loss over the best point trained
+   in the cell, in % of that loss) and the log2 error against the cell's measured optimum (the
+   parabola estimate on every run in the cell), and how far the check extrapolated (N and D of the
+   held-out cell over the largest fitted cell's).
+
+Planning (:func:`plan_transfer`) and summarizing (:func:`summarize_transfer`) are pure functions
+on DataFrames; :func:`run_transfer` launches, extends and stores.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import pandas as pd
+
+from sweeper.errors import FitError, SweeperError
+from sweeper.fitting import CellOptimum, estimate_optima
+from sweeper.fitting.conventions import Conventions
+from sweeper.fitting.laws import Law
+from sweeper.report.holdout import CellFilter, HeldCell
+from sweeper.study import storage
+
+if TYPE_CHECKING:
+    from sweeper.study.handle import Sweep
+    from sweeper.study.spec import StudySpec
+
+__all__ = [
+    "TransferPlan",
+    "TransferResult",
+    "plan_transfer",
+    "run_transfer",
+    "summarize_transfer",
+    "transfer_sweep_name",
+]
+
+#: the baselines, by point name, and what each is
+BASELINES: Final[dict[str, str]] = {
+    "smallest_cell": "reuse the smallest fitted cell's optimum",
+    "largest_fitted": "reuse the largest fitted cell's optimum",
+    "steplaw": "Step Law (published, arXiv:2503.04715)",
+    "deepseek": "DeepSeek LLM (published, arXiv:2401.02954)",
+    "porian": "Porian et al. (published, arXiv:2406.19146)",
+    "base_width": "reuse the base width's optimum, as muP prescribes",
+}
+#: hyperparameter columns that tell two points of a sweep apart (the seeds of one point are averaged)
+_POINT_KEYS: Final[tuple[str, ...]] = ("lr", "batch_size", "warmup", "weight_decay", "beta2")
+#: LRs within this relative distance are one point
+_SAME: Final[float] = 1e-6
+#: the grid step and how far the grid may reach from the prediction (log2)
+GRID_STEP: Final[float] = math.sqrt(2.0)
+GRID_CAP_OCTAVES: Final[float] = 3.0
+
+
+@dataclass(frozen=True)
+class TransferPlan:
+    """What to train in the held-out cell, and the law that proposed it.
+
+    ``lrs``: point name → LR: ``law`` (the recommended LR: the surface law's risk-aware one, else
+    the point estimate), ``law_point`` (the point estimate), the baselines of :data:`BASELINES`
+    that apply, ``measured_optimum`` (a held-out cell of the sweep: its swept optimum, trained with
+    the same seeds as a like-for-like reference) and grid points ``grid±k`` (k sqrt(2) steps from
+    the point estimate)."""
+
+    sweep: str
+    holdout: HeldCell
+    law: Law
+    fit_cells: tuple[str, ...]
+    lrs: Mapping[str, float]
+    extrapolation: Mapping[str, float]
+    optima: tuple[CellOptimum, ...] = ()
+
+    @property
+    def predicted_lr(self) -> float:
+        return self.lrs["law"]
+
+    @property
+    def predicted_lr_point(self) -> float:
+        return self.lrs.get("law_point", self.lrs["law"])
+
+    def with_trained(self, lrs: Sequence[float]) -> TransferPlan:
+        """The plan with every grid point among ``lrs`` (LRs already trained in the check: a
+        relaunch finds the grid an earlier launch extended)."""
+        center = self.predicted_lr_point
+        steps = []
+        for lr in lrs:
+            k = round(math.log(lr / center) / math.log(GRID_STEP))
+            if k and math.isclose(lr, float(f"{center * GRID_STEP**k:.6g}"), rel_tol=1e-6):
+                steps.append(k)
+        return self.with_grid(steps)
+
+    def with_grid(self, steps: Sequence[int]) -> TransferPlan:
+        """The plan with the grid points ``grid±k`` for every k in ``steps`` (k ≠ 0)."""
+        center = self.predicted_lr_point
+        # rounded as trained (6 significant digits): a re-derived point must match its runs
+        extra = {_grid_name(k): float(f"{center * GRID_STEP**k:.6g}") for k in steps if k != 0}
+        return replace(self, lrs={**self.lrs, **extra})
+
+
+def _grid_name(k: int) -> str:
+    return f"grid{k:+d}"
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """Predicted against measured, and the regret of each point (% of the best trained loss).
+
+    ``best_swept_loss`` is the best point trained in the held-out cell (the sweep's runs of the
+    cell and the check's own, seeds averaged): the reference of every regret. ``baselines`` maps a
+    baseline's name to its ``lr``, ``regret_pct`` and ``log2_error``."""
+
+    sweep: str
+    holdout_cell: str
+    fit_cells: tuple[str, ...]
+    extrapolation: Mapping[str, float]
+    predicted_lr: float
+    predicted_lr_point: float
+    predicted_lr_interval: tuple[float, float]
+    measured_lr: float
+    measured_lr_ci: tuple[float, float] | None
+    ratio: float  # predicted / measured
+    log2_error: float
+    log2_error_point: float
+    best_swept_loss: float
+    losses: Mapping[str, float]  # point name → mean loss over seeds
+    loss_sd: Mapping[str, float]  # point name → sd over seeds
+    lrs: Mapping[str, float]
+    regret_pct: float
+    regret_point_pct: float
+    baselines: Mapping[str, Mapping[str, float | None]]
+    baseline_regret_pct: float | None  # the "reuse the smallest cell's optimum" baseline
+    published_regret_pct: float | None  # Step Law's
+    regret_vs_optimum_pct: float | None  # law point against the measured optimum, same seeds
+    # the resolution of the figures above: the standard error of regret_pct from the seed spread
+    # of the law point and of the best point, and the median grid step trained (log2)
+    regret_se_pct: float | None
+    grid_step_log2: float | None
+    seeds: int
+    law_exponents: Mapping[str, float]
+    law_cells: int
+    law: Law | None = None  # the law fitted without the held-out cell
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def extrapolation_factor(self) -> float:
+        """How far beyond the fit set the held-out cell lies: the larger of its N and D over the
+        largest fitted cell's (as recommend counts a recipe's extrapolation)."""
+        return float(max(self.extrapolation.values(), default=1.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["law"] = self.law.to_dict() if self.law is not None else None
+        d["extrapolation_factor"] = self.extrapolation_factor
+        d["baseline"] = BASELINES["smallest_cell"]
+        d["published_baseline"] = "steplaw"
+        return d
+
+
+# ---- planning ----------------------------------------------------------------------------------
+def plan_transfer(
+    runs: pd.DataFrame,
+    *,
+    sweep: str,
+    holdout: str = "largest",
+    fit_cells: CellFilter | None = None,
+    spec: StudySpec | None = None,
+    predictors: Sequence[str] | None = None,
+    method: str = "parabola",
+    n_boot: int = 200,
+    seed: int = 0,
+    conventions: Conventions | None = None,
+) -> TransferPlan:
+    """Fit the LR law on the fit set and choose the LRs to train in the held-out cell.
+
+    ``holdout``: ``"largest"`` (the largest cell outside the fit set) or a cell name, of the sweep
+    or new (then ``spec``, the sweep's study, gives everything but its shape and budget).
+    ``fit_cells``: which cells the law is fitted on (default: all but the held-out one).
+    """
+    optima = estimate_optima(runs, method="parabola", n_boot=n_boot, seed=seed)
+    held = _held_cell(optima, holdout, fit_cells, spec)
+    fitted = [
+        o
+        for o in optima
+        if o.usable and o.cell != held.name and (fit_cells is None or fit_cells(_facts(o)))
+    ]
+    if len(fitted) < 3:
+        raise FitError(
+            f"the fit set has {len(fitted)} usable cells ({', '.join(o.cell for o in fitted)}): "
+            "a law needs 3"
+        )
+    fit_runs = runs[runs["cell"].isin({o.cell for o in fitted})]
+    law = _fit_law(fit_runs, fitted, method, predictors, n_boot, seed, sweep, conventions)
+    scale = held.scale()
+    point = law.predict(scale)
+    risk = getattr(law, "risk_optimal_lr", None)
+    lrs: dict[str, float] = {"law": float(risk(scale)) if risk is not None else point}
+    if not math.isclose(lrs["law"], point, rel_tol=_SAME):
+        lrs["law_point"] = point
+    lrs.update(_baselines(fitted, held, conventions))
+    own = next((o for o in optima if o.cell == held.name and o.lr), None)
+    if own is not None:
+        lrs["measured_optimum"] = float(own.lr)  # type: ignore[arg-type]
+    largest = max(fitted, key=lambda o: (o.n_params or 0.0, o.tokens or 0.0))
+    extrapolation = {
+        "n_params": held.n_params / float(largest.n_params or held.n_params),
+        "tokens": held.tokens / float(largest.tokens or held.tokens),
+    }
+    plan = TransferPlan(
+        sweep=sweep,
+        holdout=held,
+        law=law,
+        fit_cells=tuple(o.cell for o in fitted),
+        lrs=lrs,
+        extrapolation=extrapolation,
+        optima=tuple(optima),
+    )
+    return plan if own is not None else plan.with_grid((-1, 1))
+
+
+def _facts(o: CellOptimum) -> dict[str, Any]:
+    return {"width": o.width, "depth": o.depth, "n_params": o.n_params, "tokens": o.tokens}
+
+
+def _held_cell(
+    optima: Sequence[CellOptimum],
+    holdout: str,
+    fit_cells: CellFilter | None,
+    spec: StudySpec | None,
+) -> HeldCell:
+    """The held-out cell: the largest cell outside the fit set, a named cell of the sweep, or a
+    new cell (``spec`` required)."""
+    usable = [o for o in optima if o.usable]
+    if holdout == "largest":
+        pool = [o for o in usable if fit_cells is None or not fit_cells(_facts(o))]
+        if not pool:
+            raise FitError(
+                "no usable cell outside the fit set to hold out"
+                if fit_cells is not None
+                else "no cell has a usable optimum; nothing to hold out"
+            )
+        return _held_of(max(pool, key=lambda o: (o.n_params or 0.0, o.tokens or 0.0)))
+    for o in optima:
+        if o.cell == holdout:
+            if not o.usable:
+                raise FitError(f"cell {holdout!r} has no usable optimum ({o.reason}); pick another")
+            return _held_of(o)
+    if spec is None:
+        raise SweeperError(f"no cell {holdout!r}; cells: {', '.join(o.cell for o in optima)}")
+    return _new_cell(holdout, spec)
+
+
+def _held_of(o: CellOptimum) -> HeldCell:
+    seq = int(o.seq_len or 0)
+    batch = round(o.batch_tokens / seq) if o.batch_tokens and seq else 0
+    return HeldCell(
+        name=o.cell,
+        width=int(o.width or 0),
+        depth=int(o.depth or 0),
+        tokens=float(o.tokens or 0.0),
+        n_params=float(o.n_params or 0.0),
+        n_params_total=float(o.n_params_total or 0.0),
+        flops=float(o.flops or 0.0),
+        seq_len=seq,
+        batch_size=max(1, batch),
+        in_sweep=True,
+    )
+
+
+def _new_cell(name: str, spec: StudySpec) -> HeldCell:
+    """A cell the sweep has no runs of, from its name and the sweep's study."""
+    from sweeper.report.holdout import parse_cell_name
+    from sweeper.study.ladder import cells
+    from sweeper.study.spec import CellSpec, LadderSpec
+
+    budgets = [c.tokens for c in cells(spec)]
+    width, depth, tokens = parse_cell_name(name, budgets)
+    one = replace(
+        spec, ladder=LadderSpec(cells=(CellSpec(width=width, depth=depth, tokens=tokens),))
+    )
+    cell = cells(one)[0]
+    bs = spec.search.batch_size
+    if bs.values is None or len(bs.values) != 1:
+        raise SweeperError(
+            f"--holdout {name}: the sweep searched the batch size; a new cell needs one fixed "
+            "batch (hold out a cell of the sweep instead)"
+        )
+    return HeldCell(
+        name=cell.name,
+        width=cell.width,
+        depth=cell.depth,
+        tokens=float(cell.tokens),
+        n_params=float(cell.n_params),
+        n_params_total=float(cell.n_params_total),
+        flops=float(cell.flops),
+        seq_len=cell.context,
+        batch_size=int(bs.values[0]),
+        in_sweep=False,
+    )
+
+
+def _fit_law(
+    runs: pd.DataFrame,
+    fitted: Sequence[CellOptimum],
+    method: str,
+    predictors: Sequence[str] | None,
+    n_boot: int,
+    seed: int,
+    sweep: str,
+    conventions: Conventions | None,
+) -> Law:
+    """The LR law of the fit set, by ``method`` (parabola: the weighted law through the optima)."""
+    from sweeper.fitting.fit_runs import FitOptions, default_predictors, fit_runs
+
+    preds = tuple(predictors) if predictors else default_predictors(fitted)
+    opts = FitOptions(method=method, n_boot=max(n_boot, 200), cell_boot=n_boot, seed=seed)
+    out = fit_runs(
+        runs,
+        conventions=conventions or Conventions(),
+        source=sweep,
+        target="lr",
+        predictors=preds,
+        options=opts,
+    )
+    return out.laws[0]
+
+
+def _baselines(
+    fitted: Sequence[CellOptimum], held: HeldCell, conventions: Conventions | None
+) -> dict[str, float]:
+    """The LR each baseline of :data:`BASELINES` would train the held-out cell at."""
+    from sweeper.recipe.published import published_laws
+    from sweeper.recipe.scale import DEFAULT_SEQ_LEN, infer_shape, law_scale
+
+    by_size = sorted(fitted, key=lambda o: (o.n_params or 0.0, o.tokens or 0.0))
+    out = {
+        "smallest_cell": float(by_size[0].lr),  # type: ignore[arg-type]
+        "largest_fitted": float(by_size[-1].lr),  # type: ignore[arg-type]
+    }
+    width, depth, shape_given = held.width, held.depth, held.width > 0 and held.depth > 0
+    if not shape_given:  # runs imported without a shape: as recommend infers one
+        width, depth = infer_shape(held.n_params)
+    for name in ("steplaw", "deepseek", "porian"):
+        law = published_laws(name)["lr"]
+        scale = law_scale(
+            law,
+            n_params=held.n_params,
+            tokens=held.tokens,
+            width=width,
+            depth=depth,
+            seq_len=held.seq_len or DEFAULT_SEQ_LEN,
+            shape_given=shape_given,
+            n_params_total=held.n_params_total or None,
+        )
+        out[name] = float(law.predict(scale))
+    conv = conventions or Conventions()
+    if conv.parametrization in ("mup", "completep") and conv.base_width:
+        at_base = [o for o in fitted if o.width == conv.base_width]
+        if at_base:
+            near = min(
+                at_base,
+                key=lambda o: (
+                    abs(math.log((o.depth or 1) / max(held.depth, 1))),
+                    abs(math.log((o.tokens or 1.0) / held.tokens)),
+                ),
+            )  # fmt: skip
+            out["base_width"] = float(near.lr)  # type: ignore[arg-type]
+    return out
+
+
+# ---- summarizing -------------------------------------------------------------------------------
+def _point_losses(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sd and count of the loss per point (seeds averaged; points told apart by every
+    hyperparameter column present, so that different batch sizes are never averaged together)."""
+    ok = runs[(runs["state"] == "COMPLETE") & np.isfinite(runs["loss"])]
+    keys = [k for k in _POINT_KEYS if k in ok.columns and ok[k].notna().all()]
+    return ok.groupby(keys)["loss"].agg(["mean", "std", "count"]).reset_index()
+
+
+def summarize_transfer(
+    plan: TransferPlan, sweep_runs: pd.DataFrame, transfer_runs: pd.DataFrame
+) -> TransferResult:
+    """Compare the trained points with everything trained in the held-out cell."""
+    held = plan.holdout
+    cell_runs = pd.concat(
+        [sweep_runs[sweep_runs["cell"] == held.name], transfer_runs], ignore_index=True
+    )
+    points = _point_losses(cell_runs)
+    if points.empty:
+        raise FitError(f"no completed run in {held.name}")
+    best_row = points.loc[points["mean"].idxmin()]
+    best = float(best_row["mean"])
+    lrs_trained = np.unique(np.log2(points["lr"].to_numpy(dtype=float)))
+    grid_step = float(np.median(np.diff(lrs_trained))) if len(lrs_trained) > 1 else None
+    measured, measured_ci = _measured_optimum(cell_runs, held.name)
+    losses, sds, notes = _trained_losses(plan.lrs, transfer_runs)
+
+    def regret(name: str) -> float | None:
+        return 100.0 * (losses[name] - best) / best if name in losses else None
+
+    seeds = int(transfer_runs["seed"].nunique()) if "seed" in transfer_runs else 1
+    regret_se = None
+    if "law" in losses and seeds > 1 and best_row["count"] > 1:
+        var = sds["law"] ** 2 / seeds + float(best_row["std"]) ** 2 / float(best_row["count"])
+        regret_se = 100.0 * math.sqrt(var) / best
+    vs_opt = None
+    if "measured_optimum" in losses and "law" in losses:
+        vs_opt = 100.0 * (losses["law"] - losses["measured_optimum"]) / losses["measured_optimum"]
+    baselines = {
+        name: {
+            "lr": plan.lrs[name],
+            "regret_pct": regret(name),
+            "log2_error": math.log2(plan.lrs[name] / measured),
+        }
+        for name in BASELINES
+        if name in plan.lrs
+    }
+    pred, point = plan.predicted_lr, plan.predicted_lr_point
+    return TransferResult(
+        sweep=plan.sweep,
+        holdout_cell=held.name,
+        fit_cells=plan.fit_cells,
+        extrapolation=dict(plan.extrapolation),
+        predicted_lr=pred,
+        predicted_lr_point=point,
+        predicted_lr_interval=plan.law.interval(held.scale()),
+        measured_lr=measured,
+        measured_lr_ci=measured_ci,
+        ratio=pred / measured,
+        log2_error=math.log2(pred / measured),
+        log2_error_point=math.log2(point / measured),
+        best_swept_loss=best,
+        losses=losses,
+        loss_sd=sds,
+        lrs=dict(plan.lrs),
+        regret_pct=regret("law"),  # type: ignore[arg-type]
+        regret_point_pct=regret("law_point" if "law_point" in losses else "law"),  # type: ignore[arg-type]
+        baselines=baselines,
+        baseline_regret_pct=regret("smallest_cell"),
+        published_regret_pct=regret("steplaw"),
+        regret_vs_optimum_pct=vs_opt,
+        regret_se_pct=regret_se,
+        grid_step_log2=grid_step,
+        seeds=seeds,
+        law_exponents=dict(getattr(plan.law, "exponents", {})),
+        law_cells=int(getattr(plan.law, "n_cells", len(plan.fit_cells))),
+        law=plan.law,
+        notes=tuple(notes),
+    )
+
+
+def _measured_optimum(
+    cell_runs: pd.DataFrame, cell: str
+) -> tuple[float, tuple[float, float] | None]:
+    """The held-out cell's optimum from every run in it (parabola, edges kept: the grid around
+    the prediction is what bounds it)."""
+    runs = cell_runs.assign(cell=cell)
+    (opt,) = estimate_optima(runs, method="parabola", n_boot=100, keep_edge=True, min_runs=2)
+    if opt.lr is None:
+        raise FitError(f"{cell}: no optimum can be measured ({opt.reason})")
+    return float(opt.lr), opt.lr_ci
+
+
+def _trained_losses(
+    lrs: Mapping[str, float], transfer_runs: pd.DataFrame
+) -> tuple[dict[str, float], dict[str, float], list[str]]:
+    """Mean and sd over seeds of the loss (nats) trained at each planned LR (point name → LR),
+    and a note per point that diverged (its mean loss is then that of the diverged runs)."""
+    trained = _point_losses(transfer_runs)
+    losses: dict[str, float] = {}
+    sds: dict[str, float] = {}
+    notes: list[str] = []
+    for name, lr in lrs.items():
+        row = (
+            trained.iloc[(np.abs(np.log(trained["lr"] / lr))).argsort()[:1]]
+            if len(trained)
+            else trained
+        )
+        if row.empty or abs(math.log(float(row["lr"].iloc[0]) / lr)) > _SAME:
+            div = transfer_runs[
+                np.isclose(transfer_runs["lr"], lr, rtol=_SAME) & transfer_runs["diverged"]
+            ]
+            if len(div):
+                notes.append(f"{name}: diverged at lr {lr:.3g}")
+                losses[name] = float(div["loss"].mean())
+                sds[name] = 0.0
+                continue
+            raise FitError(f"no completed transfer run at the {name} LR {lr:.3g}")
+        losses[name] = float(row["mean"].iloc[0])
+        sds[name] = float(row["std"].iloc[0]) if row["count"].iloc[0] > 1 else 0.0
+    return losses, sds, notes
+
+
+def next_grid_step(plan: TransferPlan, cell_runs: pd.DataFrame) -> int | None:
+    """The grid step (k sqrt(2) steps from the point estimate) to train next so that the best
+    point of the held-out cell gets a trained neighbour on its open side; None when it has one on
+    both sides (a diverged run counts above), or when the next step would leave the 3-octave cap."""
+    points = _point_losses(cell_runs)
+    if points.empty:
+        return None
+    best_lr = float(points.loc[points["mean"].idxmin(), "lr"])
+    lrs = points["lr"].to_numpy(dtype=float)
+    div = cell_runs.loc[cell_runs["diverged"].astype(bool), "lr"].to_numpy(dtype=float)
+    reach = GRID_STEP * 1.01
+    below = bool(np.any((lrs < best_lr * (1 - _SAME)) & (lrs >= best_lr / reach)))
+    above = bool(
+        np.any((lrs > best_lr * (1 + _SAME)) & (lrs <= best_lr * reach))
+        or np.any((div > best_lr * (1 + _SAME)) & (div <= best_lr * reach))
+    )
+    if below and above:
+        return None
+    center = plan.predicted_lr_point
+    k_best = round(math.log(best_lr / center) / math.log(GRID_STEP))
+    k = k_best - 1 if not below else k_best + 1
+    if abs(k) * 0.5 > GRID_CAP_OCTAVES or _grid_name(k) in plan.lrs:
+        return None
+    return k
+
+
+# ---- running -----------------------------------------------------------------------------------
+def transfer_sweep_name(sweep: str, cell: str, fit_cells: str | None = None) -> str:
+    """The one-cell sweep that holds the check of ``cell`` from the fit set ``fit_cells`` (a
+    filter expression; None: every other cell). Each fit set has its own: a check from another
+    fit set plans other LRs, and must not start over the trained evidence of this one."""
+    name = f"{sweep}.transfer.{cell}"
+    if not fit_cells:
+        return name
+    slug = "".join(fit_cells.split())
+    for op, word in (("<=", "-le-"), (">=", "-ge-"), ("==", "-eq-"), ("<", "-lt-"), (">", "-gt-")):
+        slug = slug.replace(op, word)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", slug.replace("=", "-eq-").replace(",", "_"))
+    return f"{name}.fit-{slug}"
+
+
+def run_transfer(
+    sw: Sweep,
+    *,
+    holdout: str = "largest",
+    fit_cells: str | None = None,
+    seeds: int = 2,
+    method: str = "parabola",
+    max_concurrent: int | None = None,
+    progress: bool = True,
+    verbose: int = 0,
+    max_rounds: int = 8,
+) -> TransferResult:
+    """Plan, train the held-out cell at the planned LRs (``seeds`` seeds each), extend the grid
+    until the best point is bracketed (at most ``max_rounds`` launches), summarize and store."""
+    from sweeper.fitting.provenance import sweep_conventions
+    from sweeper.report.holdout import cell_filter
+    from sweeper.study.sweep_runs import load_sweep_runs
+
+    if seeds < 1:
+        raise SweeperError(f"--seeds must be at least 1, got {seeds}")
+    if sw.spec is None:
+        why = sw.spec_error or (
+            "it was imported without its study (sweeper import FILE --study TOML stores it)"
+        )
+        raise SweeperError(f"cannot train a held-out cell of sweep {sw.name!r}: {why}")
+    runs = sw.runs()
+    plan = plan_transfer(
+        runs,
+        sweep=sw.name,
+        holdout=holdout,
+        fit_cells=cell_filter(fit_cells) if fit_cells else None,
+        spec=sw.spec,
+        method=method,
+        conventions=sweep_conventions(sw),
+    )
+    name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells)
+    best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
+    for launch in range(1, max_rounds + 1):
+        plan = replace(plan, lrs={k: float(f"{v:.6g}") for k, v in plan.lrs.items()})
+        _train_points(sw, plan, name, seeds, best, max_concurrent, progress, verbose)
+        trained = load_sweep_runs(name, sw.url)
+        plan = plan.with_trained(trained["lr"].dropna().unique().tolist())
+        cell_runs = pd.concat([runs[runs["cell"] == plan.holdout.name], trained])
+        k = next_grid_step(plan, cell_runs)
+        if k is None or launch == max_rounds:  # (never plan a point that will not be trained)
+            break
+        plan = plan.with_grid((k,))
+    result = summarize_transfer(plan, runs, trained)
+    _store_result(name, sw.url, result)
+    return result
+
+
+def _train_points(
+    sw: Sweep,
+    plan: TransferPlan,
+    name: str,
+    seeds: int,
+    best: Mapping[str, Any],
+    max_concurrent: int | None,
+    progress: bool,
+    verbose: int,
+) -> None:
+    """Launch (or resume) the check's one-cell sweep so that every LR of ``plan`` is trained."""
+    from sweeper.run.launch import launch_study
+    from sweeper.study.sweep import open_sweep
+
+    assert sw.spec is not None
+    tspec = _transfer_spec(sw.spec, plan, name, seeds, best)
+    (cs,) = open_sweep(tspec, sw.url, force_new=_changed(tspec, sw.url))
+    asked = {round(float(t.params["lr"]), 12) for t in cs.study.trials if "lr" in t.params}
+    waiting = {round(float(t.system_attrs.get("fixed_params", {}).get("lr", -1)), 12)
+               for t in cs.study.trials if not t.params}  # fmt: skip
+    for lr in sorted(set(plan.lrs.values())):
+        key = round(lr, 12)
+        if key not in asked and key not in waiting:
+            cs.study.enqueue_trial({"lr": lr, "batch_size": plan.holdout.batch_size})
+    launch_study(
+        tspec, url=sw.url, max_concurrent=max_concurrent, progress=progress, verbose=verbose
+    )
+
+
+def _changed(tspec: StudySpec, url: str) -> bool:
+    """Whether the check's sweep exists from another study (another grid): it is started over."""
+    from sweeper.study.study_toml import spec_hash
+
+    existing = storage.get_sweep(tspec.name, url)
+    return existing is not None and existing.get("spec_hash") != spec_hash(tspec)
+
+
+def _best_params(runs: pd.DataFrame, cell: str) -> dict[str, Any]:
+    """The searched values (besides the LR) of the best completed run of ``cell``, read from the
+    runs table (so that an imported sweep with its study works like a launched one)."""
+    done = runs[(runs["cell"] == cell) & (runs["state"] == "COMPLETE") & ~runs["diverged"]]
+    done = done[np.isfinite(done["loss"].astype(float))]
+    if done.empty:
+        return {}
+    best = done.loc[done["loss"].astype(float).idxmin()]
+    return {
+        hp: float(best[hp])
+        for hp in ("warmup", "weight_decay", "beta2")
+        if hp in best.index and pd.notna(best[hp])
+    }
+
+
+def _candidates(plan: TransferPlan) -> list[float]:
+    """Every LR the check may train: the planned points and the whole sqrt(2) grid within the
+    cap (a grid sampler needs them all up front; only the queued ones are asked)."""
+    center = plan.predicted_lr_point
+    n = int(GRID_CAP_OCTAVES * 2)
+    grid = [float(f"{center * GRID_STEP**k:.6g}") for k in range(-n, n + 1)]
+    return sorted({*grid, *plan.lrs.values()})
+
+
+def _transfer_spec(
+    spec: StudySpec, plan: TransferPlan, name: str, seeds: int, best: Mapping[str, Any]
+) -> StudySpec:
+    """The one-cell study that trains the held-out cell at the planned LRs (a grid sampler over
+    every candidate LR; the planned ones are queued and ``trials_per_cell`` counts them), ``seeds``
+    seeds each, the batch and the other searched hyperparameters fixed (at the cell's best trial in
+    the sweep: the law only predicts the LR)."""
+    from sweeper.study.spec import CellSpec, LadderSpec, ParamSpec, PrunerSpec, SamplerSpec
+
+    held = plan.holdout
+    search = replace(
+        spec.search,
+        lr=ParamSpec.grid(_candidates(plan)),
+        batch_size=ParamSpec.fixed(held.batch_size, integer=True),
+    )
+    for hp in ("warmup", "weight_decay", "beta2"):
+        p = getattr(search, hp)
+        if p is not None and not p.is_fixed:
+            if hp not in best:
+                raise SweeperError(
+                    f"--holdout {held.name}: the sweep searched {hp}; hold out one of its cells"
+                )
+            search = replace(search, **{hp: ParamSpec.fixed(float(best[hp]))})
+    return replace(
+        spec,
+        sweep=replace(
+            spec.sweep,
+            name=name,
+            trials_per_cell=len(set(plan.lrs.values())),
+            seeds_per_point=seeds,
+            description=f"transfer check of {plan.sweep} on {held.name}",
+        ),
+        ladder=LadderSpec(
+            cells=(CellSpec(width=held.width, depth=held.depth, tokens=int(held.tokens)),)
+        ),
+        search=search,
+        sampler=SamplerSpec(kind="grid", seed=0),
+        pruner=PrunerSpec(),  # divergence only: every point must finish
+    )
+
+
+def _store_result(name: str, url: str | None, result: TransferResult) -> None:
+    """Record ``result`` in the meta of the transfer sweep ``name``."""
+    import json
+
+    import sqlalchemy as sa
+
+    row = storage.get_sweep(name, url)
+    meta = dict(row["meta"]) if row else {}
+    meta["transfer_result"] = result.to_dict()
+    with storage.transaction(url) as conn:
+        conn.execute(
+            sa.update(storage.sweeps_table)
+            .where(storage.sweeps_table.c.name == name)
+            .values(meta_json=json.dumps(meta))
+        )
+
+
+def stored_transfer(sweep: str, url: str | None = None) -> dict[str, Any] | None:
+    """The transfer result stored last for ``sweep`` (of any held-out cell), or None."""
+    prefix = f"{sweep}.transfer."
+    rows = [r for r in storage.list_sweeps(url) if r["name"].startswith(prefix)]
+    results = [r["meta"]["transfer_result"] for r in rows if r["meta"].get("transfer_result")]
+    return dict(results[-1]) if results else None

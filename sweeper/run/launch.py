@@ -1,0 +1,613 @@
+"""``sweeper launch``: one Ray Tune run over every cell of a study, Optuna choosing the trials.
+
+Ray Tune executes the runs (:mod:`sweeper.run` is the only package of Sweeper that imports ray); a searcher of our own
+(:class:`CellSearcher`) routes each Ray trial to its cell's Optuna study with ask/tell, interleaving
+the cells and capping the trials pending per cell (TPE and GP degrade into random search when they
+ask for many points before seeing results; TPE also runs with ``constant_liar``). Everything is
+recorded in the storage by the driver only (one writer, so SQLite is safe); workers just train.
+
+One Ray trial is one training run: an (Optuna trial, seed) pair. An Optuna trial is told when all
+its seeds have finished: COMPLETE with the mean final validation loss (diverged runs included, with
+``diverged`` set: the fit uses them as range bounds), PRUNED when Ray's ASHA stopped one of its
+runs, FAIL when a run still crashed after ``max_failures`` retries (with the grid sampler, a FAIL
+point is queued to be asked again, since the grid would not revisit it). Per-seed results are kept
+in the trial's ``runs`` user attribute (see :mod:`sweeper.study.sweep`).
+
+Relaunching the same study resumes it: the target counts COMPLETE + PRUNED trials, RUNNING trials
+of a killed driver are closed as FAIL and their points asked again, and nothing else is re-run.
+
+One driver per sweep (:mod:`sweeper.study.lease`): the launch holds the sweep's lease, and every
+write it makes goes through a :class:`~sweeper.study.sweep.FencedStorage` of that lease, so a
+driver whose lease was taken over writes nothing more; it then stops its trials (a Tune stopper)
+and :func:`launch_study` raises :class:`~sweeper.study.lease.LeaseLost` saying why.
+
+A local launch keeps Ray on the loopback interface (see :func:`_start_ray`); ``address`` joins a
+running cluster (``ray start``; docs/CLUSTER.md), where only the driver touches the storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray import tune
+from ray.tune.schedulers import TrialScheduler
+
+from sweeper.errors import StudyError, SweeperError
+from sweeper.run.asha import PerCellASHA
+from sweeper.run.progress import Progress
+from sweeper.run.searcher import CellSearcher
+from sweeper.run.trainable import METRIC, trainable_for
+from sweeper.study import storage as st
+from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
+from sweeper.study.samplers import reconcile
+from sweeper.study.spec import StudySpec, check_spec
+from sweeper.study.sweep import CellCounts, FencedStorage, cell_counts, open_sweep
+
+__all__ = [
+    "USER_CODE_FIELDS",
+    "CellSearcher",
+    "LaunchSummary",
+    "RayConnectError",
+    "launch_study",
+    "resolve_storage",
+    "runtime_env_for",
+    "usable_cores",
+    "user_code_refs",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    """What one launch did. ``cells`` are the counts after the launch; ``runs_this_launch`` counts
+    training runs (Ray trials) that finished or failed in this launch, ``points_this_launch`` the
+    Optuna trials told; ``reconciled`` the stale RUNNING trials closed at the start."""
+
+    sweep: str
+    url: str
+    cells: tuple[CellCounts, ...]
+    wall_s: float
+    runs_this_launch: int
+    points_this_launch: int
+    reconciled: int
+    max_concurrent: int
+    #: why a law-sampler study's plan stopped ("" for other samplers, or while it goes on)
+    plan_stop: str = ""
+
+    @property
+    def done(self) -> bool:
+        """Every cell reached its target, or (law sampler) the plan stopped: its cells' trial
+        counts are only caps."""
+        return bool(self.plan_stop) or all(c.done for c in self.cells)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (``taskset``/cgroup affinity), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def resolve_storage(spec: StudySpec, url: str | None = None) -> str:
+    """The storage of a launch: ``url``, else ``$SWEEPER_STORAGE``, else the study's ``storage``,
+    else ``sqlite:///sweeper.db`` (the environment wins over the file so that one study file can
+    be run against several databases)."""
+    return url or os.environ.get("SWEEPER_STORAGE") or spec.sweep.storage or st.DEFAULT_URL
+
+
+class _RetryCounter(tune.Callback):
+    """Tells the searcher when Ray retries a crashed run (the searcher itself is not told)."""
+
+    def __init__(self, searcher: CellSearcher) -> None:
+        self.searcher = searcher
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's state, never restored
+        return {}
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.searcher.note_retry(trial.trial_id, _error_line(trial))
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.searcher.note_error(trial.trial_id, _error_line(trial))
+
+
+def _error_line(trial: Any) -> str:
+    """The last line of the trial's error (the exception), for the trial's user attributes."""
+    text = ""
+    try:
+        path = trial.error_file
+        if path and os.path.exists(path):
+            with open(path) as f:
+                text = f.read()
+    except (OSError, AttributeError):
+        pass
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else "error"
+
+
+class _LeaseStopper(tune.Stopper):
+    """Stops every trial once the launch's lease is lost (Tune checks ``stop_all`` each step)."""
+
+    def __init__(self, held: HeldLease) -> None:
+        self.held: HeldLease | None = held
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's state, never restored
+        return {"held": None}
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.held is not None and self.held.lost.is_set()
+
+
+# ---- user code on the workers ------------------------------------------------------------------
+#: the study fields that name the user's own code as ``"module:attribute"`` (a model builder, a
+#: training function): :func:`runtime_env_for` ships those modules to every worker
+USER_CODE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("model", "builder"),
+    ("model", "param_roles"),
+    ("train", "function"),
+)
+_REF = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][\w.]*$")
+
+
+def user_code_refs(spec: StudySpec) -> list[str]:
+    """The ``"module:attribute"`` references to user code the study holds (:data:`USER_CODE_FIELDS`
+    that exist and are set)."""
+    refs = []
+    for section, name in USER_CODE_FIELDS:
+        part = getattr(spec, section, None)
+        value = getattr(part, name, None) if part is not None else None
+        if isinstance(value, str) and _REF.match(value.strip()):
+            refs.append(value.strip())
+    return refs
+
+
+def _shippable(origin: str) -> bool:
+    """Whether a module found at ``origin`` is the user's own (not installed, not Sweeper's)."""
+    path = Path(origin).resolve()
+    if any(part in ("site-packages", "dist-packages") for part in path.parts):
+        return False
+    base = Path(sys.base_prefix).resolve()
+    if base in path.parents:
+        return False
+    own = Path(__file__).resolve().parents[2]  # the checkout holding sweeper/ and proxy_models/
+    return not any(
+        (own / pkg) == path or (own / pkg) in path.parents for pkg in ("sweeper", "proxy_models")
+    )
+
+
+def runtime_env_for(refs: list[str], search: list[str] | None = None) -> dict[str, Any]:
+    """Ray's ``runtime_env`` that makes the user's modules named in ``refs`` importable on every
+    worker, on any node: each top-level module (a package directory or a single ``.py`` file)
+    found locally, in ``search`` (the study's folder, the working directory) or on ``sys.path``,
+    goes to ``py_modules`` (Ray uploads it once per job and unpacks it on each node). Installed
+    modules are left out: they must be installed on the workers, like Sweeper itself. A module
+    that cannot be found locally is a StudyError."""
+    modules: list[str] = []
+    missing: list[str] = []
+    for ref in refs:
+        top = ref.split(":", 1)[0].split(".", 1)[0]
+        found = None
+        for d in search or []:
+            for cand in (Path(d) / top, Path(d) / f"{top}.py"):
+                if (cand.is_dir() and (cand / "__init__.py").exists()) or cand.is_file():
+                    found = str(cand.resolve())
+                    break
+            if found:
+                break
+        if found is None:
+            try:
+                found_spec = importlib.util.find_spec(top)
+            except (ImportError, ValueError):
+                found_spec = None
+            if found_spec is None:
+                missing.append(ref)
+                continue
+            if found_spec.submodule_search_locations:
+                found = str(Path(next(iter(found_spec.submodule_search_locations))).resolve())
+            elif found_spec.origin and found_spec.origin not in ("built-in", "frozen"):
+                found = str(Path(found_spec.origin).resolve())
+            if found is None or not _shippable(found):
+                continue
+        if found not in modules:
+            modules.append(found)
+    if missing:
+        raise StudyError(
+            [
+                f"{r}: module not found here (looked in {', '.join(search or [])} and sys.path)"
+                for r in missing
+            ]
+        )
+    return {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"]} if modules else {}
+
+
+# ---- launch ------------------------------------------------------------------------------------
+def _quiet_ray(verbose: int) -> None:
+    level = logging.INFO if verbose > 1 else logging.WARNING if verbose else logging.ERROR
+    for name in ("ray", "ray.tune", "ray.train", "ray.air"):
+        logging.getLogger(name).setLevel(level)
+    # Tune looks for per-trial result files when fit() returns; the storage is the record, so
+    # there are none, and it would say so once per trial
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    if not verbose:
+        warnings.filterwarnings("ignore", module=r"ray(\..*)?")
+
+
+def _data_source(spec: StudySpec) -> str:
+    data = spec.sweep.data
+    if data == "builtin":
+        return data
+    path = os.path.abspath(os.path.expanduser(data))
+    if not os.path.exists(path):
+        raise StudyError(f"sweep.data: {data!r} not found", path=spec.source)
+    return path
+
+
+def _capacity(spec: StudySpec) -> int:
+    """How many trials the Ray cluster can run at once with the study's resources per trial."""
+    res = ray.cluster_resources()
+    r = spec.resources
+    n = math.floor(res.get("CPU", 0.0) / r.cpu + 1e-9) if r.cpu > 0 else 1_000_000
+    if r.gpu > 0:
+        n = min(n, math.floor(res.get("GPU", 0.0) / r.gpu + 1e-9))
+    if n < 1:
+        raise StudyError(
+            f"resources: the Ray cluster ({res.get('CPU', 0):g} CPU, {res.get('GPU', 0):g} GPU) "
+            f"cannot fit one trial of {r.cpu:g} CPU and {r.gpu:g} GPU",
+            path=spec.source,
+        )
+    return n
+
+
+def launch_study(
+    spec: StudySpec,
+    *,
+    url: str | None = None,
+    address: str | None = None,
+    max_concurrent: int | None = None,
+    force_new: bool = False,
+    verbose: int = 0,
+    progress: bool = True,
+    takeover: bool = False,
+) -> LaunchSummary:
+    """Run (or resume) the sweep of ``spec`` until every cell has its target number of trials.
+
+    ``url``: storage (see :func:`resolve_storage`). ``address``: join that Ray cluster instead of
+    starting a local one (one CPU per usable core, no dashboard). ``max_concurrent``: live
+    trials at most (default: the study's, else what the cluster fits). ``force_new``: replace a
+    sweep of the same name launched from a different study. ``progress``: per-cell progress on
+    stdout. ``takeover``: take the sweep from a driver that holds its lease (see
+    :mod:`sweeper.study.lease`; refused while that driver's process is alive on this host).
+    Raises StudyError / StorageError on bad input, LeaseHeld while another live driver runs the
+    sweep, RayConnectError when the cluster at ``address`` cannot be joined, LeaseLost when
+    another driver took the sweep over during the launch (its trials are stopped first); Ray is
+    shut down afterwards if this call started it.
+    """
+    t0 = time.perf_counter()
+    problems = check_spec(spec)
+    if problems:
+        raise StudyError(problems, path=spec.source)
+    url = resolve_storage(spec, url)
+    data = _data_source(spec)
+    # one driver per sweep: reconcile below closes the RUNNING trials it finds, which is right only
+    # when their driver is gone
+    runtime_env = runtime_env_for(user_code_refs(spec), _search_dirs(spec))
+    with sweep_lease(spec.name, url, takeover=takeover) as held:
+        return _launch_held(
+            spec,
+            held=held,
+            runtime_env=runtime_env,
+            url=url,
+            data=data,
+            address=address,
+            max_concurrent=max_concurrent,
+            force_new=force_new,
+            verbose=verbose,
+            progress=progress,
+            t0=t0,
+        )
+
+
+def _search_dirs(spec: StudySpec) -> list[str]:
+    dirs = []
+    if spec.source and os.path.exists(str(spec.source)):
+        dirs.append(str(Path(str(spec.source)).resolve().parent))
+    dirs.append(os.getcwd())
+    return dirs
+
+
+class RayConnectError(SweeperError):
+    """The Ray cluster at ``--address`` cannot be joined."""
+
+
+#: environment variables that hold secrets: kept from the Ray processes a local launch starts
+#: (workers never touch the storage; only the driver does)
+_SECRET_ENV = ("SWEEPER_STORAGE", "PGPASSWORD", "SWEEPER_TEST_POSTGRES")
+
+
+@contextlib.contextmanager
+def _ray_start_env(local: bool) -> Iterator[None]:
+    """While Ray starts: no secrets in the environment its processes inherit, its job entrypoint
+    recorded without secrets (Ray stores the driver's command line in its job table), and, for a
+    local Ray, every Ray process bound to the loopback interface.
+
+    Ray binds its servers to 127.0.0.1 only when the node's address is 127.0.0.1, and it turns
+    127.0.0.1 into the machine's outward address unless clusters are disabled
+    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read when Ray is imported, hence the constant is
+    set too). The runtime-env agent listens on the node's address, so loopback as well."""
+    import ray._private.ray_constants as rc
+    import ray._private.utils as ru
+
+    from sweeper.study.storage import redact
+
+    saved_env = {k: os.environ.pop(k) for k in _SECRET_ENV if k in os.environ}
+    saved_entry = ru.get_entrypoint_name
+    saved_cluster = rc.ENABLE_RAY_CLUSTER
+    saved_flag = os.environ.get(rc.ENABLE_RAY_CLUSTERS_ENV_VAR)
+    ru.get_entrypoint_name = lambda: redact(saved_entry())
+    if local:
+        rc.ENABLE_RAY_CLUSTER = False
+        os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    try:
+        yield
+    finally:
+        os.environ.update(saved_env)
+        ru.get_entrypoint_name = saved_entry
+        rc.ENABLE_RAY_CLUSTER = saved_cluster
+        if saved_flag is None:
+            os.environ.pop(rc.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+        else:
+            os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR] = saved_flag
+
+
+def _loopback(address: str) -> bool:
+    """Whether ``address`` (``host:port``, or ``ray://``...) names this machine's loopback: a
+    cluster on one machine, whose head listens on 127.0.0.1 only; Ray would otherwise turn
+    127.0.0.1 into the machine's outward address and miss it."""
+    import ipaddress
+
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _connect_hint(address: str, e: BaseException) -> str:
+    auth = os.environ.get("RAY_AUTH_MODE", "")
+    token_file = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    has_token = bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.exists(token_file)
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    lines = [f"cannot join the Ray cluster at {address!r}: {type(e).__name__}: {first}"]
+    if auth.lower() != "token" or not has_token:
+        lines.append(
+            "the likely cause: the cluster uses token authentication (the default of `ray "
+            f"start` since Ray 2.5x) and this driver has no token (RAY_AUTH_MODE="
+            f"{auth or 'unset'}, token file {token_file} "
+            f"{'exists' if os.path.exists(token_file) else 'missing'}); fix: set "
+            "RAY_AUTH_MODE=token and give this driver the cluster's token (copy the head's "
+            "~/.ray/auth_token here, or set RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
+        )
+    else:
+        lines.append(
+            "the token is set: check that it is the head's (~/.ray/auth_token there), that "
+            f"{address} is the head's GCS address (`ray status --address {address}`), and "
+            "that this machine can reach it"
+        )
+    lines.append("see docs/CLUSTER.md")
+    return "\n".join(lines)
+
+
+def _start_ray(
+    address: str | None, verbose: int, t0: float, runtime_env: dict[str, Any] | None = None
+) -> bool:
+    """Join the cluster at ``address``, or start a local Ray of its own (one CPU per usable core,
+    no dashboard, bound to 127.0.0.1), unless Ray is already up in this process; True when this
+    call started it."""
+    if ray.is_initialized():
+        return False
+    log_level = logging.INFO if verbose > 1 else logging.WARNING if verbose else logging.ERROR
+    kwargs: dict[str, Any] = {"logging_level": log_level, "log_to_driver": verbose > 0}
+    if runtime_env:
+        kwargs["runtime_env"] = runtime_env
+    with _ray_start_env(local=not address or _loopback(address)):
+        if address:
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, RuntimeError, TimeoutError, ray.exceptions.RayError) as e:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                raise RayConnectError(_connect_hint(address, e)) from None
+        else:
+            ray.init(
+                # "local": a Ray of its own, even when `ray start` left a cluster's address in
+                # Ray's temp dir or RAY_ADDRESS is set (ray.init() would join that cluster)
+                address="local",
+                num_cpus=usable_cores(),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                **kwargs,
+            )
+    logger.info("ray started in %.1f s", time.perf_counter() - t0)
+    return True
+
+
+def _base_config(spec: StudySpec, data: str) -> dict[str, Any]:
+    """What every trial of the study is given besides its cell and point."""
+    r = spec.resources
+    return {
+        "data": data,
+        "threads": max(1, math.floor(r.cpu)),
+        "device": None if r.gpu > 0 else "cpu",
+        "eval_batches": spec.train.eval_batches,
+        "eval_every": None,
+    }
+
+
+def _tuner(
+    spec: StudySpec,
+    searcher: CellSearcher,
+    cells: list[str],
+    ray_dir: str,
+    held: HeldLease | None = None,
+) -> tune.Tuner:
+    """The Tune run: the study's trainable and resources, our searcher, per-cell ASHA when the
+    pruner asks for it, retries of crashed runs, no result files (the storage is the record)."""
+    r = spec.resources
+    scheduler: TrialScheduler | None = None
+    if spec.pruner.kind == "asha":
+        scheduler = PerCellASHA(
+            cells, grace=spec.pruner.grace_fraction, reduction_factor=spec.pruner.reduction_factor
+        )
+    trainable = tune.with_resources(trainable_for(spec), {"cpu": r.cpu, "gpu": r.gpu})
+    return tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            metric=METRIC,
+            mode="min",
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=-1,
+            reuse_actors=True,
+            trial_dirname_creator=lambda t: t.trial_id,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{spec.name}-{int(time.time())}",
+            storage_path=ray_dir,
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=r.max_failures),
+            callbacks=[_RetryCounter(searcher)],
+            stop=_LeaseStopper(held) if held is not None else None,
+            log_to_file=False,
+        ),
+    )
+
+
+def _launch_held(
+    spec: StudySpec,
+    *,
+    held: HeldLease,
+    runtime_env: dict[str, Any],
+    url: str,
+    data: str,
+    address: str | None,
+    max_concurrent: int | None,
+    force_new: bool,
+    verbose: int,
+    progress: bool,
+    t0: float,
+) -> LaunchSummary:
+    """:func:`launch_study` once the sweep's lease is held: every write fenced by it."""
+    storage = st.created(lambda: FencedStorage(url, held))
+    try:
+        return _launch_fenced(
+            spec,
+            held=held,
+            storage=storage,
+            runtime_env=runtime_env,
+            url=url,
+            data=data,
+            address=address,
+            max_concurrent=max_concurrent,
+            force_new=force_new,
+            verbose=verbose,
+            progress=progress,
+            t0=t0,
+        )
+    finally:
+        storage.close()
+
+
+def _launch_fenced(
+    spec: StudySpec,
+    *,
+    held: HeldLease,
+    storage: FencedStorage,
+    runtime_env: dict[str, Any],
+    url: str,
+    data: str,
+    address: str | None,
+    max_concurrent: int | None,
+    force_new: bool,
+    verbose: int,
+    progress: bool,
+    t0: float,
+) -> LaunchSummary:
+    cell_studies = open_sweep(spec, url, force_new=force_new, storage=storage, held=held)
+    reconciled = sum(len(reconcile(cs.study)) for cs in cell_studies)
+    target = spec.trials_per_cell
+
+    def summary(searcher: CellSearcher | None, n_conc: int) -> LaunchSummary:
+        return LaunchSummary(
+            sweep=spec.name,
+            url=url,
+            cells=tuple(cell_counts(cs.study, target, cs.cell.name) for cs in cell_studies),
+            wall_s=time.perf_counter() - t0,
+            runs_this_launch=0 if searcher is None else searcher.runs_done,
+            points_this_launch=0 if searcher is None else searcher.points_told,
+            reconciled=reconciled,
+            max_concurrent=n_conc,
+            plan_stop="" if searcher is None or searcher.law_gave_up else searcher.law_stop,
+        )
+
+    if all(cell_counts(cs.study, target).done for cs in cell_studies):
+        logger.info("sweep %s: every cell has its %d trials; nothing to run", spec.name, target)
+        return summary(None, 0)
+
+    _quiet_ray(verbose)
+    started_ray = False
+    ray_dir = tempfile.mkdtemp(prefix="sweeper-ray-")
+    display: Progress | None = None
+    searcher: CellSearcher | None = None
+    n_conc = 0
+    try:
+        started_ray = _start_ray(address, verbose, t0, runtime_env)
+        n_conc = max_concurrent or spec.resources.max_concurrent or _capacity(spec)
+        names = [cs.cell.name for cs in cell_studies]
+        display = Progress(spec.name, names, live=True) if progress else None
+        searcher = CellSearcher(
+            spec,
+            cell_studies,
+            max_concurrent=n_conc,
+            base_config=_base_config(spec, data),
+            on_progress=display.update if display is not None else None,
+            held=held,
+        )
+        if display is not None:
+            display.start(searcher)
+        t_fit = time.perf_counter()
+        _tuner(spec, searcher, names, ray_dir, held).fit()
+        logger.info("tune ran in %.1f s", time.perf_counter() - t_fit)
+    finally:
+        if display is not None:
+            display.stop()
+        if started_ray:
+            ray.shutdown()
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    if held.lost.is_set():
+        raise LeaseLost(
+            f"{held.why}; this driver stopped its trials and wrote nothing after that "
+            f"({searcher.refused if searcher else 0} write(s) refused)"
+        )
+    return summary(searcher, n_conc)

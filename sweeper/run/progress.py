@@ -1,0 +1,75 @@
+"""The per-cell progress display of a launch: a live table on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweeper.run.searcher import CellSearcher
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """One line per cell (rich Live table on a terminal; plain lines per finished run otherwise)."""
+
+    def __init__(self, sweep: str, cells: list[str], *, live: bool) -> None:
+        from rich.console import Console
+
+        self.console = Console(highlight=False)
+        self.sweep = sweep
+        self.names = cells
+        self.use_live = live and self.console.is_terminal
+        self._live: Any = None
+
+    def start(self, searcher: CellSearcher) -> None:
+        if self.use_live:
+            from rich.live import Live
+
+            self._live = Live(self._table(searcher), console=self.console, refresh_per_second=4)
+            self._live.start()
+        else:
+            for i in range(len(searcher.cells)):
+                self.console.print(self._line(searcher, i))
+
+    def update(self, searcher: CellSearcher, i: int) -> None:
+        if self._live is not None:
+            self._live.update(self._table(searcher))
+        else:
+            self.console.print(self._line(searcher, i))
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _line(self, s: CellSearcher, i: int) -> str:
+        c = s.cells[i]
+        best = (
+            f"best {c.best_loss:.4f} (lr {c.best_lr:.3g}, batch {c.best_batch})"
+            if c.best_loss is not None
+            else "best -"
+        )
+        extra = f", {c.failed} failed" if c.failed else ""
+        extra += f", {c.pruned} pruned" if c.pruned else ""
+        return f"{self.sweep}/{c.cs.cell.name}: {c.finished}/{s.target} done{extra}; {best}"
+
+    def _table(self, s: CellSearcher) -> Any:
+        from rich.table import Table
+
+        t = Table(title=f"sweep {self.sweep}", title_justify="left")
+        t.add_column("cell", no_wrap=True, min_width=max(len(n) for n in self.names))
+        for col in ("done", "running", "failed", "pruned", "best loss", "lr", "batch"):
+            t.add_column(col, justify="right")
+        for c in s.cells:
+            t.add_row(
+                c.cs.cell.name,
+                f"{c.finished}/{s.target}",
+                str(c.running),
+                str(c.failed),
+                str(c.pruned),
+                "-" if c.best_loss is None else f"{c.best_loss:.4f}",
+                "-" if c.best_lr is None else f"{c.best_lr:.3g}",
+                "-" if c.best_batch is None else str(c.best_batch),
+            )
+        return t

@@ -1,0 +1,604 @@
+"""The searcher that routes each Ray trial to its cell's Optuna study with ask/tell."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import TrialState
+from ray.tune.search import Searcher
+
+from sweeper.fitting import allocation
+from sweeper.run.trainable import METRIC
+from sweeper.study.lease import HeldLease, LeaseLost
+from sweeper.study.runs import COLUMNS, normalize_runs
+from sweeper.study.samplers import grid_points_left, requeue_point
+from sweeper.study.space import distributions, hparams_kwargs
+from sweeper.study.spec import StudySpec, law_lrs
+from sweeper.study.sweep import CellStudy, cell_counts
+from sweeper.study.sweep_runs import aggregate_runs
+
+__all__ = ["CellSearcher", "ProgressFn"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Point:
+    """One Optuna trial being evaluated: its seeds still to start, running, and finished."""
+
+    cell: int
+    trial: optuna.Trial
+    to_start: list[int]
+    live: set[str] = field(default_factory=set)
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    failed: bool = False
+    pruned: bool = False
+    retries: int = 0
+    reported: set[int] = field(default_factory=set)  # steps with an intermediate value
+    first_seed: int = 0  # the law sampler's replicate index of its first run (else 0)
+
+
+@dataclass
+class _CellState:
+    cs: CellStudy
+    finished: int  # COMPLETE + PRUNED in the storage
+    complete: int
+    pruned: int
+    failed: int
+    running: int = 0  # Ray trials of this cell alive now
+    open_points: int = 0  # asked, not yet told
+    failed_now: int = 0  # points that failed in this launch
+    grid_spent: bool = False  # grid sampler: every point asked, none queued
+    best_loss: float | None = None
+    best_lr: float | None = None
+    best_batch: int | None = None
+
+
+ProgressFn = Callable[["CellSearcher", int], None]
+
+
+class CellSearcher(Searcher):
+    """Routes Ray trials to the cells' Optuna studies with ask/tell.
+
+    ``suggest`` picks the cell furthest behind its target (finished + open points, relative), so
+    cells progress together and the largest one is not left for the end; it first starts the
+    remaining seeds of open points, caps live Ray trials at ``max_concurrent`` and per cell at
+    ``max_pending_per_cell`` (default: the concurrency spread over the unfinished cells), and
+    returns ``FINISHED`` once every cell has its target or has given up (as many FAIL points in
+    this launch as its target: a crash that repeats should not loop forever; relaunch to retry).
+    ``on_progress(searcher, cell_index)`` is called after every finished run.
+
+    The law sampler (``sampler.kind = "law"``) replaces the choice of cell and point by
+    :func:`sweeper.fitting.allocation.plan`: each new point is planned from the runs table of the
+    stored COMPLETE trials and the open points (pending), with ``k=1``, ``seed=sampler.seed``,
+    ``budget_runs`` and ``stop_lr_interval_ratio``, enqueued in the planned cell's study and then
+    asked (the cell's :class:`~sweeper.study.samplers.PlannedOnlySampler` serves only queued
+    points). Queued points (planned before a driver died, or queued again by ``reconcile``) are
+    asked before anything is planned (and nothing is planned while one waits). Seeds: every point (Optuna trial) runs the study's
+    ``seeds_per_point`` seeds; the planner counts runs, so a point is ``seeds_per_point``
+    replicates, its training seeds are the planner's replicate indices (``first_seed`` = the runs
+    already counted at that (cell, LR), then the next ones; with one seed per point that is the
+    planner's ``Point.seed``), a point is planned only while it fits in the budget (the planner is
+    given ``budget_runs - seeds_per_point + 1``) and at most ``max(3, seeds_per_point)`` runs share
+    an LR. ``suggest`` says FINISHED when the plan stops (budget reached, target-LR interval
+    narrow enough, or no candidate left; ``law_stop`` holds why) and nothing is running. The plan
+    is a function of the stored results only, so a relaunch resumes it.
+
+    ``held``: the launch's lease. Every write goes through a fenced storage
+    (:class:`~sweeper.study.sweep.FencedStorage`); a write refused because the lease was taken
+    over (or made on a trial another driver closed) marks the lease lost and the searcher stops:
+    it writes nothing more, and ``suggest`` says FINISHED (the launch's stopper ends the live
+    trials). Tune is never handed the exception.
+    """
+
+    def __init__(
+        self,
+        spec: StudySpec,
+        cell_studies: list[CellStudy],
+        *,
+        max_concurrent: int,
+        base_config: Mapping[str, Any],
+        on_progress: ProgressFn | None = None,
+        held: HeldLease | None = None,
+    ) -> None:
+        super().__init__(metric=METRIC, mode="min")
+        self.held = held
+        self.spec = spec
+        self.target = spec.trials_per_cell
+        self.seeds = spec.sweep.seeds_per_point
+        self.max_concurrent = max_concurrent
+        self.max_pending = spec.sampler.max_pending_per_cell
+        self.dists = distributions(spec.search)
+        self.base_config = dict(base_config)
+        self.on_progress = on_progress
+        self.cells: list[_CellState] = []
+        for cs in cell_studies:
+            c = cell_counts(cs.study, self.target, cs.cell.name)
+            self.cells.append(
+                _CellState(
+                    cs=cs,
+                    finished=c.finished,
+                    complete=c.complete,
+                    pruned=c.pruned,
+                    failed=c.failed,
+                    best_loss=c.best_loss,
+                    best_lr=c.best_lr,
+                    best_batch=c.best_batch_size,
+                )
+            )
+        self.points: dict[tuple[int, int], _Point] = {}
+        self.by_ray: dict[str, tuple[tuple[int, int], int]] = {}
+        self.failed_runs: dict[str, str] = {}  # Ray trial id -> "cell trial N seed S"
+        self.live = 0
+        self.runs_done = 0
+        self.points_told = 0
+        self.refused = 0  # writes refused after the lease was lost
+        self.law = spec.sampler.kind == "law"
+        self.law_stop = ""  # why the law sampler's plan stopped ("" while it goes on)
+        self.law_gave_up = False  # it stopped on repeated failures, not because the plan ended
+        self._law_cache: tuple[Any, allocation.Plan] | None = None
+
+    # Tune pickles its config (search_alg included) into the experiment folder; the storage is the
+    # record and Tuner.restore is never used, so only a stub is pickled.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_metric": self._metric, "_mode": self._mode}
+
+    def save_to_dir(self, checkpoint_dir: str, session_str: str = "default") -> None:
+        return None
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
+    ) -> bool:
+        return True
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self.max_concurrent = max_concurrent
+        return True
+
+    # ---- the lease ----
+    @property
+    def lost(self) -> bool:
+        """The lease was lost: nothing more is written."""
+        return self.held is not None and self.held.lost.is_set()
+
+    def _refused(self, what: str, e: Exception) -> None:
+        """A write was refused: the lease was taken over, or the trial was closed by another
+        driver. Mark the lease lost when it is no longer ours; otherwise drop the write."""
+        self.refused += 1
+        if self.held is None:
+            raise e
+        try:
+            ours = not isinstance(e, LeaseLost) and self.held.check()
+        except Exception:  # the storage cannot say: keep going, the heartbeat will tell
+            ours = True
+        if not ours:
+            if not self.held.lost.is_set():
+                self.held.mark_lost(str(e))
+            logger.warning("%s refused: %s", what, self.held.why or e)
+            return
+        logger.warning("%s refused (the trial was closed by another process): %s", what, e)
+
+    # ---- choosing ----
+    def _cell_cap(self) -> int:
+        if self.max_pending is not None:
+            return self.max_pending
+        if self.law:  # the plan chooses the cells
+            return self.max_concurrent
+        unfinished = sum(1 for c in self.cells if not self._cell_exhausted(c)) or 1
+        return max(1, math.ceil(self.max_concurrent / unfinished))
+
+    def _cell_exhausted(self, c: _CellState) -> bool:
+        """No more points to ask in this cell (target covered by finished + open, or failing)."""
+        return (
+            c.finished + c.open_points >= self.target or c.failed_now >= self.target or c.grid_spent
+        )
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:  # or Searcher.FINISHED
+        if self.lost:
+            return Searcher.FINISHED  # type: ignore[return-value]
+        if self.live >= self.max_concurrent:
+            return None
+        cap = self._cell_cap()
+        # 1. remaining seeds of open points, oldest first
+        for key, p in self.points.items():
+            if p.to_start and self.cells[p.cell].running < cap:
+                return self._dispatch(trial_id, key, p)
+        if self.law:
+            return self._suggest_law(trial_id, cap)
+        # 2. a new point in the cell furthest behind
+        order = sorted(
+            range(len(self.cells)),
+            key=lambda i: ((self.cells[i].finished + self.cells[i].open_points) / self.target, i),
+        )
+        for i in order:
+            c = self.cells[i]
+            if self._cell_exhausted(c) or c.running >= cap:
+                continue
+            if grid_points_left(c.cs.study) == 0:
+                # asking now would repeat a point (Optuna's grid picks a random visited one)
+                c.grid_spent = True
+                logger.warning(
+                    "%s: every grid point was asked and none is queued, but only %d of %d "
+                    "trials finished; not asking a point twice",
+                    c.cs.cell.name,
+                    c.finished,
+                    self.target,
+                )
+                continue
+            # (every attribute is a storage commit: the cell is in the study's name and attributes)
+            try:
+                trial = c.cs.study.ask(self.dists)
+            except (LeaseLost, UpdateFinishedTrialError) as e:
+                self._refused(f"{c.cs.cell.name}: ask", e)
+                return Searcher.FINISHED if self.lost else None
+            key = (i, trial.number)
+            p = _Point(cell=i, trial=trial, to_start=list(range(self.seeds)))
+            self.points[key] = p
+            c.open_points += 1
+            return self._dispatch(trial_id, key, p)
+        if self.live == 0 and not self.points:
+            return Searcher.FINISHED  # type: ignore[return-value]  # Tune's "no more trials" string
+        return None
+
+    # ---- the law sampler ----
+    def _suggest_law(self, trial_id: str, cap: int) -> dict[str, Any] | None:
+        """A queued point first, else the plan's next point (see the class docstring)."""
+        queued = False
+        for i, c in enumerate(self.cells):
+            if _waiting(c.cs.study):
+                if c.running < cap and c.failed_now < self.target:
+                    return self._ask_law(trial_id, i)
+                queued = True
+        if queued:  # plan nothing while a queued point waits (it would be planned twice)
+            return Searcher.FINISHED if self.live == 0 and not self.points else None  # type: ignore[return-value]
+        plan = self._law_plan()
+        if not plan.points:
+            if plan.stop != self.law_stop:
+                logger.info("%s: the law sampler stops: %s", self.spec.name, plan.stop)
+            self.law_stop = plan.stop
+            if self.live == 0 and not self.points:
+                return Searcher.FINISHED  # type: ignore[return-value]
+            return None
+        self.law_stop = ""
+        pt = plan.points[0]
+        i = next(j for j, c in enumerate(self.cells) if c.cs.cell.name == pt.cell)
+        c = self.cells[i]
+        if c.failed_now >= self.target:
+            self.law_stop = f"{pt.cell}: {c.failed_now} points failed in this launch"
+            self.law_gave_up = True
+            logger.warning("%s: the law sampler stops: %s", self.spec.name, self.law_stop)
+            return Searcher.FINISHED if self.live == 0 and not self.points else None  # type: ignore[return-value]
+        if c.running >= cap:
+            return None  # the planned cell is busy: wait for a result
+        try:
+            c.cs.study.enqueue_trial({"lr": pt.lr}, user_attrs={"law_replicate": pt.seed})
+        except (LeaseLost, UpdateFinishedTrialError) as e:
+            self._refused(f"{c.cs.cell.name}: enqueue", e)
+            return Searcher.FINISHED if self.lost else None  # type: ignore[return-value]
+        return self._ask_law(trial_id, i)
+
+    def _ask_law(self, trial_id: str, i: int) -> dict[str, Any] | None:
+        """Ask the cell's oldest queued point and dispatch its first run."""
+        c = self.cells[i]
+        try:
+            trial = c.cs.study.ask(self.dists)
+        except (LeaseLost, UpdateFinishedTrialError) as e:
+            self._refused(f"{c.cs.cell.name}: ask", e)
+            return Searcher.FINISHED if self.lost else None  # type: ignore[return-value]
+        lr = float(trial.params["lr"])
+        first = self._first_seed(i, lr)
+        key = (i, trial.number)
+        p = _Point(
+            cell=i, trial=trial, to_start=list(range(first, first + self.seeds)), first_seed=first
+        )
+        self.points[key] = p
+        c.open_points += 1
+        return self._dispatch(trial_id, key, p)
+
+    def _first_seed(self, i: int, lr: float) -> int:
+        """The replicate index of a new point's first run at ``lr`` in cell ``i``: the runs
+        there that count for the plan (COMPLETE, or diverged) plus the open points' runs."""
+        c = self.cells[i]
+        n = 0
+        for t in c.cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if _same_lr(t.params.get("lr"), lr):
+                n += max(1, len(t.user_attrs.get("runs") or []))
+        for p in self.points.values():
+            if p.cell == i and _same_lr(p.trial.params.get("lr"), lr):
+                n += self.seeds
+        return n
+
+    def _law_plan(self) -> allocation.Plan:
+        """The plan's next point from the stored results and the open points (cached until a
+        point is told or opened)."""
+        pending: list[tuple[str, float]] = []
+        for p in self.points.values():
+            pending += [(self.cells[p.cell].cs.cell.name, float(p.trial.params["lr"]))] * self.seeds
+        key = (self.points_told, tuple(sorted(pending)))
+        if self._law_cache is not None and self._law_cache[0] == key:
+            return self._law_cache[1]
+        runs = self._law_runs()
+        scales = {
+            c.cs.cell.name: (float(c.cs.cell.n_params), float(c.cs.cell.tokens)) for c in self.cells
+        }
+        costs = allocation.cell_costs(runs, scales)
+        lrs = law_lrs(self.spec.search)
+        cells = sorted(
+            (allocation.CellPlan(n, s[0], s[1], lrs, costs[n]) for n, s in scales.items()),
+            key=lambda p: (p.cost, p.n_params, p.cell),
+        )
+        target = allocation.default_target(cells)
+        t = self.spec.target
+        if t is not None and t.params is not None:
+            target["n_params"] = float(t.params)
+        if t is not None and t.tokens is not None:
+            target["tokens"] = float(t.tokens)
+        sm = self.spec.sampler
+        assert sm.budget_runs is not None
+        plan = allocation.plan(
+            runs,
+            cells,
+            k=1,
+            seed=sm.seed,
+            budget_runs=sm.budget_runs - self.seeds + 1,
+            pending=pending,
+            target=target,
+            stop_lr_interval_ratio=sm.stop_lr_interval_ratio,
+            max_seeds=max(3, self.seeds),
+        )
+        self._law_cache = (key, plan)
+        return plan
+
+    def _law_runs(self) -> pd.DataFrame:
+        """The runs table of the stored COMPLETE trials (one row per seed), in a fixed order."""
+        rows: list[dict[str, Any]] = []
+        for c in self.cells:
+            cell = c.cs.cell
+            for t in c.cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+                base = {
+                    "cell": cell.name,
+                    "width": cell.width,
+                    "depth": cell.depth,
+                    "n_params": cell.n_params,
+                    "tokens": cell.tokens,
+                    "lr": t.params.get("lr"),
+                    "batch_size": t.params.get("batch_size"),
+                    "seq_len": cell.context,
+                    "state": t.state.name,
+                }
+                runs = t.user_attrs.get("runs") or [
+                    {
+                        "loss": t.value,
+                        "diverged": t.user_attrs.get("diverged", False),
+                        "wall_s": t.user_attrs.get("wall_s"),
+                    }
+                ]
+                for r in runs:
+                    loss = r.get("loss")
+                    rows.append(
+                        {
+                            **base,
+                            "loss": math.nan if loss is None else float(loss),
+                            "diverged": bool(r.get("diverged", False)),
+                            "seed": r.get("seed"),
+                            "wall_s": r.get("wall_s"),
+                        }
+                    )
+        df = pd.DataFrame(rows) if rows else pd.DataFrame({k: [] for k in COLUMNS})
+        return normalize_runs(df)
+
+    def _dispatch(self, ray_id: str, key: tuple[int, int], p: _Point) -> dict[str, Any]:
+        seed = p.to_start.pop(0)
+        c = self.cells[p.cell]
+        cell = c.cs.cell
+        params = dict(p.trial.params)
+        p.live.add(ray_id)
+        self.by_ray[ray_id] = (key, seed)
+        self.live += 1
+        c.running += 1
+        return {
+            **self.base_config,
+            "cell": cell.name,
+            "trial_number": p.trial.number,
+            "seed": seed,
+            "params": params,
+            "model": cell.proxy_config_kwargs(),
+            "hparams": hparams_kwargs(self.spec, params),
+            "tokens": cell.tokens,
+        }
+
+    # ---- results ----
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        entry = self.by_ray.get(trial_id)
+        if entry is None or result.get("final") or METRIC not in result or self.lost:
+            return
+        p = self.points[entry[0]]
+        try:
+            self._report(p, entry[1], result)
+        except (LeaseLost, UpdateFinishedTrialError) as e:
+            self._refused(f"trial {p.trial.number}: report", e)
+
+    @staticmethod
+    def _report(p: _Point, seed: int, result: Mapping[str, Any]) -> None:
+        """An intermediate validation loss as the Optuna trial's intermediate value (seed 0's:
+        Optuna keeps one value per step)."""
+        step = int(result.get("step", result.get("training_iteration", 0)))
+        value = result.get(METRIC)
+        if seed != p.first_seed or step in p.reported or value is None or not math.isfinite(value):
+            return
+        p.reported.add(step)
+        p.trial.report(float(value), step)
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        entry = self.by_ray.pop(trial_id, None)
+        if entry is None:
+            return
+        if self.lost:  # stopped because the lease was lost: nothing may be written
+            self.live -= 1
+            return
+        key, seed = entry
+        p = self.points[key]
+        c = self.cells[p.cell]
+        p.live.discard(trial_id)
+        self.live -= 1
+        c.running -= 1
+        if error:
+            p.failed = True
+            p.to_start.clear()
+            self.failed_runs[trial_id] = f"{c.cs.cell.name} trial {p.trial.number} seed {seed}"
+        elif result is None:
+            p.to_start.insert(0, seed)  # removed before it started: start it again
+            return
+        else:
+            p.runs[seed] = _run_record(result, seed, trial_id)
+            if not result.get("final"):
+                # Tune does not pass the result that made the scheduler stop the trial to
+                # on_trial_result; it is the pruned trial's last intermediate value
+                try:
+                    self._report(p, seed, result)
+                except (LeaseLost, UpdateFinishedTrialError) as e:
+                    self._refused(f"trial {p.trial.number}: report", e)
+                p.pruned = True
+                p.to_start.clear()
+        self.runs_done += 1
+        if not p.live and not p.to_start and not self.lost:
+            try:
+                self._tell(key, p)
+            except (LeaseLost, UpdateFinishedTrialError, _CannotTell) as e:
+                self._refused(f"{c.cs.cell.name} trial {p.trial.number}: tell", e)
+                if not self.lost:  # closed by someone else: forget the point, never hang
+                    c.open_points -= 1
+                    self.points.pop(key, None)
+        if self.on_progress is not None:
+            self.on_progress(self, p.cell)
+
+    def note_error(self, ray_id: str, error: str) -> None:
+        """A run failed for good (after its retries); its trial is already told FAIL."""
+        where = self.failed_runs.get(ray_id, "a trial")
+        logger.warning(
+            "%s failed after %d retries: %s", where, self.spec.resources.max_failures, error
+        )
+
+    def note_retry(self, ray_id: str, error: str) -> None:
+        """Ray restarts a crashed run (``max_failures``): count it on the Optuna trial."""
+        entry = self.by_ray.get(ray_id)
+        if entry is None or self.lost:
+            return
+        p = self.points[entry[0]]
+        p.retries += 1
+        try:
+            p.trial.set_user_attr("retries", p.retries)
+            p.trial.set_user_attr("last_error", error)
+        except (LeaseLost, UpdateFinishedTrialError) as e:
+            self._refused(f"trial {p.trial.number}: retry count", e)
+            return
+        logger.warning(
+            "%s trial %d: run crashed, retrying (%s)",
+            self.cells[p.cell].cs.cell.name,
+            p.trial.number,
+            error,
+        )
+
+    def _tell(self, key: tuple[int, int], p: _Point) -> None:
+        c = self.cells[p.cell]
+        runs = [p.runs[s] for s in sorted(p.runs)]
+        if runs:
+            p.trial.set_user_attr("runs", runs)
+            for k, v in aggregate_runs(runs).items():
+                p.trial.set_user_attr(k, v)
+        study = c.cs.study
+        if p.failed:
+            _tell(study, p.trial, state=TrialState.FAIL)
+            c.failed += 1
+            c.failed_now += 1
+            # the grid counts a FAIL point as visited and would never ask it again: queue it
+            # (asked again in this launch unless the cell gave up on failures, else at the next)
+            if self.spec.sampler.kind == "grid" and requeue_point(study, p.trial.params):
+                c.grid_spent = False
+                logger.info(
+                    "%s trial %d failed; its point is queued again", c.cs.cell.name, p.trial.number
+                )
+        elif p.pruned:
+            _tell(study, p.trial, state=TrialState.PRUNED)
+            c.pruned += 1
+            c.finished += 1
+        else:
+            value = sum(float(r["loss"]) for r in runs) / len(runs)
+            _tell(study, p.trial, value)
+            c.complete += 1
+            c.finished += 1
+            if c.best_loss is None or value < c.best_loss:
+                c.best_loss = value
+                c.best_lr = float(p.trial.params["lr"])
+                c.best_batch = int(p.trial.params["batch_size"])
+        c.open_points -= 1
+        self.points_told += 1
+        del self.points[key]
+
+
+def _waiting(study: optuna.Study) -> bool:
+    return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
+def _same_lr(a: Any, b: float) -> bool:
+    return a is not None and math.isclose(float(a), b, rel_tol=1e-9)
+
+
+class _CannotTell(Exception):
+    """Optuna refuses to tell a trial that is no longer RUNNING (closed by another driver)."""
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, *args: Any, **kwargs: Any) -> None:
+    try:
+        study.tell(trial, *args, **kwargs)
+    except ValueError as e:
+        if "Cannot tell" in str(e):
+            raise _CannotTell(str(e)) from None
+        raise
+
+
+def _run_record(result: Mapping[str, Any], seed: int, ray_id: str) -> dict[str, Any]:
+    """The per-seed record kept in the trial's ``runs`` attribute (JSON-safe). ``node_ip`` and
+    ``pid``: where Ray ran it (Tune's own fields)."""
+    rec: dict[str, Any] = {"seed": seed, "ray_trial_id": ray_id}
+    for k in ("node_ip", "pid"):
+        if result.get(k) is not None:
+            rec[k] = result.get(k)
+    if result.get("final"):
+        for k in (
+            "val_loss",
+            "train_loss",
+            "init_loss",
+            "diverged",
+            "stopped",
+            "tokens",
+            "steps",
+            "wall_s",
+            "tokens_per_s",
+            "flops_per_s",
+            "grad_norm_mean",
+            "grad_norm_max",
+            "device",
+        ):
+            rec[k] = result.get(k)
+        rec["loss"] = result.get("val_loss")
+    else:  # stopped by the scheduler: its last intermediate validation loss
+        rec.update(
+            loss=result.get(METRIC),
+            diverged=False,
+            stopped=True,
+            tokens=result.get("tokens_seen"),
+            steps=result.get("step"),
+            wall_s=result.get("time_total_s"),
+            progress=result.get("progress"),
+        )
+    return rec

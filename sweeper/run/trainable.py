@@ -1,0 +1,244 @@
+"""What runs in a Ray worker: one training run of a proxy, of your model, or of your training
+function, reported to Tune.
+
+With ASHA it reports ``{"loss", "progress"}`` every ``eval_every`` steps (progress in percent of the
+steps, capped at 99 so that only the final report counts as finished); a trial that Tune stops
+before its final report was pruned.
+
+Your own code (a study's ``model.builder`` or ``train.function``) travels in the trial's config as
+``config["own"]`` (:func:`trainable_for` puts it there). An exception it raises is re-raised as a
+:class:`TrialError` whose message holds the original exception and its whole traceback, so that
+Ray's error record of the failed trial (and the searcher's FAIL trial) carries it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ray import tune
+
+if TYPE_CHECKING:
+    from sweeper.study.spec import StudySpec
+
+__all__ = ["METRIC", "TrialError", "own_config", "run_trial", "trainable_for"]
+
+#: the metric every report carries (the final validation loss, or an intermediate one)
+METRIC = "loss"
+
+_data_cache: dict[tuple[str, int], Any] = {}
+
+
+class TrialError(RuntimeError):
+    """The user's code raised during a trial: ``str(e)`` is ``"<key> <path>: <Type>: <message>"``
+    followed by the full traceback of the original exception."""
+
+
+def _load_data(source: str, vocab_size: int) -> Any:
+    """TokenData, cached per worker process (actors are reused, so it is read once per worker)."""
+    from proxy_models import load_data
+
+    key = (source, vocab_size)
+    if key not in _data_cache:
+        _data_cache[key] = load_data(source, vocab_size=vocab_size)
+    return _data_cache[key]
+
+
+def run_trial(config: Mapping[str, Any]) -> None:
+    """Ray Tune function trainable: one training run, reported to Tune.
+
+    With ASHA it reports ``{"loss", "progress"}`` every ``eval_every`` steps, progress in percent of
+    the steps and capped at 99 so that only the final report (``"final": True``, progress 100)
+    counts as finished; a trial that Tune stops before that report was pruned.
+    """
+    from proxy_models import HParams, ProxyConfig
+    from proxy_models.hparams import batch_sizes
+
+    own = config.get("own") or {}
+    cfg = ProxyConfig(**config["model"])
+    hp = HParams(**config["hparams"])
+    total_steps = len(batch_sizes(hp, int(config["tokens"]), cfg.context))
+    eval_every = config.get("eval_every")
+    where = (
+        f"train.function {own['function']!r}"
+        if own.get("function")
+        else f"model.builder {own['builder']!r}"
+        if own.get("builder")
+        else None
+    )
+    try:
+        if own.get("function"):
+            out = _run_function(config, cfg, hp, own, total_steps)
+        else:
+            out = _run_builtin(config, cfg, hp, own, total_steps, eval_every)
+    except Exception as e:
+        if where is None:
+            raise
+        tb = traceback.format_exc()
+        raise TrialError(f"{where}: {type(e).__name__}: {e}\n{tb}") from e
+    tune.report({METRIC: float(out["val_loss"]), "progress": 100.0, "final": True, **out})
+
+
+def _tune_reporter(total_steps: int, eval_every: int) -> Callable[[int, int, float], bool]:
+    def send(step: int, tokens: int, loss: float) -> bool:
+        tune.report(
+            {
+                METRIC: float(loss),
+                "progress": min(99.0, 100.0 * step / total_steps),
+                "final": False,
+                "step": step,
+                "tokens_seen": int(tokens),
+            }
+        )
+        return False
+
+    return send
+
+
+def _run_builtin(
+    config: Mapping[str, Any],
+    cfg: Any,
+    hp: Any,
+    own: Mapping[str, Any],
+    total_steps: int,
+    eval_every: int | None,
+) -> dict[str, Any]:
+    from proxy_models import train
+
+    builder = _builder(own)
+    data = _load_data(config["data"], cfg.vocab_size)
+    report = None
+    if eval_every:
+        send = _tune_reporter(total_steps, eval_every)
+
+        def report(step: int, metrics: dict[str, float]) -> bool:
+            if metrics.get("final") or not _periodic(step, eval_every, total_steps):
+                # train() calls report once more when the run is over: forwarded to Tune, that
+                # call would be a non-final result ASHA could STOP on, losing the final report
+                # of a fully trained (or diverged) run and leaving it PRUNED
+                return False
+            return send(step, int(metrics["tokens"]), float(metrics["val_loss"]))
+
+    result = train(
+        cfg,
+        hp,
+        tokens=int(config["tokens"]),
+        data=data,
+        seed=int(config["seed"]),
+        device=config.get("device"),
+        threads=int(config["threads"]),
+        eval_batches=int(config["eval_batches"]),
+        eval_every=eval_every,
+        report=report,
+        builder=builder,
+    )
+    return result.to_dict()
+
+
+def _builder(own: Mapping[str, Any]) -> Any:
+    if not own.get("builder"):
+        return None
+    from proxy_models.builder import Builder
+
+    return Builder(own["builder"], tuple(own.get("args") or ()), own.get("param_roles"))
+
+
+def _run_function(
+    config: Mapping[str, Any], cfg: Any, hp: Any, own: Mapping[str, Any], total_steps: int
+) -> dict[str, Any]:
+    """One run of the study's training function (``proxy_models.train_function``)."""
+    from proxy_models.builder import load_callable, prepare, shape_kwargs
+    from proxy_models.train_function import KEY, honours_of, run_function
+
+    fn = load_callable(own["function"], KEY)
+    honoured = set(honours_of(fn))
+    hparams: dict[str, Any] = {
+        "lr": hp.lr,
+        "batch_size": hp.batch_size,
+        "tokens": int(config["tokens"]),
+        "seed": int(config["seed"]),
+        "data": config["data"],
+    }
+    settings = own.get("settings", {})
+    for k in sorted(honoured):  # the study's value, else the built-in loop's default
+        if k in settings:
+            hparams[k] = settings[k]
+        elif hasattr(hp, k):
+            hparams[k] = getattr(hp, k)
+    model = None
+    builder = _builder(own)
+    if builder is not None:
+        model = prepare(builder, cfg, seed=int(config["seed"]), device="cpu").model
+    eval_every = config.get("eval_every")
+    forward = None
+    if eval_every:
+        send = _tune_reporter(total_steps, eval_every)
+        every_tokens = eval_every * hp.batch_size * cfg.context
+        state = {"next": every_tokens}
+
+        def forward(step: int, tokens: int, loss: float) -> bool:
+            if tokens >= state["next"] and tokens < int(config["tokens"]):
+                state["next"] = (tokens // every_tokens + 1) * every_tokens
+                return send(step, tokens, loss)
+            return False
+
+    return run_function(fn, hparams=hparams, shape=shape_kwargs(cfg), report=forward, model=model)
+
+
+def _periodic(step: int, eval_every: int, total_steps: int) -> bool:
+    """Whether ``train``'s report at ``step`` (steps done) is a periodic evaluation: every
+    ``eval_every`` steps, never the last step. (The end-of-run call also carries ``final``, which
+    tells a run that diverged exactly on an evaluation step apart.)"""
+    return step % eval_every == 0 and step < total_steps
+
+
+def own_config(spec: StudySpec) -> dict[str, Any]:
+    """What a trial needs of the study's own code (empty for the built-in proxy and loop):
+    ``builder``, ``args``, ``param_roles``, ``function`` and the study's fixed ``settings`` (for
+    the function, which receives those it honours)."""
+    m, t = spec.model, spec.train
+    out: dict[str, Any] = {}
+    if m.builder:
+        out.update(builder=m.builder, args=list(m.args), param_roles=m.param_roles)
+    if t.function:
+        settings: dict[str, Any] = {
+            "optimizer": t.optimizer,
+            "weight_decay_tau": t.weight_decay_tau,
+            "eval_batches": t.eval_batches,
+            **{
+                k: getattr(m, k)
+                for k in (
+                    "parametrization",
+                    "norm",
+                    "qk_norm",
+                    "tied_embeddings",
+                    "init_std",
+                    "output_mult",
+                    "base_width",
+                    "base_depth",
+                )
+            },
+        }
+        out.update(function=t.function, settings=settings)
+    return out
+
+
+def trainable_for(spec: StudySpec) -> Callable[[dict[str, Any]], None]:
+    """The trainable; with ASHA, it evaluates ``pruner.reports`` times per run. A study with its
+    own code gets a trainable that adds :func:`own_config` to every trial's config."""
+    own = own_config(spec)
+    if spec.pruner.kind != "asha" and not own:
+        return run_trial
+    reports = spec.pruner.reports if spec.pruner.kind == "asha" else None
+
+    def run_trial_own(config: dict[str, Any]) -> None:
+        extra: dict[str, Any] = {"own": own} if own else {}
+        if reports is not None:
+            batch = int(config["hparams"]["batch_size"])
+            steps = max(1, int(config["tokens"]) // (batch * int(config["model"]["context"])))
+            extra["eval_every"] = max(1, steps // reports)
+        run_trial({**config, **extra})
+
+    run_trial_own.__name__ = "run_trial"
+    return run_trial_own

@@ -1,0 +1,391 @@
+"""Runs from elsewhere: import a CSV or parquet file of runs into the storage, and load any sweep's
+runs (imported or launched) as one runs table.
+
+A file needs ``n_params`` (non-embedding parameters), ``tokens`` and ``loss`` (nats per token)
+columns, which is enough for the loss law; ``lr`` and ``batch_size`` (sequences; with ``seq_len``)
+or ``batch_tokens`` are needed only by the fits that use them. Other canonical columns (see
+:mod:`sweeper.study.runs`) are checked; columns Sweeper does not know are kept with the runs. Renames
+``OLD=NEW`` are applied all at once, so two columns can swap names. Everything is validated before
+anything is written, and the sweep row and its runs are written in one transaction. The sweep's
+name follows the rule of a study's ``sweep.name`` (letters, digits, ``_``, ``-``, ``.``).
+
+A diverged run: many published sweeps write its loss as ``nan`` or ``inf``. When the file has
+neither a ``diverged`` nor a ``state`` column, a ``nan``/``inf`` loss (written so in a CSV, or an
+infinite value in a parquet file) imports as a diverged run with no loss; the import counts them
+(``diverged_from_loss`` in the sweep's metadata, and the summary line of ``sweeper import``). An
+explicit ``diverged`` or ``state`` column wins: then only ``diverged`` rows may lack a loss. An
+empty loss is always an error naming the row.
+
+The Step Law release (``steplaw_dense_lr_bs_loss.csv``: N non-embedding params, D tokens, bs in
+sequences of 2048, "smooth loss" the loss their fit uses) imports with::
+
+    sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw \\
+        --rename N=n_params --rename D=tokens --rename bs=batch_size --rename h=width \\
+        --rename numl=depth --rename loss=raw_loss --rename "smooth loss=loss" --seq-len 2048
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from sweeper.errors import ImportDataError, StorageError
+from sweeper.study import storage
+from sweeper.study.runs import NUMERIC_COLUMNS, STATES, normalize_runs
+from sweeper.study.spec import NAME_RE
+
+__all__ = ["REQUIRED_COLUMNS", "import_runs", "load_runs", "read_runs_file"]
+
+REQUIRED_COLUMNS: Final[tuple[str, ...]] = ("n_params", "tokens", "loss")
+_NON_NEGATIVE: Final[tuple[str, ...]] = ("seed", "wall_s")
+#: canonical numeric columns that must be > 0 where given: all but the seed and the wall time
+_POSITIVE: Final[tuple[str, ...]] = tuple(c for c in NUMERIC_COLUMNS if c not in _NON_NEGATIVE)
+_TRUE: Final[frozenset[str]] = frozenset({"true", "1", "yes", "y", "t"})
+_FALSE: Final[frozenset[str]] = frozenset({"false", "0", "no", "n", "f", ""})
+_EMPTY: Final[frozenset[str]] = frozenset({"", "nan", "na", "n/a", "none", "null"})
+#: how a file writes a diverged run's loss
+_NONFINITE: Final[frozenset[str]] = frozenset(
+    {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+)
+
+
+def read_runs_file(
+    path: str | Path,
+    *,
+    renames: Mapping[str, str] | None = None,
+    seq_len: int | None = None,
+) -> pd.DataFrame:
+    """Read and validate a CSV/parquet file of runs; returns the normalized runs table.
+
+    Raises ImportDataError with one line per problem (file name, column, row) when the file
+    cannot be read, a rename names a missing column, a required column is missing, or a value is
+    empty, non-numeric or out of range.
+    """
+    p = Path(path)
+    name = p.name
+    raw = _read(p)
+    loss_written = _loss_as_written(p, raw, dict(renames or {}))
+    df = _renamed(raw, dict(renames or {}), name)
+    if seq_len is not None:
+        if not (isinstance(seq_len, int) and seq_len > 0):
+            raise ImportDataError(f"`seq_len > 0` must hold, but got {seq_len=}")
+        if "seq_len" in df.columns:
+            df["seq_len"] = pd.to_numeric(df["seq_len"], errors="coerce").fillna(seq_len)
+        else:
+            df["seq_len"] = seq_len
+
+    problems: list[str] = []
+    explicit = "diverged" in df.columns or "state" in df.columns
+    diverged = _bool_column(df, "diverged", name, problems)
+    from_loss = 0
+    if diverged is not None:
+        df["diverged"] = diverged
+    elif not explicit and loss_written is not None:
+        # no marker of its own: a nan/inf loss is how the file marks a diverged run
+        diverged = pd.Series(loss_written.to_numpy(), index=df.index)
+        from_loss = int(diverged.sum())
+        if from_loss:
+            df["diverged"] = diverged
+            df["loss"] = df["loss"].where(~diverged, np.nan)
+    if diverged is None:
+        diverged = pd.Series(False, index=df.index)
+    if "state" in df.columns:
+        df["state"] = df["state"].fillna("COMPLETE")
+        bad = ~df["state"].astype(str).isin(STATES)
+        if bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            problems.append(
+                f"{name}: column 'state' has {df['state'].iloc[i]!r} in row {i + 1}; "
+                f"known states: {', '.join(STATES)}"
+            )
+    for col in (*_POSITIVE, *_NON_NEGATIVE):
+        if col not in df.columns:
+            continue
+        # a diverged run, or one that did not complete (failed, pruned, running: as `sweeper
+        # trials` writes them), has no loss to report: an empty or infinite loss is allowed there
+        excused = np.zeros(len(df), bool)
+        if col == "loss":
+            excused = diverged.to_numpy(dtype=bool)
+            if "state" in df.columns:
+                excused = excused | (df["state"].astype(str) != "COMPLETE").to_numpy()
+        values, problem = _numeric_column(df[col], col, excused, name)
+        if problem:
+            problems.append(problem)
+        else:
+            df[col] = values
+    if problems:
+        raise ImportDataError("\n".join(problems))
+    out = normalize_runs(df)
+    out.attrs["diverged_from_loss"] = from_loss
+    return out
+
+
+def _loss_as_written(p: Path, raw: pd.DataFrame, renames: dict[str, str]) -> pd.Series | None:
+    """Per row, whether the loss column (``loss`` after ``renames``) holds a non-finite number
+    as written in the file (``nan``, ``inf``; not an empty cell): read again as text for a
+    CSV/TSV, whose reader turns ``nan`` and an empty cell alike into NaN; infinite values of a
+    parquet file. None when there is no loss column."""
+    source = next((old for old, new in renames.items() if new == "loss"), "loss")
+    if source == "loss" and "loss" in renames:  # renamed away, not to
+        return None
+    if source not in raw.columns:
+        return None
+    if p.suffix.lower() in (".parquet", ".pq"):
+        values = pd.to_numeric(raw[source], errors="coerce").astype(float).to_numpy()
+        return pd.Series(np.isinf(values))
+    text = pd.read_csv(
+        p, sep="\t" if p.suffix.lower() == ".tsv" else ",", usecols=[source], dtype=str,
+        keep_default_na=False,
+    )[source]  # fmt: skip
+    return text.str.strip().str.lower().isin(_NONFINITE).reset_index(drop=True)
+
+
+def import_runs(
+    path: str | Path,
+    *,
+    sweep: str,
+    renames: Mapping[str, str] | None = None,
+    seq_len: int | None = None,
+    url: str | None = None,
+    study: str | Path | None = None,
+) -> int:
+    """Validate ``path`` and store its runs as the imported sweep ``sweep``; returns the row count.
+
+    Writes one ``sweeper_sweeps`` row (kind "imported", meta {file, renames, seq_len, n_rows,
+    columns, sha256}) and one ``sweeper_runs`` JSON row per run, in one transaction; nothing is
+    written when anything is wrong (ImportDataError). ``study``: the study TOML the runs were
+    trained from (e.g. a CSV written by ``sweeper trials`` and its studies/ file); it is stored
+    with the sweep, so that its cells can be trained again (``validate-transfer``), and every
+    cell of the runs must be a cell of its ladder.
+    """
+    if not sweep or not sweep.strip():
+        raise ImportDataError("the sweep name must not be empty")
+    if not NAME_RE.match(sweep):
+        raise ImportDataError(
+            f"--sweep {sweep!r} must be letters, digits, '_', '-' or '.' (no '/'), the rule of "
+            "a study's sweep.name"
+        )
+    p = Path(path)
+    df = read_runs_file(p, renames=renames, seq_len=seq_len)
+    if "source" not in df.columns or df["source"].isna().all():
+        df["source"] = f"import:{p.name}"
+    meta = {
+        "file": p.name,
+        "renames": dict(renames or {}),
+        "seq_len": seq_len,
+        "n_rows": len(df),
+        "columns": [str(c) for c in df.columns],
+        "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
+        "diverged_from_loss": int(df.attrs.get("diverged_from_loss", 0)),
+    }
+    study_toml = _study_text(study, df) if study is not None else ""
+    records = [json.dumps(_jsonable_row(r)) for r in df.to_dict(orient="records")]
+    try:
+        with storage.transaction(url) as conn:
+            exists = conn.execute(
+                sa.select(storage.sweeps_table.c.kind).where(storage.sweeps_table.c.name == sweep)
+            ).first()
+            if exists is not None:
+                raise ImportDataError(
+                    f"sweep {sweep!r} already exists ({exists[0]}) in "
+                    f"{storage.safe_url(storage.resolve_url(url))}; "
+                    "choose another --sweep name"
+                )
+            conn.execute(
+                storage.sweeps_table.insert().values(
+                    name=sweep,
+                    kind="imported",
+                    spec_hash=meta["sha256"],
+                    study_toml=study_toml,
+                    meta_json=json.dumps(meta),
+                    created_at=datetime.now(timezone.utc),
+                )
+            )
+            conn.execute(
+                storage.runs_table.insert(), [{"sweep": sweep, "row_json": r} for r in records]
+            )
+    except sa.exc.IntegrityError:
+        raise ImportDataError(
+            f"sweep {sweep!r} already exists; choose another --sweep name"
+        ) from None
+    return len(df)
+
+
+def _study_text(study: str | Path, df: pd.DataFrame) -> str:
+    """The text of the study file ``study``, once it parses and its ladder has every cell of
+    ``df`` (ImportDataError naming the cells it lacks)."""
+    from sweeper.errors import SweeperError
+    from sweeper.study.ladder import cells
+    from sweeper.study.spec import parse_study_toml
+
+    p = Path(study)
+    try:
+        text = p.read_text()
+        spec = parse_study_toml(text, source=str(p))
+    except (OSError, SweeperError) as e:
+        raise ImportDataError(f"--study {p}: {e}") from None
+    known = {c.name for c in cells(spec)}
+    missing = sorted(set(df["cell"].dropna().astype(str)) - known) if "cell" in df else []
+    if missing:
+        raise ImportDataError(
+            f"--study {p}: its ladder has no cell {', '.join(missing[:5])}"
+            + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else "")
+            + f"; its cells: {', '.join(sorted(known))}"
+        )
+    return text
+
+
+def load_runs(sweep: str, url: str | None = None) -> pd.DataFrame:
+    """The runs of ``sweep`` as a runs table (canonical columns first, imported extras kept).
+
+    Imported sweeps come from ``sweeper_runs``; launched ones from
+    ``sweeper.study.sweep_runs.load_sweep_runs``. An unknown sweep raises StorageError naming the known ones.
+    """
+    row = storage.get_sweep(sweep, url)
+    if row is None:
+        known = [s["name"] for s in storage.list_sweeps(url)]
+        where = storage.safe_url(storage.resolve_url(url))
+        if known:
+            raise StorageError(f"no sweep {sweep!r} in {where}; known sweeps: {', '.join(known)}")
+        raise StorageError(f"no sweep {sweep!r} in {where}: the storage holds no sweeps")
+    if row["kind"] == "launched":
+        try:
+            from sweeper.study.sweep_runs import load_sweep_runs
+        except ImportError as e:
+            raise StorageError(
+                f"sweep {sweep!r} was launched, but its runs cannot be read here: {e}"
+            ) from None
+        return normalize_runs(load_sweep_runs(sweep, url))
+    with storage.get_engine(url).connect() as conn:
+        texts = conn.execute(
+            sa.select(storage.runs_table.c.row_json)
+            .where(storage.runs_table.c.sweep == sweep)
+            .order_by(storage.runs_table.c.id)
+        ).scalars()
+        rows = [json.loads(t) for t in texts]
+    return normalize_runs(pd.DataFrame.from_records(rows))
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _read(p: Path) -> pd.DataFrame:
+    if not p.is_file():
+        raise ImportDataError(f"{p}: no such file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(p)
+        if suffix in (".csv", ".tsv", ".txt"):
+            return pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",")
+    except (ValueError, OSError, pd.errors.ParserError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ImportDataError(f"{p.name}: cannot read: {first}") from None
+    raise ImportDataError(f"{p.name}: unknown file type {suffix!r}; use .csv, .tsv or .parquet")
+
+
+def _renamed(raw: pd.DataFrame, renames: dict[str, str], name: str) -> pd.DataFrame:
+    """``raw`` with ``renames`` (old → new) applied; raises ImportDataError when a rename names a
+    missing column or leaves two columns of one name, a required column is missing, or there
+    are no rows (``name``: the file's, for the messages)."""
+    unknown = [old for old in renames if old not in raw.columns]
+    if unknown:
+        cols = ", ".join(map(str, raw.columns))
+        raise ImportDataError(f"{name}: cannot rename missing column(s) {unknown}; columns: {cols}")
+    df = raw.rename(columns=renames)
+    dupes = sorted({str(c) for c in df.columns if list(df.columns).count(c) > 1})
+    if dupes:
+        raise ImportDataError(f"{name}: renames leave duplicate column(s) {dupes}")
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        cols = ", ".join(map(str, df.columns))
+        raise ImportDataError(
+            f"{name}: missing required column(s) {', '.join(missing)} "
+            f"(columns: {cols}; use --rename OLD=NEW)"
+        )
+    if df.empty:
+        raise ImportDataError(f"{name}: no rows")
+    return df
+
+
+def _numeric_column(
+    original: pd.Series, col: str, excused: np.ndarray, name: str
+) -> tuple[pd.Series, str]:
+    """The canonical numeric column ``col`` as floats, and its first problem ("" if none): a
+    non-numeric value, an empty required value, or a value out of range (> 0 for ``_POSITIVE``
+    columns, >= 0 for the others; rows where ``excused`` may be empty or infinite)."""
+    values = pd.to_numeric(original, errors="coerce").astype(float)
+    empty = original.isna() | original.astype(str).str.strip().str.lower().isin(_EMPTY)
+    non_numeric = (values.isna() & ~empty).to_numpy()
+    if non_numeric.any():
+        i = int(np.argmax(non_numeric))
+        return values, (
+            f"{name}: column {col!r} has a non-numeric value {original.iloc[i]!r} in row {i + 1}"
+        )
+    v = values.to_numpy()
+    if col in REQUIRED_COLUMNS:
+        blank = empty.to_numpy() & ~excused
+        if blank.any():
+            i = int(np.argmax(blank))
+            return values, f"{name}: column {col!r} is empty in row {i + 1}"
+    with np.errstate(invalid="ignore"):
+        bad = (~np.isfinite(v) & ~np.isnan(v)) & ~excused
+        bad |= (v <= 0) if col in _POSITIVE else (v < 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        rule = "> 0" if col in _POSITIVE else ">= 0"
+        return (
+            values,
+            f"{name}: column {col!r} must be {rule} and finite, got {v[i]:g} in row {i + 1}",
+        )
+    return values, ""
+
+
+def _bool_column(df: pd.DataFrame, col: str, name: str, problems: list[str]) -> pd.Series | None:
+    if col not in df.columns:
+        return None
+    s = df[col]
+    if s.dtype == bool:
+        return s
+    text = s.astype(str).str.strip().str.lower().where(s.notna(), "")
+    ok = text.isin(_TRUE | _FALSE | {"true", "false", "1.0", "0.0"})
+    if not ok.all():
+        i = int(np.argmax(~ok.to_numpy()))
+        problems.append(f"{name}: column {col!r} has {s.iloc[i]!r} in row {i + 1}; use true/false")
+        return None
+    return text.isin(_TRUE | {"1.0"})
+
+
+def _jsonable_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k): _jsonable(v) for k, v in row.items()}
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, str):
+        return v
+    if isinstance(v, pd.Timestamp):
+        return v.isoformat()
+    try:
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return str(v)

@@ -1,0 +1,200 @@
+"""Trying a study's own code before any trial runs: its model builder and its training function.
+
+:func:`check_own_code` imports what the study names, builds the smallest cell's model and runs one
+forward pass (logits of shape (B, T, vocab_size); roles the parametrization can use), and checks the
+training function's signature and the keys it honours against the keys the study sets. Every
+problem is one line naming the study key; ``sweeper validate`` and ``launch`` refuse the study
+(exit 2) before anything is written to the storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweeper.study.spec import StudySpec
+
+__all__ = [
+    "STABLE_SLOPE",
+    "builder_of",
+    "check_own_code",
+    "coord_check_study",
+    "keys_set",
+    "smallest_config",
+]
+
+
+def builder_of(spec: StudySpec) -> Any:
+    """The study's :class:`proxy_models.builder.Builder` (None without ``model.builder``)."""
+    m = spec.model
+    if m.builder is None:
+        return None
+    from proxy_models.builder import Builder
+
+    return Builder(m.builder, m.args, m.param_roles)
+
+
+def config_kwargs(spec: StudySpec, width: int, depth: int) -> dict[str, Any]:
+    """``ProxyConfig`` keyword arguments of the study's model at ``width`` × ``depth``."""
+    m = spec.model
+    return {
+        "width": width,
+        "depth": depth,
+        "n_heads": m.heads,
+        "head_dim": m.head_dim,
+        "context": m.context,
+        "vocab_size": m.vocab_size,
+        "norm": m.norm,
+        "qk_norm": m.qk_norm,
+        "tied_embeddings": m.tied_embeddings,
+        "init_std": m.init_std,
+        "output_mult": m.output_mult,
+        "parametrization": m.parametrization,
+        "base_width": m.base_width,
+        "base_depth": m.base_depth,
+    }
+
+
+def smallest_config(spec: StudySpec) -> Any:
+    """The ``ProxyConfig`` of the ladder's smallest width at its smallest depth."""
+    from proxy_models.config import ProxyConfig
+
+    lad = spec.ladder
+    widths = [c.width for c in lad.cells] or list(lad.widths)
+    depths = [c.depth for c in lad.cells] or list(lad.depths)
+    return ProxyConfig(**config_kwargs(spec, min(widths), min(depths)))
+
+
+def keys_set(spec: StudySpec) -> list[str]:
+    """Short names of the settings the study sets away from their defaults (or searches) that a
+    training function would have to honour (:data:`proxy_models.train_function.HONOURABLE`)."""
+    from proxy_models.train_function import HONOURABLE
+    from sweeper.study.spec import ModelSpec, TrainSpec
+
+    out: list[str] = []
+    for section, cls in (("train", TrainSpec), ("model", ModelSpec)):
+        part, default = getattr(spec, section), cls()
+        for f in fields(cls):
+            if HONOURABLE.get(f.name) == f"{section}.{f.name}" and getattr(part, f.name) != getattr(
+                default, f.name
+            ):
+                out.append(f.name)
+    out += [name for name, _ in spec.search.items() if name not in ("lr", "batch_size")]
+    return out
+
+
+def check_own_code(spec: StudySpec) -> list[str]:
+    """Every problem of the study's builder and training function (module docstring)."""
+    out: list[str] = []
+    builder = builder_of(spec)
+    if builder is not None:
+        out += _check_builder(spec, builder)
+    if spec.train.function is not None:
+        out += _check_function(spec, with_model=builder is not None)
+    return out
+
+
+def _check_builder(spec: StudySpec, builder: Any) -> list[str]:
+    from proxy_models.builder import BuilderError, prepare
+
+    try:
+        cfg = smallest_config(spec)
+        prepare(builder, cfg, seed=0, device="cpu")
+    except BuilderError as e:
+        return [str(e)]
+    except ValueError as e:  # the shape itself (ProxyConfig)
+        return [f"model.builder: the smallest cell is not a valid shape: {e}"]
+    except Exception as e:  # param_roles or a hook raising
+        return [f"model.builder: {builder.path!r}: {type(e).__name__}: {e}"]
+    return []
+
+
+def _check_function(spec: StudySpec, *, with_model: bool) -> list[str]:
+    from proxy_models.builder import load_callable
+    from proxy_models.train_function import HONOURABLE, KEY, check_function, honours_of
+
+    path = spec.train.function
+    assert path is not None
+    out = check_function(path, with_model=with_model)
+    if out:
+        return out
+    honours = set(honours_of(load_callable(path, KEY)))
+    for name in keys_set(spec):
+        if name not in honours:
+            out.append(
+                f"{HONOURABLE[name]}: set by the study, but the training function {path!r} does "
+                f"not honour it (it honours: {', '.join(sorted(honours)) or 'nothing'}); remove "
+                "it, or honour it and list it in the function's `honours`"
+            )
+    return out
+
+
+def coord_check_study(
+    spec: StudySpec,
+    *,
+    widths: Any = None,
+    depth: int | None = None,
+    steps: int = 5,
+    lr: float | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The coordinate check of ``spec``'s model (:func:`sweeper.api.coord_check`) as a dict:
+    ``rows`` (width, rms per quantity, initial rms), ``slopes`` (d log RMS / d log width),
+    ``stable`` (every |slope| ≤ :data:`STABLE_SLOPE`) and what was run."""
+    import math
+
+    import numpy as np
+
+    from proxy_models.builder import VARIANTS
+    from proxy_models.config import ProxyConfig
+    from proxy_models.coord_check import coord_check, slopes
+    from proxy_models.data import load_data
+    from proxy_models.hparams import HParams
+
+    lad = spec.ladder
+    ws = sorted(set(widths or ([c.width for c in lad.cells] or list(lad.widths))))
+    dep = depth or min([c.depth for c in lad.cells] or list(lad.depths))
+    if lr is None:
+        p = spec.search.lr
+        vals = [float(v) for v in (p.values if p.values is not None else (p.low, p.high))]
+        lr = float(math.exp(np.mean(np.log(vals))))
+    configs = [ProxyConfig(**config_kwargs(spec, w, dep)) for w in ws]
+    hp = HParams(lr=lr, optimizer=spec.train.optimizer, grad_clip=spec.train.grad_clip)
+    data = load_data(
+        None if spec.sweep.data == "builtin" else spec.sweep.data,
+        vocab_size=spec.model.vocab_size if spec.sweep.data != "builtin" else None,
+    )
+    rows = coord_check(
+        configs,
+        hp,
+        data=data,
+        steps=steps,
+        batch_size=batch_size,
+        seed=seed,
+        builder=builder_of(spec),
+    )
+    sl = slopes(rows)
+    return {
+        "study": spec.name,
+        "model": spec.model.builder or "built-in proxy",
+        "parametrization": spec.model.parametrization,
+        "variant": VARIANTS[spec.model.parametrization]
+        if spec.model.builder
+        else spec.model.parametrization,
+        "base_width": spec.model.base_width,
+        "depth": dep,
+        "steps": steps,
+        "lr": lr,
+        "optimizer": spec.train.optimizer,
+        "rows": [{"width": r.width, "rms": r.rms, "rms_init": r.rms_init} for r in rows],
+        "slopes": sl,
+        "stable_slope": STABLE_SLOPE,
+        "stable": all(abs(v) <= STABLE_SLOPE for v in sl.values() if math.isfinite(v)),
+    }
+
+
+#: |d log RMS / d log width| at or below which an activation counts as width-stable (SP's readout
+#: grows with slope ~0.5-1 in a few steps; a working muP stays within ~0.1)
+STABLE_SLOPE = 0.2

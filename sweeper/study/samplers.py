@@ -1,0 +1,205 @@
+"""The Optuna side of a sweep's cells: the sampler each cell's study asks, and what a relaunch does
+with the trials a dead driver left RUNNING (close them as FAIL and queue their points again;
+Optuna's heartbeat does not work with ask/tell, so the launcher reconciles itself)."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.samplers import BaseSampler
+from optuna.trial import FrozenTrial, TrialState
+
+from sweeper.errors import StudyError
+from sweeper.study.space import grid_values
+from sweeper.study.spec import StudySpec
+
+__all__ = [
+    "PlannedOnlySampler",
+    "cell_key",
+    "grid_points_left",
+    "make_sampler",
+    "reconcile",
+    "requeue_point",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class _AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler whose ``after_trial`` does not call ``study.stop()``: that only works inside
+    ``study.optimize`` and raises under ask/tell; the launcher stops at the target itself."""
+
+    def points_left(self, study: optuna.Study) -> int:
+        """Points an ``ask`` can still give without repeating one: the queued (WAITING) trials
+        plus the grid points never asked. Optuna counts a FAIL trial's grid point as visited and,
+        once every point is visited, asks a random one again; the launcher queues a failed point
+        itself (:func:`requeue_point`) and stops asking when this is 0."""
+        asked: set[int] = set()
+        waiting = 0
+        for t in study._storage.get_all_trials(study._study_id, deepcopy=False):
+            if t.state == TrialState.WAITING:
+                waiting += 1
+            elif "grid_id" in t.system_attrs and self._same_search_space(
+                t.system_attrs["search_space"]
+            ):
+                asked.add(int(t.system_attrs["grid_id"]))
+        return waiting + self._n_min_trials - len(asked)
+
+    def grid_point(self, trial: FrozenTrial) -> dict[str, Any]:
+        """The point the sampler gave ``trial`` (from its grid id), even when the trial holds no
+        params yet: its driver died between Optuna's ``before_trial`` and ``suggest``. {} when it
+        has no grid id of this search space."""
+        gid = trial.system_attrs.get("grid_id")
+        if gid is None or not self._same_search_space(trial.system_attrs.get("search_space", {})):
+            return {}
+        return dict(zip(self._param_names, self._all_grids[int(gid)], strict=True))
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        return None
+
+
+class PlannedOnlySampler(BaseSampler):
+    """The law sampler's per-cell sampler: it serves only enqueued trials.
+
+    The searcher plans each point (:mod:`sweeper.fitting.allocation`) and enqueues it before it
+    asks, so every searched parameter is fixed (one-value parameters need no sampler); an ask
+    without a queued point is a bug, and this raises instead of drawing a random point."""
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, Any]:
+        return {}
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {}
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: Any
+    ) -> Any:
+        raise RuntimeError(
+            f"{study.study_name}: the law sampler serves only planned (enqueued) points; "
+            f"trial {trial.number} asked for {param_name!r} without one"
+        )
+
+
+def cell_key(cell_name: str) -> int:
+    """A number of the cell, stable across launches and ladder extensions (from its name)."""
+    return zlib.crc32(cell_name.encode()) % 100_003
+
+
+def make_sampler(spec: StudySpec, cell_index: int, n_existing: int = 0) -> BaseSampler:
+    """The sampler of one cell's study.
+
+    ``cell_index``: a number of the cell (:func:`open_sweep` passes :func:`cell_key`, so that a
+    cell keeps its sampler when the ladder grows around it).
+    Seeded from ``sampler.seed``, that number and the number of trials the study already holds,
+    so cells differ and a relaunch does not replay the random start-up points it already ran. The
+    grid sampler is the exception: its seed shuffles the grid, and the grid ids its stored trials
+    hold refer to that order, so a relaunch must shuffle the same way (seed without the count).
+    """
+    s = spec.sampler
+    cell_seed = s.seed * 1_000_003 + cell_index * 7919
+    seed = (cell_seed + n_existing) % (2**31 - 1)
+    startup = 10 if s.n_startup_trials is None else s.n_startup_trials  # Optuna's default: 10
+    if s.kind == "tpe":
+        # constant_liar: running trials count as bad, so concurrent asks spread out
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True, n_startup_trials=startup)
+    if s.kind == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+    if s.kind == "grid":
+        return _AskTellGridSampler(grid_values(spec.search), seed=cell_seed % (2**31 - 1))
+    if s.kind == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if s.kind == "law":
+        return PlannedOnlySampler()
+    if s.kind == "qmc":
+        # the QMC sequence continues from the study's trial count, so the seed stays fixed
+        with warnings.catch_warnings():  # "experimental" since Optuna 3.0; we pin its behaviour
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(
+                seed=s.seed, warn_independent_sampling=False, warn_asynchronous_seeding=False
+            )
+    raise StudyError(f"sampler.kind: unknown sampler {s.kind!r}")
+
+
+def grid_points_left(study: optuna.Study) -> int | None:
+    """For a study on the grid sampler, the points it can still give without a repeat (see
+    ``_AskTellGridSampler.points_left``); None for any other sampler."""
+    sampler = study.sampler
+    if isinstance(sampler, _AskTellGridSampler):
+        return sampler.points_left(study)
+    return None
+
+
+def _waiting_params(study: optuna.Study) -> list[dict[str, Any]]:
+    return [
+        t.params or t.system_attrs.get("fixed_params", {})
+        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    ]
+
+
+def requeue_point(
+    study: optuna.Study,
+    params: Mapping[str, Any],
+    waiting: list[dict[str, Any]] | None = None,
+) -> bool:
+    """Queue ``params`` (a point whose trial was closed as FAIL) to be asked again, unless an
+    identical WAITING trial is already queued. ``waiting``: the queued points, when the caller
+    keeps them (updated in place). Returns whether a trial was queued."""
+    point = dict(params)
+    if not point:
+        return False
+    if waiting is None:
+        waiting = _waiting_params(study)
+    if point in waiting:
+        return False
+    study.enqueue_trial(point)
+    waiting.append(point)
+    return True
+
+
+def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
+    """Close the RUNNING trials a dead driver left as FAIL and queue their points again.
+
+    Returns the params of every closed trial, in order. A driver killed between Optuna's
+    ``before_trial`` and ``suggest`` leaves a trial with no params: on the grid its point is
+    recovered from the grid id and queued (else the grid would count it visited and lose it); on
+    any other sampler it is returned as ``{}`` and not queued (the sampler asks a new point).
+    Call it only when no other driver runs this sweep. A point is not queued twice (an identical
+    WAITING trial is kept instead).
+    """
+    trials = study.get_trials(deepcopy=False)
+    waiting = _waiting_params(study)
+    sampler = study.sampler
+    closed: list[dict[str, Any]] = []
+    for t in trials:
+        if t.state != TrialState.RUNNING:
+            continue
+        study._storage.set_trial_user_attr(t._trial_id, "closed_by", "reconcile: driver died")
+        study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+        params = dict(t.params)
+        if not params and isinstance(sampler, _AskTellGridSampler):
+            params = sampler.grid_point(t)
+        closed.append(params)
+        requeue_point(study, params, waiting)  # a no-op for {}
+    if closed:
+        logger.info(
+            "%s: %d RUNNING trial(s) closed as FAIL, %d point(s) queued again",
+            study.study_name,
+            len(closed),
+            sum(1 for p in closed if p),
+        )
+    return closed

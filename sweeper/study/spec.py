@@ -1,0 +1,575 @@
+"""Study files: what one sweep measures, as small frozen dataclasses read from strict TOML.
+
+A study names the sweep, its storage and data, the model family, the ladder of cells (widths ×
+depths × token budgets, or explicit cells), the search space, the fixed training settings, the
+sampler, the pruner and the resources per trial. :func:`load_study` / :func:`parse_study` check
+everything and report every problem at once (one line each, naming the key) in a
+:class:`~sweeper.errors.StudyError`; a :class:`StudySpec` can also be built in Python and checked with
+:func:`check_spec`. :func:`study_toml` writes the resolved study (every default filled in) back as
+TOML, and :func:`~sweeper.study.study_toml.spec_hash` fingerprints what a sweep measures, so that a relaunch under the same name
+with a different study is refused instead of silently mixed.
+
+Units: token budgets in tokens, ``tokens_per_param`` in tokens per non-embedding parameter, batch
+sizes in sequences of ``model.context`` tokens, ``warmup`` as a fraction of the steps (< 1) or a
+number of steps (>= 1), CPU and GPU in Ray resource units (fractions allowed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from sweeper.errors import StudyError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "PRUNERS",
+    "SAMPLERS",
+    "CellSpec",
+    "LadderSpec",
+    "ModelSpec",
+    "ParamSpec",
+    "PrunerSpec",
+    "ResourcesSpec",
+    "SamplerSpec",
+    "SearchSpace",
+    "StudySpec",
+    "SweepSection",
+    "TargetSpec",
+    "TrainSpec",
+    "check_spec",
+    "load_study",
+    "parse_study",
+    "parse_study_toml",
+]
+
+#: Optuna's samplers, one per cell's study
+OPTUNA_SAMPLERS: Final[tuple[str, ...]] = ("tpe", "gp", "grid", "random", "qmc")
+#: every sampler kind: Optuna's and the law-aware planner (:mod:`sweeper.fitting.allocation`)
+SAMPLERS: Final[tuple[str, ...]] = (*OPTUNA_SAMPLERS, "law")
+PRUNERS: Final[tuple[str, ...]] = ("divergence", "asha", "none")
+#: hyperparameters the search space may vary; lr and batch_size are always Optuna parameters
+SEARCHABLE: Final[tuple[str, ...]] = (
+    "lr",
+    "batch_size",
+    "warmup",
+    "weight_decay",
+    "beta2",
+    "schedule",
+)
+#: model keys only the built-in proxy understands (refused beside ``model.builder``)
+PROXY_ONLY_KEYS: Final[tuple[str, ...]] = ("norm", "qk_norm", "tied_embeddings")
+NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+# ---- the spec ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepSection:
+    """Identity and size of the sweep.
+
+    ``trials_per_cell`` is the number of Optuna trials (search points) each cell gets; ``None`` is
+    allowed only with the grid sampler (then the grid size). ``seeds_per_point`` training runs
+    (seeds 0, 1, ...) are made per trial and the trial's value is their mean loss.
+    """
+
+    name: str
+    trials_per_cell: int | None = None
+    seeds_per_point: int = 1
+    storage: str | None = None  # SQLAlchemy URL; else $SWEEPER_STORAGE, else sqlite:///sweeper.db
+    data: str = "builtin"  # "builtin", a text file or folder, or a nanoGPT train.bin/val.bin folder
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model family every cell shares (see ``proxy_models.ProxyConfig``).
+
+    Heads: ``heads`` fixes their number at every width; otherwise ``width // head_dim``.
+    ``builder`` (``"package.module:function"``) replaces the built-in proxy by your model, called
+    with the cell's shape and the keys of ``args`` (``[model.args]``); ``param_roles``
+    (``"module:function"``) overrides the roles muP/CompleteP read (see ``proxy_models.builder``).
+    """
+
+    parametrization: str = "sp"
+    norm: str = "layernorm"
+    qk_norm: bool = False
+    tied_embeddings: bool = False
+    context: int = 128  # tokens per sequence
+    vocab_size: int = 256
+    head_dim: int = 16
+    heads: int | None = None
+    init_std: float = 0.02
+    output_mult: float = 1.0  # tunable factor on the logits (``ProxyConfig.output_mult``)
+    base_width: int = 64
+    base_depth: int = 2
+    builder: str | None = None
+    args: tuple[tuple[str, Any], ...] = ()
+    param_roles: str | None = None
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One explicit cell: a shape and its budget, as ``tokens`` or ``tokens_per_param``."""
+
+    width: int
+    depth: int
+    tokens: int | None = None
+    tokens_per_param: float | None = None
+
+
+@dataclass(frozen=True)
+class LadderSpec:
+    """The cells: ``widths × depths × (tokens | tokens_per_param)``, or the explicit ``cells``."""
+
+    widths: tuple[int, ...] = ()
+    depths: tuple[int, ...] = ()
+    tokens: tuple[int, ...] = ()
+    tokens_per_param: tuple[float, ...] = ()
+    cells: tuple[CellSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One hyperparameter: a range (``low``, ``high``, ``log``) or a list of ``values``.
+
+    A single value fixes it. ``integer`` marks an integer parameter (batch size); ``schedule``'s
+    values are names (a categorical).
+    """
+
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    values: tuple[Any, ...] | None = None
+    integer: bool = False
+
+    @classmethod
+    def range(
+        cls, low: float, high: float, *, log: bool = True, integer: bool = False
+    ) -> ParamSpec:
+        return cls(low=low, high=high, log=log, integer=integer)
+
+    @classmethod
+    def grid(cls, values: list[float] | tuple[float, ...], *, integer: bool = False) -> ParamSpec:
+        return cls(values=tuple(values), integer=integer)
+
+    @classmethod
+    def fixed(cls, value: float, *, integer: bool = False) -> ParamSpec:
+        return cls(values=(value,), integer=integer)
+
+    @property
+    def is_range(self) -> bool:
+        return self.values is None
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.values is not None and len(self.values) == 1
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What the sampler varies. ``lr`` and ``batch_size`` (sequences) are always present; the
+    optional ones, when ``None``, take the training defaults (``HParams``)."""
+
+    lr: ParamSpec
+    batch_size: ParamSpec = field(default_factory=lambda: ParamSpec.fixed(32, integer=True))
+    warmup: ParamSpec | None = None
+    weight_decay: ParamSpec | None = None
+    beta2: ParamSpec | None = None
+    schedule: ParamSpec | None = None  # a categorical of schedule names
+
+    def items(self) -> list[tuple[str, ParamSpec]]:
+        """The parameters that are set, in :data:`SEARCHABLE` order."""
+        out = []
+        for name in SEARCHABLE:
+            p = getattr(self, name)
+            if p is not None:
+                out.append((name, p))
+        return out
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Training settings every trial shares (``HParams`` fields that are not searched).
+
+    ``function`` (``"package.module:function"``) replaces the built-in training loop by yours
+    (see ``proxy_models.train_function``); ``optimizer`` is one of ``proxy_models.OPTIMIZERS``;
+    ``weight_decay_tau`` gives the decay as the AdamW timescale τ = B/(η·λ·D) (a fraction of
+    training) instead of a coefficient.
+    """
+
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.1
+    decay_fraction: float = 0.2
+    beta1: float = 0.9
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    z_loss: float = 0.0
+    micro_batch_size: int | None = None
+    eval_batches: int = 8
+    function: str | None = None
+    optimizer: str = "adamw"
+    weight_decay_tau: float | None = None
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """The Optuna sampler of every cell's study.
+
+    ``max_pending_per_cell`` caps the trials of one cell running at once (``None``: the concurrency
+    spread over the cells), so that TPE/GP see results before proposing more points.
+
+    ``kind = "law"`` (:mod:`sweeper.fitting.allocation`) plans the LR of every trial from the
+    ladder's joint fit: ``budget_runs`` training runs in all (required), fewer when the 95%
+    interval of the predicted target LR has upper/lower below ``stop_lr_interval_ratio``.
+    """
+
+    kind: str = "tpe"
+    seed: int = 0
+    n_startup_trials: int | None = None  # tpe / gp; None = Optuna's default
+    max_pending_per_cell: int | None = None
+    budget_runs: int | None = None  # law: training runs in all cells (seeds included)
+    stop_lr_interval_ratio: float = 1.5  # law: stop when the target LR's interval is this narrow
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """The scale whose optimal LR the law sampler pins down (``[target]``, law only): ``params``
+    (non-embedding N) and ``tokens``; a missing one defaults to 10x the largest cell's N and
+    that cell's tokens (:func:`sweeper.fitting.allocation.default_target`)."""
+
+    params: float | None = None
+    tokens: float | None = None
+
+
+@dataclass(frozen=True)
+class PrunerSpec:
+    """How runs are stopped early.
+
+    ``divergence`` (default): only runs that diverge stop early (the training loop's own check),
+    and they are COMPLETE with their loss and ``diverged`` set. ``asha``: Ray's ASHA, one bracket per
+    cell, on the validation loss every ``1/reports`` of the budget (stopped trials are PRUNED).
+    It ranks LRs unfairly under decaying schedules, so it is opt-in. ``none``: no pruning either way
+    (the training loop still ends a run whose loss is NaN, there being nothing left to train).
+    """
+
+    kind: str = "divergence"
+    grace_fraction: float = 0.25  # asha: no stop before this fraction of the budget
+    reduction_factor: float = 3.0  # asha
+    reports: int = 20  # asha: validation reports per run
+
+
+@dataclass(frozen=True)
+class ResourcesSpec:
+    """Ray resources per trial and the concurrency limit.
+
+    ``max_concurrent=None``: as many trials as the resources allow. ``max_failures``: Ray retries a
+    crashed run this many times before the trial is FAIL.
+    """
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+    max_concurrent: int | None = None
+    max_failures: int = 2
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A whole study. ``source`` is the file it came from (for messages), not part of the study."""
+
+    sweep: SweepSection
+    ladder: LadderSpec
+    search: SearchSpace
+    model: ModelSpec = field(default_factory=ModelSpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+    sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    pruner: PrunerSpec = field(default_factory=PrunerSpec)
+    resources: ResourcesSpec = field(default_factory=ResourcesSpec)
+    target: TargetSpec | None = None  # law sampler only
+    source: str | None = field(default=None, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.sweep.name
+
+    @property
+    def trials_per_cell(self) -> int:
+        """The target number of finished trials per cell (the grid size for a grid without one).
+
+        The law sampler has no per-cell target: this is its cap (every trial of the budget in one
+        cell, ``ceil(budget_runs / seeds_per_point)``); the plan says when the sweep is done."""
+        if self.sweep.trials_per_cell is not None:
+            return self.sweep.trials_per_cell
+        if self.sampler.kind == "law":
+            return max(1, -(-(self.sampler.budget_runs or 1) // self.sweep.seeds_per_point))
+        return grid_size(self.search)
+
+    def with_name(self, name: str) -> StudySpec:
+        return replace(self, sweep=replace(self.sweep, name=name))
+
+
+def grid_size(search: SearchSpace) -> int:
+    """Number of points of a search space made only of value lists (0 if it has a range)."""
+    n = 1
+    for _, p in search.items():
+        if p.values is None:
+            return 0
+        n *= len(p.values)
+    return n
+
+
+# ---- reading TOML ------------------------------------------------------------------------------
+def load_study(path: str | os.PathLike[str]) -> StudySpec:
+    """Read and check a study file; raises StudyError listing every problem."""
+    path_s = os.fspath(path)
+    try:
+        with open(path_s, "rb") as f:
+            raw = tomllib.load(f)
+    except FileNotFoundError:
+        raise StudyError("no such study file", path=path_s) from None
+    except OSError as e:
+        raise StudyError(f"cannot read the study file: {e.strerror}", path=path_s) from None
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(f"invalid TOML: {e}", path=path_s) from None
+    spec = parse_study(raw, source=path_s)
+    problems = check_code(spec)
+    if problems:
+        raise StudyError(problems, path=path_s)
+    return spec
+
+
+def parse_study_toml(text: str, *, source: str | None = None) -> StudySpec:
+    """:func:`parse_study` on TOML text (a stored resolved study, for instance)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(f"invalid TOML: {e}", path=source) from None
+    return parse_study(raw, source=source)
+
+
+def parse_study(raw: Mapping[str, Any], *, source: str | None = None) -> StudySpec:
+    """Build a StudySpec from a TOML-like dict; raises StudyError listing every problem at once."""
+    from sweeper.study.study_reader import read_study
+
+    spec, problems = read_study(raw, source=source)
+    if problems:
+        raise StudyError(problems, path=source)
+    return spec
+
+
+# ---- cross-field checks ------------------------------------------------------------------------
+def check_spec(spec: StudySpec, *, code: bool = True) -> list[str]:
+    """Every problem of a spec that needs more than one field, one line each (empty: valid).
+
+    :func:`parse_study` runs it (without ``code``); call it on a spec built in Python before
+    launching it. ``code``: also import the study's own code and build its smallest cell
+    (:func:`check_code`), when the spec has no other problem.
+    """
+    out = _check_fields(spec)
+    if code and not out:
+        out = check_code(spec)
+    return out
+
+
+def _check_fields(spec: StudySpec) -> list[str]:
+    out: list[str] = []
+    m, lad, s = spec.model, spec.ladder, spec.search
+    if not spec.sweep.name or not NAME_RE.match(spec.sweep.name):
+        out.append(f"sweep.name: {spec.sweep.name!r} must be letters, digits, '_', '-' or '.'")
+    divisor, what = (m.heads, "heads") if m.heads is not None else (m.head_dim, "head_dim")
+    if m.parametrization != "sp" and m.base_width % divisor:
+        out.append(f"model.base_width: {m.base_width} is not divisible by {what} {divisor}")
+    # ladder
+    grid = bool(lad.widths or lad.depths or lad.tokens or lad.tokens_per_param)
+    if grid and lad.cells:
+        out.append("ladder: give widths/depths/tokens or cells, not both")
+    elif lad.cells:
+        widths = tuple(c.width for c in lad.cells)
+        seen: set[tuple[int, int, int | None, float | None]] = set()
+        for i, c in enumerate(lad.cells):
+            key = (c.width, c.depth, c.tokens, c.tokens_per_param)
+            if key in seen:
+                out.append(f"ladder.cells[{i}]: duplicate cell")
+            seen.add(key)
+            if (c.tokens is None) == (c.tokens_per_param is None):
+                out.append(f"ladder.cells[{i}]: give exactly one of tokens or tokens_per_param")
+    elif grid:
+        widths = lad.widths
+        if not lad.widths:
+            out.append("ladder.widths: missing")
+        if not lad.depths:
+            out.append("ladder.depths: missing")
+        if bool(lad.tokens) == bool(lad.tokens_per_param):
+            out.append("ladder: give exactly one of tokens or tokens_per_param")
+    else:
+        widths = ()
+        out.append(
+            "ladder: no cells (give widths, depths and tokens or tokens_per_param, or cells)"
+        )
+    for w in dict.fromkeys(widths):
+        if w % divisor:
+            out.append(f"ladder.widths: {w} is not divisible by {what} {divisor}")
+    # search
+    for name, p in s.items():
+        out.extend(_check_param(name, p))
+    micro = spec.train.micro_batch_size
+    if micro is not None:
+        if s.batch_size.values is None:
+            out.append("train.micro_batch_size: cannot be fixed when search.batch_size is a range")
+        else:
+            for b in s.batch_size.values:
+                if int(b) % micro:
+                    out.append(f"train.micro_batch_size: {micro} does not divide batch size {b:g}")
+    # sampler / trials
+    tpc = spec.sweep.trials_per_cell
+    if spec.sampler.kind == "grid":
+        ranges = [n for n, p in s.items() if p.values is None]
+        if ranges:
+            out.append(
+                "sampler.kind: grid needs a list of values for every searched parameter, "
+                f"not a range: {', '.join('search.' + n for n in ranges)}"
+            )
+        elif tpc is not None and tpc > grid_size(s):
+            out.append(
+                f"sweep.trials_per_cell: {tpc} exceeds the {grid_size(s)} points of the grid"
+            )
+    elif spec.sampler.kind == "law":
+        out.extend(_check_law(spec))
+    elif tpc is None:
+        out.append("sweep.trials_per_cell: missing (required unless sampler.kind = 'grid')")
+    if spec.sampler.n_startup_trials is not None and spec.sampler.kind not in ("tpe", "gp"):
+        out.append(f"sampler.n_startup_trials: only used by tpe and gp, not {spec.sampler.kind!r}")
+    if spec.sampler.kind not in SAMPLERS:
+        out.append(f"sampler.kind: unknown sampler {spec.sampler.kind!r}")
+    if spec.pruner.kind not in PRUNERS:
+        out.append(f"pruner.kind: unknown pruner {spec.pruner.kind!r}")
+    if spec.sampler.kind != "law":
+        if spec.sampler.budget_runs is not None:
+            out.append("sampler.budget_runs: only used with kind = 'law'")
+        if spec.sampler.stop_lr_interval_ratio != SamplerSpec.stop_lr_interval_ratio:
+            out.append("sampler.stop_lr_interval_ratio: only used with kind = 'law'")
+    out.extend(_check_own(spec))
+    return out
+
+
+#: candidate LRs the law sampler needs in a cell (its start tries 3)
+LAW_MIN_LRS: Final = 3
+
+
+def law_lrs(search: SearchSpace) -> tuple[float, ...]:
+    """The law sampler's candidate LRs: the list of values, or a range in sqrt(2) steps from
+    ``low`` (:func:`sweeper.fitting.allocation.sqrt2_grid`, capped at ``high``)."""
+    p = search.lr
+    if p.values is not None:
+        return tuple(sorted(float(v) for v in p.values))
+    from sweeper.fitting.allocation import sqrt2_grid
+
+    assert p.low is not None and p.high is not None
+    return tuple(min(x, float(p.high)) for x in sqrt2_grid(float(p.low), float(p.high)))
+
+
+def _check_law(spec: StudySpec) -> list[str]:
+    """The law sampler's rules: a budget, a stopping ratio > 1, a positive target, the LR
+    searched (at least 3 candidates) and everything else fixed."""
+    out: list[str] = []
+    s, sm = spec.search, spec.sampler
+    if spec.sweep.trials_per_cell is not None:
+        out.append(
+            "sweep.trials_per_cell: not used with sampler.kind = 'law' (give sampler.budget_runs)"
+        )
+    if sm.budget_runs is None:
+        out.append("sampler.budget_runs: missing (required with kind = 'law')")
+    elif sm.budget_runs < max(1, spec.sweep.seeds_per_point):
+        out.append(
+            f"sampler.budget_runs: {sm.budget_runs} is less than one point's "
+            f"{spec.sweep.seeds_per_point} runs (sweep.seeds_per_point)"
+        )
+    if not sm.stop_lr_interval_ratio > 1:
+        out.append(f"sampler.stop_lr_interval_ratio: {sm.stop_lr_interval_ratio!r} must be > 1")
+    if spec.target is not None:
+        for key in ("params", "tokens"):
+            v = getattr(spec.target, key)
+            if v is not None and not v > 0:
+                out.append(f"target.{key}: {v!r} must be > 0")
+    if s.lr.is_fixed:
+        out.append("search.lr: the law sampler plans the LR: give a range or a list of values")
+    elif not _check_param("lr", s.lr) and len(law_lrs(s)) < LAW_MIN_LRS:
+        out.append(
+            f"search.lr: the law sampler needs at least {LAW_MIN_LRS} candidate LRs "
+            "(a range spanning x2 in sqrt(2) steps, or 3 values)"
+        )
+    for name, p in s.items():
+        if name != "lr" and not p.is_fixed:
+            out.append(f"search.{name}: the law sampler plans the LR only: fix {name}")
+    if spec.pruner.kind == "asha":
+        out.append(
+            "pruner.kind: asha is not used with sampler.kind = 'law' (the plan needs whole runs)"
+        )
+    return out
+
+
+def _check_own(spec: StudySpec) -> list[str]:
+    """Cross-field rules of the own-model keys (no import of the user's code)."""
+    out: list[str] = []
+    m, t, s = spec.model, spec.train, spec.search
+    if m.builder is None:
+        if m.args:
+            out.append("model.args: only used with model.builder")
+        if m.param_roles is not None:
+            out.append("model.param_roles: only used with model.builder")
+    else:
+        default = ModelSpec()
+        for key in PROXY_ONLY_KEYS:
+            if getattr(m, key) != getattr(default, key):
+                out.append(
+                    f"model.{key}: only the built-in proxy understands it, not allowed beside "
+                    "model.builder (pass it to your builder in [model.args])"
+                )
+        if m.parametrization == "sp" and m.init_std != default.init_std:
+            out.append(
+                "model.init_std: under sp a builder's model keeps its own init; it is used under "
+                "mup/completep only"
+            )
+    if t.weight_decay_tau is not None and s.weight_decay is not None:
+        out.append(
+            "train.weight_decay_tau: give the decay as a timescale or as search.weight_decay, not both"
+        )
+    if s.schedule is not None and t.schedule != TrainSpec.schedule:
+        out.append("train.schedule: give the schedule in train or in search, not both")
+    return out
+
+
+def check_code(spec: StudySpec) -> list[str]:
+    """Import the study's own code and try it (``sweeper validate`` and ``launch`` run this
+    before any trial): the builder builds the smallest cell and runs one forward pass (logits of
+    the right shape, roles that the parametrization can use); the training function's signature
+    and the keys it honours. One line per problem, naming the study key. Imports torch only for
+    a study with a builder."""
+    if spec.model.builder is None and spec.train.function is None:
+        return []
+    from sweeper.study.own_code import check_own_code
+
+    return check_own_code(spec)
+
+
+def _check_param(name: str, p: ParamSpec) -> list[str]:
+    where = f"search.{name}"
+    if p.values is not None:
+        if not p.values:
+            return [f"{where}.values: empty list"]
+        return []
+    if p.low is None or p.high is None:
+        return [f"{where}: a range needs low and high"]
+    out = []
+    if p.low >= p.high:
+        out.append(f"{where}: inverted range: low {p.low!r} must be < high {p.high!r}")
+    if p.log and p.low <= 0:
+        out.append(f"{where}: a log range needs low > 0, got low {p.low!r}")
+    return out

@@ -1,0 +1,274 @@
+"""Where sweeps, imported runs and fitted laws live: any SQLAlchemy URL.
+
+The default is ``sqlite:///sweeper.db`` in the working directory (or ``$SWEEPER_STORAGE``); one
+driver writes, so SQLite is safe. PostgreSQL (``postgresql+psycopg://...``) serves several drivers
+or a cluster. Optuna keeps its own tables in the same database (one Optuna study per cell, named
+``<sweep>/<cell>``); Sweeper's own tables are prefixed ``sweeper_``:
+
+- ``sweeper_sweeps``: one row per sweep (launched or imported) with its resolved study file
+- ``sweeper_runs``: imported runs, one JSON row each (unknown columns kept)
+- ``sweeper_laws``: fitted laws with their provenance, as JSON (:mod:`sweeper.fitting.store`)
+- ``sweeper_leases``: which driver holds a launched sweep, with its heartbeat and fencing epoch
+  (:mod:`sweeper.study.lease`)
+
+Storage URLs are shown to people only through :func:`safe_url` (the password masked), and a
+database driver's error text only through :func:`redact`. Prefer URLs without a password
+(libpq's ``PGPASSWORD`` or ``~/.pgpass``), given in ``$SWEEPER_STORAGE``: see docs/CLUSTER.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from sweeper.errors import StorageError
+
+__all__ = [
+    "DEFAULT_URL",
+    "error_line",
+    "get_engine",
+    "get_sweep",
+    "laws_table",
+    "leases_table",
+    "list_sweeps",
+    "metadata",
+    "redact",
+    "resolve_url",
+    "runs_table",
+    "safe_url",
+    "sweeps_table",
+    "transaction",
+    "url_password",
+]
+
+DEFAULT_URL = "sqlite:///sweeper.db"
+
+metadata = sa.MetaData()
+
+sweeps_table = sa.Table(
+    "sweeper_sweeps",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # "launched" | "imported"
+    sa.Column("spec_hash", sa.String(64), nullable=False, default=""),
+    sa.Column("study_toml", sa.Text, nullable=False, default=""),
+    sa.Column("meta_json", sa.Text, nullable=False, default="{}"),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+runs_table = sa.Table(
+    "sweeper_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "sweep", sa.String(255), sa.ForeignKey("sweeper_sweeps.name"), nullable=False, index=True
+    ),
+    sa.Column("row_json", sa.Text, nullable=False),
+)
+
+laws_table = sa.Table(
+    "sweeper_laws",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("sweep", sa.String(255), nullable=False, index=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # Law.kind
+    sa.Column("target", sa.String(32), nullable=False),
+    sa.Column("method", sa.String(64), nullable=False, default=""),
+    sa.Column("fingerprint", sa.String(64), nullable=False, default=""),
+    sa.Column("payload_json", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+leases_table = sa.Table(
+    "sweeper_leases",
+    metadata,
+    sa.Column("sweep", sa.String(255), primary_key=True),
+    sa.Column("owner", sa.String(255), nullable=False),  # host:pid:token of the driver; "" released
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("acquired_at", sa.Float, nullable=False),  # Unix seconds
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    # fencing token: incremented by every acquisition; every write of a driver checks it
+    sa.Column("epoch", sa.Integer, nullable=False, server_default="1"),
+)
+
+_engines: dict[str, Engine] = {}
+
+
+#: query parameters of a URL whose values are secrets (libpq's ``password``, and the like)
+_SECRET_KEYS = re.compile(r"(?i)^(password|passwd|pwd|pass|secret|token|sslpassword)$")
+#: ``scheme://user:secret@`` anywhere in a text
+_URL_SECRET = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
+#: ``password=secret`` (libpq keyword strings, query strings) anywhere in a text
+_KEY_SECRET = re.compile(
+    r"(?i)\b(password|passwd|pwd|sslpassword)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\s&;,)]+)"
+)
+
+
+def safe_url(url: str) -> str:
+    """``url`` for humans: the password masked (``***``), in the user part and in the query.
+    Every message, log line, report and JSON output that shows a storage URL goes through this
+    function."""
+    try:
+        u = sa.engine.make_url(url)
+        if u.query:
+            u = u.set(
+                query={k: ("***" if _SECRET_KEYS.match(k) else v) for k, v in u.query.items()}
+            )
+        return u.render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy can parse: mask it as text
+        return redact(url)
+
+
+def redact(text: str, *urls: str | None) -> str:
+    """``text`` (a database driver's error message, a log line) with every secret masked: the
+    password of each URL in ``urls`` wherever it appears, and anything that looks like one
+    (``scheme://user:secret@``, ``password=secret``)."""
+    out = str(text)
+    for url in urls:
+        if not url:
+            continue
+        out = out.replace(url, safe_url(url))
+        try:
+            secret = sa.engine.make_url(url).password
+        except Exception:
+            secret = None
+        if secret and len(str(secret)) >= 3:
+            out = out.replace(str(secret), "***")
+    out = _URL_SECRET.sub(r"\1***@", out)
+    return _KEY_SECRET.sub(r"\1\2***", out)
+
+
+def url_password(url: str | None) -> str | None:
+    """The password written in ``url`` itself (None when it has none: libpq then reads
+    ``PGPASSWORD`` or ``~/.pgpass``)."""
+    if not url:
+        return None
+    try:
+        u = sa.engine.make_url(url)
+    except Exception:
+        return None
+    if u.password:
+        return str(u.password)
+    for k, v in u.query.items():
+        if _SECRET_KEYS.match(k) and v:
+            return str(v)
+    return None
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The storage URL to use: ``url``, else ``$SWEEPER_STORAGE``, else :data:`DEFAULT_URL`."""
+    return url or os.environ.get("SWEEPER_STORAGE") or DEFAULT_URL
+
+
+def get_engine(url: str | None = None, *, create: bool = True) -> Engine:
+    """A cached engine for ``url`` with Sweeper's tables created (when ``create``)."""
+    url = resolve_url(url)
+    if url in _engines:
+        return _engines[url]
+    try:
+        kwargs: dict[str, Any] = {"pool_pre_ping": True}
+        if url.startswith("sqlite"):
+            kwargs["connect_args"] = {"timeout": 60}
+        engine = sa.create_engine(url, **kwargs)
+        if create:
+            created(lambda: metadata.create_all(engine))
+            _migrate(engine)
+        else:
+            with engine.connect():
+                pass
+    except sa.exc.ArgumentError as e:
+        raise StorageError(
+            f"invalid storage URL {safe_url(url)!r}: {redact(str(e), url)}"
+        ) from None
+    except (sa.exc.SQLAlchemyError, ModuleNotFoundError, ValueError) as e:
+        raise StorageError(f"cannot open storage {safe_url(url)!r}: {error_line(e, url)}") from None
+    _engines[url] = engine
+    return engine
+
+
+def created(make: Any, tries: int = 5) -> Any:
+    """``make()`` (something that creates tables: ``create_all``, Optuna's storage), again when
+    another process created the same tables at the same moment: PostgreSQL then refuses one of
+    the two ``CREATE TABLE`` (a duplicate type or relation); the next try sees them and skips."""
+    for i in range(tries):
+        try:
+            return make()
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError) as e:
+            text = str(getattr(e, "orig", e))
+            if i == tries - 1 or ("already exists" not in text and "duplicate key" not in text):
+                raise
+            time.sleep(0.2 * (i + 1))
+    return None
+
+
+def error_line(e: BaseException, url: str | None = None) -> str:
+    """The first line of a database error, secrets redacted (for one-line messages)."""
+    text = str(getattr(e, "orig", None) or e) or type(e).__name__
+    return redact(text.strip().splitlines()[0] if text.strip() else type(e).__name__, url)
+
+
+def _migrate(engine: Engine) -> None:
+    """Bring the tables of an older Sweeper up to date: ``sweeper_leases.epoch``."""
+    cols = {c["name"] for c in sa.inspect(engine).get_columns("sweeper_leases")}
+    if "epoch" in cols:
+        return
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("ALTER TABLE sweeper_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1")
+            )
+    except sa.exc.DatabaseError:  # another process added it at the same time
+        cols = {c["name"] for c in sa.inspect(engine).get_columns("sweeper_leases")}
+        if "epoch" not in cols:
+            raise
+
+
+@contextmanager
+def transaction(url: str | None = None) -> Iterator[Connection]:
+    """A connection inside one transaction (committed on success, rolled back on error)."""
+    with get_engine(url).begin() as conn:
+        yield conn
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def get_sweep(name: str, url: str | None = None) -> dict[str, Any] | None:
+    """The ``sweeper_sweeps`` row for ``name`` as a dict (``meta`` decoded), or None."""
+    with get_engine(url).connect() as conn:
+        row = (
+            conn.execute(sa.select(sweeps_table).where(sweeps_table.c.name == name))
+            .mappings()
+            .first()
+        )
+    if row is None:
+        return None
+    out = dict(row)
+    out["meta"] = json.loads(out.pop("meta_json") or "{}")
+    return out
+
+
+def list_sweeps(url: str | None = None) -> list[dict[str, Any]]:
+    with get_engine(url).connect() as conn:
+        rows = (
+            conn.execute(sa.select(sweeps_table).order_by(sweeps_table.c.created_at))
+            .mappings()
+            .all()
+        )
+    out = []
+    for r in rows:
+        d = dict(r)
+        d["meta"] = json.loads(d.pop("meta_json") or "{}")
+        out.append(d)
+    return out

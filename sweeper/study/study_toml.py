@@ -1,0 +1,188 @@
+"""Writing a study back as TOML (every default filled in) and fingerprinting what it measures."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import fields
+from typing import Any
+
+from sweeper.study.spec import (
+    CellSpec,
+    ModelSpec,
+    ParamSpec,
+    ResourcesSpec,
+    SamplerSpec,
+    StudySpec,
+    TrainSpec,
+)
+
+__all__ = ["spec_hash", "study_toml"]
+
+
+def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
+    """The resolved study as TOML (every default filled in); ``parse_study`` reads it back equal.
+
+    ``operational=False`` leaves out what does not change what one trial measures: storage,
+    resources, description, the target count ``trials_per_cell`` and the sampler's pacing knobs
+    ``n_startup_trials``, ``max_pending_per_cell`` and the law sampler's ``budget_runs`` and
+    ``stop_lr_interval_ratio`` (the sampler kind and seed stay; ``[target]`` stays), and
+    ``model.output_mult`` at its default 1.0 (so sweeps launched before that knob keep their hash).
+    Keys added with the own-model work (``model.builder``, ``[model.args]``,
+    ``model.param_roles``, ``train.function``, ``train.optimizer``, ``train.weight_decay_tau``,
+    ``search.schedule``) are written only when set away from their defaults, in both forms.
+    That text is what :func:`spec_hash` fingerprints.
+    """
+    lines: list[str] = []
+
+    def section(name: str, items: list[tuple[str, Any]]) -> None:
+        lines.append(f"[{name}]")
+        for k, v in items:
+            if v is not None:
+                lines.append(f"{k} = {_toml_value(v)}")
+        lines.append("")
+
+    sw = spec.sweep
+    sweep_items: list[tuple[str, Any]] = [("name", sw.name)]
+    if operational:
+        sweep_items += [("description", sw.description or None), ("storage", sw.storage)]
+    sweep_items.append(("data", sw.data))
+    if operational and spec.sampler.kind != "law":  # law: the budget is sampler.budget_runs
+        sweep_items.append(("trials_per_cell", spec.trials_per_cell))
+    sweep_items.append(("seeds_per_point", sw.seeds_per_point))
+    section("sweep", sweep_items)
+    model_items = [
+        (f.name, getattr(spec.model, f.name)) for f in fields(ModelSpec) if f.name != "args"
+    ]
+    if not operational and spec.model.output_mult == ModelSpec.output_mult:
+        model_items = [(k, v) for k, v in model_items if k != "output_mult"]
+    section("model", model_items)
+    if spec.model.args:
+        section("model.args", list(spec.model.args))
+    lad = spec.ladder
+    if lad.cells:
+        section("ladder", [])
+        lines.pop()  # cells follow as an array of tables
+        for c in lad.cells:
+            lines.append("[[ladder.cells]]")
+            for f in fields(CellSpec):
+                v = getattr(c, f.name)
+                if v is not None:
+                    lines.append(f"{f.name} = {_toml_value(v)}")
+            lines.append("")
+    else:
+        section(
+            "ladder",
+            [
+                ("widths", list(lad.widths)),
+                ("depths", list(lad.depths)),
+                ("tokens", list(lad.tokens) or None),
+                ("tokens_per_param", list(lad.tokens_per_param) or None),
+            ],
+        )
+    section("search", [(n, _param_toml(p)) for n, p in spec.search.items()])
+    train_items = [(f.name, getattr(spec.train, f.name)) for f in fields(TrainSpec)]
+    # keys added after sweeps were launched are written only away from their defaults, so that
+    # those sweeps keep their hash (None values are never written)
+    train_items = [
+        (k, v) for k, v in train_items if not (k in _NEW_AT_DEFAULT and v == _NEW_AT_DEFAULT[k])
+    ]
+    section("train", train_items)
+    sampler_keys = [f.name for f in fields(SamplerSpec)]
+    if spec.sampler.kind != "law":
+        sampler_keys = [k for k in sampler_keys if k not in _LAW_ONLY]
+    if not operational:
+        sampler_keys = [k for k in sampler_keys if k not in _SAMPLER_PACING]
+    section("sampler", [(k, getattr(spec.sampler, k)) for k in sampler_keys])
+    pr = spec.pruner
+    pruner_items: list[tuple[str, Any]] = [("kind", pr.kind)]
+    if pr.kind == "asha":
+        pruner_items += [
+            ("grace_fraction", pr.grace_fraction),
+            ("reduction_factor", pr.reduction_factor),
+            ("reports", pr.reports),
+        ]
+    section("pruner", pruner_items)
+    if spec.target is not None and spec.sampler.kind == "law":
+        section("target", [("params", spec.target.params), ("tokens", spec.target.tokens)])
+    if operational:
+        section(
+            "resources", [(f.name, getattr(spec.resources, f.name)) for f in fields(ResourcesSpec)]
+        )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+#: keys added after sweeps were launched, left out of the text at these (default) values
+_NEW_AT_DEFAULT: dict[str, Any] = {"optimizer": TrainSpec.optimizer}
+# sampler settings that change how fast a sweep explores, not what a trial measures
+# (and the law sampler's budget and stopping rule: raising them grows the sweep, like
+# trials_per_cell)
+_SAMPLER_PACING = (
+    "n_startup_trials",
+    "max_pending_per_cell",
+    "budget_runs",
+    "stop_lr_interval_ratio",
+)
+#: sampler keys written only with kind = "law" (so older sweeps keep their hash)
+_LAW_ONLY = ("budget_runs", "stop_lr_interval_ratio")
+
+
+def spec_hash(spec: StudySpec) -> str:
+    """SHA-256 (hex) of what the sweep measures: the resolved study without storage, resources,
+    description, ``trials_per_cell`` and the sampler's pacing knobs (see :func:`study_toml`), so
+    that moving a sweep, giving it more workers or more trials keeps its identity."""
+    return hashlib.sha256(study_toml(spec, operational=False).encode()).hexdigest()
+
+
+class _Inline(dict[str, Any]):
+    """A dict written as an inline table."""
+
+
+def _param_toml(p: ParamSpec) -> Any:
+    if p.is_fixed:
+        assert p.values is not None
+        return int(p.values[0]) if p.integer else p.values[0]
+    if p.values is not None:
+        return _Inline(values=[int(v) if p.integer else v for v in p.values])
+    assert p.low is not None and p.high is not None
+    low, high = (int(p.low), int(p.high)) if p.integer else (p.low, p.high)
+    return _Inline(low=low, high=high, log=p.log)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return _toml_string(v)
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def _toml_string(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)

@@ -1,0 +1,504 @@
+"""A launched sweep in the storage: one Optuna study per cell plus its ``sweeper_sweeps`` row.
+
+Each cell of a sweep is the Optuna study ``<sweep>/<cell>`` (so optuna-dashboard shows it) with the
+cell's metadata as study attributes; the sweep itself is a ``sweeper_sweeps`` row holding the
+resolved study file, its hash and the model family. The storage is the source of truth: relaunching
+the same study resumes it, and :func:`reconcile` closes the RUNNING trials a killed driver left
+behind (Optuna's heartbeat does not work with ask/tell) and queues their points again.
+
+Per trial, the launcher records user attributes: ``runs`` (one dict per seed: ``seed``,
+``ray_trial_id``, ``loss``, ``train_loss``, ``diverged``, ``stopped``, ``tokens``, ``steps``, ``wall_s``,
+``tokens_per_s``, ...) and their aggregates ``tokens`` (tokens seen, summed over seeds), ``wall_s``
+(summed), ``tokens_per_s`` (mean), ``diverged`` (any seed), ``seed`` and ``ray_trial_id`` (first
+seed's, or lists); ``retries`` and ``last_error`` when Ray restarted a crashed run. A COMPLETE
+trial's value is the mean final validation loss over its seeds (diverged runs included).
+
+This module imports Optuna, SQLAlchemy and pandas (no ray, no torch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import optuna
+import sqlalchemy as sa
+import sqlalchemy.orm
+from optuna.storages import RDBStorage
+from optuna.trial import TrialState
+
+from sweeper.errors import StorageError, StudyError
+from sweeper.study import storage as st
+from sweeper.study.ladder import Cell, cells
+from sweeper.study.lease import HeldLease, LeaseLost
+from sweeper.study.samplers import cell_key, make_sampler
+from sweeper.study.spec import StudySpec, parse_study_toml
+from sweeper.study.study_toml import spec_hash, study_toml
+
+__all__ = [
+    "CellCounts",
+    "CellStudy",
+    "FencedStorage",
+    "added_cells",
+    "cell_counts",
+    "cell_studies",
+    "delete_sweep",
+    "launched_sweeps",
+    "open_sweep",
+    "optuna_storage",
+    "resolve_sweep_name",
+    "stored_spec",
+    "study_name",
+    "sweep_cells",
+    "sweep_status",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def study_name(sweep: str, cell: str) -> str:
+    """The Optuna study of one cell: ``<sweep>/<cell>``."""
+    return f"{sweep}/{cell}"
+
+
+# ---- storage -----------------------------------------------------------------------------------
+_storages: dict[str, RDBStorage] = {}
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"timeout": 60}
+    return kwargs
+
+
+def optuna_storage(url: str | None = None) -> RDBStorage:
+    """A cached Optuna RDBStorage on ``url`` (Optuna creates its tables beside Sweeper's)."""
+    url = st.resolve_url(url)
+    if url in _storages:
+        return _storages[url]
+    # Optuna logs every study it creates at INFO on its own handler; the CLI reports progress itself
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        storage = st.created(lambda: RDBStorage(url, engine_kwargs=_engine_kwargs(url)))
+    except (sa.exc.SQLAlchemyError, ModuleNotFoundError, ValueError, ImportError) as e:
+        raise StorageError(
+            f"cannot open storage {st.safe_url(url)!r}: {st.error_line(e, url)}"
+        ) from None
+    _storages[url] = storage
+    return storage
+
+
+class FencedStorage(RDBStorage):
+    """An Optuna RDBStorage whose every write transaction checks the driver's lease first.
+
+    Optuna writes through sessions of its ``scoped_session`` and commits each call (an ask, a
+    tell, a report, an attribute) as one transaction. A ``before_commit`` listener runs
+    :meth:`HeldLease.fence <sweeper.study.lease.HeldLease.fence>` in that transaction when it
+    wrote anything (pending or flushed ORM changes, or a bulk statement): a driver whose lease was
+    taken over raises :class:`~sweeper.study.lease.LeaseLost` there, and Optuna rolls the whole
+    transaction back. Reads are not checked. One instance per launch (its own engine), disposed
+    with :meth:`close`.
+    """
+
+    def __init__(self, url: str, held: HeldLease) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        super().__init__(url, engine_kwargs=_engine_kwargs(url), skip_compatibility_check=True)
+        self._held = held
+        maker = sa.orm.sessionmaker(bind=self.engine)
+        sa.event.listen(maker, "after_flush", self._wrote)
+        sa.event.listen(maker, "do_orm_execute", self._bulk)
+        sa.event.listen(maker, "before_commit", self._fence)
+        sa.event.listen(maker, "after_commit", self._forget)
+        sa.event.listen(maker, "after_rollback", self._forget)
+        self.scoped_session = sa.orm.scoped_session(maker)
+
+    def __getstate__(self) -> dict[Any, Any]:  # never shipped anywhere: the fence stays here
+        raise TypeError("a FencedStorage belongs to its launch and cannot be pickled")
+
+    @staticmethod
+    def _wrote(session: sa.orm.Session, _ctx: Any) -> None:
+        session.info["sweeper_wrote"] = True
+
+    @staticmethod
+    def _bulk(state: Any) -> None:
+        if state.is_insert or state.is_update or state.is_delete:
+            state.session.info["sweeper_wrote"] = True
+
+    @staticmethod
+    def _forget(session: sa.orm.Session) -> None:
+        # the flag belongs to one transaction (Optuna reuses one session per thread)
+        session.info.pop("sweeper_wrote", None)
+
+    def _fence(self, session: sa.orm.Session) -> None:
+        wrote = session.info.get("sweeper_wrote", False)
+        if wrote or session.new or session.dirty or session.deleted:
+            self._held.fence(session)
+
+    def close(self) -> None:
+        self.scoped_session.remove()
+        self.engine.dispose()
+
+
+# ---- the sweep row -----------------------------------------------------------------------------
+def study_meta(spec: StudySpec, cell_list: list[Cell]) -> dict[str, Any]:
+    """What a sweep's row records of its study (the model, the data, the design): what the laws'
+    conventions are read from, for a launched sweep and an imported one with its study alike."""
+    m = spec.model
+    return {
+        "parametrization": m.parametrization,
+        "base_width": m.base_width,
+        "base_depth": m.base_depth,
+        "context": m.context,
+        "seq_len": m.context,
+        "vocab_size": m.vocab_size,
+        "init_std": m.init_std,
+        "output_mult": m.output_mult,
+        "norm": m.norm,
+        "qk_norm": m.qk_norm,
+        "tied_embeddings": m.tied_embeddings,
+        "head_dim": m.head_dim,
+        "heads": m.heads,
+        "data": spec.sweep.data,
+        "sampler": spec.sampler.kind,
+        "pruner": spec.pruner.kind,
+        "trials_per_cell": spec.trials_per_cell,
+        "seeds_per_point": spec.sweep.seeds_per_point,
+        "schedule": spec.train.schedule,
+        "cells": [c.name for c in cell_list],
+    }
+
+
+@dataclass(frozen=True)
+class CellStudy:
+    """A cell with its Optuna study (sampler set for this launch) and its index in the ladder."""
+
+    cell: Cell
+    study: optuna.Study
+    index: int
+
+
+def open_sweep(
+    spec: StudySpec,
+    url: str | None = None,
+    *,
+    force_new: bool = False,
+    storage: RDBStorage | None = None,
+    held: HeldLease | None = None,
+) -> list[CellStudy]:
+    """Create or load the sweep's row and every cell's study; refuse a changed study.
+
+    A sweep of the same name launched from a study that measures something else (other
+    :func:`~sweeper.study.study_toml.spec_hash`) raises StorageError unless ``force_new``, which deletes that
+    sweep's cell studies and row first. A study that differs only in what the hash leaves out
+    (``trials_per_cell``, the sampler's ``n_startup_trials`` and ``max_pending_per_cell``, storage,
+    resources, description) extends the sweep: its resolved file replaces the stored one, so that
+    raising ``trials_per_cell`` and relaunching adds the missing trials. So does a study whose
+    ladder holds every cell of the stored one and more, with all else the same (:func:`added_cells`):
+    the new cells get their studies, the old ones keep theirs.
+
+    ``held``: the launch's lease; the sweep row is then written only while it holds (fenced in the
+    same transaction), and ``storage`` (a :class:`FencedStorage` of that lease) opens the cell
+    studies, so that every later write of the launch is fenced too.
+    """
+    cell_list = cells(spec)
+    url = st.resolve_url(url)
+    existing = _existing_row(spec, url, force_new=force_new, held=held)
+    _write_row(spec, url, cell_list, existing, held=held)
+    storage = storage or optuna_storage(url)
+    out = []
+    for i, cell in enumerate(cell_list):
+        study = optuna.create_study(
+            study_name=study_name(spec.name, cell.name),
+            storage=storage,
+            direction="minimize",
+            load_if_exists=True,
+        )
+        attrs = study.user_attrs
+        wanted = {
+            **cell.to_dict(),
+            "sweep": spec.name,
+            "cell": cell.name,
+            "target": spec.trials_per_cell,
+            "seeds_per_point": spec.sweep.seeds_per_point,
+        }
+        for k, v in wanted.items():
+            if attrs.get(k) != v:
+                study.set_user_attr(k, v)
+        n = len(study.get_trials(deepcopy=False))
+        study.sampler = make_sampler(spec, cell_key(cell.name), n)
+        out.append(CellStudy(cell=cell, study=study, index=i))
+    return out
+
+
+def _existing_row(
+    spec: StudySpec, url: str, *, force_new: bool, held: HeldLease | None = None
+) -> dict[str, Any] | None:
+    """The stored row of the sweep ``spec`` names, when the study may continue it: the same
+    measurement, or the same with more cells. None when there is none (or ``force_new`` deleted
+    one launched from another study); StorageError when it holds something else."""
+    existing = st.get_sweep(spec.name, url)
+    if existing is None:
+        return None
+    if existing["kind"] != "launched":
+        raise StorageError(
+            f"sweep {spec.name!r} in {st.safe_url(url)} holds imported runs; "
+            "choose another sweep.name"
+        )
+    h = spec_hash(spec)
+    if existing["spec_hash"] == h or _stored_hash(existing) == h:
+        return existing
+    added = added_cells(_stored_spec_or_none(existing), spec)
+    if added:
+        logger.warning(
+            "sweep %s: ladder extended by %d cell(s): %s", spec.name, len(added), ", ".join(added)
+        )
+        return existing
+    if not force_new:
+        raise StorageError(
+            f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
+            "file; relaunch it with the same study (adding cells to its ladder is allowed), "
+            "choose another sweep.name, or pass --force-new to delete its trials and start "
+            "again"
+        )
+    delete_sweep(spec.name, url, held=held)
+    return None
+
+
+def _write_row(
+    spec: StudySpec,
+    url: str,
+    cell_list: list[Cell],
+    existing: Mapping[str, Any] | None,
+    *,
+    held: HeldLease | None = None,
+) -> None:
+    """Insert the sweep's row, or bring a continued sweep's row up to date: same measurement, new
+    target or sampler knobs (or a hash from an older Sweeper). The stored file is what the fits
+    read, so it must be the current one; keys other modules added to the metadata (a transfer
+    result) are kept."""
+    h, text, meta = spec_hash(spec), study_toml(spec), study_meta(spec, cell_list)
+    engine = st.get_engine(url)
+    if existing is None:
+        with engine.begin() as conn:
+            if held is not None:
+                held.fence(conn)
+            conn.execute(
+                st.sweeps_table.insert().values(
+                    name=spec.name,
+                    kind="launched",
+                    spec_hash=h,
+                    study_toml=text,
+                    meta_json=json.dumps(meta),
+                    created_at=st.now(),
+                )
+            )
+        return
+    if (
+        existing["spec_hash"] == h
+        and existing["study_toml"] == text
+        and all(existing["meta"].get(k) == v for k, v in meta.items())
+    ):
+        return
+    with engine.begin() as conn:
+        if held is not None:
+            held.fence(conn)
+        conn.execute(
+            st.sweeps_table.update()
+            .where(st.sweeps_table.c.name == spec.name)
+            .values(
+                spec_hash=h, study_toml=text, meta_json=json.dumps({**existing["meta"], **meta})
+            )
+        )
+    logger.info("sweep %s: stored study file updated (same measurement)", spec.name)
+
+
+def added_cells(old: StudySpec | None, new: StudySpec) -> list[str]:
+    """The cells ``new`` adds to ``old`` when it is ``old`` with a larger ladder: every old cell
+    kept and everything else measured the same (equal :func:`~sweeper.study.study_toml.spec_hash` once the
+    ladders are swapped). [] otherwise, or when it adds none."""
+    if old is None or spec_hash(replace(new, ladder=old.ladder)) != spec_hash(old):
+        return []
+    try:
+        old_names = {c.name for c in cells(old)}
+        new_names = [c.name for c in cells(new)]
+    except StudyError:
+        return []
+    if not old_names <= set(new_names):
+        return []
+    return [n for n in new_names if n not in old_names]
+
+
+def _stored_spec_or_none(row: Mapping[str, Any]) -> StudySpec | None:
+    try:
+        return parse_study_toml(row["study_toml"], source=f"sweep:{row['name']}")
+    except StudyError:
+        return None
+
+
+def _stored_hash(row: Mapping[str, Any]) -> str | None:
+    """The hash of a sweep row's stored study as this Sweeper computes it (the row's own hash may
+    come from an older definition of what the hash covers); None if the file no longer parses."""
+    stored = _stored_spec_or_none(row)
+    return None if stored is None else spec_hash(stored)
+
+
+def delete_sweep(name: str, url: str | None = None, *, held: HeldLease | None = None) -> None:
+    """Delete a launched sweep: its cell studies, its ``sweeper_sweeps`` row, the laws fitted to
+    it, and its transfer checks (``<name>.transfer.<cell>``, and the older ``<name>.transfer``), all
+    of which describe data that is gone."""
+    url = st.resolve_url(url)
+    storage = optuna_storage(url)
+    names = (name, f"{name}.transfer", *_transfer_checks(name, url))
+    prefixes = tuple(f"{n}/" for n in names)
+    if held is not None:
+        held.check()  # (Optuna's deletes are not fenced: refuse before, and fence the rows)
+        if held.lost.is_set():
+            raise LeaseLost(held.why)
+    for sname in optuna.get_all_study_names(storage):
+        if sname.startswith(prefixes):
+            optuna.delete_study(study_name=sname, storage=storage)
+    with st.transaction(url) as conn:
+        if held is not None:
+            held.fence(conn)
+        for n in names:
+            conn.execute(st.runs_table.delete().where(st.runs_table.c.sweep == n))
+            conn.execute(st.laws_table.delete().where(st.laws_table.c.sweep == n))
+            conn.execute(st.sweeps_table.delete().where(st.sweeps_table.c.name == n))
+
+
+def _transfer_checks(name: str, url: str) -> list[str]:
+    """The per-cell transfer checks ``<name>.transfer.<cell>`` with a sweep row or a stored law."""
+    with st.get_engine(url).connect() as conn:
+        found = {
+            *conn.execute(sa.select(st.sweeps_table.c.name)).scalars(),
+            *conn.execute(sa.select(st.laws_table.c.sweep).distinct()).scalars(),
+        }
+    return sorted(n for n in found if n.startswith(f"{name}.transfer."))
+
+
+# ---- status ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellCounts:
+    """Trials of one cell by state, and its best COMPLETE trial."""
+
+    cell: str
+    complete: int
+    running: int
+    failed: int
+    pruned: int
+    waiting: int
+    target: int
+    best_loss: float | None
+    best_lr: float | None
+    best_batch_size: int | None
+
+    @property
+    def finished(self) -> int:
+        """COMPLETE + PRUNED: the trials that count against the target."""
+        return self.complete + self.pruned
+
+    @property
+    def done(self) -> bool:
+        return self.finished >= self.target
+
+
+def cell_counts(study: optuna.Study, target: int, cell: str | None = None) -> CellCounts:
+    trials = study.get_trials(deepcopy=False)
+    by = {s: 0 for s in TrialState}
+    for t in trials:
+        by[t.state] += 1
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    best = min(complete, key=lambda t: t.value) if complete else None  # type: ignore[arg-type,return-value]
+    return CellCounts(
+        cell=cell or study.user_attrs.get("cell") or study.study_name.split("/", 1)[-1],
+        complete=by[TrialState.COMPLETE],
+        running=by[TrialState.RUNNING],
+        failed=by[TrialState.FAIL],
+        pruned=by[TrialState.PRUNED],
+        waiting=by[TrialState.WAITING],
+        target=target,
+        best_loss=None if best is None else float(best.value),  # type: ignore[arg-type]
+        best_lr=None if best is None else float(best.params["lr"]),
+        best_batch_size=None if best is None else int(best.params["batch_size"]),
+    )
+
+
+def launched_sweeps(url: str | None = None) -> list[str]:
+    """Names of the launched sweeps in the storage, oldest first."""
+    return [r["name"] for r in st.list_sweeps(url) if r["kind"] == "launched"]
+
+
+def resolve_sweep_name(name: str | None, url: str | None = None) -> str:
+    """``name`` if it is a launched sweep in the storage, or the only one when ``name`` is None."""
+    url = st.resolve_url(url)
+    names = launched_sweeps(url)
+    if name is None:
+        if len(names) == 1:
+            return names[0]
+        if not names:
+            raise StorageError(f"no launched sweep in {st.safe_url(url)}")
+        raise StorageError(f"several sweeps in {st.safe_url(url)}; name one of: {', '.join(names)}")
+    if name not in names:
+        row = st.get_sweep(name, url)
+        if row is not None:
+            raise StorageError(f"sweep {name!r} was imported, not launched")
+        known = f" (sweeps: {', '.join(names)})" if names else ""
+        raise StorageError(f"no sweep {name!r} in {st.safe_url(url)}{known}")
+    return name
+
+
+def stored_spec(name: str, url: str | None = None) -> StudySpec:
+    """The study a sweep was launched from, as stored with it."""
+    row = st.get_sweep(name, url)
+    if row is None:
+        raise StorageError(f"no sweep {name!r} in {st.safe_url(st.resolve_url(url))}")
+    return parse_study_toml(row["study_toml"], source=f"sweep:{name}")
+
+
+def cell_studies(name: str, url: str | None) -> list[optuna.Study]:
+    """The sweep's cell studies in ladder order (as recorded in the sweep row)."""
+    url = st.resolve_url(url)
+    storage = optuna_storage(url)
+    row = st.get_sweep(name, url)
+    order = list((row or {}).get("meta", {}).get("cells", []))
+    prefix = f"{name}/"
+    names = [s for s in optuna.get_all_study_names(storage) if s.startswith(prefix)]
+    rank = {study_name(name, c): i for i, c in enumerate(order)}
+    names.sort(key=lambda s: (rank.get(s, len(rank)), s))
+    return [optuna.load_study(study_name=s, storage=storage) for s in names]
+
+
+def sweep_cells(name: str, url: str | None = None) -> list[dict[str, Any]]:
+    """Cell metadata of a launched sweep (the cell studies' attributes), in ladder order."""
+    return [dict(s.user_attrs) for s in cell_studies(name, url)]
+
+
+def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
+    """``{"sweep": name, "cells": [{cell, width, depth, tokens, complete, running, failed, pruned,
+    waiting, target, best_loss, best_lr, best_batch_size}]}``."""
+    rows = []
+    for s in cell_studies(name, url):
+        a = s.user_attrs
+        c = cell_counts(s, int(a.get("target", 0)), a.get("cell"))
+        rows.append(
+            {
+                "cell": c.cell,
+                "width": a.get("width"),
+                "depth": a.get("depth"),
+                "tokens": a.get("tokens"),
+                "complete": c.complete,
+                "running": c.running,
+                "failed": c.failed,
+                "pruned": c.pruned,
+                "waiting": c.waiting,
+                "target": c.target,
+                "best_loss": c.best_loss,
+                "best_lr": c.best_lr,
+                "best_batch_size": c.best_batch_size,
+            }
+        )
+    return {"sweep": name, "cells": rows}

@@ -1,0 +1,111 @@
+"""A launched sweep's trials as a runs table: one row per training run (per seed), from the
+``runs`` user attribute the launcher records on each Optuna trial (see :mod:`sweeper.study.sweep`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from optuna.trial import TrialState
+
+from sweeper.study.runs import normalize_runs
+from sweeper.study.sweep import cell_studies, resolve_sweep_name
+
+__all__ = ["aggregate_runs", "load_sweep_runs"]
+
+
+def aggregate_runs(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The trial-level user attributes from its per-seed runs (see the module docstring)."""
+    if not runs:
+        return {}
+    seeds = [r.get("seed") for r in runs]
+    ids = [r.get("ray_trial_id") for r in runs]
+    tps = [float(r.get("tokens_per_s", math.nan)) for r in runs]
+    return {
+        "tokens": int(sum(int(r.get("tokens", 0)) for r in runs)),
+        "wall_s": float(sum(float(r.get("wall_s", 0.0)) for r in runs)),
+        "tokens_per_s": float(sum(tps) / len(tps)),
+        "diverged": bool(any(r.get("diverged") for r in runs)),
+        "seed": seeds[0] if len(seeds) == 1 else seeds,
+        "ray_trial_id": ids[0] if len(ids) == 1 else ids,
+    }
+
+
+_CELL_COLS = (
+    "width",
+    "depth",
+    "heads",
+    "n_params",
+    "n_params_total",
+    "tokens",
+    "flops",
+    "parametrization",
+)
+_RUN_EXTRAS = ("train_loss", "init_loss", "stopped", "steps", "tokens_per_s", "device")
+
+
+def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
+    """Every training run of a launched sweep as a runs table (``sweeper.study.runs`` columns).
+
+    One row per run: per seed when ``seeds_per_point > 1``. WAITING trials (queued, never started)
+    are left out. ``loss`` is the run's final validation loss (the last reported one for a PRUNED
+    run, NaN for a run without a result); ``state`` is its Optuna trial's state. Extra columns:
+    ``trial_number``, ``ray_trial_id``, ``value`` (the trial's mean loss), ``tokens_seen``, the
+    searched params (``warmup``, ``weight_decay``, ``beta2`` when searched) and
+    ``train_loss``, ``init_loss``, ``stopped``, ``steps``, ``tokens_per_s``, ``device``, ``heads``,
+    ``parametrization``.
+    """
+    name = resolve_sweep_name(name, url)
+    rows: list[dict[str, Any]] = []
+    for s in cell_studies(name, url):
+        a = s.user_attrs
+        context = a.get("context")
+        base = {"cell": a.get("cell"), **{k: a.get(k) for k in _CELL_COLS}, "seq_len": context}
+        for t in s.get_trials(deepcopy=False):
+            if t.state == TrialState.WAITING:
+                continue
+            common = {
+                **base,
+                "lr": t.params.get("lr"),
+                "batch_size": t.params.get("batch_size"),
+                **{k: v for k, v in t.params.items() if k not in ("lr", "batch_size")},
+                "state": t.state.name,
+                "trial_number": t.number,
+                "value": t.value,
+                "source": f"sweep:{name}",
+            }
+            runs = t.user_attrs.get("runs") or []
+            if not runs:
+                rows.append(
+                    {
+                        **common,
+                        "loss": t.value if t.state == TrialState.COMPLETE else math.nan,
+                        "diverged": bool(t.user_attrs.get("diverged", False)),
+                        "seed": t.user_attrs.get("seed"),
+                        "ray_trial_id": t.user_attrs.get("ray_trial_id"),
+                        "wall_s": t.user_attrs.get("wall_s"),
+                        "tokens_seen": t.user_attrs.get("tokens"),
+                    }
+                )
+                continue
+            for r in runs:
+                rows.append(
+                    {
+                        **common,
+                        "loss": r.get("loss"),
+                        "diverged": bool(r.get("diverged", False)),
+                        "seed": r.get("seed"),
+                        "ray_trial_id": r.get("ray_trial_id"),
+                        "wall_s": r.get("wall_s"),
+                        "tokens_seen": r.get("tokens"),
+                        **{k: r.get(k) for k in _RUN_EXTRAS},
+                    }
+                )
+    df = pd.DataFrame(rows)
+    if df.empty:
+        df = pd.DataFrame({c: [] for c in ("cell", "trial_number", "ray_trial_id", "value")})
+    if "batch_size" in df and "seq_len" in df:
+        df["batch_tokens"] = pd.to_numeric(df["batch_size"]) * pd.to_numeric(df["seq_len"])
+    return normalize_runs(df)

@@ -1,0 +1,146 @@
+"""The law-aware planner (sweeper.fitting.allocation): start design, determinism, pending points,
+budget and stopping rule, the diverged region, and a replay that recovers a known law."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.fitting import allocation as al
+from sweeper.fitting._common import FitWarning
+from sweeper.fitting.surface import fit_surface
+from sweeper.fitting.synthetic import proxy_sweep
+from sweeper.study.runs import empty_runs
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    warnings.simplefilter("ignore", FitWarning)
+    warnings.simplefilter("ignore", RuntimeWarning)
+
+
+@pytest.fixture(scope="module")
+def ladder() -> pd.DataFrame:
+    """A dense proxy ladder (5 cells, 8 LRs × 2 seeds, lr* = 0.208·N^-0.3), costs ∝ N·D."""
+    runs = proxy_sweep(seeds=2, seed=3)
+    runs["wall_s"] = 6.0 * runs["n_params"] * runs["tokens"] / 1e9
+    return runs
+
+
+def _cells(runs: pd.DataFrame) -> list[al.CellPlan]:
+    return al.cells_from_runs(runs)
+
+
+def _answer(stored: pd.DataFrame, used: np.ndarray, cell: str, lr: float) -> int:
+    """The stored run of ``cell`` nearest to ``lr`` not used yet."""
+    cand = np.flatnonzero((stored["cell"].to_numpy() == cell) & ~used)
+    dist = np.abs(np.log(stored["lr"].to_numpy(float)[cand]) - math.log(lr))
+    return int(cand[np.argmin(dist)])
+
+
+def _replay(stored: pd.DataFrame, budget: int, k: int = 3, seed: int = 0) -> pd.DataFrame:
+    cells = _cells(stored)
+    used = np.zeros(len(stored), dtype=bool)
+    while True:
+        p = al.plan(stored[used], cells, k=k, seed=seed, budget_runs=budget, max_seeds=2)
+        if not p.points:
+            return stored[used]
+        for pt in p.points:
+            used[_answer(stored, used, pt.cell, pt.lr)] = True
+
+
+def test_sqrt2_grid_and_costs(ladder: pd.DataFrame) -> None:
+    g = al.sqrt2_grid(1e-3, 4e-3)
+    assert len(g) == 5 and g[0] == 1e-3 and g[-1] == pytest.approx(4e-3)
+    cells = _cells(ladder)
+    assert [c.cost for c in cells] == sorted(c.cost for c in cells)
+    unmeasured = al.cell_costs(empty_runs(), {"a": (1e6, 1e8), "b": (4e6, 1e8)})
+    assert unmeasured["b"] == pytest.approx(4 * unmeasured["a"])
+    t = al.default_target(cells)
+    assert t["n_params"] == pytest.approx(10 * max(c.n_params for c in cells))
+
+
+def test_start_design_cheapest_cell_first_spread_and_deterministic(ladder: pd.DataFrame) -> None:
+    cells = _cells(ladder)
+    p = al.plan(empty_runs(), cells, k=3, seed=1)
+    assert {pt.cell for pt in p.points} == {cells[0].cell}
+    assert all(pt.seed == 0 for pt in p.points)
+    idx = sorted(cells[0].lrs.index(pt.lr) for pt in p.points)
+    n = len(cells[0].lrs)
+    assert len(set(idx)) == 3 and idx[0] < n // 3 and idx[2] >= 2 * n // 3
+    assert al.plan(empty_runs(), cells, k=3, seed=1).points == p.points
+
+
+def test_next_cell_starts_around_the_measured_optimum(ladder: pd.DataFrame) -> None:
+    first = _cells(ladder)[0].cell
+    runs = ladder[(ladder["cell"] == first) & (ladder["seed"] == 0)]
+    cells = _cells(ladder)
+    p = al.plan(runs, cells, k=3, seed=0)
+    assert {pt.cell for pt in p.points} == {cells[1].cell}
+    best = runs.loc[runs["loss"].idxmin(), "lr"]
+    assert all(abs(math.log(pt.lr / best)) <= math.log(2.0) + 1e-9 for pt in p.points)
+
+
+def test_law_phase_deterministic_and_pending_not_redundant(ladder: pd.DataFrame) -> None:
+    runs = ladder[ladder["seed"] == 0]
+    cells = _cells(ladder)
+    a = al.plan(runs, cells, k=3, seed=0, stop_lr_interval_ratio=None)
+    b = al.plan(runs, cells, k=3, seed=0, stop_lr_interval_ratio=None)
+    assert a.law is not None and a.points == b.points and len(a.points) == 3
+    assert len(set(a.points)) == 3
+    # the first proposal launched (pending): the next plan goes on with the other two
+    c = al.plan(
+        runs,
+        cells,
+        k=2,
+        seed=0,
+        stop_lr_interval_ratio=None,
+        pending=[(a.points[0].cell, a.points[0].lr)],
+    )
+    assert c.points == a.points[1:]
+
+
+def test_target_sd_matches_the_fits_laplace_sd(ladder: pd.DataFrame) -> None:
+    p = al.plan(ladder, _cells(ladder), k=1, seed=0, stop_lr_interval_ratio=None, max_seeds=3)
+    assert p.law is not None and p.target_sd is not None
+    target = al.default_target(_cells(ladder))
+    sd = p.law.log_optimum_sd({"n_params": target["n_params"]}, scatter=False)
+    assert p.target_sd == pytest.approx(sd, rel=0.3)
+
+
+def test_budget_and_stopping_rule(ladder: pd.DataFrame) -> None:
+    runs = ladder[ladder["seed"] == 0]
+    cells = _cells(ladder)
+    p = al.plan(runs, cells, k=4, budget_runs=len(runs))
+    assert p.points == () and "budget" in p.stop
+    p = al.plan(runs, cells, k=4, budget_runs=len(runs) + 2, stop_lr_interval_ratio=None)
+    assert len(p.points) == 2
+    p = al.plan(ladder, cells, k=4, stop_lr_interval_ratio=1e9, max_seeds=3)
+    assert p.points == () and "interval ratio" in p.stop
+
+
+def test_never_deep_in_the_diverged_region(ladder: pd.DataFrame) -> None:
+    cells = _cells(ladder)
+    runs = ladder[ladder["seed"] == 0].copy()
+    big = cells[-1]
+    div_lr = big.lrs[3]
+    sel = (runs["cell"] == big.cell) & (runs["lr"] >= div_lr)
+    runs.loc[sel, "diverged"] = True
+    runs.loc[sel, "loss"] = np.nan
+    p = al.plan(runs, cells, k=30, seed=0, stop_lr_interval_ratio=None, max_seeds=4)
+    assert len(p.points) == 30
+    top = div_lr * math.sqrt(2.0) * 1.001
+    assert all(pt.lr <= top for pt in p.points if pt.cell == big.cell)
+
+
+def test_replay_recovers_the_law_from_a_quarter_of_the_grid(ladder: pd.DataFrame) -> None:
+    budget = len(ladder) // 4
+    used = _replay(ladder, budget)
+    assert len(used) == budget
+    assert used["wall_s"].sum() < 0.25 * ladder["wall_s"].sum()
+    fitted = fit_surface(used, n_boot=0, cv=False, window=None, shape_scaling=False)
+    assert abs(fitted.exponents["n_params"] - (-0.3)) < 0.1

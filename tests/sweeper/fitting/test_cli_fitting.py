@@ -1,0 +1,334 @@
+"""The import/fit/laws/compare verbs through ``sweeper.cli.main``: JSON keys, storage, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.fitting import synthetic_sweep
+from sweeper.fitting.store import list_laws
+from tests.sweeper.helpers import LAUNCHED_STUDY, cli_fixture, launch_fake, write_csv  # noqa: F401  (the `cli` fixture)
+
+POWER_KEYS = {"id", "target", "predictors", "prefactor", "exponents", "exponents_ci", "n_cells"}
+POWER_KEYS |= {"cv_error", "holdout_error", "domain", "conventions", "fingerprint", "method"}
+LOSS_KEYS = {"id", "E", "A", "B", "alpha", "beta", "E_ci", "A_ci", "B_ci", "alpha_ci", "beta_ci"}
+
+
+@pytest.fixture
+def sweep(tmp_path: Path, sqlite_url: str, cli) -> str:
+    """A synthetic sweep (LR and batch swept; known laws) imported into a fresh storage."""
+    runs = synthetic_sweep(
+        n_params=(1e6, 4e6, 1.6e7, 6.4e7),
+        tokens=(1e8, 4e8, 1.6e9),
+        lr_law=(2.0, {"n_params": -0.5, "tokens": 0.1}),
+        batch_law=(0.5, {"tokens": 0.6}),
+        lr_steps=(-5, 3),
+        seed=0,
+    )
+    path = write_csv(runs, tmp_path / "syn.csv")
+    code, out, err = cli("import", path, "--sweep", "syn", "--storage", sqlite_url, "--json")
+    assert code == 0, err
+    assert json.loads(out) == {
+        "sweep": "syn",
+        "n_rows": len(runs),
+        "n_cells": 12,
+        "storage": sqlite_url,
+    }
+    return "syn"
+
+
+def test_fit_default_targets_json(sweep: str, sqlite_url: str, cli) -> None:
+    code, out, err = cli(
+        "fit",
+        sweep,
+        "--bootstrap",
+        "200",
+        "--cell-bootstrap",
+        "50",
+        "--json",
+        "--storage",
+        sqlite_url,
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    laws = {d["target"]: d for d in doc["laws"]}
+    assert set(laws) == {"lr", "batch_tokens"}  # batch varies within cells, so both
+    for d in laws.values():
+        assert set(d) >= POWER_KEYS and "boot_coefs" not in d
+        assert d["predictors"] == ["n_params", "tokens"] and d["n_cells"] == 12
+        assert set(d["exponents_ci"]) == {"n_params", "tokens"}
+        assert d["source"] == d["sweep"] == sweep and d["method"] == "parabola+wls"
+    lo, hi = laws["lr"]["exponents_ci"]["n_params"]
+    assert lo <= -0.5 <= hi
+    conv = laws["lr"]["conventions"]
+    assert (conv["n_params"], conv["n_params_source"]) == ("non-embedding", "as imported")
+    stored = list_laws(sweep, sqlite_url)
+    assert [law.id for law in stored] == [laws["lr"]["id"], laws["batch_tokens"]["id"]]
+
+
+def test_fit_one_target_and_laws_listing(sweep: str, sqlite_url: str, cli) -> None:
+    code, out, err = cli(
+        "fit", sweep, "--target", "lr", "--predictors", "n_params", "--method", "band",
+        "--bootstrap", "100", "--json", "--storage", sqlite_url,
+    )  # fmt: skip
+    assert code == 0, err
+    law = json.loads(out)
+    assert set(law) >= POWER_KEYS and law["predictors"] == ["n_params"]
+    assert law["method"].startswith("band0.0025")
+
+    code, out, err = cli(
+        "fit", sweep, "--target", "loss", "--bootstrap", "5", "--json", "--storage", sqlite_url
+    )
+    assert code == 0, err
+    loss = json.loads(out)
+    assert set(loss) >= LOSS_KEYS and loss["target"] == "loss" and loss["n_points"] == 12
+
+    code, out, err = cli("laws", "--json", "--storage", sqlite_url)
+    assert code == 0, err
+    listed = json.loads(out)["laws"]
+    assert [d["id"] for d in listed] == [law["id"], loss["id"]]
+    assert all("boot_coefs" not in d for d in listed)
+    code, out, _ = cli("laws", sweep, "--json", "--storage", sqlite_url)
+    assert [d["id"] for d in json.loads(out)["laws"]] == [law["id"], loss["id"]]
+
+    code, out, err = cli("laws", "show", str(law["id"]), "--json", "--storage", sqlite_url)
+    assert code == 0, err
+    full = json.loads(out)
+    assert set(full) >= POWER_KEYS and len(full["boot_coefs"]) == 100
+    assert full["exponents"] == law["exponents"] and full["created_at"]
+
+    code, out, err = cli("laws", sweep, "--storage", sqlite_url)
+    assert code == 0 and "band0.0025-runs+ols" in out and "huber-lbfgs/best" in out
+    code, out, err = cli("laws", "show", str(loss["id"]), "--storage", sqlite_url)
+    assert code == 0 and "compute-optimal" in out and "alpha" in out
+
+
+def test_fit_human_output_names_left_out_cells(sqlite_url: str, cli, tmp_path: Path) -> None:
+    law = (2.0, {"n_params": -0.5})
+    ok = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(1e8,), lr_law=law, seed=1)
+    # a cell whose LR grid stops below its optimum is on the edge: reported, not fitted
+    edge = synthetic_sweep(n_params=(2e6,), tokens=(1e8,), lr_law=law, lr_steps=(-8, -1))
+    path = write_csv(pd.concat([ok, edge], ignore_index=True), tmp_path / "mixed.csv")
+    assert cli("import", path, "--sweep", "mixed", "--storage", sqlite_url)[0] == 0
+    code, out, err = cli("fit", "mixed", "--bootstrap", "50", "--no-store", "--storage", sqlite_url)
+    assert code == 0, err
+    assert "lr law (not stored) of mixed" in out and "exponent of n_params" in out
+    assert "tokens" not in out.split("conventions")[0]  # tokens does not vary: not a predictor
+    assert "left out N2e06-D1e08: LR optimum on the high edge" in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert "note: only 3 cells: the intervals are wide" in flat  # a doubtful result
+    assert "note: intervals: t interval, 1 degree of freedom" in flat
+    assert list_laws("mixed", sqlite_url) == []
+
+
+def test_compare_json(sweep: str, sqlite_url: str, cli) -> None:
+    code, out, err = cli("compare", sweep, "--storage", sqlite_url)
+    assert code == 2 and "run `sweeper fit syn` first" in err
+    assert (
+        cli("fit", sweep, "--bootstrap", "100", "--cell-bootstrap", "30", "--storage", sqlite_url)[
+            0
+        ]
+        == 0
+    )
+    code, out, err = cli(
+        "compare", sweep, "--width", "4096", "--depth", "32", "--context", "4096",
+        "--tokens", "2e12", "--json", "--storage", sqlite_url,
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["sweep"] == sweep
+    labels = {d["label"] for d in doc["laws"]}
+    assert {"deepseek", "steplaw", "kaplan"} <= labels and len(labels) == 5
+    assert len(doc["laws"]) == 2 + 5  # fitted lr and batch; published lr and batch (kaplan: lr)
+    points = {r["point"] for r in doc["predictions"]}
+    assert "target" in points and len(points) == 13
+    target = [r for r in doc["predictions"] if r["point"] == "target"]
+    # the target has width/depth/context: DeepSeek's M = 72·L·d² + 12·L·d·T, no approximation
+    assert all(r["note"] == "" for r in target if r["source"] == "deepseek")
+    fitted_lr = [r for r in target if r["source"] == sweep and r["target"] == "lr"]
+    assert fitted_lr and all(r["low"] < r["value"] < r["high"] for r in fitted_lr)
+    row = next(r for r in doc["predictions"] if r["point"] != "target" and r["source"] == sweep)
+    assert row["measured"] > 0 and row["ratio"] == pytest.approx(row["value"] / row["measured"])
+    assert {"target", "predictor", "fitted", "low", "high", "published", "inside"} <= set(
+        doc["exponents"][0]
+    )
+
+
+def test_errors_are_one_line_exit_2(sqlite_url: str, cli) -> None:
+    for argv in (
+        ("fit", "nope"),
+        ("laws", "show", "99"),
+        ("laws", "show", "x"),
+        ("compare", "nope"),
+        ("import", "/nonexistent.csv", "--sweep", "x"),
+        ("import", "/nonexistent.csv", "--sweep", "x", "--rename", "novalue"),
+    ):
+        code, _, err = cli(*argv, "--storage", sqlite_url)
+        assert code == 2, argv
+        assert len(err.strip().splitlines()) == 1 and err.startswith("sweeper: error: "), (
+            argv,
+            err,
+        )
+
+
+def test_loss_only_data(tmp_path: Path, sqlite_url: str, cli) -> None:
+    """A file of (n_params, tokens, loss) is enough for the loss law, and says so for the LR."""
+    pts = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(1e8, 4e8, 1.6e9), seed=5)
+    best = pts[~pts["diverged"]].groupby(["n_params", "tokens"], as_index=False)["loss"].min()
+    path = write_csv(best, tmp_path / "points.csv")
+    assert cli("import", path, "--sweep", "pts", "--storage", sqlite_url)[0] == 0
+    code, _, err = cli("fit", "pts", "--storage", sqlite_url)
+    assert code == 2 and "only the loss law fits (--target loss)" in err
+    code, out, err = cli(
+        "fit", "pts", "--target", "loss", "--bootstrap", "0", "--storage", sqlite_url
+    )
+    assert code == 0, err
+    assert "loss law #1 of pts" in out and "compute-optimal" in out
+
+
+def test_import_help_documents_the_steplaw_command(cli, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli("import", "--help")
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert '--rename "smooth loss=loss" --seq-len 2048' in out and "--rename N=n_params" in out
+
+
+def test_verb_module_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, sweeper.cli.fitting as f, argparse;"
+        "p = argparse.ArgumentParser(); f.register(p.add_subparsers());"
+        "heavy = [m for m in ('pandas', 'scipy', 'numpy', 'torch', 'ray', 'optuna', 'matplotlib')"
+        " if m in sys.modules];"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
+    """Runs of a launched sweep come through sweeper.study.sweep.load_sweep_runs (trials told as the
+    launcher tells them, without Ray); laws record the sweep's parametrization and conventions."""
+    launch_fake(LAUNCHED_STUDY, sqlite_url)
+    code, out, err = cli("fit", "launched", "--bootstrap", "200", "--json", "--storage", sqlite_url)
+    assert code == 0, err
+    law = json.loads(out)  # batch not swept: one law
+    assert law["target"] == "lr" and law["n_cells"] == 3 and law["parametrization"] == "sp"
+    assert law["predictors"] == ["n_params"]  # tokens is the same in every cell
+    conv = law["conventions"]
+    assert conv["n_params"] == "non-embedding"
+    # byte-level built-in data, the default study's schedule, what the cells held fixed
+    assert (conv["tokens"], conv["vocab_size"], conv["data"]) == ("bytes", 256, "builtin")
+    assert (conv["schedule"], conv["warmup"], conv["z_loss"]) == ("cosine", 0.1, 0.0)
+    assert conv["lr"] == "peak AdamW LR, warmup 10% of steps, cosine to 10%"
+    assert conv["output_mult"] == 1.0
+    assert conv["held"]["tokens"] == [32768.0, 32768.0]
+    assert conv["held"]["batch_tokens"] == [8 * 64.0, 8 * 64.0]
+    assert "tokens 3.28e+04" in conv["held_fixed"]
+    # lr ∝ width^-0.8 and N ∝ width² (non-embedding): an N exponent near -0.4
+    assert -0.5 < law["exponents"]["n_params"] < -0.3, law["exponents"]
+
+
+MUP_WSD_STUDY = """\
+[sweep]
+name = "mupwsd"
+trials_per_cell = 9
+
+[model]
+context = 64
+parametrization = "mup"
+base_width = 16
+init_std = 0.01
+output_mult = 4.0
+
+[train]
+schedule = "wsd"
+min_lr_ratio = 0.0
+z_loss = 1e-4
+
+[ladder]
+widths = [16, 32, 64]
+depths = [2]
+tokens = [32768]
+
+[search]
+lr = { low = 1e-4, high = 1e-1, log = true }
+batch_size = 8
+warmup = 0.05
+"""
+
+
+def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
+    """A muP sweep trained with WSD to 0, 5% warmup, z-loss 1e-4 and init std 0.01: the law says
+    so, and the recipe exports the proxies' init std and warns about the schedule it changes."""
+    launch_fake(MUP_WSD_STUDY, sqlite_url, exponent=0.0)
+    code, out, err = cli("fit", "mupwsd", "--bootstrap", "50", "--json", "--storage", sqlite_url)
+    assert code == 0, err
+    conv = json.loads(out)["conventions"]
+    assert conv["schedule"] == "wsd" and conv["min_lr_ratio"] == 0.0
+    assert conv["warmup"] == 0.05 and conv["z_loss"] == 0.0001
+    assert conv["init_std"] == 0.01 and conv["decay_fraction"] == 0.2
+    assert conv["output_mult"] == 4.0
+    assert "WSD" in conv["lr"] and "warmup 5% of steps" in conv["lr"]
+    code, out, err = cli(
+        "recommend", "mupwsd", "--width", "1024", "--depth", "8", "--tokens", "1e9",
+        "--parametrization", "mup", "--context", "64", "--vocab", "256",
+        "--storage", sqlite_url, "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["init_std"] == 0.01 and r["base_width"] == 16
+    assert r["hidden_init_std"] == pytest.approx(0.01 * (16 / 1024) ** 0.5)
+    assert r["provenance"]["lr"]["conventions"]["output_mult"] == 4.0
+    sched = [w for w in r["warnings"] if "LR of the lr law" in w]
+    assert len(sched) == 1 and "a wsd schedule" in sched[0] and "decay to 0% of peak" in sched[0]
+    assert "z-loss" not in sched[0]  # 1e-4 in both
+    assert not any("in bytes" in w for w in r["warnings"])  # a byte-level target (vocab 256)
+
+
+def test_imported_flops_convention(sweep: str, sqlite_url: str, cli) -> None:
+    """Imported runs without a flops column get 6·N·D filled in: the law says no attention."""
+    code, out, err = cli(
+        "fit", sweep, "--target", "lr", "--bootstrap", "0", "--cell-bootstrap", "0",
+        "--no-store", "--json", "--storage", sqlite_url,
+    )  # fmt: skip
+    assert code == 0, err
+    conv = json.loads(out)["conventions"]
+    assert conv["flops"] == "6ND (no attention)" and conv["tokens"] == "as imported"
+    assert conv["init_std"] is None and conv["schedule"] is None and conv["output_mult"] == 1.0
+
+
+def test_compare_and_recommend_count_target_flops_alike() -> None:
+    """A law on flops evaluated at the same target by compare and by recommend gives one value
+    (compare used to take 6·N·D for the target even with its shape given)."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.recipe.compare import compare_laws, target_point
+    from sweeper.recipe.recommend import recommend
+    from sweeper.recipe.target import Target
+
+    law = PowerLaw(
+        conventions=Conventions.from_json({"flops": "6ND"}, law={"parametrization": "sp"}),
+        target="lr",
+        predictors=("flops",),
+        source="f",
+        method="test",
+        domain={"flops": (1e15, 1e18)},
+        log_prefactor=np.log(5.0),
+        exponents={"flops": -0.12},
+    )
+    for shape in ({"width": 2048, "depth": 24, "context": 4096}, {}):
+        n = 12 * 24 * 2048**2
+        tp = target_point(tokens=1e11, n_params=None if shape else n, **shape)
+        row = compare_laws([law], tp).iloc[0]
+        t = Target(n_params=None if shape else n, tokens=1e11, **shape)
+        r = recommend({"lr": law}, t)
+        assert row["value"] == pytest.approx(r.lr.value, rel=1e-12)
+        assert tp["flops"].iloc[0] == pytest.approx(r.flops, rel=1e-12)
+        assert (row["note"] == "") == bool(shape)

@@ -1,0 +1,99 @@
+"""``sweeper diff``: detection and false alarms on synthetic proxy-like pairs (few pairs here;
+``scripts/calibrate_diff.py`` counts 100 of each), the JSON interface, the refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sweeper.cli as cli
+from sweeper.errors import FitError
+from sweeper.fitting.diff import diff_runs
+from sweeper.fitting.synthetic import synthetic_sweep
+
+N = tuple(float(x) for x in 24 * np.geomspace(32, 256, 6) ** 2)
+
+
+def pair_sweep(exponent: float, seed: int) -> pd.DataFrame:
+    """6 cells × 8 LRs × 2 seeds, proxy-like noise; the laws pivot at the middle cell."""
+    mid = math.exp(float(np.mean(np.log(N))))
+    return synthetic_sweep(
+        n_params=N, tokens=(819_200.0,), lr_law=(0.02 * mid ** (-exponent), {"n_params": exponent}),
+        lr_steps=(-4, 3), seeds=2, noise=0.003, noise_high=0.02, noise_df=5.0, k_low=0.03,
+        k_high=0.25, seq_len=128, batch_size=32, loss_law=(1.2, 8.0, 0.0, 0.2, 0.3), seed=seed,
+    )  # fmt: skip
+
+
+def diff(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0):  # type: ignore[no-untyped-def]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return diff_runs(a, b, n_boot=2000, cell_boot=100, seed=seed)
+
+
+def test_a_shifted_exponent_is_detected_and_a_null_pair_is_not() -> None:
+    detected = [diff(pair_sweep(-0.3, 10 + i), pair_sweep(-0.6, 20 + i), i) for i in range(3)]
+    for r in detected:
+        e = r.exponent_differences["n_params"]
+        assert e.excludes_null and -0.45 < e.value < -0.15
+        assert not r.indistinguishable and "exponent n_params" in r.distinguished_by
+        # the laws pivot at the middle cell: at the largest cell B's optimal LR is well below A's
+        assert r.target_lr_ratio.value < 0.8
+    nulls = [diff(pair_sweep(-0.3, 30 + i), pair_sweep(-0.3, 40 + i), i) for i in range(3)]
+    assert sum(r.indistinguishable for r in nulls) >= 2
+    r = nulls[0]
+    assert r.n_quantities == 1 + 1 + 6  # exponent, ratio at the target, 6 shared cells
+    assert r.corrected_level == pytest.approx(1 - 0.05 / 8)
+    lo, hi = r.exponent_differences["n_params"].ci
+    clo, chi = r.exponent_differences["n_params"].ci_corrected
+    assert clo < lo < hi < chi  # the corrected interval is the wider one
+
+
+def test_target_ratio_at_a_given_scale_and_json_shape() -> None:
+    a, b = pair_sweep(-0.3, 1), pair_sweep(-0.6, 2)
+    r = diff_runs(a, b, n_boot=500, cell_boot=50, target={"n_params": 1e9})
+    assert r.target["n_params"] == 1e9
+    expected = (1e9 / math.exp(float(np.mean(np.log(N))))) ** -0.3  # N^-0.6 / N^-0.3 from the pivot
+    assert r.target_lr_ratio.value == pytest.approx(expected, rel=1.0)
+    out = r.to_json()
+    assert set(out["exponent_differences"]["n_params"]) >= {"value", "ci"}
+    assert set(out["target_lr_ratio"]) >= {"value", "ci"} and isinstance(
+        out["indistinguishable"], bool
+    )
+    json.dumps(out)
+
+
+def test_a_searched_schedule_is_refused() -> None:
+    a = pair_sweep(-0.3, 1)
+    b = a.assign(schedule=np.where(np.arange(len(a)) % 2, "cosine", "linear"))
+    with pytest.raises(FitError, match="schedule is searched"):
+        diff_runs(a, b, n_boot=100, cell_boot=20)
+
+
+def test_cli_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    for name, (exp, seed) in {"ref": (-0.3, 5), "new": (-0.6, 6)}.items():
+        f = tmp_path / f"{name}.csv"
+        pair_sweep(exp, seed).to_csv(f, index=False)
+        assert cli.main(["import", str(f), "--sweep", name, "--storage", url]) == 0
+    capsys.readouterr()
+    code = cli.main(["diff", "ref", "new", "--storage", url, "--json", "--bootstrap", "500",
+                     "--cell-bootstrap", "50", "--params", "1e7", "--plot", str(tmp_path / "d.png")])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {"exponent_differences", "target_lr_ratio", "indistinguishable"} <= set(out)
+    assert (
+        out["exponent_differences"]["n_params"]["value"] < 0 and out["indistinguishable"] is False
+    )
+    assert (tmp_path / "d.png").stat().st_size > 1000
+    assert cli.main(["diff", "ref", "nope", "--storage", url]) == 2
+    capsys.readouterr()
+    # a side may join sweeps of the same study on other LRs
+    assert cli.main(["diff", "ref+ref", "new", "--storage", url, "--json", "--bootstrap", "300",
+                     "--cell-bootstrap", "30"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["a"] == "ref+ref"

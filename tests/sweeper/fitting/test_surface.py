@@ -1,0 +1,280 @@
+"""The surface fit: one model of every run, whose optimum is the power law (sweeper.fitting.surface).
+
+Known surfaces are recovered, a broken ladder does not give a confident exponent, the LR × batch
+fit recovers both laws, bad inputs fail with one clear line, and the risk-aware methods behave.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.errors import FitError
+from sweeper.fitting import FitWarning, synthetic_sweep
+from sweeper.fitting.laws import PowerLaw
+from sweeper.fitting.surface import Regret, SurfaceLaw, fit_surface, fit_surfaces
+from sweeper.fitting.synthetic import proxy_sweep
+
+TRUE_B = -0.3  # proxy_sweep's default law: lr* = 0.208 · N^-0.3
+N_BOOT = 30
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        return fn(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def proxy_runs() -> pd.DataFrame:
+    return proxy_sweep(7, seed=0)
+
+
+@pytest.fixture(scope="module")
+def proxy_law(proxy_runs: pd.DataFrame) -> SurfaceLaw:
+    return _quiet(fit_surface, proxy_runs, n_boot=N_BOOT, seed=0)
+
+
+# --- recovery ------------------------------------------------------------------------------------
+
+
+def test_recovers_a_proxy_ladder(proxy_law: SurfaceLaw, proxy_runs: pd.DataFrame) -> None:
+    """7 cells × 8 shared LRs × 2 seeds, noisy cliff, divergence: the exponent within 0.03 (its
+    RMSE over 200 such ladders is ~0.006, scripts/bench_fit_methods.py), inside its interval; the
+    curvature below (k = 2·k_low) within 40%; above (2·k_high) only one sqrt(2) step of the window
+    informs it, so only its interval must cover the truth and it must be the steeper side."""
+    law = proxy_law
+    b = law.exponents["n_params"]
+    lo, hi = law.exponents_ci["n_params"]
+    assert b == pytest.approx(TRUE_B, abs=0.03)
+    assert lo <= TRUE_B <= hi
+    assert hi - lo < 0.1
+    assert law.n_cells == 7 and law.method == "surface" and law.kind == "surface"
+    # every run is a point or a bound, but those more than 4x below their cell's best LR
+    far_below = sum("below it left out" in n for n in law.notes)
+    assert law.n_points == len(proxy_runs) or (far_below and law.n_points > 0.9 * len(proxy_runs))
+    scale = {"n_params": float(np.median(proxy_runs["n_params"].unique()))}
+    curv = law.curvature(scale)
+    assert curv["below"][0] == pytest.approx(0.06, rel=0.4)
+    assert curv["above"][1] <= 0.5 <= curv["above"][2]
+    assert curv["above"][0] > 2 * curv["below"][0]
+    assert curv["below"][1] <= curv["below"][0] <= curv["below"][2]
+    # every cell's free optimum is close to the law
+    for cell, lr in law.cell_optima.items():
+        n = float(proxy_runs.loc[proxy_runs["cell"] == cell, "n_params"].iloc[0])
+        assert math.log(lr / law.predict({"n_params": n})) == pytest.approx(0.0, abs=0.1)
+
+
+def test_is_a_power_law(proxy_law: SurfaceLaw) -> None:
+    """Usable wherever a PowerLaw is: predict, interval (from boot_coefs), JSON, round trip."""
+    law = proxy_law
+    assert isinstance(law, PowerLaw)
+    scale = {"n_params": 3e7}
+    lo, hi = law.interval(scale)
+    assert lo < law.predict(scale) < hi
+    assert len(law.boot_coefs) == N_BOOT and len(law.boot_coefs[0]) == 2
+    d = json.loads(json.dumps(law.to_dict()))
+    assert d["kind"] == "surface" and d["exponents"] == law.exponents
+    assert {"shape_names", "shape_params", "shape_draws", "shape_cov", "noise"} <= set(d)
+    back = SurfaceLaw.from_dict(d)
+    assert back == law
+    assert back.risk_optimal_lr(scale) == law.risk_optimal_lr(scale)
+
+
+def test_laplace_intervals_without_resampling(proxy_runs: pd.DataFrame) -> None:
+    law = _quiet(fit_surface, proxy_runs, n_boot=0)
+    lo, hi = law.exponents_ci["n_params"]
+    assert lo < law.exponents["n_params"] < hi and lo <= TRUE_B <= hi
+    assert law.interval_method.startswith("Laplace")
+    cov = np.asarray(law.shape_cov)
+    j = law.shape_names.index("lr:n_params")
+    assert cov.shape == (len(law.shape_names),) * 2
+    assert 0 < math.sqrt(cov[j, j]) < (hi - lo)
+    # the cheap sd of ln(optimum) agrees with the width of the prediction interval
+    scale = {"n_params": 3e7}
+    p_lo, p_hi = law.interval(scale)
+    sd = law.log_optimum_sd(scale)
+    assert math.log(p_hi / p_lo) / (2 * 1.96) == pytest.approx(sd, rel=0.25)
+
+
+def test_shuffled_ladder_is_not_confident() -> None:
+    """Cells' curves assigned to the wrong sizes: the fit must not claim a clear exponent (the
+    cells' optima scatter about any line; τ takes it up)."""
+    runs = proxy_sweep(6, seed=2)
+    sizes = sorted(runs["n_params"].unique())
+    perm = dict(zip(sizes, [sizes[i] for i in (3, 0, 5, 1, 4, 2)], strict=True))
+    shuffled = runs.drop(columns=["cell", "width"]).assign(n_params=runs["n_params"].map(perm))
+    law = _quiet(fit_surface, shuffled, n_boot=N_BOOT, seed=0, cv=False)
+    lo, hi = law.exponents_ci["n_params"]
+    assert lo < 0.0 < hi, (lo, hi)
+    assert law.residual_std > 0.2
+
+
+def test_lr_and_batch_jointly() -> None:
+    """Several (N, D) cells, LR and batch searched, best LR moving with the batch, divergence
+    above a cliff: the LR's N and D exponents and the batch law's D exponent within ±0.05."""
+    runs = synthetic_sweep(
+        n_params=(1e6, 4e6, 1.6e7, 6.4e7),
+        tokens=(1e8, 4e8, 1.6e9),
+        lr_law=(2.0, {"n_params": -0.5, "tokens": 0.1}),
+        batch_law=(0.5, {"tokens": 0.6}),
+        lr_steps=(-5, 3),
+        batch_steps=(-2, 2),
+        noise=3e-3,
+        lr_batch_slope=0.5,
+        seed=5,
+    )
+    assert runs["diverged"].any()
+    laws = _quiet(
+        fit_surfaces,
+        runs,
+        lr_predictors=("n_params", "tokens"),
+        batch_predictors=("tokens",),
+        n_boot=0,
+        cv=False,
+    )
+    assert set(laws) == {"lr", "batch_tokens"}
+    lr, bt = laws["lr"], laws["batch_tokens"]
+    assert lr.exponents["n_params"] == pytest.approx(-0.5, abs=0.05)
+    assert lr.exponents["tokens"] == pytest.approx(0.1, abs=0.05)
+    assert bt.exponents["tokens"] == pytest.approx(0.6, abs=0.05)
+    theta = dict(zip(lr.shape_names, lr.shape_params, strict=True))
+    assert theta["coupling"] == pytest.approx(0.5, abs=0.1)
+    # the same joint fit, asked for the batch law
+    bt2 = _quiet(
+        fit_surface,
+        runs,
+        target="batch_tokens",
+        predictors=("tokens",),
+        other_predictors=("n_params", "tokens"),
+        n_boot=0,
+        cv=False,
+    )
+    assert bt2.exponents == pytest.approx(bt.exponents)
+
+
+# --- bad input -------------------------------------------------------------------------------------
+
+
+def test_one_cell_and_no_lr_variation(proxy_runs: pd.DataFrame) -> None:
+    one = proxy_runs[proxy_runs["cell"] == proxy_runs["cell"].iloc[0]]
+    with pytest.raises(FitError, match=r"need at least 3 usable cells.*got 1"):
+        fit_surface(one, n_boot=0)
+    with pytest.raises(FitError, match="lr does not vary within any cell"):
+        fit_surface(proxy_runs[proxy_runs["lr"] == 4.8e-3], n_boot=0)
+    with pytest.raises(FitError, match="unknown predictor"):
+        fit_surface(proxy_runs, predictors=("size",), n_boot=0)
+    with pytest.raises(FitError, match="'tokens' does not vary"):
+        fit_surface(proxy_runs, predictors=("n_params", "tokens"), n_boot=0)
+    with pytest.raises(FitError, match="batch size does not vary"):
+        fit_surface(proxy_runs, target="batch_tokens", predictors=("tokens",), n_boot=0)
+
+
+def test_all_diverged_cell_is_checked_not_fitted(proxy_runs: pd.DataFrame) -> None:
+    """A cell whose runs all diverged is not a cell: its bound is checked against the law (and
+    warned either way); too few cells left is a FitError naming it."""
+    cells = list(dict.fromkeys(proxy_runs["cell"]))
+    runs = proxy_runs.copy()
+    gone = runs["cell"] == cells[0]  # the smallest cell: its optimum (1e-2) is the highest LR
+    runs.loc[gone, "diverged"] = True
+    runs.loc[gone, "loss"] = np.nan
+    with pytest.warns(FitWarning, match=rf"cell {re.escape(cells[0])}: 0 completed.*above it"):
+        law = fit_surface(runs, n_boot=0, cv=False)
+    assert law.n_cells == 6 and law.n_points == int((~gone).sum())
+    without = _quiet(fit_surface, proxy_runs[~gone], n_boot=0, cv=False)
+    assert law.exponents == pytest.approx(without.exponents)
+    # the largest cell, run only above its optimum (2.9e-3), all diverged: a consistent bound
+    big = proxy_runs["cell"] == cells[-1]
+    high = proxy_runs[~big | (proxy_runs["lr"] >= 4.8e-3)].copy()
+    high.loc[high["cell"] == cells[-1], ["diverged", "loss"]] = [True, np.nan]
+    with pytest.warns(FitWarning, match=rf"cell {re.escape(cells[-1])}.*below it \(consistent"):
+        fit_surface(high, n_boot=0, cv=False)
+    few = runs[runs["cell"].isin(cells[:3])]
+    with pytest.raises(FitError, match=rf"got 2; only a bound .*: {re.escape(cells[0])}"):
+        fit_surface(few, n_boot=0)
+
+
+def test_divergence_bounds_the_optimum(proxy_runs: pd.DataFrame) -> None:
+    """Runs that diverged at an LR say the optimum lies below it: the smallest cell, with its
+    runs from 6.8e-3 up diverged (below its true optimum, 1e-2), gets an optimum well below the
+    one it gets when those runs are simply absent."""
+    cells = list(dict.fromkeys(proxy_runs["cell"]))
+    top = (proxy_runs["cell"] == cells[0]) & (proxy_runs["lr"] >= 6.8e-3)
+    div = proxy_runs.copy()
+    div.loc[top, "diverged"] = True
+    div.loc[top, "loss"] = np.nan
+    bounded = _quiet(fit_surface, div, n_boot=0, cv=False).cell_optima[cells[0]]
+    free = _quiet(fit_surface, proxy_runs[~top], n_boot=0, cv=False).cell_optima[cells[0]]
+    assert bounded < 0.9 * free
+    # a diverged run below a completed one is sporadic, not a bound
+    low = (proxy_runs["cell"] == cells[0]) & (proxy_runs["lr"] == 1.7e-3)
+    odd = proxy_runs.copy()
+    odd.loc[low & (odd["seed"] == 0), ["diverged", "loss"]] = [True, np.nan]
+    law = _quiet(fit_surface, odd, n_boot=0, cv=False)
+    assert any("sporadic" in n or "not bounds" in n for n in law.notes)
+    assert law.cell_optima[cells[0]] == pytest.approx(
+        _quiet(fit_surface, proxy_runs, n_boot=0, cv=False).cell_optima[cells[0]], rel=0.1
+    )
+
+
+def test_unmodelled_searched_column(proxy_runs: pd.DataFrame) -> None:
+    runs = proxy_runs.assign(warmup=np.where(proxy_runs["seed"] == 0, 0.05, 0.2))
+    with pytest.raises(FitError, match="column 'warmup' varies within cell"):
+        fit_surface(runs, n_boot=0)
+    law = _quiet(fit_surface, runs, n_boot=0, cv=False, allow_varying=("warmup",))
+    assert law.exponents["n_params"] == pytest.approx(TRUE_B, abs=0.05)
+    # a searched column constant within each cell is fine
+    same = proxy_runs.assign(weight_decay=0.1)
+    assert _quiet(fit_surface, same, n_boot=0, cv=False).n_cells == 7
+
+
+# --- risk-aware recommendation -----------------------------------------------------------------------
+
+
+def test_regret_and_risk_optimal_lr(proxy_law: SurfaceLaw) -> None:
+    law = proxy_law
+    scale = {"n_params": 8.0 * law.domain["n_params"][1]}
+    point = law.predict(scale)
+    safe = law.risk_optimal_lr(scale)
+    assert 0.7 * point < safe < point  # the cliff makes undershooting cheaper
+    at_point = law.expected_regret(scale, point)
+    at_safe = law.expected_regret(scale, safe)
+    assert isinstance(at_safe, Regret)
+    assert at_safe.mean <= at_point.mean
+    assert 0.0 <= at_safe.median <= at_safe.upper
+    # regret grows as the LR moves away from the risk-optimal one, faster above
+    factors = [0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0]
+    means = [law.expected_regret(scale, safe * f).mean for f in factors]
+    i = factors.index(1.0)
+    assert all(np.diff(means[: i + 1]) < 0) and all(np.diff(means[i:]) > 0)
+    assert means[i + 1] > law.expected_regret(scale, safe / 1.25).mean
+    assert law.expected_regret(scale, safe * 4).p_above == 1.0
+    mean, lo, hi = law.loss_excess(scale, [safe * 0.5, safe, safe * 2])
+    assert np.all(lo <= mean) and np.all(mean <= hi) and np.all(lo >= 0)
+    with pytest.raises(KeyError):
+        law.risk_optimal_lr({"tokens": 1e9})  # a missing predictor is an error, not a guess
+
+
+def test_cell_curves_follow_the_runs_and_round_trip(
+    proxy_law: SurfaceLaw, proxy_runs: pd.DataFrame
+) -> None:
+    """Each cell's fitted curve (what the report draws) sits on its runs near the optimum, and
+    survives the JSON round trip; a cell the law does not know has no curve."""
+    from sweeper.fitting.laws import law_from_dict
+
+    done = proxy_runs[(proxy_runs["state"] == "COMPLETE") & ~proxy_runs["diverged"]]
+    for cell, r in done.groupby("cell"):
+        mean = r.groupby("lr")["loss"].mean()
+        best_lr = float(mean.idxmin())
+        fitted = proxy_law.cell_loss(str(cell), [best_lr])
+        assert fitted is not None
+        assert fitted[0] == pytest.approx(float(mean.min()), rel=0.01)
+    back = law_from_dict(json.loads(json.dumps(proxy_law.to_dict())))
+    assert isinstance(back, SurfaceLaw) and back.cell_curves == proxy_law.cell_curves
+    assert proxy_law.cell_loss("no-such-cell", [1e-3]) is None

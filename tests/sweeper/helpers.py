@@ -1,0 +1,116 @@
+"""Fixtures and helpers shared by the fitting tests (optimum, laws, import, CLI, Step Law data)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sweeper.cli as cli_mod
+
+STEPLAW_FILE = "steplaw_dense_lr_bs_loss.csv"
+#: the command that imports the Step Law release (module docstring of sweeper.study.importer)
+STEPLAW_RENAMES = (
+    "--rename", "N=n_params", "--rename", "D=tokens", "--rename", "bs=batch_size",
+    "--rename", "h=width", "--rename", "numl=depth", "--rename", "loss=raw_loss",
+    "--rename", "smooth loss=loss", "--seq-len", "2048",
+)  # fmt: skip
+
+
+def shared_data_dirs() -> list[Path]:
+    """Where the shared data may be: ``$SWEEPER_SHARED/data`` (or ``$SWEEPER_SHARED`` itself),
+    else ``../shared/data`` next to the repository."""
+    env = os.environ.get("SWEEPER_SHARED")
+    if env:
+        return [Path(env) / "data", Path(env)]
+    return [Path(__file__).resolve().parents[2].parent / "shared" / "data"]
+
+
+def steplaw_csv() -> Path:
+    """The Step Law release CSV, or skip the test with the reason."""
+    dirs = shared_data_dirs()
+    for d in dirs:
+        if (d / STEPLAW_FILE).is_file():
+            return d / STEPLAW_FILE
+    where = " or ".join(str(d / STEPLAW_FILE) for d in dirs)
+    pytest.skip(f"Step Law data not found at {where} (set $SWEEPER_SHARED to the shared folder)")
+
+
+CliRunner = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture(name="cli")
+def cli_fixture(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[CliRunner]:
+    """Run the real ``sweeper`` command, ``sweeper.cli.main(argv)``; returns (code, stdout, stderr)."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = cli_mod.main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    yield run
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> Path:
+    df.to_csv(path, index=False)
+    return path
+
+
+LAUNCHED_STUDY = """\
+[sweep]
+name = "launched"
+trials_per_cell = 9
+
+[model]
+context = 64
+
+[ladder]
+widths = [16, 32, 64]
+depths = [2]
+tokens = [32768]
+
+[search]
+lr = { low = 1e-4, high = 1e-1, log = true }
+batch_size = 8
+"""
+
+
+def launch_fake(study: str, url: str, exponent: float = -0.8) -> None:
+    """Open the study's sweep and tell each cell's trials as the launcher tells them (no Ray):
+    lr_opt ∝ width^exponent, a parabola in ln lr, a cliff above."""
+    optuna = pytest.importorskip("optuna")
+    from sweeper.study.space import distributions
+    from sweeper.study.spec import parse_study_toml
+    from sweeper.study.sweep import open_sweep
+
+    spec = parse_study_toml(study)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for cs in open_sweep(spec, url):
+        lr_opt = 0.02 * (cs.cell.width / 16) ** exponent
+        for k in range(-4, 3):
+            lr = lr_opt * 2 ** (k / 2 + 0.13)
+            u = np.log(lr / lr_opt)
+            diverged = bool(u > 1.2)
+            loss = 3.0 + (0.05 if u < 0 else 0.2) * u * u
+            cs.study.enqueue_trial({"lr": lr, "batch_size": 8})
+            t = cs.study.ask(distributions(spec.search))
+            runs = [
+                {
+                    "seed": 0,
+                    "loss": None if diverged else loss,
+                    "diverged": diverged,
+                    "tokens": cs.cell.tokens,
+                }
+            ]
+            t.set_user_attr("runs", runs)
+            cs.study.tell(
+                t,
+                None if diverged else loss,
+                state=None if not diverged else optuna.trial.TrialState.PRUNED,
+            )

@@ -1,0 +1,132 @@
+"""The report renders from a small stored sweep: PNG files exist and are valid, the HTML embeds them."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+
+from sweeper.cli import main
+from sweeper.fitting import estimate_optima, fit_power_law, synthetic_sweep
+from sweeper.report.page import ReportInputs, write_report
+from sweeper.study.importer import import_runs
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_MAGIC
+    assert data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.fixture
+def stored_sweep(tmp_path: Path, sqlite_url: str) -> tuple[str, str]:
+    runs = synthetic_sweep(n_params=(1e6, 3e6, 1e7, 3e7), tokens=(4e8,), seeds=2, seed=1)
+    csv = tmp_path / "runs.csv"
+    runs.drop(columns=["cell"]).to_csv(csv, index=False)
+    import_runs(csv, sweep="synth", url=sqlite_url)
+    return "synth", sqlite_url
+
+
+def test_report_cli_writes_valid_pngs_and_html_that_embeds_them(
+    stored_sweep: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep, url = stored_sweep
+    assert (
+        main(["fit", sweep, "--target", "lr", "--bootstrap", "200", "--storage", url, "--json"])
+        == 0
+    )
+    capsys.readouterr()
+    out = tmp_path / "report"
+    assert main(["report", sweep, "-o", str(out), "--storage", url]) == 0
+    pngs = sorted(out.glob("*.png"))
+    names = {p.name for p in pngs}
+    assert {"loss_vs_lr.png", "law_lr.png", "residuals_lr.png"} <= names
+    for p in pngs:
+        w, h = _png_size(p.read_bytes())
+        assert w >= 400 and h >= 250, (p.name, w, h)
+    page = (out / "index.html").read_text()
+    embedded = re.findall(r'<img src="data:image/png;base64,([^"]+)"', page)
+    assert len(embedded) == len(pngs)
+    for b64 in embedded:
+        assert base64.b64decode(b64)[:8] == PNG_MAGIC
+    titles = set(re.findall(r'title="([^"]+\.png)"', page))
+    assert titles == names
+    # the tables: every cell and the law's exponent appear
+    for cell in {"N1e06-D4e08", "N3e07-D4e08"}:
+        assert cell in page
+    assert "n_params" in page and "Cells and their optima" in page
+
+
+def test_batch_surface_drawn_when_batch_is_swept(tmp_path: Path) -> None:
+    runs = synthetic_sweep(
+        n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), batch_law=(0.5, {"tokens": 0.6}), seed=3
+    )
+    optima = estimate_optima(runs, n_boot=50)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=100)
+    files = write_report(
+        ReportInputs(
+            sweep="s", runs=runs, optima=optima, laws=[law], target_scale={"n_params": 1e9}
+        ),
+        tmp_path,
+    )
+    assert (tmp_path / "batch_surface.png") in files
+    assert _png_size((tmp_path / "batch_surface.png").read_bytes())[0] > 400
+
+
+def test_report_of_unknown_sweep_is_one_line_exit_2(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "nope", "-o", str(tmp_path / "r"), "--storage", sqlite_url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope" in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_surface_law_is_drawn_over_each_cells_runs() -> None:
+    """With a surface LR law, every fitted cell's panel carries its curve; without, none does."""
+    import warnings
+
+    from sweeper.fitting import FitWarning
+    from sweeper.fitting.surface import fit_surface
+    from sweeper.fitting.synthetic import proxy_sweep
+    from sweeper.report.plots import plot_loss_vs_lr
+
+    runs = proxy_sweep(4, seed=1)
+    optima = estimate_optima(runs, n_boot=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        law = fit_surface(runs, n_boot=0, cv=False)
+
+    def labelled(fig: object) -> int:
+        return sum(
+            line.get_label() == "surface fit"
+            for ax in fig.axes  # type: ignore[attr-defined]
+            for line in ax.get_lines()
+        )
+
+    assert labelled(plot_loss_vs_lr(runs, optima, law)) == runs["cell"].nunique()
+    assert labelled(plot_loss_vs_lr(runs, optima)) == 0
+
+
+def test_the_held_out_cell_is_drawn_with_its_named_points() -> None:
+    """The transfer plot marks the prediction, the baselines and the measured optimum among the
+    trained points; a result without trained points draws nothing."""
+    from sweeper.report.plots import plot_transfer
+
+    result = {
+        "holdout_cell": "w256-d2-t819k",
+        "extrapolation_factor": 16.0,
+        "lrs": {"law": 1e-3, "steplaw": 4.5e-3, "measured_optimum": 2.4e-3, "grid+1": 1.41e-3},
+        "losses": {"law": 2.20, "steplaw": 2.16, "measured_optimum": 2.11, "grid+1": 2.15},
+        "loss_sd": {"law": 0.01, "steplaw": 0.02, "measured_optimum": 0.01, "grid+1": 0.0},
+    }
+    fig = plot_transfer(result)
+    assert fig is not None
+    labels = {line.get_label() for line in fig.axes[0].get_lines()}
+    assert {"law (recommended)", "Step Law", "measured optimum"} <= labels
+    assert "16.0x" in fig.axes[0].get_title()
+    assert plot_transfer({"lrs": {}, "losses": {}}) is None

@@ -1,0 +1,183 @@
+"""validate-transfer's arithmetic on a synthetic sweep: the plan, the regret and its resolution."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.fitting.synthetic import synthetic_sweep
+from sweeper.report.transfer import plan_transfer, summarize_transfer
+from sweeper.study.runs import normalize_runs
+
+REPO = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.filterwarnings("ignore:only 4 cells")
+
+
+@pytest.fixture(scope="module")
+def sweep_runs() -> pd.DataFrame:
+    return synthetic_sweep(
+        n_params=(1e6, 2e6, 4e6, 8e6, 1.6e7), tokens=(4e8,), seeds=2, noise=2e-3, seed=3
+    )
+
+
+def _trained(plan, losses: dict[str, list[float]]) -> pd.DataFrame:
+    held = plan.holdout
+    filler = max(v for vals in losses.values() for v in vals) * 1.1
+    losses = {**{name: [filler, filler] for name in plan.lrs}, **losses}
+    rows = [
+        {
+            "n_params": held.n_params,
+            "tokens": held.tokens,
+            "lr": plan.lrs[name],
+            "batch_size": 64.0,
+            "seq_len": 256.0,
+            "loss": loss,
+            "diverged": False,
+            "state": "COMPLETE",
+            "seed": float(s),
+            "source": "transfer",
+        }
+        for name, vals in losses.items()
+        for s, loss in enumerate(vals)
+    ]
+    return normalize_runs(pd.DataFrame(rows))
+
+
+def test_plan_holds_out_the_largest_cell_and_predicts_it(sweep_runs: pd.DataFrame) -> None:
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    assert plan.holdout.n_params == pytest.approx(1.6e7)
+    assert plan.law.n_cells == 4
+    # the synthetic optimum is 2·N^-0.5; the refit without the cell lands within a grid step
+    assert abs(math.log2(plan.lrs["law"] / (2.0 * 1.6e7**-0.5))) < 0.5
+    assert set(plan.lrs) == {
+        "law",
+        "smallest_cell",
+        "largest_fitted",
+        "steplaw",
+        "deepseek",
+        "porian",
+        "measured_optimum",
+    }
+    assert plan.extrapolation["n_params"] == pytest.approx(2.0)  # 1.6e7 over 8e6
+    assert len(plan.fit_cells) == 4
+
+
+def test_regret_and_its_resolution_are_hand_computable(sweep_runs: pd.DataFrame) -> None:
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    cell = sweep_runs[np.isclose(sweep_runs["n_params"], 1.6e7)]
+    points = cell[cell["state"] == "COMPLETE"].groupby("lr")["loss"].agg(["mean", "std", "count"])
+    best = points.loc[points["mean"].idxmin()]
+    law_losses = [best["mean"] * 1.01, best["mean"] * 1.03]  # +2% on average
+    res = summarize_transfer(
+        plan,
+        sweep_runs,
+        _trained(
+            plan,
+            {
+                "law": law_losses,
+                "smallest_cell": [best["mean"] * 1.2] * 2,
+                "steplaw": [best["mean"] * 1.5] * 2,
+                "measured_optimum": [best["mean"] * 1.0001] * 2,  # the swept best stays the best
+            },
+        ),
+    )
+    assert res.best_swept_loss == pytest.approx(best["mean"])  # the best point trained in the cell
+    assert res.regret_pct == pytest.approx(2.0, abs=1e-9)
+    assert res.baseline_regret_pct == pytest.approx(20.0)
+    assert res.published_regret_pct == pytest.approx(50.0)
+    assert res.regret_vs_optimum_pct == pytest.approx(100 * (1.02 / 1.0001 - 1), abs=1e-9)
+    sd_law = float(np.std(law_losses, ddof=1))
+    se = 100 * math.sqrt(sd_law**2 / 2 + best["std"] ** 2 / best["count"]) / best["mean"]
+    assert res.regret_se_pct == pytest.approx(se)
+    assert res.grid_step_log2 == pytest.approx(0.5)  # the synthetic grid is in sqrt(2) steps
+    assert res.log2_error == pytest.approx(math.log2(res.predicted_lr / res.measured_lr))
+    d = res.to_dict()
+    assert {"log2_error", "regret_pct", "baseline_regret_pct", "regret_se_pct"} <= set(d)
+    assert {"extrapolation_factor", "predicted_lr", "predicted_lr_point", "baselines"} <= set(d)
+    assert d["baselines"]["smallest_cell"]["regret_pct"] == pytest.approx(20.0)
+    assert d["baselines"]["steplaw"]["lr"] == plan.lrs["steplaw"]
+
+
+def test_cell_filter_and_cell_names() -> None:
+    from sweeper.errors import SweeperError
+    from sweeper.report.holdout import cell_filter, parse_cell_name
+
+    f = cell_filter("width<=64, tokens>=800k")
+    assert f({"width": 64, "tokens": 819200, "depth": 2, "n_params": 1e5})
+    assert not f({"width": 96, "tokens": 819200}) and not f({"width": 32, "tokens": 4e5})
+    for bad in ("width<<64", "height<=3", "width<=six", ""):
+        with pytest.raises(SweeperError, match="--fit-cells"):
+            cell_filter(bad)
+    assert parse_cell_name("w256-d2-t819k", [819200]) == (256, 2, 819200)
+    assert parse_cell_name("w256-d4-t1.64M") == (256, 4, 1_640_000)
+    with pytest.raises(SweeperError, match="not a cell name"):
+        parse_cell_name("big-one")
+
+
+def test_fit_set_and_a_new_held_out_cell(sweep_runs: pd.DataFrame) -> None:
+    """--fit-cells keeps the law to the small cells; a cell not in the sweep is built from the
+    study (its N from the ladder's formula) and gets a sqrt(2) grid around the prediction."""
+    from sweeper.report.holdout import cell_filter
+    from sweeper.study.spec import load_study
+
+    small = cell_filter("n_params<=4e6")
+    plan = plan_transfer(sweep_runs, sweep="syn", fit_cells=small, n_boot=50)
+    assert len(plan.fit_cells) == 3 and plan.holdout.n_params == pytest.approx(1.6e7)
+    assert plan.extrapolation["n_params"] == pytest.approx(4.0)
+    spec = load_study(REPO / "studies" / "quickstart.toml")
+    new = plan_transfer(sweep_runs, sweep="syn", holdout="w512-d2-t819k", spec=spec, n_boot=50)
+    assert not new.holdout.in_sweep and new.holdout.width == 512 and new.holdout.tokens == 819200
+    assert "measured_optimum" not in new.lrs
+    point = new.predicted_lr_point
+    assert new.lrs["grid-1"] == pytest.approx(point / math.sqrt(2))
+    assert new.lrs["grid+1"] == pytest.approx(point * math.sqrt(2), rel=1e-5)  # 6 digits, as trained
+
+
+def test_the_grid_grows_until_the_best_point_is_bracketed(sweep_runs: pd.DataFrame) -> None:
+    from sweeper.report.transfer import next_grid_step
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50).with_grid((-1, 1))
+    center = plan.predicted_lr_point
+
+    def runs(losses: dict[float, float], diverged: tuple[float, ...] = ()) -> pd.DataFrame:
+        rows = [
+            {"lr": lr, "loss": loss, "state": "COMPLETE", "diverged": False, "seed": 0.0}
+            for lr, loss in losses.items()
+        ] + [{"lr": lr, "loss": np.nan, "state": "COMPLETE", "diverged": True, "seed": 0.0}
+             for lr in diverged]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    r2 = math.sqrt(2)
+    # falling all the way up: train one step above the best
+    assert next_grid_step(plan, runs({center / r2: 3.0, center: 2.9, center * r2: 2.8})) == 2
+    # best in the middle: done
+    assert next_grid_step(plan, runs({center / r2: 3.0, center: 2.8, center * r2: 2.9})) is None
+    # best at the top but the next step up diverged: bracketed
+    assert next_grid_step(plan, runs({center / r2: 3.0, center: 2.8}, (center * r2,))) is None
+    # best at the bottom: one step below
+    assert next_grid_step(plan, runs({center / r2: 2.7, center: 2.8, center * r2: 2.9})) == -2
+    # never beyond 3 octaves from the prediction
+    far = plan.with_grid(range(-6, 0))
+    low = {center * r2**k: 2.0 + 0.1 * (k + 6) for k in range(-6, 2)}
+    assert next_grid_step(far, runs(low)) is None
+
+
+def test_each_fit_set_has_its_own_check_sweep() -> None:
+    """A check from another fit set must not start over (delete) the runs of an earlier one."""
+    from sweeper.report.transfer import transfer_sweep_name
+    from sweeper.study.spec import NAME_RE
+
+    default = transfer_sweep_name("width_sp", "w256-d2-t819k")
+    small = transfer_sweep_name("width_sp", "w256-d2-t819k", "width<=64")
+    smaller = transfer_sweep_name("width_sp", "w256-d2-t819k", "width <= 48")
+    assert default == "width_sp.transfer.w256-d2-t819k"
+    assert small == "width_sp.transfer.w256-d2-t819k.fit-width-le-64"
+    assert len({default, small, smaller}) == 3
+    assert all(NAME_RE.match(n) for n in (default, small, smaller))
+    odd = transfer_sweep_name("s", "c", "n_params>=1e5, tokens==819200")
+    assert NAME_RE.match(odd) and odd.startswith("s.transfer.c.fit-")

@@ -1,0 +1,618 @@
+"""End to end through real Ray Tune and Optuna: launch, resume, SIGKILL, PostgreSQL, ASHA, crashes.
+
+Ray starts in ~4-6 s per launch here, so the tests share one launched sweep where they can; the
+searcher and the trainable are also driven directly, without a Ray runtime, where that suffices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from sweeper.study.spec import StudySpec, load_study, parse_study_toml
+
+REPO = Path(__file__).resolve().parents[3]
+
+TINY = """\
+[sweep]
+name = "{name}"
+trials_per_cell = {trials}
+seeds_per_point = {seeds}
+
+[model]
+context = 32
+
+[ladder]
+widths = [16, 32]
+depths = [1]
+tokens = [{tokens}]
+
+[search]
+lr = {{ low = 2e-3, high = 4.0, log = true }}
+batch_size = 8
+
+[sampler]
+kind = "tpe"
+seed = 0
+n_startup_trials = 2
+
+[resources]
+max_failures = {max_failures}
+"""
+
+
+def tiny(
+    name: str,
+    *,
+    trials: int = 3,
+    seeds: int = 1,
+    tokens: int = 16384,
+    max_failures: int = 1,
+    extra: str = "",
+) -> StudySpec:
+    return parse_study_toml(
+        TINY.format(name=name, trials=trials, seeds=seeds, tokens=tokens, max_failures=max_failures)
+        + extra
+    )
+
+
+def _studies(url: str, sweep: str) -> dict[str, optuna.Study]:
+    names = [s for s in optuna.get_all_study_names(url) if s.startswith(f"{sweep}/")]
+    return {n.split("/", 1)[1]: optuna.load_study(study_name=n, storage=url) for n in names}
+
+
+def _states(study: optuna.Study) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    return out
+
+
+_CLI = (
+    "import sys, sweeper.cli as c; "
+    "rc = c.main(sys.argv[1:]); "
+    "trains = sys.argv[1] in ('launch', 'validate-transfer'); "
+    "heavy = [m for m in ('torch', 'ray') if m in sys.modules and not trains]; "
+    "assert not heavy, heavy; raise SystemExit(rc)"
+)
+
+
+def _cli(args: list[str], cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """The ``sweeper`` CLI in a fresh process; verbs that do not train must not import torch/ray."""
+    return subprocess.run(
+        [sys.executable, "-c", _CLI, *args], cwd=cwd, capture_output=True, text=True, **kw
+    )
+
+
+# ---- one shared launch -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, StudySpec, Any, Path]:
+    from sweeper.run.launch import launch_study
+
+    tmp = tmp_path_factory.mktemp("launched")
+    url = f"sqlite:///{tmp / 'sweeper.db'}"
+    spec = tiny("shared", trials=3, seeds=2)
+    from sweeper.study.sweep import open_sweep
+
+    # a point far above the cliff first: it must diverge and still be COMPLETE with its value
+    open_sweep(spec, url)[0].study.enqueue_trial({"lr": 4.0, "batch_size": 8})
+    summary = launch_study(spec, url=url, progress=False)
+    return url, spec, summary, tmp
+
+
+def test_launch_completes_every_cell_with_per_seed_runs(launched: Any) -> None:
+    import ray
+
+    url, _, summary, _ = launched
+    assert not ray.is_initialized()  # the launch shut down the Ray it started
+    assert (
+        summary.done and summary.runs_this_launch == 2 * 3 * 2 and summary.points_this_launch == 6
+    )
+    studies = _studies(url, "shared")
+    assert sorted(studies) == ["w16-d1-t16.4k", "w32-d1-t16.4k"]
+    for cell, study in studies.items():
+        assert _states(study) == {"COMPLETE": 3}
+        assert study.user_attrs["width"] in (16, 32) and study.user_attrs["target"] == 3
+        for t in study.trials:
+            runs = t.user_attrs["runs"]
+            assert [r["seed"] for r in runs] == [0, 1]
+            assert len({r["ray_trial_id"] for r in runs}) == 2
+            assert t.value == pytest.approx(sum(r["loss"] for r in runs) / 2)
+            full = not t.user_attrs["diverged"]  # a diverged run stops early
+            assert t.user_attrs["tokens"] == 2 * 16384 or not full
+            assert t.user_attrs["wall_s"] > 0
+            assert t.user_attrs["tokens_per_s"] > 0 and t.user_attrs["diverged"] in (True, False)
+            assert t.user_attrs["seed"] == [0, 1] and study.user_attrs["cell"] == cell
+            assert 2e-3 <= t.params["lr"] <= 4.0 and t.params["batch_size"] == 8
+    (blown,) = [t for t in studies["w16-d1-t16.4k"].trials if t.params["lr"] == 4.0]
+    assert blown.state == TrialState.COMPLETE and blown.user_attrs["diverged"] is True
+    assert all(r["diverged"] for r in blown.user_attrs["runs"]) and blown.value is not None
+    assert blown.value > min(t.value for t in studies["w16-d1-t16.4k"].trials)
+    from sweeper.study.sweep_runs import load_sweep_runs
+
+    df = load_sweep_runs("shared", url)
+    assert len(df) == 12 and set(df["seed"]) == {0.0, 1.0} and (df["state"] == "COMPLETE").all()
+    assert df["loss"].notna().all() and (df["batch_tokens"] == 8 * 32).all()
+
+
+def test_relaunch_adds_no_trial_and_starts_no_ray(launched: Any) -> None:
+    from sweeper.run.launch import launch_study
+
+    url, spec, _, _ = launched
+    before = {c: len(s.trials) for c, s in _studies(url, "shared").items()}
+    t0 = time.perf_counter()
+    again = launch_study(spec, url=url, progress=False)
+    assert time.perf_counter() - t0 < 10
+    assert again.runs_this_launch == 0 and again.points_this_launch == 0 and again.done
+    assert {c: len(s.trials) for c, s in _studies(url, "shared").items()} == before
+
+
+def test_changed_study_under_the_same_name_is_refused(launched: Any) -> None:
+    url, _, _, tmp = launched
+    path = tmp / "changed.toml"
+    # more seeds per point measure something else (more trials per cell would extend the sweep)
+    path.write_text(TINY.format(name="shared", trials=3, seeds=3, tokens=16384, max_failures=1))
+    r = _cli(["launch", str(path), "--storage", url, "--no-progress"], tmp, timeout=120)
+    assert r.returncode == 2
+    assert "launched from a different study file" in r.stderr and "--force-new" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert all(len(s.trials) == 3 for s in _studies(url, "shared").values())
+
+
+def test_status_and_trials_verbs(launched: Any) -> None:
+    url, _, _, tmp = launched
+    r = _cli(["status", "--storage", url, "--json"], tmp, timeout=120)  # the only sweep
+    assert r.returncode == 0, r.stderr
+    status = json.loads(r.stdout)
+    assert status["sweep"] == "shared" and len(status["cells"]) == 2
+    for c in status["cells"]:
+        assert (c["complete"], c["running"], c["failed"], c["pruned"], c["target"]) == (
+            3,
+            0,
+            0,
+            0,
+            3,
+        )
+        assert c["best_loss"] > 0 and 2e-3 <= c["best_lr"] < 4.0
+        assert {"cell", "width", "depth", "tokens"} <= set(c)
+    r = _cli(["status", "shared", "--storage", url], tmp, timeout=120)
+    assert r.returncode == 0 and "w16-d1-t16.4k" in r.stdout and "3/3" in r.stdout
+    out = tmp / "trials.csv"
+    r = _cli(["trials", "shared", "--storage", url, "-o", str(out)], tmp, timeout=120)
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+
+    df = pd.read_csv(out)
+    assert len(df) == 12 and {
+        "cell",
+        "n_params",
+        "lr",
+        "loss",
+        "trial_number",
+        "ray_trial_id",
+    } <= set(df)
+    r = _cli(
+        ["trials", "shared", "--storage", url, "-o", str(tmp / "trials.parquet")], tmp, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert len(pd.read_parquet(tmp / "trials.parquet")) == 12
+    r = _cli(["trials", "shared", "--storage", url, "--format", "json"], tmp, timeout=120)
+    assert r.returncode == 0 and len(json.loads(r.stdout)) == 12
+    r = _cli(["trials", "nope", "--storage", url], tmp, timeout=120)
+    assert r.returncode == 2 and "no sweep 'nope'" in r.stderr
+
+
+# ---- the shipped smoke study -------------------------------------------------------------------
+def test_smoke_study_end_to_end(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'smoke.db'}"
+    t0 = time.perf_counter()
+    r = _cli(
+        ["launch", str(REPO / "studies" / "smoke.toml"), "--storage", url], tmp_path, timeout=300
+    )
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "sweep smoke: 36 run(s), 36 trial(s) finished" in r.stdout
+    # not a terminal: plain progress lines, no Ray console chatter
+    assert "smoke/w16-d2-t32.8k: 6/6 done" in r.stdout
+    assert "Trial status" not in r.stdout and "\x1b[" not in r.stdout
+    spec = load_study(REPO / "studies" / "smoke.toml")
+    for study in _studies(url, "smoke").values():
+        assert _states(study) == {"COMPLETE": spec.trials_per_cell}
+    print(f"smoke launch: {wall:.1f} s")
+
+    # the rest of the main job on the same sweep: fit, validate the transfer, recommend, export, report
+    r = _cli(
+        ["fit", "smoke", "--target", "lr", "--storage", url, "--bootstrap", "200", "--json"],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    law = json.loads(r.stdout)
+    assert (
+        law["target"] == "lr"
+        and law["n_cells"] >= 3
+        and set(law["exponents"]) <= {"n_params", "tokens"}
+    )
+
+    r = _cli(
+        [
+            "validate-transfer",
+            "smoke",
+            "--holdout",
+            "largest",
+            "--seeds",
+            "2",
+            "--storage",
+            url,
+            "--json",
+        ],
+        tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    assert res["holdout_cell"] == "w32-d2-t65.5k"
+    for key in ("log2_error", "regret_pct", "baseline_regret_pct", "predicted_lr", "measured_lr"):
+        assert isinstance(res[key], float), key
+    assert res["seeds"] == 2 and {
+        "law",
+        "smallest_cell",
+        "largest_fitted",
+        "steplaw",
+        "deepseek",
+        "porian",
+        "measured_optimum",
+    } <= set(res["losses"])
+    assert res["extrapolation_factor"] > 1 and set(res["baselines"]) >= {"smallest_cell", "steplaw"}
+    # trained through the same machinery and storage: a one-cell sweep, one trial per distinct LR
+    tr = _cli(["status", "smoke.transfer.w32-d2-t65.5k", "--storage", url, "--json"], tmp_path)
+    cells = json.loads(tr.stdout)["cells"]
+    assert len(cells) == 1 and cells[0]["complete"] == len(set(res["lrs"].values()))
+    # relaunching the check trains nothing new
+    r2 = _cli(["validate-transfer", "smoke", "--storage", url, "--json"], tmp_path, timeout=300)
+    assert r2.returncode == 0 and json.loads(r2.stdout)["losses"] == res["losses"]
+
+    target = ["--params", "1e9", "--tokens", "2e10", "--storage", url]
+    r = _cli(["recommend", "smoke", *target, "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    recipe = json.loads(r.stdout)
+    assert recipe["extrapolation_factor"] > 1000 and recipe["warnings"]
+    out = tmp_path / "recipe.json"
+    r = _cli(["export", "smoke", *target, "--format", "json", "-o", str(out)], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _cli(
+        [
+            "report",
+            "smoke",
+            "-o",
+            str(tmp_path / "report"),
+            "--storage",
+            url,
+            "--recipe-json",
+            str(out),
+        ],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Transfer check" in page and "Recommended recipe" in page and "w32-d2-t65.5k" in page
+    assert (tmp_path / "report" / "law_lr_holdout.png").is_file()
+
+
+# ---- SIGKILL part-way, relaunch ----------------------------------------------------------------
+def _session_pids(sid: int) -> list[int]:
+    out = subprocess.run(
+        ["ps", "-e", "-o", "pid=,sid=,stat="], capture_output=True, text=True
+    ).stdout
+    pids = []
+    for line in out.splitlines():
+        pid, s, stat = line.split()[:3]
+        if int(s) == sid and not stat.startswith("Z"):
+            pids.append(int(pid))
+    return pids
+
+
+def _count_complete(db: Path) -> int:
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return int(
+                conn.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+            )
+    except sqlite3.Error:
+        return 0
+
+
+def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
+    from sweeper.run.launch import launch_study
+
+    spec = tiny("killed", trials=5, tokens=65536)
+    path = tmp_path / "killed.toml"
+    from sweeper.study.study_toml import study_toml
+
+    path.write_text(study_toml(spec))
+    db = tmp_path / "k.db"
+    url = f"sqlite:///{db}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLI, "launch", str(path), "--storage", url, "--no-progress"],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 180
+        while _count_complete(db) < 2:
+            assert proc.poll() is None, "the launch ended before it could be killed"
+            assert time.time() < deadline, "no trial completed in time"
+            time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        # Ray's workers leave with the raylet they watch; none may survive
+        deadline = time.time() + 30
+        while _session_pids(proc.pid) and time.time() < deadline:
+            time.sleep(0.5)
+        assert _session_pids(proc.pid) == [], "stray Ray processes after SIGKILL"
+    finally:
+        for pid in _session_pids(proc.pid):  # only the processes of the session this test started
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    before = {c: _states(s) for c, s in _studies(url, "killed").items()}
+    killed_running = sum(s.get("RUNNING", 0) for s in before.values())
+    assert sum(s.get("COMPLETE", 0) for s in before.values()) >= 2
+    summary = launch_study(spec, url=url, progress=False)
+    assert summary.reconciled == killed_running
+    for cell, study in _studies(url, "killed").items():
+        states = _states(study)
+        assert states.get("COMPLETE") == 5, (cell, states)
+        assert states.get("RUNNING", 0) == 0 and states.get("WAITING", 0) == 0
+        assert states.get("FAIL", 0) == before[cell].get("RUNNING", 0)
+        # every point a dead driver left is run again (one killed before its sampler gave it a
+        # point has no params, and TPE simply asks a new one)
+        failed = [t.params for t in study.trials if t.state == TrialState.FAIL and t.params]
+        done = [t.params for t in study.trials if t.state == TrialState.COMPLETE]
+        assert all(p in done for p in failed)
+
+
+# ---- PostgreSQL ----------------------------------------------------------------------------------
+@pytest.mark.postgres
+def test_launch_on_postgresql(postgres_url: str, sweep_name: str) -> None:
+    from sweeper.run.launch import launch_study
+    from sweeper.study.sweep import sweep_status
+    from sweeper.study.sweep_runs import load_sweep_runs
+
+    spec = tiny(sweep_name, trials=2)
+    summary = launch_study(spec, url=postgres_url, progress=False)
+    assert summary.done and summary.runs_this_launch == 4
+    assert all(_states(s) == {"COMPLETE": 2} for s in _studies(postgres_url, sweep_name).values())
+    assert len(load_sweep_runs(sweep_name, postgres_url)) == 4
+    assert [c["complete"] for c in sweep_status(sweep_name, postgres_url)["cells"]] == [2, 2]
+    again = launch_study(spec, url=postgres_url, progress=False)
+    assert again.runs_this_launch == 0
+
+
+# ---- ASHA ----------------------------------------------------------------------------------------
+def test_asha_stopped_trial_is_pruned(sqlite_url: str) -> None:
+    from sweeper.run.launch import launch_study
+    from sweeper.study.sweep import open_sweep
+
+    extra = (
+        '\n[pruner]\nkind = "asha"\ngrace_fraction = 0.25\nreduction_factor = 2.0\nreports = 4\n'
+    )
+    text = TINY.format(name="asha", trials=3, seeds=1, tokens=65536, max_failures=0) + extra
+    text = text.replace("widths = [16, 32]", "widths = [16]")
+    text = text.replace("low = 2e-3, high = 4.0", "low = 1e-7, high = 4e-2")
+    spec = parse_study_toml(text)
+    # a good point first, then two that learn nothing: ASHA must stop those at a rung
+    study = open_sweep(spec, sqlite_url)[0].study
+    for lr in (1e-2, 1e-7, 2e-7):
+        study.enqueue_trial({"lr": lr, "batch_size": 8})
+    summary = launch_study(spec, url=sqlite_url, max_concurrent=1, progress=False)
+    assert summary.done
+    trials = optuna.load_study(study_name="asha/w16-d1-t65.5k", storage=sqlite_url).trials
+    assert [t.params["lr"] for t in trials] == [1e-2, 1e-7, 2e-7]
+    assert trials[0].state == TrialState.COMPLETE
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, [t.state for t in trials]
+    for t in pruned:
+        run = t.user_attrs["runs"][0]
+        assert run["stopped"] is True and run["loss"] > trials[0].value
+        assert run["tokens"] < 65536  # stopped part-way, not a partial value told as COMPLETE
+        assert t.intermediate_values  # the rung values reached Optuna
+        # Optuna stores a PRUNED trial's last intermediate value as its value
+        assert t.value == pytest.approx(run["loss"])
+
+
+# ---- crashes ---------------------------------------------------------------------------------------
+def test_crashed_run_is_retried_then_fail(tmp_path: Path) -> None:
+    from sweeper.run.launch import launch_study
+
+    short = tmp_path / "short.txt"
+    short.write_text("too short to hold one sequence")
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    text = TINY.format(name="crash", trials=1, seeds=1, tokens=16384, max_failures=1)
+    text = text.replace('name = "crash"', f'name = "crash"\ndata = "{short}"')
+    text = text.replace("widths = [16, 32]", "widths = [16]")
+    spec = parse_study_toml(text)
+    summary = launch_study(spec, url=url, progress=False)
+    assert not summary.done
+    (study,) = _studies(url, "crash").values()
+    (t,) = study.trials
+    assert t.state == TrialState.FAIL
+    assert t.user_attrs["retries"] == 1  # max_failures = 1: one retry, then FAIL
+    assert "Error" in t.user_attrs["last_error"]
+
+
+# ---- the searcher and the trainable without a Ray runtime --------------------------------------
+GRID = """\
+[sweep]
+name = "{name}"
+seeds_per_point = 1
+
+[model]
+context = 32
+
+[ladder]
+widths = [16]
+depths = [1]
+tokens = [16384]
+
+[search]
+lr = {{ values = [1e-3, 2e-3, 4e-3] }}
+batch_size = 8
+
+[sampler]
+kind = "grid"
+"""
+
+
+def _drive(
+    searcher: Any, *, crash: Any = lambda cfg: False, concurrent: int = 2, budget: int = 50
+) -> list[dict[str, Any]]:
+    """Play Ray Tune's part: ask for runs while the searcher gives them, finish the oldest live one
+    (crashed when ``crash(config)``, else a final result), until the searcher says FINISHED."""
+    from ray.tune.search import Searcher
+
+    live: list[tuple[str, dict[str, Any]]] = []
+    started: list[dict[str, Any]] = []
+    for i in range(budget):
+        cfg = searcher.suggest(f"r{i}")
+        if cfg == Searcher.FINISHED:
+            assert not live
+            return started
+        if cfg is not None:
+            live.append((f"r{i}", cfg))
+            started.append(cfg)
+            if len(live) < concurrent:
+                continue
+        assert live, "the searcher neither gave a run nor finished"
+        rid, done = live.pop(0)
+        if crash(done):
+            searcher.on_trial_complete(rid, error=True)
+        else:
+            loss = 3.0 + done["params"]["lr"]
+            result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False}
+            searcher.on_trial_complete(
+                rid, result={**result, "tokens": 16384, "wall_s": 1.0, "tokens_per_s": 1e4}
+            )
+    raise AssertionError("the searcher did not finish")
+
+
+def _searcher(spec: StudySpec, url: str, max_concurrent: int = 2) -> Any:
+    from sweeper.run.searcher import CellSearcher
+    from sweeper.study.samplers import reconcile
+    from sweeper.study.sweep import open_sweep
+
+    css = open_sweep(spec, url)
+    for cs in css:
+        reconcile(cs.study)
+    return CellSearcher(spec, css, max_concurrent=max_concurrent, base_config={})
+
+
+def test_grid_point_that_fails_in_a_launch_is_asked_again_not_lost(sqlite_url: str) -> None:
+    spec = parse_study_toml(GRID.format(name="gridfail"))
+    assert spec.trials_per_cell == 3
+    crashed: list[float] = []
+
+    def crash_once(cfg: dict[str, Any]) -> bool:
+        if cfg["params"]["lr"] == 2e-3 and not crashed:
+            crashed.append(2e-3)
+            return True
+        return False
+
+    _drive(_searcher(spec, sqlite_url), crash=crash_once)
+    (study,) = _studies(sqlite_url, "gridfail").values()
+    complete = [t.params["lr"] for t in study.trials if t.state == TrialState.COMPLETE]
+    assert sorted(complete) == [1e-3, 2e-3, 4e-3]  # each grid point once, the failed one included
+    assert _states(study) == {"COMPLETE": 3, "FAIL": 1}
+
+
+def test_grid_point_that_always_fails_gives_up_then_relaunch_retries_it(sqlite_url: str) -> None:
+    spec = parse_study_toml(GRID.format(name="gridbad"))
+    runs = _drive(_searcher(spec, sqlite_url), crash=lambda cfg: cfg["params"]["lr"] == 2e-3)
+    (study,) = _studies(sqlite_url, "gridbad").values()
+    # the failure cap (as many FAIL points as the target) ends the launch; nothing is repeated
+    assert _states(study) == {"COMPLETE": 2, "FAIL": 3, "WAITING": 1}
+    done = [t.params["lr"] for t in study.trials if t.state == TrialState.COMPLETE]
+    assert sorted(done) == [1e-3, 4e-3] and len(runs) == 5
+    # the next launch (the crash fixed) runs the queued point and nothing else
+    runs = _drive(_searcher(spec, sqlite_url))
+    assert [r["params"]["lr"] for r in runs] == [2e-3]
+    assert _states(study) == {"COMPLETE": 3, "FAIL": 3}
+
+
+def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
+    """A FAIL point without a queued retry (an older Sweeper): stop short, never repeat a point."""
+    from sweeper.study.space import distributions
+    from sweeper.study.sweep import open_sweep
+
+    spec = parse_study_toml(GRID.format(name="gridold"))
+    study = open_sweep(spec, sqlite_url)[0].study
+    dists = distributions(spec.search)
+    trials = [study.ask(dists) for _ in range(3)]
+    study.tell(trials[0], state=TrialState.FAIL)
+    for t in trials[1:]:
+        study.tell(t, 3.0)
+    assert _drive(_searcher(spec, sqlite_url)) == []
+    assert _states(study) == {"COMPLETE": 2, "FAIL": 1}
+
+
+def test_raising_trials_per_cell_adds_exactly_the_missing_trials(sqlite_url: str) -> None:
+    spec = tiny("grow", trials=2)
+    _drive(_searcher(spec, sqlite_url))
+    assert [_states(s) for s in _studies(sqlite_url, "grow").values()] == [{"COMPLETE": 2}] * 2
+    # the target and the sampler's pacing may change between launches of one sweep
+    text = TINY.format(name="grow", trials=5, seeds=1, tokens=16384, max_failures=1)
+    more = parse_study_toml(text.replace("n_startup_trials = 2", "max_pending_per_cell = 1"))
+    assert more.sampler.max_pending_per_cell == 1 and more.sampler.n_startup_trials is None
+    runs = _drive(_searcher(more, sqlite_url))
+    assert len(runs) == 6  # 3 more per cell
+    for study in _studies(sqlite_url, "grow").values():
+        assert _states(study) == {"COMPLETE": 5} and study.user_attrs["target"] == 5
+    assert _drive(_searcher(more, sqlite_url)) == []  # and a relaunch adds nothing
+
+
+def test_end_of_run_report_is_not_sent_to_tune(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ASHA may stop a trial on any non-final result: train()'s call at the end of the run must
+    not reach Tune, or a fully trained run could end PRUNED without its final result."""
+    import sweeper.run.trainable as launch
+    from sweeper.study.ladder import cells
+    from sweeper.study.space import hparams_kwargs
+
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(launch.tune, "report", lambda metrics: sent.append(dict(metrics)))
+    spec = tiny("report")
+    cell = cells(spec)[0]
+    config = {
+        "data": "builtin",
+        "threads": 1,
+        "device": "cpu",
+        "eval_batches": 1,
+        "eval_every": 2,
+        "model": cell.proxy_config_kwargs(),
+        "hparams": hparams_kwargs(spec, {"lr": 1e-2, "batch_size": 8}),
+        "tokens": 8 * 8 * 32,  # 8 steps: evaluations after steps 2, 4, 6; step 8 is the end
+        "seed": 0,
+    }
+    launch.run_trial(config)
+    assert [m["final"] for m in sent] == [False, False, False, True]
+    assert [m["step"] for m in sent[:-1]] == [2, 4, 6]
+    assert all(m["progress"] < 100 for m in sent[:-1]) and sent[-1]["progress"] == 100
+    assert sent[-1]["steps"] == 8 and sent[-1]["diverged"] is False
+    # the same with evaluations that do not divide the run (the end call at step 8 again)
+    sent.clear()
+    launch.run_trial({**config, "eval_every": 3})
+    assert [m["step"] for m in sent if not m["final"]] == [3, 6] and sent[-1]["final"]

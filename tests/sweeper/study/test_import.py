@@ -1,0 +1,288 @@
+"""Importing runs from CSV/parquet: validation, renames, storage in one transaction, load_runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from sweeper.errors import ImportDataError, StorageError
+from sweeper.study import storage
+from sweeper.study.importer import import_runs, load_runs, read_runs_file
+from sweeper.study.runs import COLUMNS
+from tests.sweeper.helpers import cli_fixture, write_csv  # noqa: F401  (the `cli` fixture)
+
+
+def small_runs() -> pd.DataFrame:
+    """Six runs over two cells in someone else's column names, with an extra column."""
+    return pd.DataFrame(
+        {
+            "N": [1e6, 1e6, 1e6, 4e6, 4e6, 4e6],
+            "D": [1e8] * 3 + [4e8] * 3,
+            "lr": [1e-3, 2e-3, 4e-3, 1e-3, 2e-3, 4e-3],
+            "bs": [32, 32, 32, 64, 64, 64],
+            "final": [3.1, 3.0, 3.2, 2.9, 2.8, 2.95],
+            "run_name": [f"r{i}" for i in range(6)],
+        }
+    )
+
+
+RENAMES = {"N": "n_params", "D": "tokens", "bs": "batch_size", "final": "loss"}
+
+
+def counts(url: str) -> tuple[int, int]:
+    with storage.get_engine(url).connect() as conn:
+        n_sweeps = conn.execute(sa.select(sa.func.count()).select_from(storage.sweeps_table))
+        n_runs = conn.execute(sa.select(sa.func.count()).select_from(storage.runs_table))
+        return int(n_sweeps.scalar_one()), int(n_runs.scalar_one())
+
+
+def test_import_and_load(tmp_path: Path, sqlite_url: str) -> None:
+    path = write_csv(small_runs(), tmp_path / "runs.csv")
+    n = import_runs(path, sweep="ext", renames=RENAMES, seq_len=1024, url=sqlite_url)
+    assert n == 6
+    row = storage.get_sweep("ext", sqlite_url)
+    assert row is not None and row["kind"] == "imported"
+    meta = row["meta"]
+    assert meta["file"] == "runs.csv" and meta["renames"] == RENAMES and meta["seq_len"] == 1024
+    assert meta["n_rows"] == 6 and "run_name" in meta["columns"] and len(meta["sha256"]) == 64
+    runs = load_runs("ext", sqlite_url)
+    assert list(runs.columns[: len(COLUMNS)]) == list(COLUMNS)
+    assert runs["run_name"].tolist() == [f"r{i}" for i in range(6)]  # unknown columns kept
+    assert runs["batch_tokens"].tolist() == [32 * 1024.0] * 3 + [64 * 1024.0] * 3
+    assert runs["cell"].nunique() == 2 and (runs["state"] == "COMPLETE").all()
+    assert runs["source"].iloc[0] == "import:runs.csv"
+    assert counts(sqlite_url) == (1, 6)
+
+
+def test_renames_are_simultaneous(tmp_path: Path) -> None:
+    df = small_runs().rename(columns={"final": "smooth"}).assign(loss=9.0)
+    path = write_csv(df, tmp_path / "swap.csv")
+    renames = {"N": "n_params", "D": "tokens", "loss": "raw_loss", "smooth": "loss"}
+    runs = read_runs_file(path, renames=renames)
+    assert runs["loss"].tolist() == small_runs()["final"].tolist()
+    assert (runs["raw_loss"] == 9.0).all()
+
+
+def test_loss_law_columns_are_enough_and_parquet(tmp_path: Path, sqlite_url: str) -> None:
+    df = pd.DataFrame({"n_params": [1e6, 4e6], "tokens": [1e8, 1e8], "loss": [3.0, 2.8]})
+    path = tmp_path / "points.parquet"
+    df.to_parquet(path)
+    assert import_runs(path, sweep="pts", url=sqlite_url) == 2
+    runs = load_runs("pts", sqlite_url)
+    assert runs["lr"].isna().all() and runs["loss"].tolist() == [3.0, 2.8]
+
+
+def test_diverged_runs_may_lack_a_loss(tmp_path: Path) -> None:
+    df = small_runs().assign(diverged=["no", "no", "yes", "no", "no", "no"])
+    df["final"] = df["final"].astype(object)
+    df.loc[2, "final"] = None
+    runs = read_runs_file(write_csv(df, tmp_path / "div.csv"), renames=RENAMES)
+    assert runs["diverged"].tolist() == [False, False, True, False, False, False]
+    assert pd.isna(runs.loc[2, "loss"])
+
+
+# every bad file: exit 2, one line on stderr, nothing stored
+BAD_FILES = {
+    "missing column": (
+        lambda df: df.drop(columns=["tokens"]),
+        "missing required column(s) tokens",
+    ),
+    "non-numeric": (
+        lambda df: df.assign(lr=["1e-3", "fast", "4e-3", "1e-3", "2e-3", "4e-3"]),
+        "column 'lr' has a non-numeric value 'fast' in row 2",
+    ),
+    "non-positive": (
+        lambda df: df.assign(loss=[3.1, 3.0, -1.0, 2.9, 2.8, 2.95]),
+        "column 'loss' must be > 0 and finite, got -1 in row 3",
+    ),
+    "zero batch": (
+        lambda df: df.assign(batch_size=[32, 0, 32, 64, 64, 64]),
+        "column 'batch_size' must be > 0",
+    ),
+    "empty loss": (
+        lambda df: df.assign(loss=[3.1, None, 3.2, 2.9, 2.8, 2.95]),
+        "column 'loss' is empty in row 2",
+    ),
+    "bad state": (lambda df: df.assign(state="DONE"), "column 'state' has 'DONE' in row 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_files_exit_2_one_line_nothing_stored(
+    case: str, tmp_path: Path, sqlite_url: str, cli
+) -> None:
+    make, message = BAD_FILES[case]
+    path = write_csv(make(small_runs().rename(columns=RENAMES)), tmp_path / "bad.csv")
+    code, out, err = cli("import", path, "--sweep", "bad", "--storage", sqlite_url)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error: bad.csv: "), lines
+    assert message in lines[0]
+    assert counts(sqlite_url) == (0, 0)
+
+
+def test_duplicate_sweep_exit_2_nothing_stored(tmp_path: Path, sqlite_url: str, cli) -> None:
+    path = write_csv(small_runs(), tmp_path / "runs.csv")
+    renames = [a for old, new in RENAMES.items() for a in ("--rename", f"{old}={new}")]
+    args = ("import", path, "--sweep", "dup", *renames, "--storage", sqlite_url)
+    code, out, err = cli(*args)
+    assert code == 0 and "imported 6 runs (2 cells) into sweep 'dup'" in out
+    code, out, err = cli(*args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "sweep 'dup' already exists" in lines[0]
+    assert counts(sqlite_url) == (1, 6)
+
+
+def test_other_bad_inputs(tmp_path: Path, sqlite_url: str) -> None:
+    path = write_csv(small_runs(), tmp_path / "runs.csv")
+    with pytest.raises(ImportDataError, match="cannot rename missing column"):
+        read_runs_file(path, renames={"nope": "n_params"})
+    with pytest.raises(ImportDataError, match="duplicate column"):
+        read_runs_file(path, renames={**RENAMES, "lr": "loss"})
+    with pytest.raises(ImportDataError, match="no such file"):
+        read_runs_file(tmp_path / "absent.csv")
+    (tmp_path / "runs.json").write_text("{}")
+    with pytest.raises(ImportDataError, match="unknown file type"):
+        read_runs_file(tmp_path / "runs.json")
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(ImportDataError, match="cannot read"):
+        read_runs_file(tmp_path / "empty.csv")
+    assert counts(sqlite_url) == (0, 0)
+
+
+def test_load_unknown_sweep_lists_known(tmp_path: Path, sqlite_url: str) -> None:
+    with pytest.raises(StorageError, match="holds no sweeps"):
+        load_runs("nope", sqlite_url)
+    import_runs(
+        write_csv(small_runs(), tmp_path / "r.csv"), sweep="a", renames=RENAMES, url=sqlite_url
+    )
+    with pytest.raises(StorageError, match="known sweeps: a"):
+        load_runs("nope", sqlite_url)
+
+
+def test_launched_sweeps_come_from_sweeper_sweep(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kind "launched" reads through sweeper.study.sweep_runs.load_sweep_runs (imported lazily)."""
+    calls = []
+
+    def fake_load(name: str, url: str | None = None) -> pd.DataFrame:
+        calls.append((name, url))
+        return pd.DataFrame({"n_params": [1e6], "tokens": [1e8], "lr": [1e-3], "loss": [3.0]})
+
+    monkeypatch.setitem(
+        sys.modules, "sweeper.study.sweep_runs", types.SimpleNamespace(load_sweep_runs=fake_load)
+    )
+    with storage.transaction(sqlite_url) as conn:
+        conn.execute(
+            storage.sweeps_table.insert().values(
+                name="launched1",
+                kind="launched",
+                spec_hash="x",
+                study_toml="",
+                meta_json=json.dumps({"parametrization": "sp"}),
+                created_at=datetime.now(timezone.utc),
+            )
+        )
+    runs = load_runs("launched1", sqlite_url)
+    assert calls == [("launched1", sqlite_url)]
+    assert (
+        list(runs.columns[: len(COLUMNS)]) == list(COLUMNS)
+        and runs["cell"].iloc[0] == "N1e06-D1e08"
+    )
+
+
+def test_a_nan_or_inf_loss_imports_as_a_diverged_run(tmp_path: Path, sqlite_url: str, cli) -> None:
+    """Without a diverged/state column, the file's nan/inf loss marks a diverged run (counted);
+    an empty loss stays an error naming its row; an explicit column wins."""
+    path = tmp_path / "published.csv"
+    path.write_text(
+        "N,D,lr,loss\n1e6,1e8,1e-3,3.1\n1e6,1e8,2e-3,nan\n1e6,1e8,4e-3,inf\n1e6,1e8,8e-3,3.3\n"
+    )
+    code, out, err = cli("import", path, "--sweep", "pub", "--rename", "N=n_params",
+                         "--rename", "D=tokens", "--storage", sqlite_url)  # fmt: skip
+    assert code == 0, err
+    assert "imported 4 runs" in out and "2 with a nan/inf loss imported as diverged" in out
+    runs = load_runs("pub", sqlite_url)
+    assert runs["diverged"].tolist() == [False, True, True, False]
+    assert runs["loss"].isna().tolist() == [False, True, True, False]
+    assert storage.get_sweep("pub", sqlite_url)["meta"]["diverged_from_loss"] == 2
+    # an empty loss is not a diverged run: an error naming the row
+    (tmp_path / "blank.csv").write_text("n_params,tokens,loss\n1e6,1e8,3.1\n1e6,1e8,\n")
+    with pytest.raises(ImportDataError, match="column 'loss' is empty in row 2"):
+        read_runs_file(tmp_path / "blank.csv")
+    # an explicit column wins: a nan loss on a run marked not diverged is refused
+    (tmp_path / "marked.csv").write_text(
+        "n_params,tokens,loss,diverged\n1e6,1e8,3.1,false\n1e6,1e8,nan,false\n"
+    )
+    with pytest.raises(ImportDataError, match="column 'loss' is empty in row 2"):
+        read_runs_file(tmp_path / "marked.csv")
+    (tmp_path / "state.csv").write_text(
+        "n_params,tokens,loss,state\n1e6,1e8,3.1,COMPLETE\n1e6,1e8,inf,COMPLETE\n"
+    )
+    with pytest.raises(ImportDataError, match="column 'loss' must be > 0 and finite"):
+        read_runs_file(tmp_path / "state.csv")
+    # parquet: an infinite loss is a diverged run too
+    pd.DataFrame(
+        {"n_params": [1e6, 1e6], "tokens": [1e8, 1e8], "loss": [3.1, float("inf")]}
+    ).to_parquet(tmp_path / "p.parquet")
+    got = read_runs_file(tmp_path / "p.parquet")
+    assert got["diverged"].tolist() == [False, True] and got.attrs["diverged_from_loss"] == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["a/b", "q'uote", '"dq"', "<script>", "sweep/w16-d1-t16.4k", " x", ".x"]
+)
+def test_import_takes_only_names_launch_takes(
+    name: str, tmp_path: Path, sqlite_url: str, cli
+) -> None:
+    path = write_csv(small_runs().rename(columns=RENAMES), tmp_path / "runs.csv")
+    code, _, err = cli("import", path, "--sweep", name, "--storage", sqlite_url)
+    assert code == 2 and "must be letters, digits" in err, err
+    assert counts(sqlite_url) == (0, 0)
+
+
+def test_a_trials_csv_imports_with_its_study(tmp_path: Path, sqlite_url: str) -> None:
+    """`sweeper trials -o` output round-trips: a FAIL row without a loss is kept (not an error),
+    and the study stored with the runs makes the sweep trainable again (Sweep.spec)."""
+    from sweeper.study.handle import Sweep
+
+    repo = Path(__file__).resolve().parents[3]
+    runs = pd.DataFrame(
+        {
+            "cell": ["w16-d2-t32.8k"] * 3,
+            "width": [16] * 3,
+            "depth": [2] * 3,
+            "n_params": [6224.0] * 3,
+            "tokens": [32768.0] * 3,
+            "lr": [1e-3, 2e-3, 4e-3],
+            "batch_size": [8] * 3,
+            "seq_len": [64] * 3,
+            "loss": [3.1, None, 3.0],
+            "state": ["COMPLETE", "FAIL", "COMPLETE"],
+            "diverged": [False] * 3,
+        }
+    )
+    path = write_csv(runs, tmp_path / "trials.csv")
+    assert import_runs(path, sweep="smk", url=sqlite_url, study=repo / "studies/smoke.toml") == 3
+    sw = Sweep.load("smk", sqlite_url)
+    assert sw.kind == "imported" and sw.spec is not None and sw.spec.sweep.name == "smoke"
+    assert sw.runs()["state"].tolist() == ["COMPLETE", "FAIL", "COMPLETE"]
+    # its laws' conventions come from the study, as for the launched sweep
+    from sweeper.fitting.provenance import sweep_conventions
+
+    conv = sweep_conventions(sw)
+    assert conv.schedule == sw.spec.train.schedule and conv.parametrization == "sp"
+    assert conv.data == "builtin" and "as imported" not in conv.lr
+    # a study whose ladder lacks the runs' cells is refused, nothing stored
+    with pytest.raises(ImportDataError, match=r"--study .*no cell w16-d2-t32.8k"):
+        import_runs(path, sweep="q", url=sqlite_url, study=repo / "studies/quickstart.toml")
+    assert storage.get_sweep("q", sqlite_url) is None

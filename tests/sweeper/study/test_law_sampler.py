@@ -1,0 +1,191 @@
+"""The law sampler's study keys: ``[sampler] kind = "law"`` with ``budget_runs`` and
+``stop_lr_interval_ratio``, the optional ``[target]``, their one-line errors, round trip and hash."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pytest
+
+from sweeper.errors import StudyError
+from sweeper.study.samplers import PlannedOnlySampler, make_sampler
+from sweeper.study.spec import TargetSpec, law_lrs, load_study, parse_study_toml
+from sweeper.study.study_toml import spec_hash, study_toml
+
+LAW = """\
+[sweep]
+name = "law"
+
+[model]
+context = 32
+
+[ladder]
+widths = [16, 32]
+depths = [1]
+tokens = [16384]
+
+[search]
+lr = { low = 2e-3, high = 4.0, log = true }
+batch_size = 8
+
+[sampler]
+kind = "law"
+budget_runs = 8
+"""
+
+BAD: list[tuple[str, str, str]] = [
+    ("no-budget", LAW.replace("budget_runs = 8\n", ""), "sampler.budget_runs: missing"),
+    ("budget-zero", LAW.replace("budget_runs = 8", "budget_runs = 0"), "sampler.budget_runs"),
+    ("budget-float", LAW.replace("budget_runs = 8", "budget_runs = 2.5"), "sampler.budget_runs"),
+    (
+        "budget-below-seeds",
+        LAW.replace('name = "law"', 'name = "law"\nseeds_per_point = 3').replace(
+            "budget_runs = 8", "budget_runs = 2"
+        ),
+        "sampler.budget_runs: 2 is less than",
+    ),
+    (
+        "ratio-one",
+        LAW + "stop_lr_interval_ratio = 1.0\n",
+        "sampler.stop_lr_interval_ratio",
+    ),
+    (
+        "ratio-below-one",
+        LAW + "stop_lr_interval_ratio = 0.5\n",
+        "sampler.stop_lr_interval_ratio",
+    ),
+    ("target-negative", LAW + "\n[target]\nparams = -1e9\n", "target.params"),
+    ("target-zero-tokens", LAW + "\n[target]\ntokens = 0\n", "target.tokens"),
+    ("target-string", LAW + '\n[target]\nparams = "big"\n', "target.params"),
+    ("target-unknown-key", LAW + "\n[target]\nwidth = 1024\n", "target.width: unknown key"),
+    (
+        "target-not-law",
+        LAW.replace('kind = "law"\nbudget_runs = 8', 'kind = "tpe"').replace(
+            'name = "law"', 'name = "law"\ntrials_per_cell = 2'
+        )
+        + "\n[target]\nparams = 1e9\n",
+        "target: only used with sampler.kind = 'law'",
+    ),
+    (
+        "budget-not-law",
+        LAW.replace('kind = "law"', 'kind = "tpe"').replace(
+            'name = "law"', 'name = "law"\ntrials_per_cell = 2'
+        ),
+        "sampler.budget_runs: only used with kind = 'law'",
+    ),
+    (
+        "batch-searched",
+        LAW.replace("batch_size = 8", "batch_size = { values = [8, 16] }"),
+        "search.batch_size: the law sampler plans the LR only",
+    ),
+    (
+        "warmup-searched",
+        LAW.replace("batch_size = 8", "batch_size = 8\nwarmup = { low = 0.0, high = 0.1 }"),
+        "search.warmup: the law sampler plans the LR only",
+    ),
+    (
+        "lr-fixed",
+        LAW.replace("lr = { low = 2e-3, high = 4.0, log = true }", "lr = 1e-2"),
+        "search.lr: the law sampler plans the LR",
+    ),
+    (
+        "lr-too-narrow",
+        LAW.replace("high = 4.0", "high = 3e-3"),
+        "search.lr: the law sampler needs at least 3",
+    ),
+    (
+        "trials-per-cell",
+        LAW.replace('name = "law"', 'name = "law"\ntrials_per_cell = 4'),
+        "sweep.trials_per_cell: not used with sampler.kind = 'law'",
+    ),
+    (
+        "asha",
+        LAW + '\n[pruner]\nkind = "asha"\n',
+        "pruner.kind: asha is not used with sampler.kind = 'law'",
+    ),
+]
+
+
+def _problems(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    return info.value.problems
+
+
+def test_law_study_is_valid_with_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "law.toml"
+    path.write_text(LAW)
+    spec = load_study(path)
+    assert spec.sampler.kind == "law" and spec.sampler.budget_runs == 8
+    assert spec.sampler.stop_lr_interval_ratio == 1.5 and spec.target is None
+    assert spec.trials_per_cell == 8  # the cap: the whole budget in one cell
+    lrs = law_lrs(spec.search)
+    assert lrs[0] == pytest.approx(2e-3) and lrs[-1] <= 4.0 and len(lrs) == 22
+
+
+@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_law_study_gives_one_line(tmp_path: Path, text: str, expected: str) -> None:
+    problems = _problems(tmp_path, text)
+    assert len(problems) == 1, problems
+    assert expected in problems[0] and "\n" not in problems[0]
+
+
+def test_cli_validate_exits_2_with_one_line(tmp_path: Path) -> None:
+    code = "import sys, sweeper.cli as c; raise SystemExit(c.main(sys.argv[1:]))"
+    for case, text, expected in [BAD[0], BAD[4], BAD[6], BAD[12]]:
+        path = tmp_path / f"{case}.toml"
+        path.write_text(text)
+        r = subprocess.run(
+            [sys.executable, "-c", code, "validate", str(path)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 2, (case, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], (case, lines)
+
+
+def test_round_trip_and_hash() -> None:
+    text = LAW + "stop_lr_interval_ratio = 1.3\n\n[target]\nparams = 1e8\ntokens = 2e9\n"
+    spec = parse_study_toml(text)
+    assert spec.target == TargetSpec(params=1e8, tokens=2e9)
+    again = parse_study_toml(study_toml(spec))
+    assert again == spec and spec_hash(again) == spec_hash(spec)
+    assert "budget_runs = 8" in study_toml(spec) and "trials_per_cell" not in study_toml(spec)
+    # raising the budget or changing the stopping rule grows the sweep: same hash
+    more = replace(spec, sampler=replace(spec.sampler, budget_runs=20, stop_lr_interval_ratio=1.2))
+    assert spec_hash(more) == spec_hash(spec)
+    # the target and the seed change the plan: another hash
+    assert spec_hash(replace(spec, target=TargetSpec(params=1e9))) != spec_hash(spec)
+    assert spec_hash(replace(spec, sampler=replace(spec.sampler, seed=1))) != spec_hash(spec)
+
+
+def test_other_samplers_keep_their_text() -> None:
+    tpe = parse_study_toml(
+        LAW.replace('kind = "law"\nbudget_runs = 8', 'kind = "tpe"').replace(
+            'name = "law"', 'name = "law"\ntrials_per_cell = 2'
+        )
+    )
+    text = study_toml(tpe)
+    assert "budget_runs" not in text and "stop_lr_interval_ratio" not in text
+    assert "[target]" not in text and parse_study_toml(text) == tpe
+
+
+def test_planned_only_sampler_serves_queued_points_only() -> None:
+    spec = parse_study_toml(LAW)
+    sampler = make_sampler(spec, 0)
+    assert isinstance(sampler, PlannedOnlySampler)
+    study = optuna.create_study(sampler=sampler)
+    dist = {"lr": optuna.distributions.FloatDistribution(2e-3, 4.0, log=True)}
+    study.enqueue_trial({"lr": 0.016})
+    assert study.ask(dist).params == {"lr": 0.016}
+    with pytest.raises(RuntimeError, match="only planned"):
+        study.ask(dist)

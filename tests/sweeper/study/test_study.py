@@ -1,0 +1,429 @@
+"""Study files: strict validation (every problem, one line each), resolved TOML, hash, cells, space."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sweeper.errors import StudyError
+from sweeper.study.ladder import cells, param_counts
+from sweeper.study.space import distributions, grid_values, hparams_kwargs
+from sweeper.study.spec import (
+    CellSpec,
+    LadderSpec,
+    ModelSpec,
+    ParamSpec,
+    SamplerSpec,
+    SearchSpace,
+    StudySpec,
+    SweepSection,
+    check_spec,
+    load_study,
+    parse_study_toml,
+)
+from sweeper.study.study_toml import spec_hash, study_toml
+
+REPO = Path(__file__).resolve().parents[3]
+STUDIES = sorted((REPO / "studies").glob("*.toml"))
+
+BASE = """\
+[sweep]
+name = "base"
+trials_per_cell = 4
+
+[model]
+context = 64
+
+[ladder]
+widths = [16, 32]
+depths = [2]
+tokens = [32768]
+
+[search]
+lr = { low = 1e-3, high = 5e-2, log = true }
+batch_size = 8
+"""
+
+
+def _study(text: str) -> str:
+    return textwrap.dedent(text)
+
+
+def _with(section: str, line: str, base: str = BASE) -> str:
+    """BASE with ``line`` added at the end of ``[section]`` (a new section if absent)."""
+    header = f"[{section}]\n"
+    if header not in base:
+        return base + f"\n{header}{line}\n"
+    head, tail = base.split(header, 1)
+    body, sep, rest = tail.partition("\n[")
+    return (
+        f"{head}{header}{body.rstrip()}\n{line}\n{sep}{rest}"
+        if sep
+        else f"{head}{header}{body.rstrip()}\n{line}\n"
+    )
+
+
+def _replace(old: str, new: str) -> str:
+    assert old in BASE, old
+    return BASE.replace(old, new)
+
+
+# (case id, study text, the one expected problem line)
+BAD_CASES: list[tuple[str, str, str]] = [
+    ("unknown-key", _with("model", 'nrom = "rmsnorm"'), "model.nrom: unknown key"),
+    ("unknown-section", BASE + '\n[samplr]\nkind = "tpe"\n', "samplr: unknown key"),
+    (
+        "wrong-type-list-item",
+        _replace("widths = [16, 32]", 'widths = [16, "32"]'),
+        "ladder.widths[1]: expected an integer, got string '32'",
+    ),
+    (
+        "wrong-type-scalar",
+        _replace("trials_per_cell = 4", 'trials_per_cell = "4"'),
+        "sweep.trials_per_cell: expected an integer, got string '4'",
+    ),
+    (
+        "inverted-range",
+        _replace("low = 1e-3, high = 5e-2", "low = 5e-2, high = 1e-3"),
+        "search.lr: inverted range: low 0.05 must be < high 0.001",
+    ),
+    (
+        "width-not-divisible-head-dim",
+        _replace("widths = [16, 32]", "widths = [16, 40]"),
+        "ladder.widths: 40 is not divisible by head_dim 16",
+    ),
+    (
+        "width-not-divisible-heads",
+        _with("model", "heads = 3", _replace("widths = [16, 32]", "widths = [24, 32]")),
+        "ladder.widths: 32 is not divisible by heads 3",
+    ),
+    (
+        "empty-ladder",
+        _replace("widths = [16, 32]\ndepths = [2]\ntokens = [32768]\n", ""),
+        "ladder: no cells",
+    ),
+    (
+        "unknown-sampler",
+        BASE + '\n[sampler]\nkind = "cmaes"\n',
+        "sampler.kind: unknown value 'cmaes' (expected one of: tpe, gp, grid, random, qmc)",
+    ),
+    (
+        "unknown-pruner",
+        BASE + '\n[pruner]\nkind = "median"\n',
+        "pruner.kind: unknown value 'median'",
+    ),
+    (
+        "log-range-nonpositive",
+        _replace("low = 1e-3, high = 5e-2", "low = -1e-3, high = 5e-2"),
+        "search.lr.low: -0.001 must be > 0",
+    ),
+    (
+        "output-mult-string",
+        _with("model", 'output_mult = "2"'),
+        "model.output_mult: expected a number, got string '2'",
+    ),
+    ("output-mult-zero", _with("model", "output_mult = 0"), "model.output_mult: 0.0 must be > 0"),
+    ("missing-name", _replace('name = "base"\n', ""), "sweep.name: missing"),
+    ("name-with-slash", _replace('name = "base"', 'name = "a/b"'), "sweep.name: 'a/b' must be"),
+    (
+        "tokens-and-tokens-per-param",
+        _with("ladder", "tokens_per_param = [20.0]"),
+        "ladder: give exactly one of tokens or tokens_per_param",
+    ),
+    (
+        "grid-with-range",
+        BASE + '\n[sampler]\nkind = "grid"\n',
+        "sampler.kind: grid needs a list of values for every searched parameter, not a range: search.lr",
+    ),
+    (
+        "micro-batch-not-dividing",
+        BASE + "\n[train]\nmicro_batch_size = 3\n",
+        "train.micro_batch_size: 3 does not divide batch size 8",
+    ),
+    (
+        "asha-key-without-asha",
+        BASE + "\n[pruner]\nreduction_factor = 2.0\n",
+        "pruner.reduction_factor: only used with kind = 'asha'",
+    ),
+    ("beta2-out-of-range", _with("search", "beta2 = 1.5"), "search.beta2: 1.5 must be > 0 and < 1"),
+    ("zero-cpu", BASE + "\n[resources]\ncpu = 0\n", "resources.cpu: 0.0 must be > 0"),
+    ("missing-trials", _replace("trials_per_cell = 4\n", ""), "sweep.trials_per_cell: missing"),
+    ("invalid-toml", BASE + "\n[model\n", "invalid TOML"),
+]
+
+
+def _problems(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    assert info.value.path == str(path)
+    return info.value.problems
+
+
+def test_base_is_valid(tmp_path: Path) -> None:
+    path = tmp_path / "study.toml"
+    path.write_text(BASE)
+    spec = load_study(path)
+    assert [c.name for c in cells(spec)] == ["w16-d2-t32.8k", "w32-d2-t32.8k"]
+    assert spec.trials_per_cell == 4 and spec.sampler.kind == "tpe"
+    assert spec.pruner.kind == "divergence"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [c[1:] for c in BAD_CASES], ids=[c[0] for c in BAD_CASES]
+)
+def test_bad_study_gives_its_one_line_error(tmp_path: Path, text: str, expected: str) -> None:
+    problems = _problems(tmp_path, text)
+    assert len(problems) == 1, problems
+    assert expected in problems[0]
+    assert "\n" not in problems[0]
+
+
+def test_bad_case_table_is_large_enough() -> None:
+    assert len(BAD_CASES) >= 12
+
+
+def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
+    text = _replace("widths = [16, 32]", "widths = [16, 40]")
+    text = text.replace("low = 1e-3, high = 5e-2", "low = 5e-2, high = 1e-3")
+    text += '\n[sampler]\nkind = "cmaes"\n\n[model2]\nx = 1\n'
+    problems = _problems(tmp_path, text)
+    assert len(problems) == 4, problems
+    joined = "\n".join(problems)
+    for part in ("model2: unknown key", "search.lr: inverted range", "sampler.kind", "40 is not"):
+        assert part in joined
+
+
+def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    # only the study verbs are registered, so this test does not depend on the other verb modules
+    code = (
+        "import sys, sweeper.cli as c; "
+        "rc = c.main(sys.argv[1:]); "
+        "assert 'torch' not in sys.modules and 'ray' not in sys.modules, 'heavy import'; "
+        "raise SystemExit(rc)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_reports_bad_studies_with_exit_2_and_writes_nothing(tmp_path: Path) -> None:
+    """validate and launch on every bad case: exit 2, one line per problem, no storage created."""
+    db = tmp_path / "never.db"
+    chosen = BAD_CASES[:6] + BAD_CASES[-3:]
+    chosen += [c for c in BAD_CASES if c[0].startswith("output-mult") and c not in chosen]
+    for case, text, expected in chosen:
+        path = tmp_path / f"{case}.toml"
+        path.write_text(text)
+        for verb in (
+            ["validate", str(path)],
+            ["launch", str(path), "--storage", f"sqlite:///{db}"],
+        ):
+            r = _run_cli(verb, tmp_path)
+            assert r.returncode == 2, (case, r.stderr)
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1, (case, lines)
+            assert lines[0].startswith(f"sweeper: error: {path}: ")
+            assert expected in lines[0]
+        assert not db.exists()
+        assert not (tmp_path / "sweeper.db").exists()
+
+
+def test_cli_validate_ok_imports_neither_torch_nor_ray(tmp_path: Path) -> None:
+    r = _run_cli(["validate", str(REPO / "studies" / "smoke.toml")], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "w16-d2-t32.8k" in r.stdout and "ok" in r.stdout
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.stem for p in STUDIES])
+def test_every_shipped_study_loads_and_round_trips(path: Path) -> None:
+    spec = load_study(path)
+    assert spec.name == path.stem
+    assert cells(spec)
+    again = parse_study_toml(study_toml(spec))
+    # the resolved study spells out what the file may leave implicit (a grid's trials per cell)
+    assert again.trials_per_cell == spec.trials_per_cell
+    assert (
+        replace(again, sweep=replace(again.sweep, trials_per_cell=spec.sweep.trials_per_cell))
+        == spec
+    )
+    assert spec_hash(again) == spec_hash(spec)
+    # each study says what it measures and what it costs here
+    head = path.read_text().split("[sweep]")[0]
+    assert head.count("#") >= 3 and ("minute" in head or "not run here" in head)
+
+
+def test_shipped_studies_cover_the_issue() -> None:
+    names = {p.stem for p in STUDIES}
+    assert {
+        "smoke",
+        "quickstart",
+        "width_sp",
+        "width_mup",
+        "depth_completep",
+        "batch_budget",
+        "gpu_cluster",
+    } <= names
+    q = load_study(REPO / "studies" / "quickstart.toml")
+    widths = sorted({c.width for c in cells(q)})
+    assert len(widths) >= 4 and len({c.tokens for c in cells(q)}) == 1
+    gpu = load_study(REPO / "studies" / "gpu_cluster.toml")
+    assert gpu.resources.gpu >= 1 and min(c.width for c in cells(gpu)) == 256
+    assert max(c.width for c in cells(gpu)) == 2048
+
+
+def test_spec_hash_ignores_operational_settings(tmp_path: Path) -> None:
+    a = parse_study_toml(BASE)
+    moved = parse_study_toml(
+        _with("sweep", 'storage = "sqlite:///elsewhere.db"')
+        + "\n[resources]\ncpu = 2\nmax_concurrent = 7\n"
+    )
+    assert spec_hash(moved) == spec_hash(a)
+    changed = parse_study_toml(_replace("high = 5e-2", "high = 6e-2"))
+    assert spec_hash(changed) != spec_hash(a)
+    # more trials, or a sampler paced differently, extend the same measurement
+    more = parse_study_toml(_replace("trials_per_cell = 4", "trials_per_cell = 5"))
+    assert spec_hash(more) == spec_hash(a)
+    paced = parse_study_toml(_with("sampler", "n_startup_trials = 3\nmax_pending_per_cell = 1"))
+    assert spec_hash(paced) == spec_hash(a)
+    assert "trials_per_cell = 5" in study_toml(more)  # the stored file still says it
+    assert "max_pending_per_cell = 1" in study_toml(paced)
+    # what a trial measures, or which points the sampler picks, is a different sweep
+    for other in (
+        _with("sweep", "seeds_per_point = 2"),
+        _with("sampler", 'kind = "random"'),
+        _with("sampler", "seed = 1"),
+        _replace("batch_size = 8", "batch_size = 16"),
+    ):
+        assert spec_hash(parse_study_toml(other)) != spec_hash(a), other
+
+
+def test_output_mult_reaches_every_proxy_config() -> None:
+    from proxy_models import ProxyConfig, output_multiplier
+
+    spec = parse_study_toml(_with("model", 'output_mult = 2.0\nparametrization = "mup"'))
+    assert spec.model.output_mult == 2.0
+    cfgs = [ProxyConfig(**c.proxy_config_kwargs()) for c in cells(spec)]
+    assert [c.output_mult for c in cfgs] == [2.0, 2.0]
+    assert [output_multiplier(c) for c in cfgs] == [2.0 * 64 / 16, 2.0 * 64 / 32]
+    assert "output_mult = 2.0" in study_toml(spec) and parse_study_toml(study_toml(spec)) == spec
+    assert spec_hash(spec) != spec_hash(replace(spec, model=replace(spec.model, output_mult=1.0)))
+
+
+def test_default_output_mult_keeps_the_hash_of_older_sweeps() -> None:
+    """At 1.0 the knob is left out of the hashed text, so sweeps launched before it existed keep
+    their identity; the resolved file still spells it out."""
+    a = parse_study_toml(BASE)
+    assert "output_mult" not in study_toml(a, operational=False)
+    assert "output_mult = 1.0" in study_toml(a)
+    assert spec_hash(parse_study_toml(_with("model", "output_mult = 1.0"))) == spec_hash(a)
+
+
+def test_programmatic_one_cell_grid_spec() -> None:
+    """The validate-transfer shape: one explicit cell, fixed LR values, grid sampler."""
+    spec = StudySpec(
+        sweep=SweepSection(name="holdout-w128", seeds_per_point=2),
+        model=ModelSpec(context=128),
+        ladder=LadderSpec(cells=(CellSpec(width=128, depth=2, tokens=819_200),)),
+        search=SearchSpace(
+            lr=ParamSpec.grid([2.0e-3, 2.5e-3]), batch_size=ParamSpec.fixed(32, integer=True)
+        ),
+        sampler=SamplerSpec(kind="grid"),
+    )
+    assert check_spec(spec) == []
+    assert spec.trials_per_cell == 2
+    assert [c.name for c in cells(spec)] == ["w128-d2-t819k"]
+    assert grid_values(spec.search) == {"lr": [2.0e-3, 2.5e-3], "batch_size": [32]}
+    # the resolved file spells out the grid size; what the sweep measures is unchanged
+    again = parse_study_toml(study_toml(spec))
+    assert again.sweep.trials_per_cell == 2 and spec_hash(again) == spec_hash(spec)
+    bad = StudySpec(
+        sweep=SweepSection(name="x"),
+        ladder=LadderSpec(cells=(CellSpec(width=100, depth=2, tokens=1000),)),
+        search=SearchSpace(lr=ParamSpec.range(1e-2, 1e-3)),
+    )
+    problems = check_spec(bad)
+    assert "sweep.trials_per_cell: missing (required unless sampler.kind = 'grid')" in problems
+    assert "ladder.widths: 100 is not divisible by head_dim 16" in problems
+    assert any(p.startswith("search.lr: inverted range") for p in problems)
+
+
+def test_tokens_per_param_budget() -> None:
+    spec = parse_study_toml(_replace("tokens = [32768]", "tokens_per_param = [20.0]"))
+    for c in cells(spec):
+        assert c.tokens == round(20.0 * c.n_params)
+        assert c.flops == pytest.approx(
+            (6 * c.n_params + 6 * c.depth * c.context * c.width) * c.tokens
+        )
+
+
+def test_param_counts_match_proxy_config() -> None:
+    from proxy_models import ProxyConfig
+
+    for kw in (
+        {"width": 64, "depth": 2},
+        {"width": 48, "depth": 3, "qk_norm": True},
+        {"width": 96, "depth": 1, "n_heads": 3, "tied_embeddings": True, "context": 32},
+        {"width": 32, "depth": 4, "vocab_size": 512, "norm": "rmsnorm"},
+    ):
+        cfg = ProxyConfig(**kw)  # type: ignore[arg-type]
+        n, total = param_counts(
+            cfg.width,
+            cfg.depth,
+            heads=cfg.heads,
+            context=cfg.context,
+            vocab_size=cfg.vocab_size,
+            qk_norm=cfg.qk_norm,
+            tied_embeddings=cfg.tied_embeddings,
+        )
+        assert (n, total) == (cfg.n_params(), cfg.n_params_total()), kw
+        model_params = sum(p.numel() for p in _model(cfg).parameters())
+        assert total == model_params, kw
+
+
+def _model(cfg: object) -> object:
+    from proxy_models import build_model
+
+    return build_model(cfg, seed=0)  # type: ignore[arg-type]
+
+
+def test_cell_proxy_config_and_flops_agree() -> None:
+    from proxy_models import ProxyConfig
+
+    spec = load_study(REPO / "studies" / "gpu_cluster.toml")
+    for c in cells(spec):
+        cfg = ProxyConfig(**c.proxy_config_kwargs())
+        assert cfg.n_params() == c.n_params and cfg.heads == c.heads
+        assert cfg.flops_per_token() == c.flops_per_token
+        assert cfg.deepseek_m() == c.deepseek_m
+
+
+def test_space_distributions_and_hparams() -> None:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from proxy_models import HParams
+
+    spec = parse_study_toml(
+        _replace(
+            "batch_size = 8",
+            "batch_size = { low = 2, high = 64 }\nwarmup = 0.05\nbeta2 = { values = [0.95, 0.99] }",
+        )
+        + '\n[train]\nschedule = "wsd"\n'
+    )
+    d = distributions(spec.search)
+    assert d["lr"] == FloatDistribution(1e-3, 5e-2, log=True)
+    assert d["batch_size"] == IntDistribution(2, 64, log=True)
+    assert d["warmup"] == FloatDistribution(0.05, 0.05)
+    assert d["beta2"] == CategoricalDistribution((0.95, 0.99))
+    hp = HParams(
+        **hparams_kwargs(spec, {"lr": 3e-3, "batch_size": 16, "warmup": 0.05, "beta2": 0.99})
+    )
+    assert (hp.lr, hp.batch_size, hp.warmup, hp.beta2, hp.schedule) == (3e-3, 16, 0.05, 0.99, "wsd")
+    with pytest.raises(ValueError, match="grid sampler"):
+        grid_values(spec.search)
