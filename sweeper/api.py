@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from sweeper.recipe.recipe import Recipe
     from sweeper.recipe.target import Target
     from sweeper.report.transfer import TransferResult
+    from sweeper.run.estimate import Estimate
     from sweeper.run.launch import LaunchSummary
     from sweeper.study.handle import Sweep
     from sweeper.study.spec import StudySpec
@@ -50,6 +51,7 @@ __all__ = [
     "compare",
     "coord_check",
     "diff",
+    "estimate",
     "export",
     "fit",
     "import_runs",
@@ -78,6 +80,18 @@ def load_study(path: str | Path) -> StudySpec:
     from sweeper.study.spec import load_study as _load
 
     return _load(path)
+
+
+def estimate(
+    study: StudySpec | str | Path, *, steps: int | None = None, cores: int | None = None
+) -> Estimate:
+    """What the study will cost (core-seconds, runs, wall time on ``cores``, default this
+    machine's), from a short throughput probe of its cheapest and dearest cells: see
+    :mod:`sweeper.run.estimate`. Trains ``steps`` steps of each (torch, no Ray)."""
+    from sweeper.run.estimate import PROBE_STEPS, estimate_study
+
+    spec = study if not isinstance(study, (str, Path)) else load_study(study)
+    return estimate_study(spec, steps=steps or PROBE_STEPS, cores=cores)
 
 
 def launch(

@@ -28,6 +28,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("study", help="study file (TOML)")
     p.add_argument("--json", action="store_true", help="print the cells as JSON")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="also print the study's expected cost (core-hours, wall time on this machine) from "
+        "a short throughput probe of its cheapest and dearest cells (trains a few steps of each)",
+    )
+    p.add_argument(
+        "--probe-steps", type=_positive_int, metavar="N", help="steps per probe (default 12)"
+    )
     p.set_defaults(func=cmd_validate)
 
     p = subparsers.add_parser(
@@ -97,33 +106,64 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     spec = api.load_study(args.study)
     cell_list = cells(spec)
+    est = api.estimate(spec, steps=args.probe_steps) if args.estimate else None
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "sweep": spec.name,
-                    "trials_per_cell": spec.trials_per_cell,
-                    "seeds_per_point": spec.sweep.seeds_per_point,
-                    "cells": [c.to_dict() for c in cell_list],
-                },
-                indent=2,
-            )
-        )
+        out: dict[str, Any] = {
+            "sweep": spec.name,
+            "trials_per_cell": spec.trials_per_cell,
+            "seeds_per_point": spec.sweep.seeds_per_point,
+            "budget_runs": spec.sampler.budget_runs if spec.sampler.kind == "law" else None,
+            "cells": [c.to_dict() for c in cell_list],
+        }
+        if est is not None:
+            out["estimate"] = est.to_dict()
+        print(json.dumps(out, indent=2))
         return 0
-    runs = len(cell_list) * spec.trials_per_cell * spec.sweep.seeds_per_point
-    print(
-        f"{args.study}: ok — sweep {spec.name!r}, {len(cell_list)} cells × "
-        f"{spec.trials_per_cell} trials × {spec.sweep.seeds_per_point} seed(s) = {runs} runs; "
-        f"sampler {spec.sampler.kind}, pruner {spec.pruner.kind}, "
-        f"{spec.model.parametrization}"
-    )
+    print(f"{args.study}: ok — sweep {spec.name!r}, {_runs_line(spec, len(cell_list))}; "
+          f"sampler {spec.sampler.kind}, pruner {spec.pruner.kind}, "
+          f"{spec.model.parametrization}")  # fmt: skip
     print(f"  {'cell':<20} {'heads':>5} {'N':>10} {'tokens':>12} {'tok/N':>7} {'FLOPs':>10}")
     for c in cell_list:
         print(
             f"  {c.name:<20} {c.heads:>5} {c.n_params:>10,} {c.tokens:>12,} "
             f"{c.tokens_per_param:>7.1f} {c.flops:>10.3g}"
         )
+    if est is not None:
+        _print_estimate(est)
     return 0
+
+
+def _runs_line(spec: Any, n_cells: int) -> str:
+    seeds = spec.sweep.seeds_per_point
+    if spec.sampler.kind == "law":
+        return (f"{n_cells} cells, law sampler: {spec.sampler.budget_runs} runs at most "
+                f"(stops when the target LR's interval ratio < "
+                f"{spec.sampler.stop_lr_interval_ratio:g})")  # fmt: skip
+    runs = n_cells * spec.trials_per_cell * seeds
+    return f"{n_cells} cells × {spec.trials_per_cell} trials × {seeds} seed(s) = {runs} runs"
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _print_estimate(est: Any) -> None:
+    probes = ", ".join(
+        f"{p.cell} {1 / p.s_per_token:,.0f} tok/s + {p.fixed_s:.1f} s" for p in est.probes
+    )
+    print(f"estimate (probe: {est.probes[0].steps} steps each; {probes}):")
+    print(f"  {'cell':<20} {'runs':>5} {'s/run':>8} {'core-s':>9}")
+    for c in est.cells:
+        print(f"  {c.cell:<20} {c.runs:>5} {c.run_s:>8.1f} {c.core_s(est.cpu_per_trial):>9,.0f}")
+    lo, hi = est.core_s
+    wlo, whi = est.wall_s
+    span = f"{lo:,.0f}" if lo == hi else f"{lo:,.0f}-{hi:,.0f}"
+    wall = _hours(wlo) if lo == hi else f"{_hours(wlo)} to {_hours(whi)}"
+    print(f"  total: {est.runs} runs, {span} core-s ({lo / 3600:.2g}"
+          f"{'' if lo == hi else f'-{hi / 3600:.2g}'} core-h); about {wall} wall with "
+          f"{est.concurrent} trial(s) at once on this machine")  # fmt: skip
+    for n in est.notes:
+        print(f"  note: {n}")
 
 
 # ---- launch ------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from sweeper.errors import StudyError, SweeperError
 from sweeper.run.asha import PerCellASHA
 from sweeper.run.progress import Progress
 from sweeper.run.searcher import CellSearcher
-from sweeper.run.trainable import METRIC, trainable_for
+from sweeper.run.trainable import METRIC, base_config, data_source, trainable_for, usable_cores
 from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
 from sweeper.study.samplers import reconcile
@@ -95,14 +95,6 @@ class LaunchSummary:
         """Every cell reached its target, or (law sampler) the plan stopped: its cells' trial
         counts are only caps."""
         return bool(self.plan_stop) or all(c.done for c in self.cells)
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (``taskset``/cgroup affinity), else ``os.cpu_count()``."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
 
 
 def resolve_storage(spec: StudySpec, url: str | None = None) -> str:
@@ -252,16 +244,6 @@ def _quiet_ray(verbose: int) -> None:
         warnings.filterwarnings("ignore", module=r"ray(\..*)?")
 
 
-def _data_source(spec: StudySpec) -> str:
-    data = spec.sweep.data
-    if data == "builtin":
-        return data
-    path = os.path.abspath(os.path.expanduser(data))
-    if not os.path.exists(path):
-        raise StudyError(f"sweep.data: {data!r} not found", path=spec.source)
-    return path
-
-
 def _capacity(spec: StudySpec) -> int:
     """How many trials the Ray cluster can run at once with the study's resources per trial."""
     res = ray.cluster_resources()
@@ -307,7 +289,7 @@ def launch_study(
     if problems:
         raise StudyError(problems, path=spec.source)
     url = resolve_storage(spec, url)
-    data = _data_source(spec)
+    data = data_source(spec)
     # one driver per sweep: reconcile below closes the RUNNING trials it finds, which is right only
     # when their driver is gone
     runtime_env = runtime_env_for(user_code_refs(spec), _search_dirs(spec))
@@ -453,18 +435,6 @@ def _start_ray(
     return True
 
 
-def _base_config(spec: StudySpec, data: str) -> dict[str, Any]:
-    """What every trial of the study is given besides its cell and point."""
-    r = spec.resources
-    return {
-        "data": data,
-        "threads": max(1, math.floor(r.cpu)),
-        "device": None if r.gpu > 0 else "cpu",
-        "eval_batches": spec.train.eval_batches,
-        "eval_every": None,
-    }
-
-
 def _tuner(
     spec: StudySpec,
     searcher: CellSearcher,
@@ -590,7 +560,7 @@ def _launch_fenced(
             spec,
             cell_studies,
             max_concurrent=n_conc,
-            base_config=_base_config(spec, data),
+            base_config=base_config(spec, data),
             on_progress=display.update if display is not None else None,
             held=held,
         )

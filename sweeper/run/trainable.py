@@ -13,16 +13,28 @@ Ray's error record of the failed trial (and the searcher's FAIL trial) carries i
 
 from __future__ import annotations
 
+import math
+import os
 import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ray import tune
+from sweeper.errors import StudyError
 
 if TYPE_CHECKING:
     from sweeper.study.spec import StudySpec
 
-__all__ = ["METRIC", "TrialError", "own_config", "run_trial", "trainable_for"]
+__all__ = [
+    "METRIC",
+    "TrialError",
+    "base_config",
+    "data_source",
+    "own_config",
+    "run_trial",
+    "train_once",
+    "trainable_for",
+    "usable_cores",
+]
 
 #: the metric every report carries (the final validation loss, or an intermediate one)
 METRIC = "loss"
@@ -46,12 +58,22 @@ def _load_data(source: str, vocab_size: int) -> Any:
 
 
 def run_trial(config: Mapping[str, Any]) -> None:
-    """Ray Tune function trainable: one training run, reported to Tune.
+    """Ray Tune function trainable: one training run (:func:`train_once`), reported to Tune.
 
     With ASHA it reports ``{"loss", "progress"}`` every ``eval_every`` steps, progress in percent of
     the steps and capped at 99 so that only the final report (``"final": True``, progress 100)
     counts as finished; a trial that Tune stops before that report was pruned.
     """
+    from ray import tune
+
+    out = train_once(config)
+    tune.report({METRIC: float(out["val_loss"]), "progress": 100.0, "final": True, **out})
+
+
+def train_once(config: Mapping[str, Any]) -> dict[str, Any]:
+    """One training run of a trial's ``config`` (the built-in loop, your builder's model, or your
+    training function), without Tune unless ``config["eval_every"]`` asks for reports: the
+    ``TrainResult.to_dict()`` keys. :mod:`sweeper.run.estimate` times it on short budgets."""
     from proxy_models import HParams, ProxyConfig
     from proxy_models.hparams import batch_sizes
 
@@ -69,18 +91,18 @@ def run_trial(config: Mapping[str, Any]) -> None:
     )
     try:
         if own.get("function"):
-            out = _run_function(config, cfg, hp, own, total_steps)
-        else:
-            out = _run_builtin(config, cfg, hp, own, total_steps, eval_every)
+            return _run_function(config, cfg, hp, own, total_steps)
+        return _run_builtin(config, cfg, hp, own, total_steps, eval_every)
     except Exception as e:
         if where is None:
             raise
         tb = traceback.format_exc()
         raise TrialError(f"{where}: {type(e).__name__}: {e}\n{tb}") from e
-    tune.report({METRIC: float(out["val_loss"]), "progress": 100.0, "final": True, **out})
 
 
 def _tune_reporter(total_steps: int, eval_every: int) -> Callable[[int, int, float], bool]:
+    from ray import tune
+
     def send(step: int, tokens: int, loss: float) -> bool:
         tune.report(
             {
@@ -191,6 +213,37 @@ def _periodic(step: int, eval_every: int, total_steps: int) -> bool:
     ``eval_every`` steps, never the last step. (The end-of-run call also carries ``final``, which
     tells a run that diverged exactly on an evaluation step apart.)"""
     return step % eval_every == 0 and step < total_steps
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (``taskset``/cgroup affinity), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def data_source(spec: StudySpec) -> str:
+    """The study's data as a trial is given it: ``"builtin"`` or an absolute path."""
+    data = spec.sweep.data
+    if data == "builtin":
+        return data
+    path = os.path.abspath(os.path.expanduser(data))
+    if not os.path.exists(path):
+        raise StudyError(f"sweep.data: {data!r} not found", path=spec.source)
+    return path
+
+
+def base_config(spec: StudySpec, data: str) -> dict[str, Any]:
+    """What every trial of the study is given besides its cell and point."""
+    r = spec.resources
+    return {
+        "data": data,
+        "threads": max(1, math.floor(r.cpu)),
+        "device": None if r.gpu > 0 else "cpu",
+        "eval_batches": spec.train.eval_batches,
+        "eval_every": None,
+    }
 
 
 def own_config(spec: StudySpec) -> dict[str, Any]:

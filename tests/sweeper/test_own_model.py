@@ -176,11 +176,13 @@ def _config(spec: Any, own: dict[str, Any], **extra: Any) -> dict[str, Any]:
 def test_trainable_runs_a_builder_and_a_function(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ray import tune as ray_tune
+
     import sweeper.run.trainable as tr
     from sweeper.study.spec import load_study
 
     sent: list[dict[str, Any]] = []
-    monkeypatch.setattr(tr.tune, "report", lambda m: sent.append(dict(m)))
+    monkeypatch.setattr(ray_tune, "report", lambda m: sent.append(dict(m)))
     spec = load_study(write(tmp_path, 'builder = "tests.own_builders:tiny"', 'optimizer = "muon"'))
     own = tr.own_config(spec)
     assert own["builder"] == "tests.own_builders:tiny" and "function" not in own
@@ -198,10 +200,12 @@ def test_trainable_runs_a_builder_and_a_function(
 def test_a_crash_in_user_code_carries_its_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ray import tune as ray_tune
+
     import sweeper.run.trainable as tr
     from sweeper.study.spec import parse_study_toml
 
-    monkeypatch.setattr(tr.tune, "report", lambda m: None)
+    monkeypatch.setattr(ray_tune, "report", lambda m: None)
     text = STUDY.format(model="", search="", train='function = "tests.own_builders:crashing"')
     spec = parse_study_toml(text)
     with pytest.raises(tr.TrialError) as e:

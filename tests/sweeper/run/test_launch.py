@@ -588,12 +588,14 @@ def test_raising_trials_per_cell_adds_exactly_the_missing_trials(sqlite_url: str
 def test_end_of_run_report_is_not_sent_to_tune(monkeypatch: pytest.MonkeyPatch) -> None:
     """ASHA may stop a trial on any non-final result: train()'s call at the end of the run must
     not reach Tune, or a fully trained run could end PRUNED without its final result."""
+    from ray import tune as ray_tune
+
     import sweeper.run.trainable as launch
     from sweeper.study.ladder import cells
     from sweeper.study.space import hparams_kwargs
 
     sent: list[dict[str, Any]] = []
-    monkeypatch.setattr(launch.tune, "report", lambda metrics: sent.append(dict(metrics)))
+    monkeypatch.setattr(ray_tune, "report", lambda metrics: sent.append(dict(metrics)))
     spec = tiny("report")
     cell = cells(spec)[0]
     config = {

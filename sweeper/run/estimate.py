@@ -1,0 +1,269 @@
+"""What a study costs before it runs: ``sweeper validate STUDY --estimate``.
+
+A short throughput probe trains the cheapest and the dearest cell of the ladder (by FLOPs per
+token) for a few steps, exactly as a trial would run them (:func:`sweeper.run.trainable.train_once`:
+the study's model, loop or function, its threads per trial and device), at the middle of the
+search space. Each probe gives the seconds per training token and the fixed seconds of a run
+(setup and the final evaluation). Cells in between are priced on the straight line through the
+two probes in log(seconds per token) against log(FLOPs per token); a run of a cell costs
+``fixed + tokens × seconds per token`` wall seconds, times the trial's CPUs in core-seconds.
+Trials that run at once slow each other (memory bandwidth, shared caches), so each cell is probed
+by as many processes at once as the sweep will run trials at once on this machine, and the median
+is kept.
+
+How many runs: ``trials_per_cell × seeds_per_point`` per cell (an upper bound when ASHA prunes).
+The law sampler spends ``budget_runs`` in all: the start (:data:`START_LRS` runs in every cell,
+cheapest first) is priced exactly, and the rest of the budget lies between all of it in the
+cheapest cell and all of it in the dearest, so its cost is a range. When the batch size is
+searched, the probe runs at the smallest batch (the slowest per token): the figure is then an
+upper bound.
+
+What it does not know: other load on the machine while the sweep runs, Ray's start-up (seconds),
+the last trials running alone, and a GPU's speed when probed on a CPU; the probe runs here.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import statistics
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sweeper.study.ladder import Cell, cells
+from sweeper.study.spec import StudySpec
+
+__all__ = [
+    "PROBE_STEPS",
+    "CellCost",
+    "Estimate",
+    "Probe",
+    "estimate_study",
+    "probe_cell",
+    "probe_loaded",
+]
+
+#: optimizer steps of a timed probe (after one untimed warm-up step)
+PROBE_STEPS = 12
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probed cell: seconds per training token and the fixed seconds of a run."""
+
+    cell: str
+    flops_per_token: float
+    s_per_token: float
+    fixed_s: float
+    steps: int
+
+    def run_s(self, tokens: float) -> float:
+        return self.fixed_s + tokens * self.s_per_token
+
+
+@dataclass(frozen=True)
+class CellCost:
+    """A cell's runs and what one costs (wall seconds of one run on its trial's resources)."""
+
+    cell: str
+    n_params: int
+    tokens: int
+    runs: int
+    run_s: float
+
+    def core_s(self, cpu: float) -> float:
+        return self.runs * self.run_s * cpu
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The study's expected cost. ``core_s`` is ``(low, high)``: equal unless the law sampler's
+    budget leaves a range. ``wall_s`` assumes ``concurrent`` trials at once on this machine."""
+
+    sweep: str
+    cells: tuple[CellCost, ...]
+    probes: tuple[Probe, ...]
+    cpu_per_trial: float
+    concurrent: int
+    runs: int
+    core_s: tuple[float, float]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def wall_s(self) -> tuple[float, float]:
+        return (self.core_s[0] / self.cpu_per_trial / self.concurrent,
+                self.core_s[1] / self.cpu_per_trial / self.concurrent)  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["core_hours"] = [c / 3600 for c in self.core_s]
+        out["wall_s"] = list(self.wall_s)
+        for c, cost in zip(out["cells"], self.cells, strict=True):
+            c["core_s"] = cost.core_s(self.cpu_per_trial)
+        return out
+
+
+#: (spec, cell, steps, copies at once) -> Probe
+ProbeFn = Callable[[StudySpec, Cell, int, int], Probe]
+
+
+def probe_cell(spec: StudySpec, cell: Cell, steps: int = PROBE_STEPS) -> Probe:
+    """Time ``steps`` optimizer steps of ``cell`` as a trial of ``spec`` would train them (after an
+    untimed one-step run that warms the process), at the probe point (:func:`_probe_params`).
+    The fixed part (setup, final evaluation) is the wall time not spent in training steps; for a
+    training function, which does not time its steps, it comes from a second, twice as long run."""
+    from sweeper.run.trainable import train_once
+
+    batch = int(_probe_params(spec)["batch_size"])
+    per_step = batch * cell.context
+
+    def timed(n: int) -> dict[str, Any]:
+        return train_once(_probe_config(spec, cell, tokens=n * per_step))
+
+    timed(1)
+    out = timed(steps)
+    seen = max(int(out.get("tokens") or 0), 1)
+    if not spec.train.function and out.get("tokens_per_s"):
+        s_tok = 1.0 / float(out["tokens_per_s"])
+        fixed = max(0.0, float(out["wall_s"]) - seen * s_tok)
+    else:  # two lengths: wall = fixed + tokens × s_tok
+        longer = timed(2 * steps)
+        extra = max(int(longer.get("tokens") or 0) - seen, 1)
+        s_tok = max(float(longer["wall_s"]) - float(out["wall_s"]), 1e-9) / extra
+        fixed = max(0.0, float(out["wall_s"]) - seen * s_tok)
+    return Probe(cell.name, cell.flops_per_token, s_tok, fixed, steps)
+
+
+def probe_loaded(spec: StudySpec, cell: Cell, steps: int, copies: int) -> Probe:
+    """:func:`probe_cell` in ``copies`` processes at once (the load of ``copies`` concurrent
+    trials); the median of their figures."""
+    if copies <= 1:
+        return probe_cell(spec, cell, steps)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(copies, mp_context=ctx) as pool:
+        got = list(pool.map(probe_cell, [spec] * copies, [cell] * copies, [steps] * copies))
+    return Probe(
+        cell.name,
+        cell.flops_per_token,
+        statistics.median(p.s_per_token for p in got),
+        statistics.median(p.fixed_s for p in got),
+        steps,
+    )
+
+
+def _probe_params(spec: StudySpec) -> dict[str, Any]:
+    """The point a probe trains: the geometric middle of the LR's range (or of its values), the
+    smallest batch size, and the middle of any other searched number (the first schedule)."""
+    out: dict[str, Any] = {}
+    for name, p in spec.search.items():
+        if p.values is not None:
+            vals = list(p.values)
+            if name == "batch_size":
+                out[name] = min(vals)
+            elif name == "schedule":
+                out[name] = vals[0]
+            else:
+                out[name] = sorted(vals)[len(vals) // 2]
+        elif name == "batch_size":
+            out[name] = int(p.low)  # type: ignore[arg-type]
+        else:
+            lo, hi = float(p.low), float(p.high)  # type: ignore[arg-type]
+            out[name] = math.sqrt(lo * hi) if p.log and lo > 0 else (lo + hi) / 2
+    return out
+
+
+def _probe_config(spec: StudySpec, cell: Cell, *, tokens: int) -> dict[str, Any]:
+    from sweeper.run.trainable import base_config, data_source, own_config
+    from sweeper.study.space import hparams_kwargs
+
+    return {
+        **base_config(spec, data_source(spec)),
+        "model": cell.proxy_config_kwargs(),
+        "hparams": hparams_kwargs(spec, _probe_params(spec)),
+        "tokens": tokens,
+        "seed": 0,
+        "own": own_config(spec),
+    }
+
+
+def estimate_study(
+    spec: StudySpec,
+    *,
+    steps: int = PROBE_STEPS,
+    cores: int | None = None,
+    probe: ProbeFn = probe_loaded,
+) -> Estimate:
+    """Probe the cheapest and the dearest cell of ``spec`` and price every run of the study
+    (module docstring). ``cores``: the cores trials share (default: this machine's)."""
+    from sweeper.run.trainable import usable_cores
+
+    cpu = max(1.0, float(spec.resources.cpu))
+    concurrent = max(1, math.floor((cores or usable_cores()) / cpu))
+    if spec.resources.max_concurrent:
+        concurrent = min(concurrent, spec.resources.max_concurrent)
+    ladder = sorted(cells(spec), key=lambda c: (c.flops_per_token, c.name))
+    ends = [ladder[0]] if len(ladder) == 1 else [ladder[0], ladder[-1]]
+    probes = tuple(probe(spec, c, steps, concurrent) for c in ends)
+    costs = [CellCost(c.name, c.n_params, c.tokens, _runs_per_cell(spec), _price(probes, c))
+             for c in ladder]  # fmt: skip
+    notes = _notes(spec)
+    if spec.sampler.kind == "law":
+        costs, low, high = _law_budget(costs, int(spec.sampler.budget_runs or 0))
+        runs = int(spec.sampler.budget_runs or 0)
+        core = (low * cpu, high * cpu)
+    else:
+        runs = sum(c.runs for c in costs)
+        total = sum(c.core_s(cpu) for c in costs)
+        core = (total, total)
+    return Estimate(spec.name, tuple(costs), probes, cpu, concurrent, runs, core, notes)
+
+
+def _runs_per_cell(spec: StudySpec) -> int:
+    return spec.trials_per_cell * spec.sweep.seeds_per_point
+
+
+def _price(probes: Sequence[Probe], cell: Cell) -> float:
+    """Wall seconds of one run of ``cell``: on the log-log line through the probes."""
+    if len(probes) == 1 or probes[0].flops_per_token == probes[-1].flops_per_token:
+        return probes[0].run_s(cell.tokens)
+    lo, hi = probes[0], probes[-1]
+    t = math.log(cell.flops_per_token / lo.flops_per_token) / math.log(
+        hi.flops_per_token / lo.flops_per_token
+    )
+    s_tok = math.exp((1 - t) * math.log(lo.s_per_token) + t * math.log(hi.s_per_token))
+    fixed = (1 - t) * lo.fixed_s + t * hi.fixed_s
+    return fixed + cell.tokens * s_tok
+
+
+def _law_budget(costs: list[CellCost], budget: int) -> tuple[list[CellCost], float, float]:
+    """The law sampler's runs: :data:`START_LRS` per cell, cheapest cell first, then the rest of
+    the budget anywhere. Returns the per-cell start runs and the (low, high) wall-second total."""
+    from sweeper.fitting.allocation import START_LRS
+
+    left, start, spent = budget, [], 0.0
+    for c in sorted(costs, key=lambda c: c.run_s):
+        n = min(START_LRS, left)
+        left -= n
+        spent += n * c.run_s
+        start.append(CellCost(c.cell, c.n_params, c.tokens, n, c.run_s))
+    cheap, dear = min(c.run_s for c in costs), max(c.run_s for c in costs)
+    return start, spent + left * cheap, spent + left * dear
+
+
+def _notes(spec: StudySpec) -> tuple[str, ...]:
+    out = []
+    b = spec.search.batch_size
+    if not b.is_fixed:
+        out.append("the batch size is searched: probed at its smallest value, the slowest per "
+                   "token, so the figures are an upper bound")  # fmt: skip
+    if spec.pruner.kind == "asha":
+        out.append("ASHA stops runs early: the figures are an upper bound")
+    if spec.sampler.kind == "law":
+        out.append(f"law sampler: {spec.sampler.budget_runs} runs at most (fewer if its stopping "
+                   "rule is met); the start is priced per cell, the rest as a range between the "
+                   "cheapest and the dearest cell")  # fmt: skip
+    if spec.resources.gpu > 0:
+        out.append("the study asks for a GPU: the probe ran on this machine's device")
+    return tuple(out)

@@ -1,0 +1,152 @@
+"""A study's cost before it runs: the throughput probe, the pricing of every cell, and
+``sweeper validate --estimate``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from sweeper.run.estimate import Probe, estimate_study, probe_cell, probe_loaded
+from sweeper.study.ladder import Cell, cells
+from sweeper.study.spec import StudySpec, parse_study_toml
+from tests.sweeper.helpers import CliRunner, cli_fixture  # noqa: F401  (the `cli` fixture)
+
+STUDY = """\
+[sweep]
+name = "est"
+seeds_per_point = {seeds}
+
+[model]
+context = 32
+head_dim = 16
+
+[ladder]
+widths = [16, 32, 64]
+depths = [1]
+tokens = [{tokens}]
+
+[search]
+lr = {{ values = [1e-3, 3e-3, 1e-2] }}
+batch_size = {batch}
+
+[sampler]
+{sampler}
+"""
+
+
+def study(
+    *, seeds: int = 2, tokens: int = 16384, batch: str = "8", sampler: str = 'kind = "grid"'
+) -> StudySpec:
+    return parse_study_toml(STUDY.format(seeds=seeds, tokens=tokens, batch=batch, sampler=sampler))
+
+
+def fake_probe(s_tok_small: float, s_tok_big: float, fixed: float = 2.0):  # type: ignore[no-untyped-def]
+    """A probe that answers known figures: the cheapest cell s_tok_small, the dearest s_tok_big."""
+    seen: list[tuple[str, int]] = []
+
+    def probe(spec: StudySpec, cell: Cell, steps: int, copies: int) -> Probe:
+        seen.append((cell.name, copies))
+        ladder = sorted(cells(spec), key=lambda c: c.flops_per_token)
+        s_tok = s_tok_small if cell.name == ladder[0].name else s_tok_big
+        return Probe(cell.name, cell.flops_per_token, s_tok, fixed, steps)
+
+    probe.seen = seen  # type: ignore[attr-defined]
+    return probe
+
+
+def test_a_grid_is_priced_cell_by_cell_through_the_two_probes() -> None:
+    spec = study()
+    probe = fake_probe(1e-4, 1e-3)
+    est = estimate_study(spec, cores=2, probe=probe)
+    # the cheapest and the dearest cell are probed, each with the sweep's concurrency (2 at once)
+    assert probe.seen == [("w16-d1-t16.4k", 2), ("w64-d1-t16.4k", 2)]  # type: ignore[attr-defined]
+    by = {c.cell: c for c in est.cells}
+    assert [c.runs for c in est.cells] == [3 * 2] * 3  # 3 LRs x 2 seeds per cell
+    assert by["w16-d1-t16.4k"].run_s == pytest.approx(2.0 + 16384 * 1e-4)
+    assert by["w64-d1-t16.4k"].run_s == pytest.approx(2.0 + 16384 * 1e-3)
+    assert by["w16-d1-t16.4k"].run_s < by["w32-d1-t16.4k"].run_s < by["w64-d1-t16.4k"].run_s
+    total = sum(c.runs * c.run_s for c in est.cells)
+    assert est.core_s == pytest.approx((total, total)) and est.runs == 18
+    assert est.wall_s[0] == pytest.approx(total / 2)  # 2 trials at once on 2 cores
+    assert est.notes == ()
+
+
+def test_the_middle_cell_lies_on_the_log_log_line() -> None:
+    spec = study()
+    est = estimate_study(spec, cores=1, probe=fake_probe(1e-4, 1e-3, fixed=0.0))
+    fpt = {c.name: c.flops_per_token for c in cells(spec)}
+    t = math.log(fpt["w32-d1-t16.4k"] / fpt["w16-d1-t16.4k"]) / math.log(
+        fpt["w64-d1-t16.4k"] / fpt["w16-d1-t16.4k"]
+    )
+    mid = next(c for c in est.cells if c.cell == "w32-d1-t16.4k")
+    assert mid.run_s == pytest.approx(16384 * 1e-4 * 10**t)
+
+
+def test_a_law_study_is_a_range_with_its_start_priced_exactly() -> None:
+    spec = study(seeds=1, sampler='kind = "law"\nbudget_runs = 15')
+    est = estimate_study(spec, cores=2, probe=fake_probe(1e-4, 1e-3, fixed=0.0))
+    start = {c.cell: c.runs for c in est.cells}
+    assert start == {"w16-d1-t16.4k": 3, "w32-d1-t16.4k": 3, "w64-d1-t16.4k": 3}  # START_LRS each
+    run_s = sorted(c.run_s for c in est.cells)
+    spent = sum(3 * r for r in run_s)
+    assert est.core_s == pytest.approx((spent + 6 * run_s[0], spent + 6 * run_s[-1]))
+    assert est.runs == 15 and any("law sampler" in n for n in est.notes)
+    # a budget smaller than the start: the cheapest cells first, nothing left to range over
+    small = estimate_study(
+        study(seeds=1, sampler='kind = "law"\nbudget_runs = 4'),
+        cores=2,
+        probe=fake_probe(1e-4, 1e-3, fixed=0.0),
+    )
+    assert [c.runs for c in small.cells] == [3, 1, 0]
+    assert small.core_s[0] == pytest.approx(small.core_s[1])
+
+
+def test_a_searched_batch_is_probed_at_its_smallest_and_said_to_be_a_bound() -> None:
+    from sweeper.run.estimate import _probe_params
+
+    spec = study(batch="{ values = [4, 8, 16] }")
+    assert _probe_params(spec)["batch_size"] == 4
+    assert _probe_params(spec)["lr"] == 3e-3  # the middle value
+    est = estimate_study(spec, cores=1, probe=fake_probe(1e-4, 1e-3))
+    assert est.runs == 3 * 9 * 2 and any("upper bound" in n for n in est.notes)
+
+
+def test_a_real_probe_times_training_steps() -> None:
+    spec = study()
+    cell = cells(spec)[0]
+    p = probe_cell(spec, cell, steps=3)
+    assert p.cell == cell.name and p.steps == 3
+    assert 0 < p.s_per_token < 1 and 0 <= p.fixed_s < 60
+    assert p.run_s(cell.tokens) > p.run_s(cell.tokens // 2)
+    loaded = probe_loaded(spec, cell, 2, copies=2)  # two processes at once, as two trials
+    assert loaded.cell == cell.name and 0 < loaded.s_per_token < 1
+
+
+def test_validate_estimate_prints_and_writes_json(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sweeper.run.trainable as trainable
+
+    monkeypatch.setattr(trainable, "usable_cores", lambda: 1)  # one probe at a time: no spawn
+    path = tmp_path / "est.toml"
+    path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"'))
+    code, out, _ = cli("validate", path, "--estimate", "--probe-steps", "2")
+    assert code == 0
+    assert "estimate (probe: 2 steps each" in out and "total: 9 runs" in out and "core-h" in out
+    code, out, _ = cli("validate", path, "--estimate", "--probe-steps", "2", "--json")
+    got = json.loads(out)["estimate"]
+    assert code == 0 and got["runs"] == 9 and len(got["cells"]) == 3 and len(got["probes"]) == 2
+    assert got["core_s"][0] == got["core_s"][1] > 0 and got["core_hours"][0] > 0
+
+
+def test_validate_says_a_law_studys_budget(tmp_path: Path, cli: CliRunner) -> None:
+    path = tmp_path / "law.toml"
+    path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8",
+                                 sampler='kind = "law"\nbudget_runs = 7'))  # fmt: skip
+    code, out, _ = cli("validate", path)
+    assert code == 0 and "law sampler: 7 runs at most" in out and "trials ×" not in out
+    code, out, _ = cli("validate", path, "--json")
+    assert json.loads(out)["budget_runs"] == 7
