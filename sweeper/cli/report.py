@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from sweeper.report.transfer import TransferResult
 
 __all__ = ["register"]
 
@@ -84,10 +91,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _validate_transfer(args: argparse.Namespace) -> int:
-    import math
-
     from sweeper import api
-    from sweeper.report.transfer import BASELINES
 
     res = api.validate_transfer(
         args.sweep,
@@ -104,9 +108,16 @@ def _validate_transfer(args: argparse.Namespace) -> int:
         print(json.dumps(res.to_dict(), indent=2))
         return 0
     from rich.console import Console
-    from rich.table import Table
 
     c = Console()
+    _print_transfer_head(c, res)
+    c.print(_transfer_table(res))
+    _print_transfer_tail(c, res)
+    return 0
+
+
+def _print_transfer_head(c: Console, res: TransferResult) -> None:
+    """What was held out, the law, its prediction and the cell's measured optimum."""
     ext = ", ".join(f"{k} {v:.3g}×" for k, v in res.extrapolation.items())
     c.print(
         f"[bold]Transfer check of {res.sweep}[/]: held-out cell {res.holdout_cell} ({ext} beyond "
@@ -124,6 +135,16 @@ def _validate_transfer(args: argparse.Namespace) -> int:
         f"predicted lr {res.predicted_lr:.3g}{point} (95% {lo:.3g}–{hi:.3g}); measured optimum "
         f"{res.measured_lr:.3g}; ratio {res.ratio:.3f}, log2 error {res.log2_error:+.3f}"
     )
+
+
+def _transfer_table(res: TransferResult) -> Table:
+    """One row per trained point (the law's, each baseline's, the optimum), by LR."""
+    import math
+
+    from rich.table import Table
+
+    from sweeper.report.transfer import BASELINES
+
     t = Table(
         "point", "lr", f"loss (mean of {res.seeds} seeds)", "sd", "regret % of best", "log2 error"
     )
@@ -144,19 +165,21 @@ def _validate_transfer(args: argparse.Namespace) -> int:
             f"{reg:+.2f}",
             f"{math.log2(lr / res.measured_lr):+.2f}",
         )
-    c.print(t)
+    return t
+
+
+def _print_transfer_tail(c: Console, res: TransferResult) -> None:
+    """The best loss, the check's resolution, the same-seed regret and the notes."""
     c.print(
         f"best loss trained in the cell: {res.best_swept_loss:.4f} (the minimum over its points, "
         "the sweep's and this check's: biased low by seed noise)"
     )
-    if res.regret_se_pct is not None or res.grid_step_log2 is not None:
-        parts = []
-        if res.regret_se_pct is not None:
-            parts.append(
-                f"the law's regret ±{res.regret_se_pct:.2f} points (1 s.e. from the seeds)"
-            )
-        if res.grid_step_log2 is not None:
-            parts.append(f"the trained grid's step {res.grid_step_log2:.2f} in log2")
+    parts = []
+    if res.regret_se_pct is not None:
+        parts.append(f"the law's regret ±{res.regret_se_pct:.2f} points (1 s.e. from the seeds)")
+    if res.grid_step_log2 is not None:
+        parts.append(f"the trained grid's step {res.grid_step_log2:.2f} in log2")
+    if parts:
         c.print("resolution: " + "; ".join(parts))
     if res.regret_vs_optimum_pct is not None:
         c.print(
@@ -165,4 +188,3 @@ def _validate_transfer(args: argparse.Namespace) -> int:
         )
     for n in res.notes:
         c.print(f"[yellow]note:[/] {n}")
-    return 0

@@ -103,6 +103,25 @@ def test_regret_and_its_resolution_are_hand_computable(sweep_runs: pd.DataFrame)
     assert d["baselines"]["steplaw"]["lr"] == plan.lrs["steplaw"]
 
 
+def test_the_cli_prints_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
+    """``validate-transfer`` without --json: the head, one row per trained point, the tail."""
+    from rich.console import Console
+
+    from sweeper.cli.report import _print_transfer_head, _print_transfer_tail, _transfer_table
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    res = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
+    c = Console(record=True, width=160)
+    _print_transfer_head(c, res)
+    c.print(_transfer_table(res))
+    _print_transfer_tail(c, res)
+    text = c.export_text()
+    assert text.startswith("Transfer check of syn: held-out cell ")
+    assert f"log2 error {res.log2_error:+.3f}" in text
+    assert "law prediction (recommended)" in text and "2.0100" in text  # the law's mean loss
+    assert "best loss trained in the cell" in text and "resolution: " in text
+
+
 def test_cell_filter_and_cell_names() -> None:
     from sweeper.errors import SweeperError
     from sweeper.report.holdout import cell_filter, parse_cell_name
