@@ -8,7 +8,9 @@ grid), the other predictions can be scored against that cell's measured curve in
   through every run of the cell (as validate-transfer measures it);
 - ``regret_pct_interp``: the loss the cell's fitted parabola gives at the prediction, over its
   minimum, in % (an interpolation, not a trained loss: it is only reported inside the LR range
-  the cell's runs span, else null).
+  the cell's runs span, else null);
+- the same for every baseline validate-transfer trains (``baselines``: the smallest and largest
+  fitted cells' optima, the published laws, and under muP/CompleteP the base width's optimum).
 
 Usage::
 
@@ -35,7 +37,7 @@ import pandas as pd
 from sweeper.fitting import FitWarning, estimate_optima
 from sweeper.fitting.provenance import sweep_conventions
 from sweeper.report.holdout import cell_filter
-from sweeper.report.transfer import plan_transfer
+from sweeper.report.transfer import BASELINES, plan_transfer
 from sweeper.study import storage
 from sweeper.study.handle import Sweep
 from sweeper.study.sweep_runs import load_sweep_runs
@@ -88,6 +90,9 @@ def main(argv: list[str]) -> int:
             row = {"fit_cells": expr, "method": method, "extrapolation": dict(plan.extrapolation)}
             row["law"] = score(runs, args.holdout, plan.predicted_lr)
             row["law_point"] = score(runs, args.holdout, plan.predicted_lr_point)
+            row["baselines"] = {
+                k: score(runs, args.holdout, lr) for k, lr in plan.lrs.items() if k in BASELINES
+            }
             row["exponent"] = plan.law.exponents
             row["exponent_ci"] = plan.law.exponents_ci
             rows.append(row)
