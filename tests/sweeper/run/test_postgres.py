@@ -16,6 +16,7 @@ import pytest
 
 from sweeper.study.study_toml import study_toml
 from tests.sweeper.run.test_launch import _CLI, _session_pids, _states, _studies, tiny
+from tests.sweeper.run.test_takeover import _complete
 
 pytestmark = pytest.mark.postgres
 
@@ -39,13 +40,6 @@ def _reap(*procs: subprocess.Popen[str]) -> None:
         for pid in _session_pids(p.pid):  # only the sessions this test started
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def _complete(url: str, sweep: str) -> int:
-    try:
-        return sum(_states(s).get("COMPLETE", 0) for s in _studies(url, sweep).values())
-    except Exception:
-        return 0
 
 
 def test_two_drivers_on_two_sweeps_at_once(postgres_url: str, tmp_path: Path) -> None:
@@ -80,12 +74,16 @@ def test_two_launches_of_one_sweep_race_and_one_runs_it(postgres_url: str, tmp_p
 
 
 def test_sigkill_part_way_then_relaunch_postgres(postgres_url: str, tmp_path: Path) -> None:
-    path = _write(tmp_path, "killed", trials=4, tokens=65536)
+    # trials long enough (262k tokens) that the driver cannot finish the other six between two
+    # looks at the count, even on a loaded machine: the kill must land part-way
+    path = _write(tmp_path, "killed", trials=4, tokens=262144)
     proc = _launch(path, postgres_url, tmp_path)
     try:
         deadline = time.time() + 240
         while _complete(postgres_url, "killed") < 2:
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            if proc.poll() is not None:  # the premise failed: say so, with the driver's stderr
+                pytest.fail(f"the driver exited ({proc.returncode}) before it could be killed "
+                            f"part-way: {proc.communicate()[1][-3000:]}")  # fmt: skip
             assert time.time() < deadline, "no trial completed in time"
             time.sleep(0.3)
         os.killpg(proc.pid, signal.SIGKILL)
