@@ -1,8 +1,9 @@
 """The batch-size ladder (studies/batch_b*.toml): the batch law B*(D), the horizon eta*(D), and the
 largest budget held out and predicted.
 
-The six sweeps (one per batch size, width 32, depth 2, budgets 205k-3.28M tokens) are merged into
-one runs table, cells by budget, in which the batch varies. On it:
+The eight sweeps (one per batch size, 1-128 sequences of 32 tokens, width 32, depth 2, budgets
+205k-3.28M tokens) are merged into one runs table, cells by budget, in which the batch varies.
+On it:
 
 - every cell's optimum in (lr, batch) (the 2-D parabola of ``sweeper fit``'s default method) and
   whether its batch optimum is interior (an edge cell is a bound, not an optimum);
@@ -38,13 +39,14 @@ import sweeper
 from sweeper.errors import SweeperError
 from sweeper.fitting.optimum import CellOptimum, estimate_optima
 from sweeper.recipe.published import published_laws
+from sweeper.recipe.scale import law_scale
 
-BATCHES = (1, 2, 4, 8, 16, 32)
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 METHODS = ("parabola", "surface")
 
 
 def merged_runs(storage: str) -> pd.DataFrame:
-    """The six sweeps' runs in one table (each run keeps its sweep in ``source``)."""
+    """The batch sweeps' runs in one table (each run keeps its sweep in ``source``)."""
     parts = [sweeper.runs(f"batch_b{b}", storage=storage) for b in BATCHES]
     return pd.concat(parts, ignore_index=True)
 
@@ -99,6 +101,8 @@ def regret_at(best: pd.Series, batch_tokens: float) -> dict[str, Any]:
         "batch_tokens": batch_tokens,
         "nearest_trained": near,
         "regret_pct": 100.0 * (float(best[near]) / float(best.min()) - 1.0),
+        # more than half a step (x sqrt 2) beyond the trained batches: the regret is not measured
+        "outside_trained": bool(abs(math.log2(near / batch_tokens)) > 0.5),
     }
 
 
@@ -111,19 +115,24 @@ def holdout(runs: pd.DataFrame, method: str) -> dict[str, Any]:
         why = laws.get("_error", "no batch law on the fit budgets")
         return {"error": why, "warnings": laws["_warnings"]}
     law = laws["batch_tokens"]
-    full = {o.cell: o for o in estimate_optima(runs) if o.usable}
-    held = next(o for o in full.values() if o.tokens == big)
+    full = estimate_optima(runs)
+    held = next(o for o in full if o.tokens == big)  # an edge cell too: its optimum is a bound
     fitted_big = max(
-        (o for o in full.values() if o.tokens < big), key=lambda o: float(o.tokens or 0)
+        (o for o in full if o.usable and (o.tokens or 0) < big), key=lambda o: float(o.tokens or 0)
     )
     best = best_at_batch(runs[runs["cell"] == held.cell])
-    flops = 6.0 * float(held.n_params or 0) * big
     points = {
         "law": float(law.predict({"tokens": big})),
         "largest_fitted": float(fitted_big.batch_tokens or math.nan),
-        "steplaw": float(published_laws("steplaw")["batch_tokens"].predict({"tokens": big})),
-        "deepseek": float(published_laws("deepseek")["batch_tokens"].predict({"flops": flops})),
     }
+    for name in ("steplaw", "deepseek"):  # each at the cell in its own conventions (N, C = M·D)
+        pub = published_laws(name)["batch_tokens"]
+        scale = law_scale(
+            pub, n_params=float(held.n_params or 0), tokens=big, width=int(held.width or 0),
+            depth=int(held.depth or 0), seq_len=int(held.seq_len or 0), shape_given=True,
+            n_params_total=held.n_params_total,
+        )  # fmt: skip
+        points[name] = float(pub.predict(scale))
     lo, hi = law.interval({"tokens": big})
     return {
         "method": method,
@@ -134,6 +143,7 @@ def holdout(runs: pd.DataFrame, method: str) -> dict[str, Any]:
         "predicted_interval": [lo, hi],
         "measured_batch_tokens": held.batch_tokens,
         "measured_batch_edge": held.batch_edge,
+        "measured_usable": held.usable,
         "ratio": points["law"] / float(held.batch_tokens or math.nan),
         "best_loss": float(best.min()),
         "best_by_batch": {str(int(k)): float(v) for k, v in best.items()},
@@ -155,7 +165,7 @@ def horizon_at_fixed_batch(runs: pd.DataFrame) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--storage", help="where the six batch_b* sweeps are")
+    src.add_argument("--storage", help="where the batch_b* sweeps are")
     src.add_argument("--from-csv", type=Path, help="the merged runs (docs/data/batch_ladder.csv)")
     ap.add_argument("--csv", type=Path, help="write the merged runs here")
     ap.add_argument("--json", type=Path, help="write the results here (also printed)")

@@ -135,12 +135,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _runs_line(spec: Any, n_cells: int) -> str:
     seeds = spec.sweep.seeds_per_point
+    cells_word = f"{n_cells} cell{'s' if n_cells != 1 else ''}"
     if spec.sampler.kind == "law":
-        return (f"{n_cells} cells, law sampler: {spec.sampler.budget_runs} runs at most "
+        return (f"{cells_word}, law sampler: {spec.sampler.budget_runs} runs at most "
                 f"(stops when the target LR's interval ratio < "
                 f"{spec.sampler.stop_lr_interval_ratio:g})")  # fmt: skip
     runs = n_cells * spec.trials_per_cell * seeds
-    return f"{n_cells} cells × {spec.trials_per_cell} trials × {seeds} seed(s) = {runs} runs"
+    return f"{cells_word} × {spec.trials_per_cell} trials × {seeds} seed(s) = {runs} runs"
 
 
 def _hours(seconds: float) -> str:
