@@ -116,11 +116,11 @@ def probe_cell(spec: StudySpec, cell: Cell, steps: int = PROBE_STEPS) -> Probe:
     training function, which does not time its steps, it comes from a second, twice as long run."""
     from sweeper.run.trainable import train_once
 
-    batch = int(_probe_params(spec)["batch_size"])
-    per_step = batch * cell.context
+    params = _probe_params(spec)
+    per_step = int(params["batch_size"]) * cell.context
 
     def timed(n: int) -> dict[str, Any]:
-        return train_once(_probe_config(spec, cell, tokens=n * per_step))
+        return train_once(_probe_config(spec, cell, params, tokens=n * per_step))
 
     timed(1)
     out = timed(steps)
@@ -174,14 +174,16 @@ def _probe_params(spec: StudySpec) -> dict[str, Any]:
     return out
 
 
-def _probe_config(spec: StudySpec, cell: Cell, *, tokens: int) -> dict[str, Any]:
+def _probe_config(
+    spec: StudySpec, cell: Cell, params: dict[str, Any], *, tokens: int
+) -> dict[str, Any]:
     from sweeper.run.trainable import base_config, data_source, own_config
     from sweeper.study.space import hparams_kwargs
 
     return {
         **base_config(spec, data_source(spec)),
         "model": cell.proxy_config_kwargs(),
-        "hparams": hparams_kwargs(spec, _probe_params(spec)),
+        "hparams": hparams_kwargs(spec, params),
         "tokens": tokens,
         "seed": 0,
         "own": own_config(spec),
