@@ -74,6 +74,15 @@ def _sweep(sweep: str | Sweep, storage: str | None) -> Sweep:
     return sweep if isinstance(sweep, Sweep) else Sweep.load(sweep, storage)
 
 
+def _surface_settings(sw: Sweep | None, given: str | None) -> str:
+    """The surface method's settings for ``sw``: ``given``, else the law sampler's own fit for a
+    study that it planned (its runs sit near each optimum), else the standard one."""
+    if given is not None:
+        return given
+    spec = sw.spec if sw is not None else None
+    return "planner" if spec is not None and spec.sampler.kind == "law" else "standard"
+
+
 # ---- stage 1: a study and its runs ---------------------------------------------------------------
 def load_study(path: str | Path) -> StudySpec:
     """The study file at ``path``, checked (StudyError lists every problem at once)."""
@@ -176,7 +185,8 @@ def fit(
     Fits ``lr`` and, when the batch size varies within cells, ``batch_tokens`` (or only
     ``target``: "lr", "batch_tokens", "loss"); see :mod:`sweeper.fitting.fit_runs` for the rules
     and ``options`` (band, n_boot, cell_boot, min_runs, keep_edge, huber, weighted, loss_points,
-    seed). The laws record the sweep's conventions (:mod:`sweeper.fitting.provenance`); a target
+    seed, surface: the surface method's settings, "standard" or "planner", by default "planner"
+    for a study planned by the law sampler). The laws record the sweep's conventions (:mod:`sweeper.fitting.provenance`); a target
     skipped and the fits' doubts are issued as :class:`~sweeper.fitting.FitWarning`.
     """
     import pandas as pd
@@ -186,15 +196,16 @@ def fit(
     from sweeper.fitting.provenance import runs_conventions, sweep_conventions
     from sweeper.fitting.store import put_law
 
-    opts = FitOptions(method=method, **options)
-    if isinstance(data, pd.DataFrame):
+    sw = None if isinstance(data, pd.DataFrame) else _sweep(data, storage)
+    surface = _surface_settings(sw, options.pop("surface", None))
+    opts = FitOptions(method=method, surface=surface, **options)
+    if sw is None:
         outcome = fit_runs(
             data, conventions=runs_conventions(data), source="", target=target,
             predictors=predictors, options=opts,
         )  # fmt: skip
         fitted, where = list(outcome.laws), None
     else:
-        sw = _sweep(data, storage)
         outcome = fit_runs(
             sw.runs(), conventions=sweep_conventions(sw), source=sw.name, target=target,
             predictors=predictors, options=opts,
@@ -429,6 +440,7 @@ def validate_transfer(
     fit_cells: str | None = None,
     seeds: int = 2,
     method: str = "parabola",
+    surface: str | None = None,
     storage: str | None = None,
     max_concurrent: int | None = None,
     progress: bool = True,
@@ -438,17 +450,19 @@ def validate_transfer(
     the held-out one), predict the held-out cell (``"largest"`` outside the fit set, a cell of the
     sweep, or a new cell named like ``w256-d2-t819k``), train it at the prediction, the baselines
     and a sqrt(2) grid around them with ``seeds`` seeds, and report the regrets; see
-    :mod:`sweeper.report.transfer`."""
+    :mod:`sweeper.report.transfer`. ``surface``: the surface method's settings (as :func:`fit`)."""
     from sweeper.report.transfer import run_transfer
 
     if seeds < 1:
         raise SweeperError(f"--seeds must be at least 1, got {seeds}")
+    sw = _sweep(sweep, storage)
     return run_transfer(
-        _sweep(sweep, storage),
+        sw,
         holdout=holdout,
         fit_cells=fit_cells,
         seeds=seeds,
         method=method,
+        surface=_surface_settings(sw, surface),
         max_concurrent=max_concurrent,
         progress=progress,
         verbose=verbose,

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import FitError, SweeperError
-from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP
+from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP, SURFACE_HELP, SURFACE_SETTINGS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,6 +109,7 @@ def _register_fit(sub: Any) -> None:
         help="predictors among n_params, tokens, flops, width, depth",
     )
     p.add_argument("--method", choices=FIT_METHODS, default="parabola", help=METHOD_HELP)
+    p.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)
     p.add_argument("--band", type=float, default=0.0025, help="relative loss band (0.0025=0.25%%)")
     p.add_argument(
         "--bootstrap",
@@ -226,6 +227,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "weighted": not args.unweighted,
         "loss_points": args.loss_points,
         "seed": args.seed,
+        "surface": args.surface,
     }
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FitWarning)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP
+from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP, SURFACE_HELP, SURFACE_SETTINGS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -60,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--seeds", type=int, default=2, help="seeds per trained point (default 2)")
     t.add_argument("--storage")
     t.add_argument("--method", choices=FIT_METHODS, default="parabola", help=METHOD_HELP)
+    t.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)
     t.add_argument("--max-concurrent", type=int)
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=_validate_transfer)
@@ -100,6 +101,7 @@ def _validate_transfer(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         storage=args.storage,
         method=args.method,
+        surface=args.surface,
         max_concurrent=args.max_concurrent,
         progress=not args.json,
         verbose=args.verbose,

@@ -56,7 +56,7 @@ from sweeper.errors import FitError
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import FitWarning
 from sweeper.fitting._surface_law import SurfaceLaw, _excess
-from sweeper.fitting.surface import fit_surface
+from sweeper.fitting.surface import SETTINGS, fit_surface
 
 __all__ = [
     "CellPlan",
@@ -70,6 +70,9 @@ __all__ = [
 ]
 
 #: the start bracket of a cell around its predicted optimum (natural-log offsets: ×1, ×1/√2, ×√2)
+#: the planner's fit (every run, one curvature, cells from 3 runs); see the module docstring
+PLANNER = SETTINGS["planner"]
+
 BRACKET: tuple[float, ...] = (0.0, -0.5 * math.log(2.0), 0.5 * math.log(2.0))
 #: the law's exponent as used to place a new cell's start (clipped: early fits can be wild)
 SLOPE_RANGE: tuple[float, float] = (-1.0, 0.5)
@@ -226,8 +229,8 @@ def plan(
     target: Mapping[str, float] | None = None,
     stop_lr_interval_ratio: float | None = 1.5,
     max_seeds: int = 3,
-    window: tuple[float, float] | None = None,
-    shape_scaling: bool = False,
+    window: tuple[float, float] | None = PLANNER.window,
+    shape_scaling: bool = PLANNER.shape_scaling,
 ) -> Plan:
     """The next ``k`` points (fewer when the plan stops) for a ladder whose runs so far are
     ``runs`` (a runs table; completed and diverged rows count) and ``pending`` (cell, lr) pairs
@@ -339,7 +342,13 @@ def _fit(
         warnings.simplefilter("ignore", FitWarning)
         try:
             law = fit_surface(
-                res, n_boot=0, cv=False, seed=seed, window=window, shape_scaling=shape_scaling
+                res,
+                n_boot=0,
+                cv=False,
+                seed=seed,
+                window=window,
+                shape_scaling=shape_scaling,
+                min_runs=PLANNER.min_runs or 3,
             )
         except FitError as e:
             return None, f"no law yet: {e}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -30,7 +30,7 @@ from sweeper.fitting._common import FitWarning
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import Law
 from sweeper.fitting.loss_law import fit_loss_law
-from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP
+from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP, SURFACE_SETTINGS
 from sweeper.fitting.optimum import CellOptimum, estimate_optima
 from sweeper.fitting.power_law import fit_band_law, fit_power_law
 
@@ -71,6 +71,7 @@ class FitOptions:
     weighted: bool = True
     loss_points: str = "best"
     seed: int = 0
+    surface: str = "standard"
 
 
 def fit_runs(
@@ -88,7 +89,8 @@ def fit_runs(
     method (``parabola`` | ``band``), the band width, law resamples ``n_boot`` (default 1000; 100
     for the loss law), resamples per cell optimum ``cell_boot``, completed runs a cell needs
     ``min_runs``, ``keep_edge`` cells optimal on a range edge, a Huber-robust or unweighted
-    power law, the loss law's points (``best`` per cell or ``all``), and the seed.
+    power law, the loss law's points (``best`` per cell or ``all``), the seed, and the surface
+    method's named settings ``surface`` (:data:`sweeper.fitting.surface.SETTINGS`).
     """
     opt = options or FitOptions()
     _check_options(opt, target)
@@ -134,7 +136,7 @@ def _fit_surface(
     opt: FitOptions,
 ) -> FitOutcome:
     """The surface method: both laws from one joint fit of every run (``target`` picks one)."""
-    from sweeper.fitting.surface import fit_surfaces  # scipy-heavy; only this method needs it
+    from sweeper.fitting.surface import SETTINGS, fit_surfaces  # scipy-heavy; only this needs it
 
     def chosen(t: str) -> tuple[str, ...] | None:
         if isinstance(predictors, Mapping):
@@ -145,6 +147,7 @@ def _fit_surface(
 
     if target == "batch_tokens" and not batch_varies(runs):
         raise FitError("batch_tokens: the batch size does not vary within any cell")
+    settings = SETTINGS[opt.surface]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always", FitWarning)
         fitted = fit_surfaces(
@@ -155,8 +158,13 @@ def _fit_surface(
             seed=opt.seed,
             source=source,
             conventions=conv,
-            min_runs=opt.min_runs,
+            min_runs=settings.min_runs or opt.min_runs,
+            window=settings.window,
+            shape_scaling=settings.shape_scaling,
         )
+    if opt.surface != "standard":
+        note = f"surface settings: {opt.surface}"
+        fitted = {t: replace(law, notes=(*law.notes, note)) for t, law in fitted.items()}
     laws = tuple(law for t, law in fitted.items() if target in (None, t))
     skipped = ()
     if target is None and batch_varies(runs) and "batch_tokens" not in fitted:
@@ -170,6 +178,9 @@ def _fit_surface(
 def _check_options(opt: FitOptions, target: str | None) -> None:
     if opt.method not in FIT_METHODS:
         raise FitError(f"unknown method {opt.method!r}; known: {', '.join(FIT_METHODS)}")
+    if opt.surface not in SURFACE_SETTINGS:
+        known = ", ".join(SURFACE_SETTINGS)
+        raise FitError(f"unknown surface settings {opt.surface!r}; known: {known}")
     if target is not None and target not in FIT_TARGETS:
         raise FitError(f"unknown target {target!r}; known: {', '.join(FIT_TARGETS)}")
     if opt.n_boot is not None and opt.n_boot < 0:

@@ -7,11 +7,20 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["FIT_METHODS", "METHOD_HELP"]
+__all__ = ["FIT_METHODS", "METHOD_HELP", "SURFACE_HELP", "SURFACE_SETTINGS"]
 
 FIT_METHODS: Final[tuple[str, ...]] = ("parabola", "band", "surface")
 #: one line on each, for ``--method``'s help
 METHOD_HELP: Final[str] = (
     "parabola: optimum per cell, then the law through the optima; band: runs within a loss band "
     "(Step Law); surface: one joint model of every run, whose optimum is the law"
+)
+
+#: the named settings of the surface method (values in :data:`sweeper.fitting.surface.SETTINGS`)
+SURFACE_SETTINGS: Final[tuple[str, ...]] = ("standard", "planner")
+SURFACE_HELP: Final[str] = (
+    "settings of --method surface. standard: the runs within a window around each cell's best LR, "
+    "the curve's width scaling with N; planner: every run, one width for all cells, cells from 3 "
+    'runs (the law sampler\'s own fit). Default: planner for a study with [sampler] kind = "law", '
+    "else standard"
 )

@@ -93,6 +93,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -122,6 +123,25 @@ MAX_CURVATURE_SPAN: Final[float] = math.log(30.0)
 #: the runs that are loss points: from 4x below to 2^0.75 ≈ 1.68x above their cell's best LR (one
 #: sqrt(2) step above it, not two); see the module docstring
 WINDOW: Final[tuple[float, float]] = (math.log(4.0), 0.75 * math.log(2.0))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A named way to run the fit (:data:`~sweeper.fitting.methods.SURFACE_SETTINGS`):
+    ``window``, ``shape_scaling`` as in :func:`fit_surfaces`; ``min_runs`` None: the caller's."""
+
+    window: tuple[float, float] | None
+    shape_scaling: bool
+    min_runs: int | None = None
+
+
+#: standard: the fit validated on synthetic ladders (docs/RESULTS.md); planner: the law sampler's
+#: fit (:mod:`sweeper.fitting.allocation`, whose 3-5 runs per cell sit near each optimum: the
+#: window would leave too few loss points, the width's slope in N is not determined)
+SETTINGS: Final[dict[str, Settings]] = {
+    "standard": Settings(window=WINDOW, shape_scaling=True),
+    "planner": Settings(window=None, shape_scaling=False, min_runs=3),
+}
 
 
 @single_threaded_blas
@@ -259,7 +279,9 @@ def _fit_surfaces(
         )
         fit = sf.fit(data, n_boot=n_boot, seed=seed, level=level, scaling=shape_scaling, cv=cv)
         span = _curvature_span(data, fit) if shape_scaling else 0.0
-        if span > MAX_CURVATURE_SPAN:  # the curvature ran away with scale: the law is not identified
+        if (
+            span > MAX_CURVATURE_SPAN
+        ):  # the curvature ran away with scale: the law is not identified
             fit = sf.fit(data, n_boot=n_boot, seed=seed, level=level, scaling=False, cv=cv)
             shape_scaling = False
             fit.notes.append(

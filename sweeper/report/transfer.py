@@ -35,6 +35,7 @@ import pandas as pd
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting import CellOptimum, estimate_optima
 from sweeper.fitting.conventions import Conventions
+from sweeper.fitting.fit_runs import FitOptions
 from sweeper.fitting.laws import Law
 from sweeper.report.holdout import CellFilter, HeldCell
 from sweeper.study import storage
@@ -184,6 +185,7 @@ def plan_transfer(
     spec: StudySpec | None = None,
     predictors: Sequence[str] | None = None,
     method: str = "parabola",
+    surface: str = "standard",
     n_boot: int = 200,
     seed: int = 0,
     conventions: Conventions | None = None,
@@ -193,8 +195,13 @@ def plan_transfer(
     ``holdout``: ``"largest"`` (the largest cell outside the fit set) or a cell name, of the sweep
     or new (then ``spec``, the sweep's study, gives everything but its shape and budget).
     ``fit_cells``: which cells the law is fitted on (default: all but the held-out one).
+    ``method``, ``surface``: as :class:`~sweeper.fitting.fit_runs.FitOptions`; a cell counts when
+    it has the runs the method needs.
     """
-    optima = estimate_optima(runs, method="parabola", n_boot=n_boot, seed=seed)
+    opts = FitOptions(method=method, surface=surface, n_boot=max(n_boot, 200), cell_boot=n_boot,
+                      seed=seed)  # fmt: skip
+    optima = estimate_optima(runs, method="parabola", n_boot=n_boot, seed=seed,
+                             min_runs=_min_runs(opts))  # fmt: skip
     held = _held_cell(optima, holdout, fit_cells, spec)
     fitted = [
         o
@@ -207,7 +214,7 @@ def plan_transfer(
             "a law needs 3"
         )
     fit_runs = runs[runs["cell"].isin({o.cell for o in fitted})]
-    law = _fit_law(fit_runs, fitted, method, predictors, n_boot, seed, sweep, conventions)
+    law = _fit_law(fit_runs, fitted, opts, predictors, sweep, conventions)
     scale = held.scale()
     point = law.predict(scale)
     risk = getattr(law, "risk_optimal_lr", None)
@@ -319,18 +326,16 @@ def _new_cell(name: str, spec: StudySpec) -> HeldCell:
 def _fit_law(
     runs: pd.DataFrame,
     fitted: Sequence[CellOptimum],
-    method: str,
+    opts: FitOptions,
     predictors: Sequence[str] | None,
-    n_boot: int,
-    seed: int,
     sweep: str,
     conventions: Conventions | None,
 ) -> Law:
-    """The LR law of the fit set, by ``method`` (parabola: the weighted law through the optima)."""
-    from sweeper.fitting.fit_runs import FitOptions, default_predictors, fit_runs
+    """The LR law of the fit set, by ``opts.method`` (parabola: the weighted law through the
+    optima)."""
+    from sweeper.fitting.fit_runs import default_predictors, fit_runs
 
     preds = tuple(predictors) if predictors else default_predictors(fitted)
-    opts = FitOptions(method=method, n_boot=max(n_boot, 200), cell_boot=n_boot, seed=seed)
     out = fit_runs(
         runs,
         conventions=conventions or Conventions(),
@@ -340,6 +345,14 @@ def _fit_law(
         options=opts,
     )
     return out.laws[0]
+
+
+def _min_runs(opts: FitOptions) -> int:
+    """Completed runs a fit-set cell needs under ``opts`` (the surface settings may lower it)."""
+    from sweeper.fitting.surface import SETTINGS
+
+    lowered = SETTINGS[opts.surface].min_runs if opts.method == "surface" else None
+    return lowered or opts.min_runs
 
 
 def _baselines(
@@ -556,6 +569,7 @@ def run_transfer(
     fit_cells: str | None = None,
     seeds: int = 2,
     method: str = "parabola",
+    surface: str = "standard",
     max_concurrent: int | None = None,
     progress: bool = True,
     verbose: int = 0,
@@ -582,6 +596,7 @@ def run_transfer(
         fit_cells=cell_filter(fit_cells) if fit_cells else None,
         spec=sw.spec,
         method=method,
+        surface=surface,
         conventions=sweep_conventions(sw),
     )
     name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells)

@@ -200,3 +200,52 @@ def test_each_fit_set_has_its_own_check_sweep() -> None:
     assert all(NAME_RE.match(n) for n in (default, small, smaller))
     odd = transfer_sweep_name("s", "c", "n_params>=1e5, tokens==819200")
     assert NAME_RE.match(odd) and odd.startswith("s.transfer.c.fit-")
+
+
+@pytest.fixture(scope="module")
+def law_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The live law-sampler quickstart (23 runs, 3-5 per cell), imported with its study."""
+    from sweeper import api
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('law') / 'runs.db'}"
+    api.import_runs(
+        REPO / "docs/data/allocation/quickstart_law_live.csv",
+        sweep="quickstart_law",
+        storage=url,
+        study=REPO / "studies/quickstart_law.toml",
+    )
+    return "quickstart_law", url
+
+
+def test_a_law_study_is_fitted_with_the_planners_own_settings(law_study) -> None:
+    """Its cells hold 3-5 runs near each optimum: the standard window leaves too few cells; the
+    planner's settings (every run, one curvature, cells from 3 runs) are its default."""
+    from sweeper import api
+    from sweeper.errors import FitError
+
+    sweep, url = law_study
+    (law,) = api.fit(sweep, target="lr", method="surface", storage=url, store=False, n_boot=0)
+    assert "surface settings: planner" in law.notes
+    assert law.n_cells == 5
+    (std,) = api.fit(sweep, target="lr", method="surface", storage=url, store=False, n_boot=0,
+                     surface="standard")  # fmt: skip
+    assert std.n_cells == 3  # w48 left out (3 runs), w64 only a bound (its window's runs diverged)
+    assert any(n.startswith("left out w48") for n in std.notes)
+    with pytest.raises(FitError, match="unknown surface settings"):
+        api.fit(sweep, method="surface", storage=url, store=False, surface="wide")
+
+
+def test_the_fit_set_counts_a_cell_by_the_runs_its_method_needs(law_study) -> None:
+    """w48 has 3 runs: too few for the parabola's 4, enough for the planner's surface."""
+    from sweeper.fitting.provenance import sweep_conventions
+    from sweeper.study.handle import Sweep
+
+    sweep, url = law_study
+    sw = Sweep.load(sweep, url)
+    kw = {"sweep": sweep, "spec": sw.spec, "conventions": sweep_conventions(sw), "n_boot": 20}
+    parabola = plan_transfer(sw.runs(), **kw)
+    surface = plan_transfer(sw.runs(), method="surface", surface="planner", **kw)
+    assert "w48-d2-t819k" not in parabola.fit_cells
+    assert "w48-d2-t819k" in surface.fit_cells
+    assert surface.holdout.name == parabola.holdout.name == "w128-d2-t819k"
+    assert surface.predicted_lr < surface.predicted_lr_point  # risk-aware: below the cliff
