@@ -39,7 +39,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
 from sweeper.study.samplers import reconcile
 from sweeper.study.spec import StudySpec, check_spec
-from sweeper.study.sweep import CellCounts, FencedStorage, cell_counts, open_sweep
+from sweeper.study.sweep import CellCounts, CellStudy, FencedStorage, cell_counts, open_sweep
 
 __all__ = [
     "USER_CODE_FIELDS",
@@ -509,6 +509,16 @@ def _launch_held(
         storage.close()
 
 
+def _law_plan_ended(spec: StudySpec, cell_studies: list[CellStudy], held: HeldLease) -> str:
+    """Why a law study's plan has nothing left to run on its stored results ("" when it has, or
+    for another sampler): a finished law study is relaunched without starting Ray."""
+    if spec.sampler.kind != "law":
+        return ""
+    return CellSearcher(
+        spec, cell_studies, max_concurrent=1, base_config={}, held=held
+    ).plan_ended()
+
+
 def _launch_fenced(
     spec: StudySpec,
     *,
@@ -544,6 +554,11 @@ def _launch_fenced(
     if all(cell_counts(cs.study, target).done for cs in cell_studies):
         logger.info("sweep %s: every cell has its %d trials; nothing to run", spec.name, target)
         return summary(None, 0)
+    ended = _law_plan_ended(spec, cell_studies, held)
+    if ended:
+        logger.info("sweep %s: the law sampler's plan has ended (%s); nothing to run", spec.name,
+                    ended)  # fmt: skip
+        return replace(summary(None, 0), plan_stop=ended)
 
     _quiet_ray(verbose)
     started_ray = False

@@ -284,6 +284,14 @@ class CellSearcher(Searcher):
             return Searcher.FINISHED if self.lost else None  # type: ignore[return-value]
         return self._ask_law(trial_id, i)
 
+    def plan_ended(self) -> str:
+        """Before any trial runs: why the law plan has ended on the stored results ("" when a
+        point is left to run, queued or planned)."""
+        if not self.law or any(_waiting(c.cs.study) for c in self.cells):
+            return ""
+        plan = self._law_plan()
+        return "" if plan.points else plan.stop
+
     def _ask_law(self, trial_id: str, i: int) -> dict[str, Any] | None:
         """Ask the cell's oldest queued point and dispatch its first run."""
         c = self.cells[i]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from sweeper.study.spec import StudySpec, law_lrs, parse_study_toml
@@ -70,8 +71,11 @@ def _states(url: str, sweep: str) -> dict[str, int]:
     return out
 
 
-def test_law_launch_runs_its_budget_and_a_relaunch_adds_nothing(tmp_path: Path) -> None:
+def test_law_launch_runs_its_budget_and_a_relaunch_adds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sweeper.fitting import allocation
+    from sweeper.run import launch
     from sweeper.run.launch import launch_study
     from sweeper.study.sweep_runs import load_sweep_runs
 
@@ -92,8 +96,14 @@ def test_law_launch_runs_its_budget_and_a_relaunch_adds_nothing(tmp_path: Path) 
     table = load_sweep_runs("law", url)
     cells = allocation.cells_from_runs(table, grid)
     assert allocation.plan(table, cells, budget_runs=8).stop.startswith("budget reached")
-    again = launch_study(spec, url=url, progress=False)
+    def no_ray(*a: object, **k: object) -> bool:
+        raise AssertionError("a finished law study started Ray")
+
+    with monkeypatch.context() as m:
+        m.setattr(launch, "_start_ray", no_ray)
+        again = launch_study(spec, url=url, progress=False)
     assert again.runs_this_launch == 0 and again.points_this_launch == 0
+    assert again.done and again.plan_stop.startswith("budget reached")
     assert _states(url, "law") == {"COMPLETE": 8}
     # raising the budget grows the sweep (same hash), by exactly the difference
     more = launch_study(law("law", budget=10), url=url, progress=False)
