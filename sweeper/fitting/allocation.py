@@ -32,11 +32,12 @@ Stopping: ``budget_runs`` runs (completed, diverged and pending) reached, or the
 predicted target LR (Laplace, with the law's scatter) has upper/lower below
 ``stop_lr_interval_ratio``. The plan is a deterministic function of (runs, pending, seed).
 
-The fits use every run (``window=None``) and one curvature for all cells (``shape_scaling=False``)
-by default: with ~4 runs per cell near the optimum, the surface fit's default window leaves too
-few loss points (on proxy ladders at 25% of the grid: exponents from -1.5 to 0.0 with it, -0.28
-to -0.31 without), and the curvature's slope in N is not determined (on a quickstart replay it
-went to 2.7, leaving the smallest cell flat and its optimum at 5e9).
+The fits use the surface's ``planner`` settings (:data:`~sweeper.fitting.surface.SETTINGS`):
+every run (``window=None``; with a window, ~4 runs per cell near the optimum leave too few loss
+points: on proxy ladders at 25% of the grid, exponents from -1.5 to 0.0 with it, -0.28 to -0.31
+without), one curvature for all cells (``shape_scaling=False``: the curvature's slope in N is not
+determined; on a quickstart replay it went to 2.7, leaving the smallest cell flat and its optimum
+at 5e9), and cells from 3 runs (the start gives each cell 3).
 
 Limits: the batch size is not planned (a ladder whose batch varies within cells raises
 ``ValueError``); the law is on ``n_params`` (the surface fit's default predictors).
@@ -234,10 +235,8 @@ def plan(
 ) -> Plan:
     """The next ``k`` points (fewer when the plan stops) for a ladder whose runs so far are
     ``runs`` (a runs table; completed and diverged rows count) and ``pending`` (cell, lr) pairs
-    launched without a result. ``window``: the surface fit's window (default None: every run;
-    the planner's runs are already near each optimum, and with ~4 runs per cell the default
-    window leaves too few loss points); ``shape_scaling`` likewise off by default (with 3-5 runs
-    per cell the curvature's slope in N is not determined). See the module docstring."""
+    launched without a result. ``window``, ``shape_scaling``: the surface fit's, by default the
+    ``planner`` settings (see the module docstring)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     cells = list(cells)

@@ -40,14 +40,15 @@ Choices, and why:
   completed run whose loss exceeds its cell's best by more than ``blowup`` (relative, default 50%:
   Step Law's released runs have none between +25% and +50%, 181 above) is off the model's range:
   above the best run's LR (at its batch) it counts as diverged, below it is left out (noted).
-- The curve is a local model: the loss points of a cell are its completed runs from 4x below to
-  2^0.75 ≈ 1.68x above its best LR at their batch size (the LR of the lowest mean loss; ``window``,
-  natural logs, default :data:`WINDOW`: the parabola's window below, one sqrt(2) step above).
-  Further above, past the cliff, the loss no longer follows the curve (on Sweeper's width_sp
-  ladder it levels off near the same loss, ~2.45-2.55, at every width): those runs are bounds,
-  like diverged runs. Further below they are left out (the curve flattens far below). On the
-  shipped proxy ladders this window gave leave-one-cell-out errors of 0.25 (quickstart) and 0.32
-  (width_sp) against 0.19 and 0.42 with every run (natural log); ``window=None`` uses every run.
+- Every completed run is a loss point by default (``window=None``). With a ``window`` (natural
+  logs; :data:`WINDOW`: from 4x below to 2^0.75 ≈ 1.68x above the cell's best LR at their batch
+  size, the LR of the lowest mean loss) the curve is a local model: runs further above, past the
+  cliff, are bounds like diverged runs, and runs further below are left out. The window was the
+  default until 2026-11-24; on synthetic proxy ladders (docs/RESULTS.md) it discarded most of
+  the information (the exponent's spread over ladders 3x larger) and, because it is chosen from
+  the noisy best LR, left the Laplace intervals too narrow (coverage 0.78-0.82 at 4-5 cells,
+  against 0.96 with every run). On the shipped proxy ladders the leave-one-cell-out errors were
+  0.25 (quickstart) and 0.32 (width_sp) with it, 0.19 and 0.44 without.
 - A cell without ``min_runs`` completed runs at 2 or more LRs is not fitted. If its runs diverged,
   its bound is checked against the fitted law and a :class:`FitWarning` says whether the law's
   optimum there lies below the lowest LR that diverged (consistent) or above it (the cell is broken
@@ -135,11 +136,14 @@ class Settings:
     min_runs: int | None = None
 
 
-#: standard: the fit validated on synthetic ladders (docs/RESULTS.md); planner: the law sampler's
-#: fit (:mod:`sweeper.fitting.allocation`, whose 3-5 runs per cell sit near each optimum: the
-#: window would leave too few loss points, the width's slope in N is not determined)
+#: standard: every run, the curve's width scaling with N (docs/RESULTS.md: on synthetic ladders
+#: the window's choice of runs, made from the noisy best LR, left the Laplace intervals too narrow
+#: and discarded information); windowed: the runs within :data:`WINDOW` only (the default until
+#: 2026-11-24); planner: the law sampler's fit (:mod:`sweeper.fitting.allocation`: with 3-5 runs
+#: per cell the width's slope in N is not determined)
 SETTINGS: Final[dict[str, Settings]] = {
-    "standard": Settings(window=WINDOW, shape_scaling=True),
+    "standard": Settings(window=None, shape_scaling=True),
+    "windowed": Settings(window=WINDOW, shape_scaling=True),
     "planner": Settings(window=None, shape_scaling=False, min_runs=3),
 }
 
@@ -161,7 +165,7 @@ def fit_surface(
     blowup: float = 0.5,
     allow_varying: Sequence[str] = (),
     cv: bool = True,
-    window: tuple[float, float] | None = WINDOW,
+    window: tuple[float, float] | None = SETTINGS["standard"].window,
 ) -> SurfaceLaw:
     """Fit the surface (module docstring) and return the law of ``target`` on ``predictors``.
 
@@ -213,7 +217,7 @@ def fit_surfaces(
     blowup: float = 0.5,
     allow_varying: Sequence[str] = (),
     cv: bool = True,
-    window: tuple[float, float] | None = WINDOW,
+    window: tuple[float, float] | None = SETTINGS["standard"].window,
 ) -> dict[str, SurfaceLaw]:
     """Fit the surface and return ``{"lr": law}``, plus ``"batch_tokens"`` when the batch varies.
 
