@@ -548,11 +548,22 @@ def next_grid_step(plan: TransferPlan, cell_runs: pd.DataFrame) -> int | None:
 
 
 # ---- running -----------------------------------------------------------------------------------
-def transfer_sweep_name(sweep: str, cell: str, fit_cells: str | None = None) -> str:
+def transfer_sweep_name(
+    sweep: str,
+    cell: str,
+    fit_cells: str | None = None,
+    method: str = "parabola",
+    surface: str = "standard",
+) -> str:
     """The one-cell sweep that holds the check of ``cell`` from the fit set ``fit_cells`` (a
-    filter expression; None: every other cell). Each fit set has its own: a check from another
-    fit set plans other LRs, and must not start over the trained evidence of this one."""
+    filter expression; None: every other cell) by ``method`` (with the surface's ``surface``
+    settings). Each fit set and method has its own: a check by another one plans other LRs, and
+    must not start over the trained evidence of this one."""
     name = f"{sweep}.transfer.{cell}"
+    if method != "parabola":
+        name += f".{method}" + (
+            f"-{surface}" if method == "surface" and surface != "standard" else ""
+        )
     if not fit_cells:
         return name
     slug = "".join(fit_cells.split())
@@ -599,7 +610,7 @@ def run_transfer(
         surface=surface,
         conventions=sweep_conventions(sw),
     )
-    name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells)
+    name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells, method, surface)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
     for launch in range(1, max_rounds + 1):
         plan = replace(plan, lrs={k: float(f"{v:.6g}") for k, v in plan.lrs.items()})

@@ -186,8 +186,9 @@ def test_the_grid_grows_until_the_best_point_is_bracketed(sweep_runs: pd.DataFra
     assert next_grid_step(far, runs(low)) is None
 
 
-def test_each_fit_set_has_its_own_check_sweep() -> None:
-    """A check from another fit set must not start over (delete) the runs of an earlier one."""
+def test_each_fit_set_and_method_has_its_own_check_sweep() -> None:
+    """A check from another fit set or by another method must not start over (delete) the runs
+    of an earlier one."""
     from sweeper.report.transfer import transfer_sweep_name
     from sweeper.study.spec import NAME_RE
 
@@ -200,6 +201,10 @@ def test_each_fit_set_has_its_own_check_sweep() -> None:
     assert all(NAME_RE.match(n) for n in (default, small, smaller))
     odd = transfer_sweep_name("s", "c", "n_params>=1e5, tokens==819200")
     assert NAME_RE.match(odd) and odd.startswith("s.transfer.c.fit-")
+    by = {m: transfer_sweep_name("s", "c", "width<=64", *m)
+          for m in (("parabola",), ("band",), ("surface",), ("surface", "planner"))}  # fmt: skip
+    assert by[("surface", "planner")] == "s.transfer.c.surface-planner.fit-width-le-64"
+    assert len(set(by.values())) == 4 and all(NAME_RE.match(n) for n in by.values())
 
 
 @pytest.fixture(scope="module")
