@@ -17,10 +17,10 @@ METHOD_HELP: Final[str] = (
 )
 
 #: the named settings of the surface method (values in :data:`sweeper.fitting.surface.SETTINGS`)
-SURFACE_SETTINGS: Final[tuple[str, ...]] = ("standard", "windowed", "planner")
+SURFACE_SETTINGS: Final[tuple[str, ...]] = ("standard", "all-runs", "planner")
 SURFACE_HELP: Final[str] = (
-    "settings of --method surface. standard: every run, the curve's width scaling with N; "
-    "windowed: only the runs from 4x below to 1.68x above each cell's best LR; planner: every "
-    "run, one width for all cells, cells from 3 runs (the law sampler's own fit). Default: planner "
+    "settings of --method surface. standard: the runs from 4x below to 1.68x above each cell's "
+    "best LR, the curve's width scaling with N; all-runs: every run; planner: every run, one "
+    "width for all cells, cells from 3 runs (the law sampler's own fit). Default: planner "
     'for a study with [sampler] kind = "law", else standard'
 )

@@ -40,15 +40,17 @@ Choices, and why:
   completed run whose loss exceeds its cell's best by more than ``blowup`` (relative, default 50%:
   Step Law's released runs have none between +25% and +50%, 181 above) is off the model's range:
   above the best run's LR (at its batch) it counts as diverged, below it is left out (noted).
-- Every completed run is a loss point by default (``window=None``). With a ``window`` (natural
-  logs; :data:`WINDOW`: from 4x below to 2^0.75 ≈ 1.68x above the cell's best LR at their batch
-  size, the LR of the lowest mean loss) the curve is a local model: runs further above, past the
-  cliff, are bounds like diverged runs, and runs further below are left out. The window was the
-  default until 2026-11-24; on synthetic proxy ladders (docs/RESULTS.md) it discarded most of
-  the information (the exponent's spread over ladders 3x larger) and, because it is chosen from
-  the noisy best LR, left the Laplace intervals too narrow (coverage 0.78-0.82 at 4-5 cells,
-  against 0.96 with every run). On the shipped proxy ladders the leave-one-cell-out errors were
-  0.25 (quickstart) and 0.32 (width_sp) with it, 0.19 and 0.44 without.
+- The curve is a local model: the loss points of a cell are its completed runs from 4x below to
+  2^0.75 ≈ 1.68x above its best LR at their batch size (the LR of the lowest mean loss; ``window``,
+  natural logs, default :data:`WINDOW`: the parabola's window below, one sqrt(2) step above).
+  Further above, past the cliff, the loss no longer follows the curve (on Sweeper's width_sp
+  ladder it levels off near the same loss, ~2.45-2.55, at every width): those runs are bounds,
+  like diverged runs. Further below they are left out. ``window=None`` uses every run (the
+  ``all-runs`` settings). The trade-off, measured (docs/RESULTS.md): on synthetic ladders from
+  the model's own family every run gives intervals that cover (0.96-0.975 at 4-10 cells, against
+  0.78-0.95 with the window, which is chosen from the noisy best LR) and a 3x smaller spread; on
+  width_sp every run puts the cells' optima 0.4-1 octave below their best runs (leave-one-cell-out
+  error 0.44 against 0.32); on quickstart it does no harm (0.19 against 0.25).
 - A cell without ``min_runs`` completed runs at 2 or more LRs is not fitted. If its runs diverged,
   its bound is checked against the fitted law and a :class:`FitWarning` says whether the law's
   optimum there lies below the lowest LR that diverged (consistent) or above it (the cell is broken
@@ -136,14 +138,16 @@ class Settings:
     min_runs: int | None = None
 
 
-#: standard: every run, the curve's width scaling with N (docs/RESULTS.md: on synthetic ladders
-#: the window's choice of runs, made from the noisy best LR, left the Laplace intervals too narrow
-#: and discarded information); windowed: the runs within :data:`WINDOW` only (the default until
-#: 2026-11-24); planner: the law sampler's fit (:mod:`sweeper.fitting.allocation`: with 3-5 runs
-#: per cell the width's slope in N is not determined)
+#: standard: the runs within :data:`WINDOW` of each cell's best LR, the curve's width scaling with
+#: N; all-runs: every run (on synthetic ladders drawn from the model's own family its intervals
+#: cover 0.96-0.975 at 4-10 cells where the window's cover 0.78-0.95, but on Sweeper's width_sp
+#: ladder, whose loss past the cliff is not the model's curve, it puts the cells' optima 0.4-1
+#: octave below their best runs; docs/RESULTS.md); planner: the law sampler's fit
+#: (:mod:`sweeper.fitting.allocation`: with 3-5 runs per cell near each optimum the window leaves
+#: too few loss points, and the width's slope in N is not determined)
 SETTINGS: Final[dict[str, Settings]] = {
-    "standard": Settings(window=None, shape_scaling=True),
-    "windowed": Settings(window=WINDOW, shape_scaling=True),
+    "standard": Settings(window=WINDOW, shape_scaling=True),
+    "all-runs": Settings(window=None, shape_scaling=True),
     "planner": Settings(window=None, shape_scaling=False, min_runs=3),
 }
 

@@ -233,10 +233,10 @@ def test_a_law_study_is_fitted_with_the_planners_own_settings(law_study) -> None
     assert "surface settings: planner" in law.notes
     assert law.n_cells == 5
     fits = {s: api.fit(sweep, target="lr", method="surface", storage=url, store=False,
-                       n_boot=0, surface=s)[0] for s in ("standard", "windowed")}  # fmt: skip
-    assert fits["standard"].n_cells == 4  # w48 left out: 3 runs, the standard minimum is 4
-    assert any(n.startswith("left out w48") for n in fits["standard"].notes)
-    assert fits["windowed"].n_cells == 3  # and w64 a bound: the runs in its window diverged
+                       n_boot=0, surface=s)[0] for s in ("all-runs", "standard")}  # fmt: skip
+    assert fits["all-runs"].n_cells == 4  # w48 left out: 3 runs, the standard minimum is 4
+    assert any(n.startswith("left out w48") for n in fits["all-runs"].notes)
+    assert fits["standard"].n_cells == 3  # and w64 a bound: the runs in its window diverged
     with pytest.raises(FitError, match="unknown surface settings"):
         api.fit(sweep, method="surface", storage=url, store=False, surface="wide")
 
