@@ -1,13 +1,18 @@
-"""Make docs/RESULTS.md: what the tool measured on this machine, made by the tool itself.
+"""Make the generated part of docs/RESULTS.md from the runs committed under docs/data/.
 
-Runs (or resumes: the storage is the source of truth, so a finished study is not re-run) the width
-ladders under SP and muP, the depth ladder under CompleteP, and the quickstart with its transfer
-check, all through the ``sweeper`` CLI; fits each; copies the report plots into docs/results/; and
-writes docs/RESULTS.md with the figures it read back from the CLI's JSON.
+By default nothing is trained: each shipped ladder's runs (docs/data/<study>.csv) are imported with
+their study into a fresh storage, fitted by the three methods, reported, and the committed transfer
+checks (the JSON that `sweeper validate-transfer --json` printed, beside the runs it trained) are
+tabulated. Every figure is read back from the ``sweeper`` CLI's JSON output or from those files.
 
-    .venv/bin/python scripts/make_results.py [--only quickstart,width_sp,...] [--storage URL]
+    .venv/bin/python scripts/make_results.py                 # from docs/data: a few minutes
+    .venv/bin/python scripts/make_results.py --train         # train (or resume) the studies first
+                                                             # and export their runs to docs/data
 
-Takes about an hour on 2 cores (each study file says how long it takes).
+``--train`` launches each study into ``--storage`` (a finished one is not re-run: the storage is
+the source of truth), then writes its runs to docs/data/<study>.csv; each study file says what it
+costs (`sweeper validate STUDY --estimate` prices it on the machine at hand). The hand-written
+notes below the marker in docs/RESULTS.md are kept.
 """
 
 from __future__ import annotations
@@ -21,212 +26,222 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "docs" / "data"
 SWEEPER = [sys.executable, "-m", "sweeper"]
 STUDIES = ("quickstart", "width_sp", "width_mup", "depth_completep")
-TRANSFER_SEEDS = "3"  # as in scripts/quickstart.sh
-EXAMPLE_TARGET = (
-    "--width",
-    "2048",
-    "--depth",
-    "20",
-    "--vocab",
-    "50304",
-    "--context",
-    "2048",
-    "--tokens",
-    "2e10",
-    "--gpus",
-    "8",
-    "--gpu-memory-gb",
-    "80",
-    "--micro-batch",
-    "8",
-    "--precision",
-    "bf16",
-)
+METHODS = ("parabola", "band", "surface")
+BOOTSTRAP = {"parabola": "1000", "band": "200", "surface": "200"}
+#: the committed transfer checks: (title, the tool's JSON), read back as they are
+TRANSFERS = (
+    ("quickstart_law: the law sampler's ladder, w128 held out (surface, planner settings)",
+     "allocation/quickstart_law_transfer_w128_surface.json"),
+    ("quickstart_law: the law sampler's ladder, w128 held out (parabola)",
+     "allocation/quickstart_law_transfer_w128.json"),
+    ("width_sp: fitted on widths <= 64, w256 held out", "transfer/width_sp.w256_from_width_le_64.json"),
+    ("width_mup: fitted on widths <= 64, w256 held out", "transfer/width_mup.w256_from_width_le_64.json"),
+)  # fmt: skip
+BASELINE_NAMES = {
+    "smallest_cell": "reuse the smallest fitted cell's optimum",
+    "largest_fitted": "reuse the largest fitted cell's optimum",
+    "base_width": "reuse the base width's optimum (muP)",
+    "steplaw": "Step Law (published)",
+    "deepseek": "DeepSeek (published)",
+    "porian": "Porian et al. (published)",
+}
+MARKER = "<!-- notes: written by hand, kept when this file is regenerated -->"
 
 
-def sh(*args: str, capture: bool = False) -> str:
+def sh(*args: str, capture: bool = False, check: bool = True) -> subprocess.CompletedProcess:
     print("$ sweeper " + " ".join(args), flush=True)
     res = subprocess.run(
         [*SWEEPER, *args], cwd=REPO, text=True, capture_output=capture, check=False
     )
-    if res.returncode != 0:
+    if check and res.returncode != 0:
         if capture:
             sys.stderr.write(res.stdout + res.stderr)
         raise SystemExit(f"sweeper {' '.join(args)} failed with exit code {res.returncode}")
-    return res.stdout if capture else ""
+    return res
 
 
-def training_seconds(study: str) -> float:
-    """Sum of the sweep's runs' own train() wall time (the launch itself may be a resume)."""
-    from sweeper.study.sweep_runs import load_sweep_runs
+def load_study(study: str, train: bool) -> None:
+    """Put the study's runs in the storage: trained (``train``) or imported from docs/data."""
+    toml = str(REPO / "studies" / f"{study}.toml")
+    csv = DATA / f"{study}.csv"
+    if train:
+        sh("launch", toml)
+        sh("trials", study, "-o", str(csv))
+    else:
+        sh("import", str(csv), "--sweep", study, "--study", toml)
 
-    return float(load_sweep_runs(study)["wall_s"].sum())
+
+def fit(study: str, method: str) -> dict[str, Any]:
+    """The LR law on n_params by ``method`` (not stored), or the one line it failed with."""
+    res = sh("fit", study, "--target", "lr", "--predictors", "n_params", "--method", method,
+             "--bootstrap", BOOTSTRAP[method], "--no-store", "--json", capture=True, check=False)  # fmt: skip
+    if res.returncode != 0:
+        return {"error": (res.stderr.strip().splitlines() or ["failed"])[-1]}
+    out = json.loads(res.stdout)
+    return next(x for x in out.get("laws", [out]) if x["target"] == "lr")
 
 
-def fit(study: str, predictors: str) -> dict:
-    out = sh(
-        "fit",
-        study,
-        "--target",
-        "lr",
-        "--predictors",
-        predictors,
-        "--bootstrap",
-        "1000",
-        "--json",
-        capture=True,
+def study_figures(study: str, train: bool) -> dict[str, Any]:
+    load_study(study, train)
+    import pandas as pd
+
+    runs = pd.read_csv(DATA / f"{study}.csv")
+    laws = {m: fit(study, m) for m in METHODS}
+    rep = REPO / "results" / "report" / study
+    sh("report", study, "-o", str(rep))
+    docs = REPO / "docs" / "results"
+    plots = []
+    for png in sorted(rep.glob("*.png")):
+        shutil.copy(png, docs / f"{study}_{png.name}")
+        plots.append(f"{study}_{png.name}")
+    return {
+        "plots": plots,
+        "cells": best_points(runs),
+        "laws": laws,
+        "runs": len(runs),
+        "core_seconds": float(runs["wall_s"].sum()),
+    }
+
+
+def best_points(runs: Any) -> list[dict[str, Any]]:
+    """Per cell, the LR of the lowest mean loss over seeds (completed runs), smallest N first."""
+    done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"].astype(bool)]
+    means = done.groupby(["cell", "lr"], as_index=False).agg(
+        loss=("loss", "mean"), n_params=("n_params", "first"), seeds=("loss", "size")
     )
-    return json.loads(out)
-
-
-def fmt_exp(law: dict, p: str) -> str:
-    lo, hi = law["exponents_ci"][p]
-    return f"{law['exponents'][p]:+.3f} (95% CI {lo:+.3f} to {hi:+.3f})"
+    best = means.loc[means.groupby("cell")["loss"].idxmin()].sort_values("n_params")
+    return [
+        {"cell": r.cell, "n_params": float(r.n_params), "lr": float(r.lr),
+         "loss": float(r.loss), "seeds": int(r.seeds)}
+        for r in best.itertuples()
+    ]  # fmt: skip
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(STUDIES))
-    ap.add_argument("--storage", default=f"sqlite:///{REPO / 'results' / 'results.db'}")
+    ap.add_argument("--train", action="store_true", help="train or resume the studies first")
+    ap.add_argument("--storage", help="SQLAlchemy URL (default: a fresh results/results.db)")
     args = ap.parse_args()
-    os.environ["SWEEPER_STORAGE"] = args.storage
     (REPO / "results").mkdir(exist_ok=True)
-    docs = REPO / "docs" / "results"
-    docs.mkdir(parents=True, exist_ok=True)
-    only = [s for s in args.only.split(",") if s]
-    figures: dict[str, dict] = {}
-    timings: dict[str, float] = {}
-    for study in only:
-        sh("launch", str(REPO / "studies" / f"{study}.toml"))
-        timings[study] = training_seconds(study)
-        predictors = (
-            "width"
-            if study.startswith("width")
-            else "depth"
-            if study.startswith("depth")
-            else "n_params"
-        )
-        figures[study] = {"law": fit(study, predictors), "predictor": predictors}
-        if study == "quickstart":
-            figures[study]["transfer"] = json.loads(
-                sh(
-                    "validate-transfer",
-                    study,
-                    "--holdout",
-                    "largest",
-                    "--seeds",
-                    TRANSFER_SEEDS,
-                    "--json",
-                    capture=True,
-                )
-            )
-        status = json.loads(sh("status", study, "--json", capture=True))
-        figures[study]["status"] = status
-        rep = REPO / "results" / "report" / study
-        extra: list[str] = []
-        if study == "quickstart":  # the README's example target: a 1B model on 20B tokens
-            recipe = REPO / "results" / "quickstart_recipe.json"
-            sh("export", study, *EXAMPLE_TARGET, "--format", "json", "-o", str(recipe))
-            figures[study]["recipe"] = json.loads(recipe.read_text())
-            extra = ["--recipe-json", str(recipe)]
-        sh("report", study, "-o", str(rep), *extra)
-        for png in rep.glob("*.png"):
-            shutil.copy(png, docs / f"{study}_{png.name}")
+    (REPO / "docs" / "results").mkdir(parents=True, exist_ok=True)
+    if args.storage is None:
+        db = REPO / "results" / "results.db"
+        if not args.train:
+            db.unlink(missing_ok=True)  # imports go into a fresh storage
+        args.storage = f"sqlite:///{db}"
+    os.environ["SWEEPER_STORAGE"] = args.storage
+    figures: dict[str, Any] = {}
+    for study in (s for s in args.only.split(",") if s):
+        if not args.train and not (DATA / f"{study}.csv").is_file():
+            print(f"{study}: docs/data/{study}.csv is not committed; run with --train")
+            figures[study] = {"missing": True}
+            continue
+        figures[study] = study_figures(study, args.train)
+    transfers = {t: json.loads((DATA / p).read_text()) for t, p in TRANSFERS if (DATA / p).is_file()}
     (REPO / "results" / "figures.json").write_text(
-        json.dumps({"figures": figures, "timings": timings}, indent=2)
+        json.dumps({"figures": figures, "transfers": transfers}, indent=2)
     )
-    write_markdown(figures, timings)
+    write_markdown(figures, transfers)
     return 0
 
 
-def write_markdown(figures: dict, timings: dict) -> None:
+# ---- docs/RESULTS.md ---------------------------------------------------------------------------
+def write_markdown(figures: dict[str, Any], transfers: dict[str, Any]) -> None:
     lines = [
         "# Results: what Sweeper measured on this machine",
         "",
-        f"Made by `scripts/make_results.py` on {time.strftime('%Y-%m-%d')} "
-        f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores, CPU only, "
-        f"Python {platform.python_version()}). Every figure below was read back from `sweeper fit --json`, "
-        "`sweeper validate-transfer --json` and `sweeper status --json`; the plots are the report's own.",
+        f"Generated by `scripts/make_results.py` on {time.strftime('%Y-%m-%d')} "
+        f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}) from "
+        "the runs committed under docs/data/, which were trained on 2 CPU cores. Every figure in "
+        "the generated part is read back from `sweeper fit --json` or from the committed "
+        "`sweeper validate-transfer --json` output; the plots are the report's own. Exponents "
+        "are on n_params (non-embedding; at fixed depth a width exponent is twice it).",
         "",
     ]
     for study, f in figures.items():
-        law = f["law"]
-        laws = law.get("laws", [law])
-        lr = next(x for x in laws if x["target"] == "lr")
-        p = f["predictor"]
-        cells = f["status"]["cells"]
-        lines += [
-            f"## {study}",
-            "",
-            f"{len(cells)} cells, {sum(c['complete'] for c in cells)} completed trials; the runs' "
-            f"own training time adds up to {timings.get(study, float('nan')) / 60:.1f} core-minutes.",
-            "",
-            f"- optimal LR ∝ {p}^{fmt_exp(lr, p)}; fitted on {lr['n_cells']} cells; "
-            f"leave-one-cell-out error {lr['cv_error']:.3f} (natural log units).",
-            "",
-            "| cell | best loss | best lr |",
-            "|---|---|---|",
-        ]
-        lines += [
-            f"| {c['cell']} | {c['best_loss']:.4f} | {c['best_lr']:.3g} |"
-            for c in cells
-            if c.get("best_loss")
-        ]
-        lines.append("")
-        if "transfer" in f:
-            t = f["transfer"]
-            names = {
-                "law": "law prediction",
-                "smallest_cell": "reuse the smallest cell's optimum",
-                "steplaw": "Step Law (published)",
-                "measured_optimum": "the cell's measured optimum",
-            }
-            lines += [
-                "### Transfer to the held-out largest cell",
-                "",
-                f"Held out {t['holdout_cell']}; the LR law refitted on the other {t['law_cells']} cells "
-                f"(exponent of N {t['law_exponents'].get('n_params', float('nan')):+.3f}) predicts lr "
-                f"{t['predicted_lr']:.3g} (95% {t['predicted_lr_interval'][0]:.3g}–{t['predicted_lr_interval'][1]:.3g}); "
-                f"the cell's measured optimum is {t['measured_lr']:.3g}: ratio {t['ratio']:.3f}, "
-                f"log2 error {t['log2_error']:+.3f}. Best loss swept in the cell: {t['best_swept_loss']:.4f}.",
-                "",
-                f"| point | lr | loss (mean of {t['seeds']} seeds) | sd | regret, % of best swept |",
-                "|---|---|---|---|---|",
-            ]
-            for k, lr in t["lrs"].items():
-                loss = t["losses"][k]
-                reg = 100 * (loss - t["best_swept_loss"]) / t["best_swept_loss"]
-                lines.append(
-                    f"| {names.get(k, k)} | {lr:.3g} | {loss:.4f} | {t['loss_sd'][k]:.4f} | {reg:+.2f} |"
-                )
-            if t.get("regret_se_pct") is not None:
-                lines += [
-                    "",
-                    f"Resolution: the law's regret is ±{t['regret_se_pct']:.2f} points (one standard "
-                    f"error from the spread of the {t['seeds']} seeds at the prediction and at the best "
-                    f"swept point); the swept grid steps by {t['grid_step_log2']:.2f} in log2.",
-                ]
-            if t.get("regret_vs_optimum_pct") is not None:
-                lines += [
-                    "",
-                    f"Law prediction against the measured optimum trained with the same seeds: "
-                    f"{t['regret_vs_optimum_pct']:+.2f}% of the loss.",
-                ]
-            lines.append("")
-        for png in sorted((REPO / "docs" / "results").glob(f"{study}_*.png")):
-            lines.append(f"![{png.stem}](results/{png.name})")
-        lines.append("")
+        lines += study_section(study, f)
+    for title, t in transfers.items():
+        lines += transfer_section(title, t)
     out = REPO / "docs" / "RESULTS.md"
-    # hand-written interpretation below the marker survives a regeneration
-    marker = "<!-- notes: written by hand, kept when this file is regenerated -->"
-    notes = (
-        out.read_text().split(marker, 1)[1] if out.exists() and marker in out.read_text() else "\n"
-    )
-    out.write_text("\n".join(lines) + "\n" + marker + notes)
+    old = out.read_text() if out.exists() else ""
+    notes = old.split(MARKER, 1)[1] if MARKER in old else "\n"
+    out.write_text("\n".join(lines) + "\n" + MARKER + notes)
+
+
+def study_section(study: str, f: dict[str, Any]) -> list[str]:
+    if f.get("missing"):
+        return [f"## {study}", "", f"Not in docs/data/: `scripts/make_results.py --train --only {study}`.", ""]  # fmt: skip
+    cells = f["cells"]
+    lines = [
+        f"## {study}",
+        "",
+        f"{len(cells)} cells, {f['runs']} runs in `docs/data/{study}.csv`; the runs' own training "
+        f"time adds up to {f['core_seconds'] / 60:.1f} core-minutes.",
+        "",
+        "| method | exponent of n_params | 95% interval | width / parabola's | excludes 0 | "
+        "cells | leave-one-cell-out (ln) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    para = f["laws"]["parabola"]
+    ref = _width(para) if "error" not in para else None
+    for m, law in f["laws"].items():
+        if "error" in law:
+            lines.append(f"| {m} | — | {law['error']} | | | | |")
+            continue
+        lo, hi = law["exponents_ci"]["n_params"]
+        ratio = f"{_width(law) / ref:.2f}" if ref else "—"
+        cv = law.get("cv_error")
+        lines.append(
+            f"| {m} | {law['exponents']['n_params']:+.3f} | {lo:+.3f} to {hi:+.3f} | {ratio} | "
+            f"{'yes' if lo > 0 or hi < 0 else 'no'} | {law['n_cells']} | "
+            f"{'—' if cv is None else f'{cv:.3f}'} |"
+        )
+    lines += ["", "| cell | n_params | best mean loss | at lr | seeds |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {c['cell']} | {c['n_params']:.3g} | {c['loss']:.4f} | {c['lr']:.3g} | {c['seeds']} |"
+        for c in cells
+    ]
+    lines.append("")
+    lines += [f"![{Path(png).stem}](results/{png})" for png in f["plots"]]
+    return [*lines, ""]
+
+
+def _width(law: dict[str, Any]) -> float:
+    lo, hi = law["exponents_ci"]["n_params"]
+    return float(hi - lo)
+
+
+def transfer_section(title: str, t: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## Transfer check: {title}",
+        "",
+        f"Held out {t['holdout_cell']}, {t['extrapolation_factor']:.1f}x the largest fitted "
+        f"cell's N; law on {t['law_cells']} cells: lr ∝ N^{t['law_exponents'].get('n_params', float('nan')):+.3f}. "
+        f"Measured optimum of the held-out cell {t['measured_lr']:.3g}; {t['seeds']} seeds per point.",
+        "",
+        "| point | lr | regret, % of best trained | log2 error |",
+        "|---|---|---|---|",
+        f"| law (recommended) | {t['predicted_lr']:.3g} | **{t['regret_pct']:+.2f}** "
+        f"(s.e. {t.get('regret_se_pct') or float('nan'):.2f}) | {t['log2_error']:+.2f} |",
+    ]
+    if t.get("predicted_lr_point") and abs(t["predicted_lr_point"] / t["predicted_lr"] - 1) > 1e-6:
+        lines.append(
+            f"| law (point estimate) | {t['predicted_lr_point']:.3g} | "
+            f"{t['regret_point_pct']:+.2f} | {t['log2_error_point']:+.2f} |"
+        )
+    for name, b in sorted(t["baselines"].items(), key=lambda kv: kv[1]["regret_pct"]):
+        lines.append(
+            f"| {BASELINE_NAMES.get(name, name)} | {b['lr']:.3g} | {b['regret_pct']:+.2f} | "
+            f"{b['log2_error']:+.2f} |"
+        )
+    return [*lines, ""]
 
 
 if __name__ == "__main__":
