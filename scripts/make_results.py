@@ -44,6 +44,7 @@ TRANSFERS = (
     ("width_mup: fitted on widths <= 64, w256 held out", "transfer/width_mup.w256_from_width_le_64.json"),
 )  # fmt: skip
 BASELINE_NAMES = {
+    "law": "the law's prediction",
     "smallest_cell": "reuse the smallest fitted cell's optimum",
     "largest_fitted": "reuse the largest fitted cell's optimum",
     "base_width": "reuse the base width's optimum (muP)",
@@ -109,6 +110,22 @@ def study_figures(study: str, train: bool) -> dict[str, Any]:
     }
 
 
+def batch_figures() -> dict[str, Any] | None:
+    """The batch-size ladder's figures, by scripts/batch_ladder.py from its committed runs."""
+    csv = DATA / "batch_ladder.csv"
+    if not csv.is_file():
+        print(
+            "batch: docs/data/batch_ladder.csv is not committed (scripts/batch_ladder.py makes it)"
+        )
+        return None
+    out = REPO / "results" / "batch_ladder.json"
+    cmd = [sys.executable, str(REPO / "scripts" / "batch_ladder.py"), "--from-csv", str(csv),
+           "--json", str(out)]  # fmt: skip
+    print("$ " + " ".join(cmd[1:]), flush=True)
+    subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
 def best_points(runs: Any) -> list[dict[str, Any]]:
     """Per cell, the LR of the lowest mean loss over seeds (completed runs), smallest N first."""
     done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"].astype(bool)]
@@ -125,7 +142,8 @@ def best_points(runs: Any) -> list[dict[str, Any]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=",".join(STUDIES))
+    ap.add_argument("--only", default=",".join((*STUDIES, "batch")),
+                    help="studies to include, and 'batch' for the batch-size ladder")  # fmt: skip
     ap.add_argument("--train", action="store_true", help="train or resume the studies first")
     ap.add_argument("--storage", help="SQLAlchemy URL (default: a fresh results/results.db)")
     args = ap.parse_args()
@@ -138,22 +156,25 @@ def main() -> int:
         args.storage = f"sqlite:///{db}"
     os.environ["SWEEPER_STORAGE"] = args.storage
     figures: dict[str, Any] = {}
-    for study in (s for s in args.only.split(",") if s):
+    for study in (s for s in args.only.split(",") if s and s != "batch"):
         if not args.train and not (DATA / f"{study}.csv").is_file():
             print(f"{study}: docs/data/{study}.csv is not committed; run with --train")
             figures[study] = {"missing": True}
             continue
         figures[study] = study_figures(study, args.train)
-    transfers = {t: json.loads((DATA / p).read_text()) for t, p in TRANSFERS if (DATA / p).is_file()}
+    batch = batch_figures() if "batch" in args.only.split(",") else None
+    transfers = {
+        t: json.loads((DATA / p).read_text()) for t, p in TRANSFERS if (DATA / p).is_file()
+    }
     (REPO / "results" / "figures.json").write_text(
-        json.dumps({"figures": figures, "transfers": transfers}, indent=2)
+        json.dumps({"figures": figures, "transfers": transfers, "batch": batch}, indent=2)
     )
-    write_markdown(figures, transfers)
+    write_markdown(figures, transfers, batch)
     return 0
 
 
 # ---- docs/RESULTS.md ---------------------------------------------------------------------------
-def write_markdown(figures: dict[str, Any], transfers: dict[str, Any]) -> None:
+def write_markdown(figures: dict[str, Any], transfers: dict[str, Any], batch: dict | None) -> None:
     lines = [
         "# Results: what Sweeper measured on this machine",
         "",
@@ -169,6 +190,8 @@ def write_markdown(figures: dict[str, Any], transfers: dict[str, Any]) -> None:
         lines += study_section(study, f)
     for title, t in transfers.items():
         lines += transfer_section(title, t)
+    if batch is not None:
+        lines += batch_section(batch)
     out = REPO / "docs" / "RESULTS.md"
     old = out.read_text() if out.exists() else ""
     notes = old.split(MARKER, 1)[1] if MARKER in old else "\n"
@@ -242,6 +265,62 @@ def transfer_section(title: str, t: dict[str, Any]) -> list[str]:
             f"{b['log2_error']:+.2f} |"
         )
     return [*lines, ""]
+
+
+def batch_section(b: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Batch-size ladder: B*(D), η*(D), the largest budget held out",
+        "",
+        f"{b['runs']} runs in `docs/data/batch_ladder.csv` (their training adds up to "
+        f"{b['core_seconds'] / 60:.0f} core-minutes); figures by `scripts/batch_ladder.py "
+        "--from-csv docs/data/batch_ladder.csv --json ...`. Per budget, the 2-D parabola's optimum:",
+        "",
+        "| cell | tokens | B* (tokens) | 95% interval | lr there | an optimum? |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in b["optima"]:
+        lo, hi = o["batch_tokens_ci"]
+        use = "yes" if o["usable"] else f"no: {o['reason']}"
+        lines.append(f"| {o['cell']} | {o['tokens']:.3g} | {o['batch_tokens']:.0f} | {lo:.0f}-{hi:.0f} "
+                     f"| {o['lr']:.3g} | {use} |")  # fmt: skip
+    lines += ["", "| method | law | exponent of tokens | 95% interval | excludes 0 | cells | "
+              "leave-one-cell-out (ln) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for method, laws in b["laws"].items():
+        if laws.get("error"):
+            lines.append(f"| {method} | — | {laws['error']} | | | | |")
+            continue
+        for target in ("batch_tokens", "lr"):
+            lines.append(_law_row(method, "B*(D)" if target != "lr" else "η*(D) along B*(D)",
+                                  laws[target]))  # fmt: skip
+    for batch, law in b["horizon_fixed_batch"].items():
+        lines.append(_law_row("parabola", f"η*(D) at batch {batch} tokens", law))
+    lines += ["", "Held out: the largest budget, each law refitted without it; regret at the trained "
+              "batch nearest to each prediction (best loss over that batch's LRs):", "",
+              "| method | point | B* (tokens) | nearest trained | regret, % of loss |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    shown: set[str] = set()  # the baselines are the same for every method: shown once
+    for method, h in b["holdout"].items():
+        for name, pt in h.get("points", {}).items():
+            if name in shown:
+                continue
+            if name != "law":
+                shown.add(name)
+            who = method if name == "law" else "—"
+            lines.append(
+                f"| {who} | {BASELINE_NAMES.get(name, name)} | {pt['batch_tokens']:.0f} "
+                f"| {pt['nearest_trained']:.0f} | {pt['regret_pct']:+.2f} |"
+            )
+    return [*lines, ""]
+
+
+def _law_row(method: str, name: str, law: dict[str, Any]) -> str:
+    if law.get("error"):
+        return f"| {method} | {name} | — | {law['error']} | | | |"
+    lo, hi = law["exponents_ci"]["tokens"]
+    cv = law.get("cv_error")
+    return (f"| {method} | {name} | {law['exponents']['tokens']:+.2f} | {lo:+.2f} to {hi:+.2f} | "
+            f"{'yes' if lo > 0 or hi < 0 else 'no'} | {law['n_cells']} | "
+            f"{'—' if cv is None else f'{cv:.2f}'} |")  # fmt: skip
 
 
 if __name__ == "__main__":
