@@ -3,8 +3,9 @@
 # the multi-node suite (tests/cluster: a three-node Ray cluster on loopback, ~3 minutes) included.
 # The PostgreSQL tests run against $SWEEPER_TEST_POSTGRES (default: the local server); the first
 # line of the run says whether they run or are skipped. Extra arguments go to pytest:
-# `scripts/test.sh -m slow` runs the long end-to-end and multi-node checks.
+# `scripts/test.sh -m slow` runs the long end-to-end and multi-node checks. The slowest tests are
+# listed at the end of every run (--durations), so that a test that grows past a minute is seen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest --durations=15 "$@"
