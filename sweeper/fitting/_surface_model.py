@@ -353,10 +353,13 @@ def fit_noise(resid: np.ndarray, du: np.ndarray, step: float, n_params: int) -> 
         e2 = e**2
 
         def nll(c: np.ndarray, feats: np.ndarray = feats, e2: np.ndarray = e2) -> tuple:
-            ls = feats @ c
-            iv = np.exp(-2.0 * ls)
-            val = float(np.sum(ls + 0.5 * e2 * iv))
-            grad = feats.T @ (1.0 - e2 * iv)
+            # a line-search step may overshoot to an absurd sigma: inf there is what L-BFGS-B
+            # backs off from, so numpy's overflow warning is only noise for the user
+            with np.errstate(over="ignore", invalid="ignore"):
+                ls = feats @ c
+                iv = np.exp(-2.0 * ls)
+                val = float(np.sum(ls + 0.5 * e2 * iv))
+                grad = feats.T @ (1.0 - e2 * iv)
             return val, grad
 
         s = minimize(nll, s, jac=True, method="L-BFGS-B").x
