@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "docs" / "data"
 SWEEPER = [sys.executable, "-m", "sweeper"]
 STUDIES = ("quickstart", "width_sp", "width_mup", "depth_completep")
+#: the ladders with a script of their own (scripts/batch_ladder.py, scripts/bpe_ladder.py)
+EXTRA = ("batch", "tokens")
 METHODS = ("parabola", "band", "surface")
 BOOTSTRAP = {"parabola": "1000", "band": "200", "surface": "200"}
 #: the committed transfer checks: (title, the tool's JSON), read back as they are
@@ -110,16 +112,14 @@ def study_figures(study: str, train: bool) -> dict[str, Any]:
     }
 
 
-def batch_figures() -> dict[str, Any] | None:
-    """The batch-size ladder's figures, by scripts/batch_ladder.py from its committed runs."""
-    csv = DATA / "batch_ladder.csv"
+def script_figures(script: str, csv_name: str) -> dict[str, Any] | None:
+    """A ladder's figures, by its script (scripts/<script>.py --from-csv) from its committed runs."""
+    csv = DATA / csv_name
     if not csv.is_file():
-        print(
-            "batch: docs/data/batch_ladder.csv is not committed (scripts/batch_ladder.py makes it)"
-        )
+        print(f"docs/data/{csv_name} is not committed (scripts/{script}.py makes it)")
         return None
-    out = REPO / "results" / "batch_ladder.json"
-    cmd = [sys.executable, str(REPO / "scripts" / "batch_ladder.py"), "--from-csv", str(csv),
+    out = REPO / "results" / f"{script}.json"
+    cmd = [sys.executable, str(REPO / "scripts" / f"{script}.py"), "--from-csv", str(csv),
            "--json", str(out)]  # fmt: skip
     print("$ " + " ".join(cmd[1:]), flush=True)
     subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
@@ -142,8 +142,9 @@ def best_points(runs: Any) -> list[dict[str, Any]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=",".join((*STUDIES, "batch")),
-                    help="studies to include, and 'batch' for the batch-size ladder")  # fmt: skip
+    ap.add_argument("--only", default=",".join((*STUDIES, *EXTRA)),
+                    help="studies to include, 'batch' for the batch-size ladder and 'tokens' for "
+                    "the BPE token-unit check")  # fmt: skip
     ap.add_argument("--train", action="store_true", help="train or resume the studies first")
     ap.add_argument("--storage", help="SQLAlchemy URL (default: a fresh results/results.db)")
     args = ap.parse_args()
@@ -156,25 +157,33 @@ def main() -> int:
         args.storage = f"sqlite:///{db}"
     os.environ["SWEEPER_STORAGE"] = args.storage
     figures: dict[str, Any] = {}
-    for study in (s for s in args.only.split(",") if s and s != "batch"):
+    only = args.only.split(",")
+    for study in (s for s in only if s and s not in EXTRA):
         if not args.train and not (DATA / f"{study}.csv").is_file():
             print(f"{study}: docs/data/{study}.csv is not committed; run with --train")
             figures[study] = {"missing": True}
             continue
         figures[study] = study_figures(study, args.train)
-    batch = batch_figures() if "batch" in args.only.split(",") else None
+    batch = script_figures("batch_ladder", "batch_ladder.csv") if "batch" in only else None
+    tokens = script_figures("bpe_ladder", "tokens_bpe.csv") if "tokens" in only else None
     transfers = {
         t: json.loads((DATA / p).read_text()) for t, p in TRANSFERS if (DATA / p).is_file()
     }
-    (REPO / "results" / "figures.json").write_text(
-        json.dumps({"figures": figures, "transfers": transfers, "batch": batch}, indent=2)
-    )
-    write_markdown(figures, transfers, batch)
+    plots = transfer_plots(transfers)
+    everything = {"figures": figures, "transfers": transfers, "batch": batch, "tokens": tokens}
+    (REPO / "results" / "figures.json").write_text(json.dumps(everything, indent=2))
+    write_markdown(figures, transfers, plots, batch, tokens)
     return 0
 
 
 # ---- docs/RESULTS.md ---------------------------------------------------------------------------
-def write_markdown(figures: dict[str, Any], transfers: dict[str, Any], batch: dict | None) -> None:
+def write_markdown(
+    figures: dict[str, Any],
+    transfers: dict[str, Any],
+    plots: dict[str, str],
+    batch: dict | None,
+    tokens: dict | None,
+) -> None:
     lines = [
         "# Results: what Sweeper measured on this machine",
         "",
@@ -189,9 +198,11 @@ def write_markdown(figures: dict[str, Any], transfers: dict[str, Any], batch: di
     for study, f in figures.items():
         lines += study_section(study, f)
     for title, t in transfers.items():
-        lines += transfer_section(title, t)
+        lines += transfer_section(title, t, plots.get(title))
     if batch is not None:
         lines += batch_section(batch)
+    if tokens is not None:
+        lines += tokens_section(tokens)
     out = REPO / "docs" / "RESULTS.md"
     old = out.read_text() if out.exists() else ""
     notes = old.split(MARKER, 1)[1] if MARKER in old else "\n"
@@ -241,7 +252,23 @@ def _width(law: dict[str, Any]) -> float:
     return float(hi - lo)
 
 
-def transfer_section(title: str, t: dict[str, Any]) -> list[str]:
+def transfer_plots(transfers: dict[str, Any]) -> dict[str, str]:
+    """The report's plot of each check's held-out cell (every trained point, the prediction, the
+    baselines and the measured optimum marked), saved under docs/results/: title -> file name."""
+    from sweeper.report.plots import plot_transfer
+
+    out = {}
+    for title, path in TRANSFERS:
+        fig = plot_transfer(transfers[title]) if title in transfers else None
+        if fig is None:
+            continue
+        name = "transfer_" + Path(path).name.removesuffix(".json").replace(".", "_") + ".png"
+        fig.savefig(REPO / "docs" / "results" / name, dpi=110, bbox_inches="tight")
+        out[title] = name
+    return out
+
+
+def transfer_section(title: str, t: dict[str, Any], plot: str | None = None) -> list[str]:
     lines = [
         f"## Transfer check: {title}",
         "",
@@ -264,6 +291,8 @@ def transfer_section(title: str, t: dict[str, Any]) -> list[str]:
             f"| {BASELINE_NAMES.get(name, name)} | {b['lr']:.3g} | {b['regret_pct']:+.2f} | "
             f"{b['log2_error']:+.2f} |"
         )
+    if plot:
+        lines += ["", f"![{plot.removesuffix('.png')}](results/{plot})"]
     return [*lines, ""]
 
 
@@ -309,6 +338,40 @@ def batch_section(b: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {who} | {BASELINE_NAMES.get(name, name)} | {pt['batch_tokens']:.0f} "
                 f"| {pt['nearest_trained']:.0f} | {pt['regret_pct']:+.2f} |"
+            )
+    return [*lines, ""]
+
+
+def tokens_section(t: dict[str, Any]) -> list[str]:
+    d, m = t["data"], t["measured"]
+    lines = [
+        "## The token unit: the byte law, converted, on a BPE cell",
+        "",
+        f"{t['runs']} runs in `docs/data/tokens_bpe.csv` ({t['core_seconds'] / 60:.0f} "
+        f"core-minutes): the batch ladder's proxy on a byte-level BPE of {d['vocab_size']} tokens "
+        f"trained on the built-in text, {d['bytes_per_token']:.2f} bytes per token on the held-out "
+        f"text; figures by `scripts/bpe_ladder.py --from-csv docs/data/tokens_bpe.csv`. The cell "
+        f"{m['cell']}: its optimum (2-D parabola) at lr {m['lr']:.3g}, batch "
+        f"{m['batch_tokens']:.0f} tokens ({m['batch_tokens_ci'][0]:.0f}-"
+        f"{m['batch_tokens_ci'][1]:.0f}){'' if m['usable'] else ' — not an optimum: ' + m['reason']}"
+        f"; best trained point lr {m['best_point']['lr']:.3g}, batch "
+        f"{m['best_point']['batch_tokens']:.0f} (loss {m['best_loss']:.4f}, nats per BPE token).",
+        "",
+        "| byte law | applied | lr | log2 error | batch (tokens) | log2 error | within 2x | nearest "
+        "trained point: regret, % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for method, p in t["predictions"].items():
+        if p.get("error"):
+            lines.append(f"| {method} | — | {p['error']} | | | | | |")
+            continue
+        for how in ("converted", "unconverted"):
+            q = p[how]
+            near = "outside the trained" if q["outside_trained"] else f"{q['regret_pct']:+.2f}"
+            lines.append(
+                f"| {method} | {how} | {q['lr']:.3g} | {q['lr_log2_error']:+.2f} "
+                f"| {q['batch_tokens']:.0f} | {q['batch_log2_error']:+.2f} "
+                f"| {'yes' if q['batch_within_2x'] else 'no'} | {near} |"
             )
     return [*lines, ""]
 
