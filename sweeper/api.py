@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import StorageError, SweeperError, TargetError
+from sweeper.fitting.methods import DEFAULT_METHOD
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,7 +176,7 @@ def fit(
     *,
     target: str | None = None,
     predictors: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-    method: str = "parabola",
+    method: str = DEFAULT_METHOD,
     storage: str | None = None,
     store: bool = True,
     **options: Any,
@@ -439,7 +440,7 @@ def validate_transfer(
     holdout: str = "largest",
     fit_cells: str | None = None,
     seeds: int = 2,
-    method: str = "parabola",
+    method: str = DEFAULT_METHOD,
     surface: str | None = None,
     storage: str | None = None,
     max_concurrent: int | None = None,
@@ -474,7 +475,7 @@ def write_report(
     out: str | Path,
     *,
     storage: str | None = None,
-    method: str = "parabola",
+    method: str = DEFAULT_METHOD,
     recipe: Recipe | Mapping[str, Any] | None = None,
     bootstrap: int = 200,
 ) -> list[Path]:

@@ -26,7 +26,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import FitError, SweeperError
-from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP, SURFACE_HELP, SURFACE_SETTINGS
+from sweeper.fitting.methods import (
+    DEFAULT_METHOD,
+    FIT_METHODS,
+    METHOD_HELP,
+    SURFACE_HELP,
+    SURFACE_SETTINGS,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,7 +114,7 @@ def _register_fit(sub: Any) -> None:
         metavar="[TARGET=]P1,P2",
         help="predictors among n_params, tokens, flops, width, depth",
     )
-    p.add_argument("--method", choices=FIT_METHODS, default="parabola", help=METHOD_HELP)
+    p.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
     p.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)
     p.add_argument("--band", type=float, default=0.0025, help="relative loss band (0.0025=0.25%%)")
     p.add_argument(

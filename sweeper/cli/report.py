@@ -7,7 +7,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP, SURFACE_HELP, SURFACE_SETTINGS
+from sweeper.fitting.methods import (
+    DEFAULT_METHOD,
+    FIT_METHODS,
+    METHOD_HELP,
+    SURFACE_HELP,
+    SURFACE_SETTINGS,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sqlite:///sweeper.db)"
     )
-    p.add_argument("--method", choices=FIT_METHODS, default="parabola", help=METHOD_HELP)
+    p.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
     p.add_argument(
         "--recipe-json", help="a recipe saved with `sweeper export --format json` to show"
     )
@@ -59,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--seeds", type=int, default=2, help="seeds per trained point (default 2)")
     t.add_argument("--storage")
-    t.add_argument("--method", choices=FIT_METHODS, default="parabola", help=METHOD_HELP)
+    t.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
     t.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)
     t.add_argument("--max-concurrent", type=int)
     t.add_argument("--json", action="store_true")

@@ -30,7 +30,7 @@ from sweeper.fitting._common import FitWarning
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import Law
 from sweeper.fitting.loss_law import fit_loss_law
-from sweeper.fitting.methods import FIT_METHODS, METHOD_HELP, SURFACE_SETTINGS
+from sweeper.fitting.methods import DEFAULT_METHOD, FIT_METHODS, METHOD_HELP, SURFACE_SETTINGS
 from sweeper.fitting.optimum import CellOptimum, estimate_optima
 from sweeper.fitting.power_law import fit_band_law, fit_power_law
 
@@ -61,7 +61,7 @@ class FitOutcome:
 class FitOptions:
     """How to fit (see :func:`fit_runs` for each option's meaning)."""
 
-    method: str = "parabola"
+    method: str = DEFAULT_METHOD
     band: float = 0.0025
     n_boot: int | None = None
     cell_boot: int = 200

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["FIT_METHODS", "METHOD_HELP", "SURFACE_HELP", "SURFACE_SETTINGS"]
+__all__ = ["DEFAULT_METHOD", "FIT_METHODS", "METHOD_HELP", "SURFACE_HELP", "SURFACE_SETTINGS"]
 
 FIT_METHODS: Final[tuple[str, ...]] = ("parabola", "band", "surface")
+#: the method used when none is named (CLI, Python API, report, validate-transfer, diff)
+DEFAULT_METHOD: Final[str] = "parabola"
 #: one line on each, for ``--method``'s help
 METHOD_HELP: Final[str] = (
     "parabola: optimum per cell, then the law through the optima; band: runs within a loss band "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import SweeperError
+from sweeper.fitting.methods import DEFAULT_METHOD
 
 if TYPE_CHECKING:
     from sweeper.fitting.laws import Law
@@ -23,7 +24,7 @@ def build_report(
     sw: Sweep,
     out: Path,
     *,
-    method: str = "parabola",
+    method: str = DEFAULT_METHOD,
     recipe: Mapping[str, Any] | None = None,
     bootstrap: int = 200,
 ) -> list[Path]:

@@ -37,6 +37,7 @@ from sweeper.fitting import CellOptimum, estimate_optima
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.fit_runs import FitOptions
 from sweeper.fitting.laws import Law
+from sweeper.fitting.methods import DEFAULT_METHOD
 from sweeper.report.holdout import CellFilter, HeldCell
 from sweeper.study import storage
 
@@ -184,7 +185,7 @@ def plan_transfer(
     fit_cells: CellFilter | None = None,
     spec: StudySpec | None = None,
     predictors: Sequence[str] | None = None,
-    method: str = "parabola",
+    method: str = DEFAULT_METHOD,
     surface: str = "standard",
     n_boot: int = 200,
     seed: int = 0,
@@ -579,7 +580,7 @@ def run_transfer(
     holdout: str = "largest",
     fit_cells: str | None = None,
     seeds: int = 2,
-    method: str = "parabola",
+    method: str = DEFAULT_METHOD,
     surface: str = "standard",
     max_concurrent: int | None = None,
     progress: bool = True,
