@@ -162,6 +162,14 @@ def horizon_at_fixed_batch(runs: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+def emit_json(result: dict[str, Any], path: Path | None) -> None:
+    """Print ``result`` as JSON, and write it to ``path`` too when one is given."""
+    text = json.dumps(result, indent=2, default=float)
+    if path:
+        path.write_text(text + "\n")
+    print(text)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
@@ -187,10 +195,7 @@ def main() -> int:
             k: law_summary(v) for k, v in laws.items() if not k.startswith("_")
         } | {"warnings": laws["_warnings"], "error": laws.get("_error")}
         result["holdout"][m] = holdout(runs, m)
-    text = json.dumps(result, indent=2, default=float)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit_json(result, args.json)
     return 0
 
 

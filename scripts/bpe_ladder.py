@@ -40,7 +40,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import tomllib
-from batch_ladder import fit_laws, law_summary  # scripts/ is on sys.path when run as a script
+from batch_ladder import (  # scripts/ is on sys.path when run as a script
+    emit_json,
+    fit_laws,
+    law_summary,
+)
 
 from proxy_models.data import builtin_corpus
 from sweeper.fitting.optimum import estimate_optima
@@ -203,10 +207,7 @@ def main() -> int:
         pred = predict(byte_runs, method, float(cell.tokens), b)
         score(pred, cell, best)
         result["predictions"][method] = pred
-    text = json.dumps(result, indent=2, default=float)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit_json(result, args.json)
     return 0
 
 
