@@ -97,8 +97,9 @@ def prepare(
         raise FitError("no runs to fit")
     _refuse_unmodelled(df, allow_varying)
     df, notes = _mark_runs(df, blowup)
+    edges = _edge_cells(df)
     if window is not None:
-        notes += _apply_window(df, window)
+        notes += _apply_window(df, grid_window(window, _grid_step(df[df["_done"] | df["_div"]])))
     if not (df["_done"].any() or df["_div"].any()):
         raise FitError("no completed or diverged runs with a positive lr")
     usable, bound, left = _classify_cells(df, min_runs)
@@ -110,6 +111,11 @@ def prepare(
     _drop_cells_without(cell_frame, preds, bpreds, usable, bound, left)
     if left:
         notes.append("left out " + "; ".join(left))
+    if on_edge := [f"{c} ({edges[c]})" for c in usable if c in edges]:
+        notes.append(
+            "best run on the edge of its LR range, the optimum there rests on the curve's shape "
+            "from the other cells: " + "; ".join(on_edge)
+        )
     bound_frame = cell_frame.loc[bound]
     cell_frame = cell_frame.loc[usable]
     in_usable = df["cell"].isin(usable)
@@ -334,6 +340,33 @@ def _bounds(df: pd.DataFrame, batch: bool) -> tuple[pd.DataFrame, int]:
         if len(above):
             keep.append(above.loc[[above["lr"].idxmin()]])
     return (pd.concat(keep) if keep else df.iloc[:0]), n_sporadic
+
+
+def _edge_cells(df: pd.DataFrame) -> dict[str, str]:
+    """Cells whose best completed LR (lowest mean loss, at some batch size) is the highest LR tried
+    there (no completed or diverged run above it: ``"top"``) or the lowest completed one
+    (``"bottom"``)."""
+    key = np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
+    tried = df[df["_done"] | df["_div"]].assign(_b=key[(df["_done"] | df["_div"]).to_numpy()])
+    edges: dict[str, str] = {}
+    for (cell, _), g in tried.groupby(["cell", "_b"]):
+        done = g[g["_done"]]
+        if _distinct(np.log(done["lr"].to_numpy(dtype=float))) < 2:
+            continue
+        best = float(done.groupby("lr")["loss"].mean().idxmin())
+        if best >= g["lr"].max() * math.exp(-_SAME):
+            edges[str(cell)] = "top"
+        elif best <= done["lr"].min() * math.exp(_SAME):
+            edges[str(cell)] = "bottom"
+    return edges
+
+
+def grid_window(window: tuple[float, float], step: float) -> tuple[float, float]:
+    """``window`` widened to at least two LR grid steps below and one above the best LR (1.5
+    steps: the run one step above is a loss point, the one two steps above is not). On a sqrt(2)
+    grid this is :data:`~sweeper.fitting.surface.WINDOW` itself; on a factor-2 grid the default
+    window would keep no run above the best and leave 3 loss points per cell."""
+    return max(window[0], 2.0 * step), max(window[1], 1.5 * step)
 
 
 def _apply_window(df: pd.DataFrame, window: tuple[float, float]) -> list[str]:

@@ -42,7 +42,9 @@ Choices, and why:
   above the best run's LR (at its batch) it counts as diverged, below it is left out (noted).
 - The curve is a local model: the loss points of a cell are its completed runs from 4x below to
   2^0.75 ≈ 1.68x above its best LR at their batch size (the LR of the lowest mean loss; ``window``,
-  natural logs, default :data:`WINDOW`: the parabola's window below, one sqrt(2) step above).
+  natural logs, default :data:`WINDOW`: the parabola's window below, one sqrt(2) step above;
+  widened to at least two grid steps below and one above on a coarser grid, so that a factor-2
+  grid keeps 4x below and 2x above).
   Further above, past the cliff, the loss no longer follows the curve (on Sweeper's width_sp
   ladder it levels off near the same loss, ~2.45-2.55, at every width): those runs are bounds,
   like diverged runs. Further below they are left out. ``window=None`` uses every run (the

@@ -223,6 +223,26 @@ def test_divergence_bounds_the_optimum(proxy_runs: pd.DataFrame) -> None:
     )
 
 
+def test_window_keeps_a_factor_2_grid_fittable() -> None:
+    """The window is the default's on a sqrt(2) grid and widens to two steps below and one above
+    on a coarser one: on a factor-2 grid with one seed the default window would keep 3 runs per
+    cell (too few); widened it keeps 4 and recovers the law."""
+    from sweeper.fitting._surface_data import grid_window
+    from sweeper.fitting.surface import WINDOW
+
+    assert grid_window(WINDOW, math.log(math.sqrt(2.0))) == pytest.approx(WINDOW)
+    assert grid_window(WINDOW, math.log(2.0)) == pytest.approx((math.log(4), 1.5 * math.log(2)))
+    law = (2.0, {"n_params": -0.5})
+    runs = synthetic_sweep(
+        n_params=(1e6, 2e6, 4e6, 8e6, 1.6e7), tokens=(1e8,), lr_law=law, lr_step=2.0,
+        lr_steps=(-3, 3), seed=2,
+    )  # fmt: skip
+    fitted = _quiet(fit_surface, runs, n_boot=0, cv=False, min_runs=4)
+    assert fitted.n_cells == 5
+    assert fitted.exponents["n_params"] == pytest.approx(-0.5, abs=0.05)
+    assert any("more than 2.8x above" in n for n in fitted.notes)  # 1.5 steps of 2
+
+
 def test_unmodelled_searched_column(proxy_runs: pd.DataFrame) -> None:
     runs = proxy_runs.assign(warmup=np.where(proxy_runs["seed"] == 0, 0.05, 0.2))
     with pytest.raises(FitError, match="column 'warmup' varies within cell"):
