@@ -5,7 +5,7 @@ The eight sweeps (one per batch size, 1-128 sequences of 32 tokens, width 32, de
 205k-3.28M tokens) are merged into one runs table, cells by budget, in which the batch varies.
 On it:
 
-- every cell's optimum in (lr, batch) (the 2-D parabola of ``sweeper fit``'s default method) and
+- every cell's optimum in (lr, batch) (the 2-D parabola of ``sweeper fit --method parabola``) and
   whether its batch optimum is interior (an edge cell is a bound, not an optimum);
 - the laws ``sweeper fit`` gives for that table (lr and batch_tokens on tokens), by the parabola
   and the surface methods;

@@ -55,11 +55,16 @@ _FIT_EPILOG = """\
 Without --target, fits lr, and batch_tokens when the batch size varies within cells. Predictors
 default to those of n_params and tokens that vary across the usable cells; give one list for all
 targets (--predictors n_params,tokens) or one per target (--predictors lr=n_params,tokens
---predictors batch_tokens=tokens). --method band fits every run within --band of its cell's best
-loss (Step Law: OLS in log space on --bootstrap resamples, mean coefficients); parabola fits the
-optimum of each cell and then a weighted power law over cells, its 95% intervals from --bootstrap
-resamples of the cells (from 7 cells on; below, the classical t interval, calibrated there). Laws
-are stored with their provenance; list them with `sweeper laws`."""
+--predictors batch_tokens=tokens); the surface's batch law defaults to tokens alone.
+--method surface (the default) fits one model to every run of every cell, the optimum's position
+being the law; diverged runs bound it from above; 95% intervals from --bootstrap refits (default
+200) with runs resampled within cells and the cells' scatter about the law redrawn. --method band
+fits every run within --band of its cell's best loss (Step Law: OLS in log space on --bootstrap
+resamples, mean coefficients); parabola fits the optimum of each cell and then a weighted power
+law over cells, its 95% intervals from --bootstrap resamples of the cells (from 7 cells on; below,
+the classical t interval, calibrated there). --band, --cell-bootstrap, --keep-edge, --huber and
+--unweighted are options of the two-stage methods. Laws are stored with their provenance; list
+them with `sweeper laws`."""
 
 
 def register(sub: Any) -> None:
@@ -121,7 +126,7 @@ def _register_fit(sub: Any) -> None:
         "--bootstrap",
         type=int,
         default=None,
-        help="law resamples, or t draws below 7 cells (default 1000; 100 for the loss law)",
+        help="law resamples (surface: 200; parabola, band: 1000, t draws below 7 cells; loss: 100)",
     )
     p.add_argument(
         "--cell-bootstrap", type=int, default=200, help="resamples per cell optimum (parabola)"

@@ -6,7 +6,8 @@
   (``lr``, ``batch_tokens``, or ``loss`` for L(N, D)).
 - Predictors: those of ``n_params`` and ``tokens`` that vary across the usable cells (``n_params``
   alone when tokens is a power of n_params there, e.g. a fixed tokens-per-parameter ladder), unless
-  given for all targets or per target.
+  given for all targets or per target; the surface's batch law defaults to ``tokens`` alone when
+  tokens vary (B*(D), as Step Law and the batch ladders find).
 - Methods: ``parabola`` (optimum per cell, then a weighted power law through the optima), ``band``
   (every run within ``band`` of its cell's best loss, the Step Law way), ``surface`` (one model of
   every run of every cell whose optimum is the law, :mod:`sweeper.fitting.surface`; the LR and
@@ -57,6 +58,9 @@ class FitOutcome:
     warnings: tuple[str, ...] = ()
 
 
+NO_LR: Final[str] = "the runs have no lr values: only the loss law fits (--target loss)"
+
+
 @dataclass(frozen=True)
 class FitOptions:
     """How to fit (see :func:`fit_runs` for each option's meaning)."""
@@ -86,8 +90,8 @@ def fit_runs(
     """Fit the laws of ``runs`` (see the module docstring for what is fitted).
 
     ``predictors``: one list for every target, or a mapping target → list. ``options``: the
-    method (``parabola`` | ``band``), the band width, law resamples ``n_boot`` (default 1000; 100
-    for the loss law), resamples per cell optimum ``cell_boot``, completed runs a cell needs
+    method (``surface`` | ``parabola`` | ``band``), the band width, law resamples ``n_boot``
+    (default 200 for the surface, 1000 for the others, 100 for the loss law), resamples per cell optimum ``cell_boot``, completed runs a cell needs
     ``min_runs``, ``keep_edge`` cells optimal on a range edge, a Huber-robust or unweighted
     power law, the loss law's points (``best`` per cell or ``all``), the seed, and the surface
     method's named settings ``surface`` (:data:`sweeper.fitting.surface.SETTINGS`).
@@ -145,6 +149,8 @@ def _fit_surface(
             got = predictors
         return tuple(got) if got else None
 
+    if not (pd.to_numeric(runs.get("lr", pd.Series(dtype=float)), errors="coerce") > 0).any():
+        raise FitError(NO_LR)
     if target == "batch_tokens" and not batch_varies(runs):
         raise FitError("batch_tokens: the batch size does not vary within any cell")
     settings = SETTINGS[opt.surface]
@@ -185,6 +191,15 @@ def _check_options(opt: FitOptions, target: str | None) -> None:
         raise FitError(f"unknown target {target!r}; known: {', '.join(FIT_TARGETS)}")
     if opt.n_boot is not None and opt.n_boot < 0:
         raise FitError(f"`--bootstrap >= 0` must hold, but got {opt.n_boot}")
+    two_stage = {
+        "--keep-edge": opt.keep_edge,
+        "--huber": opt.huber,
+        "--unweighted": not opt.weighted,
+        "--band": opt.band != FitOptions.band,
+    }
+    if opt.method == "surface" and target != "loss" and any(two_stage.values()):
+        named = ", ".join(k for k, on in two_stage.items() if on)
+        raise FitError(f"{named}: options of --method parabola or band, not of surface")
 
 
 def _optima(runs: pd.DataFrame, opt: FitOptions) -> list[CellOptimum]:
@@ -273,7 +288,7 @@ def default_predictors(optima: Sequence[CellOptimum]) -> tuple[str, ...]:
     usable = [o for o in optima if o.usable]
     if not usable:
         if all(o.reason == "no lr values in this cell" for o in optima):
-            raise FitError("the runs have no lr values: only the loss law fits (--target loss)")
+            raise FitError(NO_LR)
         why = "; ".join(f"{o.cell}: {o.reason}" for o in optima[:8])
         raise FitError(f"no usable cells: {why}")
     vary = []

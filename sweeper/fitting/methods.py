@@ -11,18 +11,18 @@ __all__ = ["DEFAULT_METHOD", "FIT_METHODS", "METHOD_HELP", "SURFACE_HELP", "SURF
 
 FIT_METHODS: Final[tuple[str, ...]] = ("parabola", "band", "surface")
 #: the method used when none is named (CLI, Python API, report, validate-transfer, diff)
-DEFAULT_METHOD: Final[str] = "parabola"
+DEFAULT_METHOD: Final[str] = "surface"
 #: one line on each, for ``--method``'s help
 METHOD_HELP: Final[str] = (
     "parabola: optimum per cell, then the law through the optima; band: runs within a loss band "
-    "(Step Law); surface: one joint model of every run, whose optimum is the law"
+    "(Step Law); surface (the default): one joint model of every run, whose optimum is the law"
 )
 
 #: the named settings of the surface method (values in :data:`sweeper.fitting.surface.SETTINGS`)
 SURFACE_SETTINGS: Final[tuple[str, ...]] = ("standard", "all-runs", "planner")
 SURFACE_HELP: Final[str] = (
     "settings of --method surface. standard: the runs from 4x below to 1.68x above each cell's "
-    "best LR, the curve's width scaling with N; all-runs: every run; planner: every run, one "
+    "best LR (at least 2 grid steps below and 1 above), the curve's width scaling with N; all-runs: every run; planner: every run, one "
     "width for all cells, cells from 3 runs (the law sampler's own fit). Default: planner "
     'for a study with [sampler] kind = "law", else standard'
 )

@@ -49,23 +49,28 @@ def test_fit_default_targets_json(sweep: str, sqlite_url: str, cli) -> None:
         sweep,
         "--bootstrap",
         "200",
-        "--cell-bootstrap",
-        "50",
         "--json",
         "--storage",
         sqlite_url,
     )
     assert code == 0, err
     doc = json.loads(out)
-    laws = {d["target"]: d for d in doc["laws"]}
+    laws = {d["target"]: d for d in doc["laws"]}  # the default method: surface
     assert set(laws) == {"lr", "batch_tokens"}  # batch varies within cells, so both
-    for d in laws.values():
+    # the surface's batch law is on tokens alone (B*(D)) unless --predictors names more
+    want = {"lr": ["n_params", "tokens"], "batch_tokens": ["tokens"]}
+    for t, d in laws.items():
         assert set(d) >= POWER_KEYS and "boot_coefs" not in d
-        assert d["predictors"] == ["n_params", "tokens"] and d["n_cells"] == 12
-        assert set(d["exponents_ci"]) == {"n_params", "tokens"}
-        assert d["source"] == d["sweep"] == sweep and d["method"] == "parabola+wls"
-    lo, hi = laws["lr"]["exponents_ci"]["n_params"]
-    assert lo <= -0.5 <= hi
+        assert d["predictors"] == want[t] and d["n_cells"] == 12
+        assert list(d["exponents_ci"]) == want[t]
+        assert d["source"] == d["sweep"] == sweep and d["method"] == "surface"
+    for t, p, true in (
+        ("lr", "n_params", -0.5),
+        ("lr", "tokens", 0.1),
+        ("batch_tokens", "tokens", 0.6),
+    ):
+        lo, hi = laws[t]["exponents_ci"][p]
+        assert lo <= true <= hi, (t, p, lo, hi)
     conv = laws["lr"]["conventions"]
     assert (conv["n_params"], conv["n_params_source"]) == ("non-embedding", "as imported")
     stored = list_laws(sweep, sqlite_url)
@@ -116,7 +121,8 @@ def test_fit_human_output_names_left_out_cells(sqlite_url: str, cli, tmp_path: P
     edge = synthetic_sweep(n_params=(2e6,), tokens=(1e8,), lr_law=law, lr_steps=(-8, -1))
     path = write_csv(pd.concat([ok, edge], ignore_index=True), tmp_path / "mixed.csv")
     assert cli("import", path, "--sweep", "mixed", "--storage", sqlite_url)[0] == 0
-    code, out, err = cli("fit", "mixed", "--bootstrap", "50", "--no-store", "--storage", sqlite_url)
+    argv = ("fit", "mixed", "--bootstrap", "50", "--no-store", "--storage", sqlite_url)
+    code, out, err = cli(*argv, "--method", "parabola")
     assert code == 0, err
     assert "lr law (not stored) of mixed" in out and "exponent of n_params" in out
     assert "tokens" not in out.split("conventions")[0]  # tokens does not vary: not a predictor
@@ -124,7 +130,22 @@ def test_fit_human_output_names_left_out_cells(sqlite_url: str, cli, tmp_path: P
     flat = " ".join(out.split())
     assert "note: only 3 cells: the intervals are wide" in flat  # a doubtful result
     assert "note: intervals: t interval, 1 degree of freedom" in flat
+    # the surface (the default) fits the edge cell through the other cells' curve, and says so
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "lr law (not stored) of mixed (surface)" in flat
+    assert "best run on the edge of its LR range" in flat and "N2e06-D1e08 (top)" in flat
+    assert "resampled fits failed" not in flat  # every refit converges, even at 4 cells
     assert list_laws("mixed", sqlite_url) == []
+
+
+def test_two_stage_options_are_refused_by_the_surface(sweep: str, sqlite_url: str, cli) -> None:
+    code, _, err = cli("fit", sweep, "--keep-edge", "--huber", "--storage", sqlite_url)
+    assert code == 2
+    assert "--keep-edge, --huber: options of --method parabola or band, not of surface" in err
+    argv = ("fit", sweep, "--method", "band", "--keep-edge", "--bootstrap", "20", "--no-store")
+    assert cli(*argv, "--storage", sqlite_url)[0] == 0
 
 
 def test_compare_json(sweep: str, sqlite_url: str, cli) -> None:

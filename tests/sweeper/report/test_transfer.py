@@ -54,8 +54,11 @@ def test_plan_holds_out_the_largest_cell_and_predicts_it(sweep_runs: pd.DataFram
     assert plan.law.n_cells == 4
     # the synthetic optimum is 2·N^-0.5; the refit without the cell lands within a grid step
     assert abs(math.log2(plan.lrs["law"] / (2.0 * 1.6e7**-0.5))) < 0.5
+    assert plan.law.method == "surface"  # the default: its recommendation is risk-aware
+    assert plan.lrs["law"] < plan.lrs["law_point"]
     assert set(plan.lrs) == {
         "law",
+        "law_point",
         "smallest_cell",
         "largest_fitted",
         "steplaw",
@@ -249,7 +252,7 @@ def test_the_fit_set_counts_a_cell_by_the_runs_its_method_needs(law_study) -> No
     sweep, url = law_study
     sw = Sweep.load(sweep, url)
     kw = {"sweep": sweep, "spec": sw.spec, "conventions": sweep_conventions(sw), "n_boot": 20}
-    parabola = plan_transfer(sw.runs(), **kw)
+    parabola = plan_transfer(sw.runs(), method="parabola", **kw)
     surface = plan_transfer(sw.runs(), method="surface", surface="planner", **kw)
     assert "w48-d2-t819k" not in parabola.fit_cells
     assert "w48-d2-t819k" in surface.fit_cells

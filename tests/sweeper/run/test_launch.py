@@ -20,6 +20,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from sweeper.fitting.methods import DEFAULT_METHOD
+from sweeper.report.transfer import transfer_sweep_name
 from sweeper.study.spec import StudySpec, load_study, parse_study_toml
 
 REPO = Path(__file__).resolve().parents[3]
@@ -275,7 +277,9 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     } <= set(res["losses"])
     assert res["extrapolation_factor"] > 1 and set(res["baselines"]) >= {"smallest_cell", "steplaw"}
     # trained through the same machinery and storage: a one-cell sweep, one trial per distinct LR
-    tr = _cli(["status", "smoke.transfer.w32-d2-t65.5k", "--storage", url, "--json"], tmp_path)
+    check = transfer_sweep_name("smoke", "w32-d2-t65.5k", method=DEFAULT_METHOD)
+    assert check == "smoke.transfer.w32-d2-t65.5k.surface"
+    tr = _cli(["status", check, "--storage", url, "--json"], tmp_path)
     cells = json.loads(tr.stdout)["cells"]
     assert len(cells) == 1 and cells[0]["complete"] == len(set(res["lrs"].values()))
     # relaunching the check trains nothing new
