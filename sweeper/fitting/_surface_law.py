@@ -10,14 +10,22 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
 import numpy as np
 
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PowerLaw
 
-__all__ = ["Regret", "SurfaceLaw"]
+__all__ = ["BLOWUP", "Regret", "SurfaceLaw"]
+
+#: the relative loss excess over a cell's best past which a run is off the model (the fit's
+#: ``blowup``: such a run is a bound, like a diverged one, never a loss value), and the most a
+#: prediction's excess may count for in the expected regret and the risk-aware value. Without the
+#: cap, a few resampled shapes extrapolated 30x in N (curvature above the optimum 1,000x the
+#: median) made the expected excess 900% and put the risk-aware LR 5 octaves below the point
+#: (docs/RESULTS.md, "The risk-aware LR, bounded")
+BLOWUP: Final[float] = 0.5
 
 #: seed of the standard normal draws of a new scale's deviation from the law (fixed: the methods
 #: are deterministic)
@@ -150,7 +158,7 @@ class SurfaceLaw(PowerLaw):
         mean and the central ``level`` interval over the law's and the shape's draws."""
         c, lk, a, psi = self._at(scale)
         x = np.log(np.asarray(values, dtype=float))
-        ex = _excess(x[None, :] - c[:, None], lk[:, None], a[:, None], psi[:, None])
+        ex = _bounded(_excess(x[None, :] - c[:, None], lk[:, None], a[:, None], psi[:, None]))
         lo, hi = np.quantile(ex, [0.5 - level / 2, 0.5 + level / 2], axis=0)
         return ex.mean(axis=0), lo, hi
 
@@ -184,10 +192,11 @@ class SurfaceLaw(PowerLaw):
         self, scale: Mapping[str, float], value: float, level: float = 0.95
     ) -> Regret:
         """The relative loss excess (% of the optimal loss) of running ``value`` (of the law's
-        target, e.g. an LR) at ``scale``, over the draws of the law, its scatter and the shape."""
+        target, e.g. an LR) at ``scale``, over the draws of the law, its scatter and the shape;
+        each draw's excess counts for at most :data:`BLOWUP` (past it a run is off the model)."""
         c, lk, a, psi = self._at(scale)
         d = math.log(float(value)) - c
-        ex = _excess(d, lk, a, psi)
+        ex = _bounded(_excess(d, lk, a, psi))
         return Regret(
             mean=float(ex.mean()),
             median=float(np.median(ex)),
@@ -197,14 +206,15 @@ class SurfaceLaw(PowerLaw):
 
     def risk_optimal(self, scale: Mapping[str, float]) -> float:
         """The value of the target minimising the expected loss at ``scale`` (with a steeper side
-        above the optimum, a little below the point prediction)."""
+        above the optimum, a little below the point prediction); each draw's excess is bounded as
+        in :meth:`expected_regret`."""
         c, lk, a, psi = self._at(scale)
         c0 = float(self._at(scale, draws=False)[0][0])
         spread = float(np.std(c)) if c.size > 1 else 0.0
         half = max(4.0 * spread, 0.2)
         grid = c0 + np.linspace(-half, half, 161)
         d = grid[None, :] - c[:, None]
-        mean = _excess(d, lk[:, None], a[:, None], psi[:, None]).mean(axis=0)
+        mean = _bounded(_excess(d, lk[:, None], a[:, None], psi[:, None])).mean(axis=0)
         i = int(np.clip(np.argmin(mean), 1, grid.size - 2))
         y0, y1, y2 = mean[i - 1 : i + 2]
         curv = y0 - 2.0 * y1 + y2
@@ -262,6 +272,11 @@ class SurfaceLaw(PowerLaw):
                 k: tuple(float(x) for x in v) for k, v in kw["cell_curves"].items()
             }
         return cls(**kw)
+
+
+def _bounded(excess: np.ndarray) -> np.ndarray:
+    """A predicted excess (%) as the fit can know it: at most :data:`BLOWUP`."""
+    return np.minimum(excess, 100.0 * BLOWUP)
 
 
 def _excess(d: np.ndarray, lk: np.ndarray, a: np.ndarray, psi: np.ndarray) -> np.ndarray:

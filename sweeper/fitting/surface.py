@@ -115,7 +115,7 @@ from sweeper.fitting._common import (
     single_threaded_blas,
 )
 from sweeper.fitting._surface_data import Data, prepare
-from sweeper.fitting._surface_law import Regret, SurfaceLaw
+from sweeper.fitting._surface_law import BLOWUP, Regret, SurfaceLaw
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import TARGETS
 from sweeper.fitting.power_law import held_ranges
@@ -170,7 +170,7 @@ def fit_surface(
     conventions: Conventions | None = None,
     shape_scaling: bool = True,
     min_runs: int = 3,
-    blowup: float = 0.5,
+    blowup: float = BLOWUP,
     allow_varying: Sequence[str] = (),
     cv: bool = True,
     window: tuple[float, float] | None = SETTINGS["standard"].window,
@@ -222,7 +222,7 @@ def fit_surfaces(
     conventions: Conventions | None = None,
     shape_scaling: bool = True,
     min_runs: int = 3,
-    blowup: float = 0.5,
+    blowup: float = BLOWUP,
     allow_varying: Sequence[str] = (),
     cv: bool = True,
     window: tuple[float, float] | None = SETTINGS["standard"].window,

@@ -281,6 +281,29 @@ def test_regret_and_risk_optimal_lr(proxy_law: SurfaceLaw) -> None:
         law.risk_optimal_lr({"tokens": 1e9})  # a missing predictor is an error, not a guess
 
 
+def test_absurd_shape_draws_count_for_at_most_the_blowup(proxy_law: SurfaceLaw) -> None:
+    """A fifth of the draws with the optimum 3 octaves low and a cliff 1,000x steeper (what
+    resampled shapes extrapolated 30x in N did on the muP ladder) leave the risk-aware LR where it
+    was (uncapped they pull it 2.9 octaves down): each draw's excess counts for at most BLOWUP."""
+    from dataclasses import replace
+
+    from sweeper.fitting._surface_law import BLOWUP
+
+    law = proxy_law
+    names = list(law.shape_names)
+    draws = np.array(law.shape_draws, dtype=float)
+    bad = np.arange(len(draws)) % 5 == 0
+    draws[bad, names.index("lr:log_prefactor")] -= 3 * math.log(2)
+    draws[bad, names.index("lr:asymmetry")] += math.log(1000.0)
+    wild = replace(law, shape_draws=tuple(map(tuple, draws)))
+    scale = {"n_params": 8.0 * law.domain["n_params"][1]}
+    point = law.predict(scale)
+    assert wild.predict(scale) == pytest.approx(point)  # the point estimate is not a draw
+    assert abs(math.log2(wild.risk_optimal_lr(scale) / law.risk_optimal_lr(scale))) < 0.25
+    far_above = wild.expected_regret(scale, point * 64)
+    assert far_above.mean <= far_above.upper <= 100 * BLOWUP
+
+
 def test_cell_curves_follow_the_runs_and_round_trip(
     proxy_law: SurfaceLaw, proxy_runs: pd.DataFrame
 ) -> None:
