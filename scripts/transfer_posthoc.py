@@ -40,15 +40,15 @@ from sweeper.report.holdout import cell_filter
 from sweeper.report.transfer import BASELINES, plan_transfer
 from sweeper.study import storage
 from sweeper.study.handle import Sweep
-from sweeper.study.sweep_runs import load_sweep_runs
 
 
 def cell_runs(sw: Sweep, cell: str) -> pd.DataFrame:
-    """Every completed run of ``cell``: the sweep's and its transfer checks'."""
+    """Every completed run of ``cell``: the sweep's and its transfer checks' (launched, or imported
+    from their committed CSV)."""
     frames = [sw.runs().query("cell == @cell")]
     for row in storage.list_sweeps(sw.url):
         if row["name"].startswith(f"{sw.name}.transfer.{cell}"):
-            frames.append(load_sweep_runs(row["name"], sw.url).assign(cell=cell))
+            frames.append(Sweep.load(row["name"], sw.url).runs().assign(cell=cell))
     runs = pd.concat(frames, ignore_index=True)
     return runs[(runs["state"] == "COMPLETE") & ~runs["diverged"].astype(bool)]
 
