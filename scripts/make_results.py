@@ -46,6 +46,8 @@ TRANSFERS = (
     ("width_mup: fitted on widths <= 64, w256 held out", "transfer/width_mup.w256_from_width_le_64.json"),
     ("width_sp: fitted on widths <= 64, w352 held out (30x N)",
      "transfer/width_sp.w352_from_width_le_64.json"),
+    ("width_mup: fitted on widths <= 64, w352 held out (30x N)",
+     "transfer/width_mup.w352_from_width_le_64.json"),
 )  # fmt: skip
 BASELINE_NAMES = {
     "law": "the law's prediction",
