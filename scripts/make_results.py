@@ -38,6 +38,8 @@ METHODS = ("parabola", "band", "surface")
 BOOTSTRAP = {"parabola": "1000", "band": "200", "surface": "200"}
 #: the committed transfer checks: (title, the tool's JSON), read back as they are
 TRANSFERS = (
+    ("quickstart: w128 held out (surface, the default method since 2026-11-25)",
+     "transfer/quickstart.w128_surface.json"),
     ("quickstart_law: the law sampler's ladder, w128 held out (surface, planner settings)",
      "allocation/quickstart_law_transfer_w128_surface.json"),
     ("quickstart_law: the law sampler's ladder, w128 held out (parabola)",
