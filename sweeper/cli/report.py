@@ -147,31 +147,21 @@ def _print_transfer_head(c: Console, res: TransferResult) -> None:
 
 def _transfer_table(res: TransferResult) -> Table:
     """One row per trained point (the law's, each baseline's, the optimum), by LR."""
-    import math
-
     from rich.table import Table
 
-    from sweeper.report.transfer import BASELINES
+    from sweeper.report.transfer import transfer_rows
 
     t = Table(
         "point", "lr", f"loss (mean of {res.seeds} seeds)", "sd", "regret % of best", "log2 error"
     )
-    names = {
-        "law": "law prediction (recommended)",
-        "law_point": "law prediction (point)",
-        "measured_optimum": "the cell's swept optimum",
-        **BASELINES,
-    }
-    for k, lr in sorted(res.lrs.items(), key=lambda kv: kv[1]):
-        loss = res.losses.get(k)
-        reg = 100.0 * (loss - res.best_swept_loss) / res.best_swept_loss if loss else float("nan")
+    for r in transfer_rows(res.to_dict()):
         t.add_row(
-            names.get(k, k),
-            f"{lr:.3g}",
-            f"{loss:.4f}" if loss is not None else "-",
-            f"{res.loss_sd.get(k, 0.0):.4f}",
-            f"{reg:+.2f}",
-            f"{math.log2(lr / res.measured_lr):+.2f}",
+            r["point"],
+            f"{r['lr']:.3g}",
+            f"{r['loss']:.4f}" if r["loss"] is not None else "-",
+            f"{r['sd']:.4f}",
+            f"{r['regret_pct']:+.2f}" if r["regret_pct"] is not None else "-",
+            f"{r['log2_error']:+.2f}",
         )
     return t
 

@@ -140,6 +140,34 @@ def _kv_table(d: Mapping[str, Any]) -> str:
     return '<table class="t">' + "".join(rows) + "</table>"
 
 
+def _transfer_html(t: Mapping[str, Any]) -> list[str]:
+    """The check in one sentence, then one row per trained point."""
+    from sweeper.report.transfer import transfer_rows
+
+    ext = ", ".join(f"{k} {v:.3g}×" for k, v in (t.get("extrapolation") or {}).items())
+    pred, point = t["predicted_lr"], t.get("predicted_lr_point")
+    head = (
+        f"Held-out cell {t['holdout_cell']} ({ext} beyond the largest fitted cell), law fitted on "
+        f"{t.get('law_cells')} cells: predicted LR {pred:.3g}"
+        + (f" (point estimate {point:.3g})" if point and point != pred else "")
+        + f"; the cell's measured optimum {t['measured_lr']:.3g}, log2 error "
+        f"{t['log2_error']:+.2f}"
+    )
+    if t.get("regret_pct") is not None:
+        se = t.get("regret_se_pct")
+        head += f"; regret {t['regret_pct']:+.2f}% of the best loss trained in the cell" + (
+            f" (±{se:.2f}, 1 s.e. from {t.get('seeds')} seeds)" if se is not None else ""
+        )
+    rows = pd.DataFrame(transfer_rows(t))
+    for col in ("regret_pct", "log2_error"):  # two decimals, signed: 1e-16 is 0
+        rows[col] = [f"{v + 0.0:+.2f}" if v is not None else "" for v in rows[col].round(2)]
+    rows = rows.rename(
+        columns={"loss": "loss (mean over seeds)", "sd": "sd over seeds",
+                 "regret_pct": "regret (% of best)", "log2_error": "log2 vs measured optimum"}
+    )  # fmt: skip
+    return [f"<p>{html.escape(head + '.')}</p>", _table(rows)]
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -254,9 +282,7 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         parts.append(_kv_table(shown))
     if inputs.transfer:
         parts.append("<h2>Transfer check (held-out cell)</h2>")
-        parts.append(
-            _kv_table({k: v for k, v in inputs.transfer.items() if not isinstance(v, list)})
-        )
+        parts += _transfer_html(inputs.transfer)
     parts.append("<h2>Laws</h2>")
     lt = _laws_table(_power_laws(inputs))
     parts.append(

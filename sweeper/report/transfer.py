@@ -51,6 +51,7 @@ __all__ = [
     "plan_transfer",
     "run_transfer",
     "summarize_transfer",
+    "transfer_rows",
     "transfer_sweep_name",
 ]
 
@@ -745,6 +746,36 @@ def _store_result(name: str, url: str | None, result: TransferResult) -> None:
             .where(storage.sweeps_table.c.name == name)
             .values(meta_json=json.dumps(meta))
         )
+
+
+#: what each trained point of a check is, by point name (grid points keep their own name)
+POINT_NAMES: Final[dict[str, str]] = {
+    "law": "law prediction (recommended)",
+    "law_point": "law prediction (point)",
+    "measured_optimum": "the cell's swept optimum",
+    **BASELINES,
+}
+
+
+def transfer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per trained point of a check (``TransferResult.to_dict()`` or the stored form),
+    by LR: what it is, its LR, mean loss and seed sd, regret (% of the best loss trained in the
+    cell) and log2 distance to the cell's measured optimum."""
+    best, measured = float(result["best_swept_loss"]), float(result["measured_lr"])
+    rows = []
+    for name, lr in sorted(result["lrs"].items(), key=lambda kv: kv[1]):
+        loss = result["losses"].get(name)
+        rows.append(
+            {
+                "point": POINT_NAMES.get(name, name),
+                "lr": float(lr),
+                "loss": loss,
+                "sd": float(result.get("loss_sd", {}).get(name, 0.0)),
+                "regret_pct": 100.0 * (loss - best) / best if loss is not None else None,
+                "log2_error": math.log2(float(lr) / measured),
+            }
+        )
+    return rows
 
 
 def stored_transfer(sweep: str, url: str | None = None) -> dict[str, Any] | None:

@@ -125,6 +125,27 @@ def test_the_cli_prints_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
     assert "best loss trained in the cell" in text and "resolution: " in text
 
 
+def test_the_report_page_shows_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
+    """The report's transfer section: one sentence, then one row per trained point, the same
+    rows as the CLI's table (sweeper.report.transfer.transfer_rows), no Python reprs."""
+    from sweeper.report.page import _transfer_html
+    from sweeper.report.transfer import transfer_rows
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    res = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
+    d = res.to_dict()
+    rows = transfer_rows(d)
+    assert [r["lr"] for r in rows] == sorted(plan.lrs.values())
+    law = next(r for r in rows if r["point"] == "law prediction (recommended)")
+    assert law["loss"] == pytest.approx(2.01) and law["regret_pct"] == pytest.approx(
+        100 * (2.01 - res.best_swept_loss) / res.best_swept_loss
+    )
+    page = "".join(_transfer_html(d))
+    assert page.startswith("<p>Held-out cell ") and f"log2 error {res.log2_error:+.2f}" in page
+    assert page.count("</tr>") == len(rows) + 1  # a header and one row per point
+    assert "law prediction (recommended)" in page and "{'" not in page
+
+
 def test_cell_filter_and_cell_names() -> None:
     from sweeper.errors import SweeperError
     from sweeper.report.holdout import cell_filter, parse_cell_name
