@@ -372,24 +372,9 @@ def _make_law(
 ) -> SurfaceLaw:
     preds = data.preds if target == "lr" else data.bpreds
     assert preds is not None
-    idx = {n: i for i, n in enumerate(fit.names)}
-    cols = [idx[f"{target}:log_prefactor"], *(idx[f"{target}:{p}"] for p in preds)]
-    coef = fit.theta[cols]
-    boot = fit.draws[:, cols]
-    boot = boot[np.all(np.isfinite(boot), axis=1)]
-    ci = percentile_ci(boot, level) if len(boot) >= 2 else None
+    coef, boot, ci = _coefficients(fit, target, preds, level)
     u_n = data.n_usable
-    lx = data.lx if target == "lr" else data.lxb
-    assert lx is not None
-    used = data.cell_frame.iloc[:u_n]
-    held = held_ranges(used, target, preds)
-    if target == "lr" and data.lxb is not None:
-        held.pop("batch_tokens", None)  # the LR law is at each scale's optimal batch
-    conv = (conventions or Conventions()).with_held(held)
-    domain = {
-        p: (_round(np.exp(lx[:u_n, j].min())), _round(np.exp(lx[:u_n, j].max())))
-        for j, p in enumerate(preds)
-    }
+    conv, domain = _scope(data, target, preds, conventions)
     opt = fit.free_m if target == "lr" else fit.free_w
     cell_opt = (
         {} if opt is None else {c: float(np.exp(v)) for c, v in zip(data.cells, opt, strict=False)}
@@ -443,6 +428,34 @@ def _make_law(
             else {}
         ),
     )
+
+
+def _coefficients(
+    fit: sf.Result, target: str, preds: Sequence[str], level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The law's (log prefactor, exponents): point, finite draws, ``level`` percentile interval."""
+    idx = {n: i for i, n in enumerate(fit.names)}
+    cols = [idx[f"{target}:log_prefactor"], *(idx[f"{target}:{p}"] for p in preds)]
+    boot = fit.draws[:, cols]
+    boot = boot[np.all(np.isfinite(boot), axis=1)]
+    return fit.theta[cols], boot, percentile_ci(boot, level) if len(boot) >= 2 else None
+
+
+def _scope(
+    data: Data, target: str, preds: Sequence[str], conventions: Conventions | None
+) -> tuple[Conventions, dict[str, tuple[float, float]]]:
+    """The conventions with what the fitted cells held fixed, and the predictors' fitted range."""
+    u_n = data.n_usable
+    lx = data.lx if target == "lr" else data.lxb
+    assert lx is not None
+    held = held_ranges(data.cell_frame.iloc[:u_n], target, preds)
+    if target == "lr" and data.lxb is not None:
+        held.pop("batch_tokens", None)  # the LR law is at each scale's optimal batch
+    domain = {
+        p: (_round(np.exp(lx[:u_n, j].min())), _round(np.exp(lx[:u_n, j].max())))
+        for j, p in enumerate(preds)
+    }
+    return (conventions or Conventions()).with_held(held), domain
 
 
 def _round(v: float) -> float:
