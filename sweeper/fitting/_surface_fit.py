@@ -7,6 +7,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import OptimizeResult
 
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import widen_samples
@@ -49,19 +50,7 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
     r = data.runs
     notes: list[str] = []
     # (1) free optima under the shared shape; the noise model from its residuals
-    ru = r.take(np.flatnonzero(r.cell < u_n), np.flatnonzero(r.dcell < u_n))
-    lay_f = sm.Layout(
-        z[:u_n], zb[:u_n] if zb is not None else None, free=True,
-        level_cells=np.arange(u_n), scaling=scaling,
-    )  # fmt: skip
-    ru.sig = np.full(ru.y.size, max(_mad(ru.y, ru.cell), 1e-4))
-    res = sm.solve(_init_free(lay_f, ru, data.step), lay_f, ru)
-    noise = np.zeros(3)
-    for _ in range(2):
-        q = sm.model_parts(res.x, lay_f, ru)
-        noise = sm.fit_noise(ru.y - q["f"], q["du"], data.step, n_params=lay_f.size)
-        ru.sig = sm.noise_sd(noise, q["du"], data.step)
-        res = sm.solve(res.x, lay_f, ru)
+    res, lay_f, ru, noise = _free_fit(data, z, zb, scaling)
     if not res.success:
         notes.append(f"the fit with free cell optima did not converge ({res.message})")
     cov_f = sm.laplace_cov(res.x, lay_f, ru)
@@ -97,19 +86,11 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
     theta = tmat @ p_hat[: tmat.shape[1]] + t0
     cov_p = sm.laplace_cov(p_hat, lay, r)[: tmat.shape[1], : tmat.shape[1]]
     cov = tmat @ cov_p @ tmat.T
-    rng = np.random.default_rng(seed)
     dof = (u_n - z.shape[1] - 1, u_n - (0 if zb is None else zb.shape[1]) - 1)
-    if n_boot > 0:
-        draws, n_bad = _bootstrap(p_hat, lay, r, (tau, tau_b), dof, n_boot, rng)
-        draws = tmat @ draws[:, : tmat.shape[1]].T + t0[:, None]
-        p_eff = lay.size - lay.pen_rows.shape[0]
-        draws = widen_samples(draws.T, theta, r.y.size, p_eff, level)
-        interval = f"{n_boot - n_bad} refits: runs resampled within cells, cell deviations redrawn"
-        if n_bad > 0.1 * n_boot:
-            notes.append(f"{n_bad} of {n_boot} resampled fits failed and were dropped")
-    else:
-        draws = _laplace_draws(p_hat, lay, r, tmat, theta, cov, dof, rng)
-        interval = "Laplace (Gauss-Newton) covariance"
+    draws, interval = _draws(
+        p_hat, lay, r, (tau, tau_b), dof, (tmat, t0, theta, cov), n_boot, level,
+        np.random.default_rng(seed), notes,
+    )  # fmt: skip
     k_c = np.exp(lay.k_rows[:u_n] @ p_hat)
     curves = np.column_stack([
         lay.m_rows[:u_n] @ p_hat, p_hat[lay.level_of[:u_n]], np.log(k_c),
@@ -134,6 +115,57 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
         interval=interval,
         notes=notes,
     )
+
+
+def _free_fit(
+    data: Data, z: np.ndarray, zb: np.ndarray | None, scaling: bool
+) -> tuple[OptimizeResult, sm.Layout, sm.Runs, np.ndarray]:
+    """Step (1): every usable cell's optimum free under the shared shape, refitted twice with
+    the pooled noise model estimated from its residuals; returns (solution, layout, the usable
+    cells' runs with their noise sd, the noise coefficients)."""
+    u_n, r = data.n_usable, data.runs
+    ru = r.take(np.flatnonzero(r.cell < u_n), np.flatnonzero(r.dcell < u_n))
+    lay_f = sm.Layout(
+        z[:u_n], zb[:u_n] if zb is not None else None, free=True,
+        level_cells=np.arange(u_n), scaling=scaling,
+    )  # fmt: skip
+    ru.sig = np.full(ru.y.size, max(_mad(ru.y, ru.cell), 1e-4))
+    res = sm.solve(_init_free(lay_f, ru, data.step), lay_f, ru)
+    noise = np.zeros(3)
+    for _ in range(2):
+        q = sm.model_parts(res.x, lay_f, ru)
+        noise = sm.fit_noise(ru.y - q["f"], q["du"], data.step, n_params=lay_f.size)
+        ru.sig = sm.noise_sd(noise, q["du"], data.step)
+        res = sm.solve(res.x, lay_f, ru)
+    return res, lay_f, ru, noise
+
+
+def _draws(
+    p_hat: np.ndarray,
+    lay: sm.Layout,
+    r: sm.Runs,
+    taus: tuple[float, float],
+    dof: tuple[int, int],
+    theta_map: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    n_boot: int,
+    level: float,
+    rng: np.random.Generator,
+    notes: list[str],
+) -> tuple[np.ndarray, str]:
+    """The law's parameter draws (``n_boot`` refits, or the Laplace covariance when 0) in the
+    reported parametrisation (``theta_map``: matrix, offset, point, covariance), and how they
+    were made; a note when more than a tenth of the refits failed."""
+    tmat, t0, theta, cov = theta_map
+    if n_boot <= 0:
+        draws = _laplace_draws(p_hat, lay, r, tmat, theta, cov, dof, rng)
+        return draws, "Laplace (Gauss-Newton) covariance"
+    raw, n_bad = _bootstrap(p_hat, lay, r, taus, dof, n_boot, rng)
+    draws = tmat @ raw[:, : tmat.shape[1]].T + t0[:, None]
+    p_eff = lay.size - lay.pen_rows.shape[0]
+    draws = widen_samples(draws.T, theta, r.y.size, p_eff, level)
+    if n_bad > 0.1 * n_boot:
+        notes.append(f"{n_bad} of {n_boot} resampled fits failed and were dropped")
+    return draws, f"{n_boot - n_bad} refits: runs resampled within cells, cell deviations redrawn"
 
 
 def check_bounds(data: Data, fit: Result) -> list[str]:
