@@ -329,7 +329,7 @@ def _bounds(df: pd.DataFrame, batch: bool) -> tuple[pd.DataFrame, int]:
     above every completed LR (it implies the others); and how many diverged runs lay below a
     completed run (sporadic divergence, no bound)."""
     keep, n_sporadic = [], 0
-    key = np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME) if batch else 0
+    key = _batch_key(df) if batch else 0
     for _, g in df.assign(_b=key).groupby(["cell", "_b"]):
         div = g[g["_div"]]
         if div.empty:
@@ -342,11 +342,16 @@ def _bounds(df: pd.DataFrame, batch: bool) -> tuple[pd.DataFrame, int]:
     return (pd.concat(keep) if keep else df.iloc[:0]), n_sporadic
 
 
+def _batch_key(df: pd.DataFrame) -> np.ndarray:
+    """Each run's batch size as a grid point: runs with the same key share a batch size."""
+    return np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
+
+
 def _edge_cells(df: pd.DataFrame) -> dict[str, str]:
     """Cells whose best completed LR (lowest mean loss, at some batch size) is the highest LR tried
     there (no completed or diverged run above it: ``"top"``) or the lowest completed one
     (``"bottom"``)."""
-    key = np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
+    key = _batch_key(df)
     tried = df[df["_done"] | df["_div"]].assign(_b=key[(df["_done"] | df["_div"]).to_numpy()])
     edges: dict[str, str] = {}
     for (cell, _), g in tried.groupby(["cell", "_b"]):
@@ -376,7 +381,7 @@ def _apply_window(df: pd.DataFrame, window: tuple[float, float]) -> list[str]:
     Modifies ``df``'s ``_done``/``_div`` in place; returns the note."""
     below, above = window
     n_up = n_down = 0
-    key = np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
+    key = _batch_key(df)
     done = df[df["_done"]].assign(_b=key[df["_done"].to_numpy()])
     for _, g in done.groupby(["cell", "_b"]):
         means = g.groupby("lr")["loss"].mean()

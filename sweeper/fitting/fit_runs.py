@@ -91,8 +91,8 @@ def fit_runs(
 
     ``predictors``: one list for every target, or a mapping target → list. ``options``: the
     method (``surface`` | ``parabola`` | ``band``), the band width, law resamples ``n_boot``
-    (default 200 for the surface, 1000 for the others, 100 for the loss law), resamples per cell optimum ``cell_boot``, completed runs a cell needs
-    ``min_runs``, ``keep_edge`` cells optimal on a range edge, a Huber-robust or unweighted
+    (default 200 for the surface, 1000 for the others, 100 for the loss law), resamples per cell
+    optimum ``cell_boot``, completed runs a cell needs ``min_runs``, ``keep_edge`` cells optimal on a range edge, a Huber-robust or unweighted
     power law, the loss law's points (``best`` per cell or ``all``), the seed, and the surface
     method's named settings ``surface`` (:data:`sweeper.fitting.surface.SETTINGS`).
     """

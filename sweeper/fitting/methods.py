@@ -22,7 +22,8 @@ METHOD_HELP: Final[str] = (
 SURFACE_SETTINGS: Final[tuple[str, ...]] = ("standard", "all-runs", "planner")
 SURFACE_HELP: Final[str] = (
     "settings of --method surface. standard: the runs from 4x below to 1.68x above each cell's "
-    "best LR (at least 2 grid steps below and 1 above), the curve's width scaling with N; all-runs: every run; planner: every run, one "
+    "best LR (at least 2 grid steps below and 1 above), the curve's width scaling with N; "
+    "all-runs: every run; planner: every run, one "
     "width for all cells, cells from 3 runs (the law sampler's own fit). Default: planner "
     'for a study with [sampler] kind = "law", else standard'
 )
