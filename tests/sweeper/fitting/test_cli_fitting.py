@@ -142,8 +142,9 @@ def test_fit_human_output_names_left_out_cells(sqlite_url: str, cli, tmp_path: P
 
 def test_two_stage_options_are_refused_by_the_surface(sweep: str, sqlite_url: str, cli) -> None:
     code, _, err = cli("fit", sweep, "--keep-edge", "--huber", "--storage", sqlite_url)
-    assert code == 2
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("sweeper: error: ")
     assert "--keep-edge, --huber: options of --method parabola or band, not of surface" in err
+    assert list_laws(sweep, sqlite_url) == []  # nothing stored
     argv = ("fit", sweep, "--method", "band", "--keep-edge", "--bootstrap", "20", "--no-store")
     assert cli(*argv, "--storage", sqlite_url)[0] == 0
 
