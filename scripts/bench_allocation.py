@@ -167,8 +167,10 @@ def figures(
             "lr_target": None,
             "lr_target_log2_error": None,
         }
-    lr = law.predict(target)
-    err = None if ref is None else math.log2(lr / ref.predict(target))
+    # in logs: a wild fit (exponent 8.8e5 from 16 random width_sp runs) overflows exp()
+    log_lr = law.log_predict(target)
+    lr = math.exp(log_lr) if log_lr < 700.0 else None
+    err = None if ref is None else (log_lr - ref.log_predict(target)) / math.log(2.0)
     ci = law.exponents_ci.get("n_params")
     return {
         "exponent": law.exponents["n_params"],

@@ -144,3 +144,32 @@ def test_replay_recovers_the_law_from_a_quarter_of_the_grid(ladder: pd.DataFrame
     assert used["wall_s"].sum() < 0.25 * ladder["wall_s"].sum()
     fitted = fit_surface(used, n_boot=0, cv=False, window=None, shape_scaling=False)
     assert abs(fitted.exponents["n_params"] - (-0.3)) < 0.1
+
+
+def test_replay_scores_a_wild_fit_as_a_miss_instead_of_crashing() -> None:
+    """scripts/bench_allocation.py: a sparse fit whose exponent runs away (8.8e5, seen on 16 random
+    width_sp runs) predicts exp(>709) at the target; the replay's figures stay finite in logs."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "bench_allocation.py"
+    spec = importlib.util.spec_from_file_location("bench_allocation", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def law(exponent: float) -> SimpleNamespace:
+        return SimpleNamespace(
+            log_predict=lambda s: math.log(0.2) + exponent * math.log(s["n_params"] / 1e5),
+            exponents={"n_params": exponent},
+            exponents_ci={},
+            notes=(),
+        )
+
+    target = {"n_params": 1e7}
+    wild = bench.figures(law(8.8e5), law(-0.3), target)
+    assert wild["lr_target"] is None
+    assert wild["lr_target_log2_error"] > 1e5  # a miss, not an exception
+    sane = bench.figures(law(-0.3), law(-0.3), target)
+    assert sane["lr_target"] == pytest.approx(0.2 * 100**-0.3)
+    assert sane["lr_target_log2_error"] == pytest.approx(0.0, abs=1e-12)
