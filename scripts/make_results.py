@@ -50,6 +50,8 @@ TRANSFERS = (
      "transfer/width_sp.w352_from_width_le_64.json"),
     ("width_mup: fitted on widths <= 64, w352 held out (30x N)",
      "transfer/width_mup.w352_from_width_le_64.json"),
+    ("width_mup: fitted on widths <= 96, w352 held out (13.4x N, surface)",
+     "transfer/width_mup.w352_from_width_le_96.json"),
 )  # fmt: skip
 BASELINE_NAMES = {
     "law": "the law's prediction",
