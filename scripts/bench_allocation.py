@@ -169,7 +169,7 @@ def figures(
         }
     # in logs: a wild fit (exponent 8.8e5 from 16 random width_sp runs) overflows exp()
     log_lr = law.log_predict(target)
-    lr = math.exp(log_lr) if log_lr < 700.0 else None
+    lr = math.exp(log_lr) if log_lr < math.log(sys.float_info.max) else None
     err = None if ref is None else (log_lr - ref.log_predict(target)) / math.log(2.0)
     ci = law.exponents_ci.get("n_params")
     return {
