@@ -20,6 +20,9 @@ every run, ``window=None``, and one curvature for all cells, ``shape_scaling=Fal
 planner fits; see :mod:`sweeper.fitting.allocation`) or ``default`` (the surface fit's defaults). With ``--seeds N`` the top-level
 figures are medians over N replay seeds and ``replays`` lists each.
 
+``--confirm-runs 1`` replays the planner without its confirmation rule (the baseline it is
+measured against).
+
 ``--synthetic``: the stored sweep is a fresh :func:`~sweeper.fitting.synthetic.proxy_sweep` per
 replay seed (5 cells, 8 LRs × 3 seeds, known law lr* = 0.208·N^-0.3); ``exponent_true`` is -0.3,
 and ``wall_s`` is set to 6·N·D / 1e9 (an assumed throughput: the costs' ratios are what matter).
@@ -125,7 +128,12 @@ def answer(stored: pd.DataFrame, used: np.ndarray, cell: str, lr: float, order: 
 
 
 def replay(
-    stored: pd.DataFrame, budget: int, seed: int, workers: int, stop_ratio: float | None
+    stored: pd.DataFrame,
+    budget: int,
+    seed: int,
+    workers: int,
+    stop_ratio: float | None,
+    confirm_runs: int = al.CONFIRM_RUNS,
 ) -> tuple[pd.DataFrame, str]:
     """Run the planner against ``stored`` until ``budget`` runs or its stop; the runs used."""
     base = al.cells_from_runs(stored)
@@ -141,7 +149,7 @@ def replay(
         cells = [al.CellPlan(c.cell, c.n_params, c.tokens, c.lrs, costs[c.cell]) for c in base]
         cells.sort(key=lambda p: (p.cost, p.n_params, p.cell))
         p = al.plan(seen, cells, k=workers, seed=seed, budget_runs=budget, target=target,
-                    stop_lr_interval_ratio=stop_ratio, max_seeds=max_seeds, window=WINDOW_ARG[0], shape_scaling=SCALING_ARG[0])  # fmt: skip
+                    stop_lr_interval_ratio=stop_ratio, max_seeds=max_seeds, confirm_runs=confirm_runs, window=WINDOW_ARG[0], shape_scaling=SCALING_ARG[0])  # fmt: skip
         if not p.points:
             stop = p.stop
             break
@@ -186,7 +194,9 @@ def one_replay(
 ) -> dict[str, Any]:
     """One replay seed at one budget, with its random-allocation baseline."""
     budget = max(1, math.floor(fraction * len(stored) + 1e-9))
-    used, stop = replay(stored, budget, seed, args.workers, args.stop_ratio or None)
+    used, stop = replay(
+        stored, budget, seed, args.workers, args.stop_ratio or None, args.confirm_runs
+    )
     target = {"n_params": al.default_target(al.cells_from_runs(stored))["n_params"]}
     ref = fit(stored, args.boot, dense=True)
     out: dict[str, Any] = {
@@ -278,6 +288,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1, help="points proposed at a time")
     ap.add_argument("--boot", type=int, default=100, help="bootstrap refits of reported fits")
     ap.add_argument("--stop-ratio", type=float, default=1.5, help="stop_lr_interval_ratio (0: off)")
+    ap.add_argument("--confirm-runs", type=int, default=al.CONFIRM_RUNS,
+                    help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--fit", choices=("sparse", "default"), default="sparse",
@@ -297,6 +309,7 @@ def main() -> int:
     summary["sweep"] = "synthetic:proxy_sweep" if args.synthetic else args.sweep
     summary["workers"] = args.workers
     summary["fit"] = args.fit
+    summary["confirm_runs"] = args.confirm_runs
     true_exp = SYNTHETIC_EXPONENT if args.synthetic else None
     if true_exp is not None:
         summary["exponent_true"] = true_exp

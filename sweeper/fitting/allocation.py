@@ -12,6 +12,12 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    fit (:func:`~sweeper.fitting.surface.fit_surface`, ``n_boot=0``) succeeds (what one cell
    measured tells where to look in the next). A failed fit (FitError) just keeps exploring.
 2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it (cheapest cell first).
+   Confirm: a cell whose best LR rests on one completed run gets a second seed there (cheapest
+   cell first). The lowest of a few noisy losses is biased low (the winner's curse), most of all
+   at the edge of stability, where seeds differ most: on the quickstart, w128 at 4.8e-3 has seeds
+   2.188 / 2.327 / 2.363, and a replay that drew 2.188 alone took it for the cell's optimum. The
+   Gauss-Newton step cannot see this (its information does not depend on the outcome), so the
+   rule is outcome-based, as incumbents are re-run in SMAC's intensification (Hutter et al., 2011).
 3. Then greedily, one point at a time: the allowed (cell, LR) with the largest reduction of
    Var[ln lr*(target)] per core-second. The variance is the Gauss-Newton (Laplace) covariance of a
    linearisation of the surface model at the fitted law: shared parameters (law, curvature,
@@ -79,6 +85,8 @@ BRACKET: tuple[float, ...] = (0.0, -0.5 * math.log(2.0), 0.5 * math.log(2.0))
 SLOPE_RANGE: tuple[float, float] = (-1.0, 0.5)
 #: LRs tried in a cell before it counts as started
 START_LRS = 3
+#: completed runs at a cell's best LR before it counts as confirmed (see the module docstring)
+CONFIRM_RUNS = 2
 #: prior precision of the shared parameters and the cells' loss levels (ridge: flat in practice)
 _FLAT = 1e-8
 #: finite-difference step of the Jacobian (natural-log units)
@@ -207,6 +215,12 @@ class _State:
         """Below max_seeds runs there and at most one grid step above the lowest divergence."""
         return 0 <= idx <= self.cap(cell) and self.n_at(cell, idx) < max_seeds
 
+    def unconfirmed(self, cell: str, confirm_runs: int) -> int | None:
+        """The cell's best grid index while fewer than ``confirm_runs`` runs (completed or
+        pending) are there, else None."""
+        b = self.best(cell)
+        return b if b is not None and self.n_at(cell, b) < confirm_runs else None
+
     def open_side(self, cell: str) -> int | None:
         """The untried grid neighbour of the cell's best LR that would bracket it (below first),
         None when it is bracketed (tried on both sides, or at the grid's or divergence's edge)."""
@@ -230,13 +244,15 @@ def plan(
     target: Mapping[str, float] | None = None,
     stop_lr_interval_ratio: float | None = 1.5,
     max_seeds: int = 3,
+    confirm_runs: int = CONFIRM_RUNS,
     window: tuple[float, float] | None = PLANNER.window,
     shape_scaling: bool = PLANNER.shape_scaling,
 ) -> Plan:
     """The next ``k`` points (fewer when the plan stops) for a ladder whose runs so far are
     ``runs`` (a runs table; completed and diverged rows count) and ``pending`` (cell, lr) pairs
-    launched without a result. ``window``, ``shape_scaling``: the surface fit's, by default the
-    ``planner`` settings (see the module docstring)."""
+    launched without a result. ``confirm_runs``: runs at a cell's best LR before it counts as
+    confirmed (1: no confirmation). ``window``, ``shape_scaling``: the surface fit's, by default
+    the ``planner`` settings (see the module docstring)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     cells = list(cells)
@@ -248,7 +264,7 @@ def plan(
     law, note = _fit(runs, seed, window, shape_scaling)
     ratio = _interval_ratio(law, tgt)
     if (
-        _settled(state, law)
+        _settled(state, law, confirm_runs)
         and ratio is not None
         and stop_lr_interval_ratio
         and ratio < stop_lr_interval_ratio
@@ -259,7 +275,7 @@ def plan(
     info = _info(law, runs, cells, tgt, pending, window)
     points: list[Point] = []
     while len(points) < room:
-        nxt = _next_point(state, info, law, seed, max_seeds)
+        nxt = _next_point(state, info, law, seed, max_seeds, confirm_runs)
         if nxt is None:
             break
         cell, idx = nxt
@@ -300,13 +316,17 @@ def _info(
     return info if math.isfinite(info.target_sd()) else None
 
 
-def _settled(state: _State, law: SurfaceLaw | None) -> bool:
+def _settled(state: _State, law: SurfaceLaw | None, confirm_runs: int) -> bool:
     """Whether the stopping rule may trust the law: every cell started and its best LR
-    bracketed, and the fit converged (an early or failed fit can claim a narrow interval)."""
+    bracketed and confirmed, and the fit converged (an early or failed fit can claim a narrow
+    interval)."""
     if law is None or any(n.startswith("the surface fit did not converge") for n in law.notes):
         return False
     return all(
-        state.n_lrs(p.cell) >= START_LRS and state.open_side(p.cell) is None for p in state.cells
+        state.n_lrs(p.cell) >= START_LRS
+        and state.open_side(p.cell) is None
+        and state.unconfirmed(p.cell, confirm_runs) is None
+        for p in state.cells
     )
 
 
@@ -364,12 +384,17 @@ def _interval_ratio(law: SurfaceLaw | None, target: Mapping[str, float]) -> floa
 
 
 def _next_point(
-    state: _State, info: _Info | None, law: SurfaceLaw | None, seed: int, max_seeds: int
+    state: _State,
+    info: _Info | None,
+    law: SurfaceLaw | None,
+    seed: int,
+    max_seeds: int,
+    confirm_runs: int,
 ) -> tuple[str, int] | None:
     """The next (cell, grid index), by the first rule that gives one: (1) start the cheapest
     unstarted cell (every cell is needed: the largest ones carry the extrapolation); (2) bracket
-    a started cell's best LR (cheapest cell first); (3) with a law, the largest variance
-    reduction per core-second; (4) explore."""
+    a started cell's best LR, then confirm it (cheapest cell first); (3) with a law, the largest
+    variance reduction per core-second; (4) explore."""
     unstarted = [p for p in state.cells if state.n_lrs(p.cell) < START_LRS]
     if unstarted:
         return _start_point(state, unstarted[0], law, seed, max_seeds)
@@ -377,11 +402,34 @@ def _next_point(
         j = state.open_side(p.cell)
         if j is not None and state.allowed(p.cell, j, max_seeds):
             return p.cell, j
+    confirm = _confirm_point(state, info, max_seeds, confirm_runs)
+    if confirm is not None:
+        return confirm
     if info is not None and law is not None:
         best = _best_candidate(state, info, max_seeds)
         if best is not None:
             return best
     return _explore_point(state, max_seeds)
+
+
+def _confirm_point(
+    state: _State, info: _Info | None, max_seeds: int, confirm_runs: int
+) -> tuple[str, int] | None:
+    """A second seed at an unconfirmed best LR: the one the variance criterion values most per
+    core-second (the largest cells carry the extrapolation, and cheapest-first would spend the
+    budget before reaching them), the cheapest without a law."""
+    todo = [
+        (p, j)
+        for p in state.cells
+        if (j := state.unconfirmed(p.cell, confirm_runs)) is not None
+        and state.allowed(p.cell, j, max_seeds)
+    ]
+    if not todo:
+        return None
+    if info is not None:
+        todo.sort(key=lambda pj: -info.gain(pj[0].cell, [math.log(pj[0].lrs[pj[1]])]) / pj[0].cost)
+    p, j = todo[0]
+    return p.cell, j
 
 
 def _start_point(
