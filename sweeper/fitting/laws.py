@@ -30,12 +30,14 @@ This module holds no fitting code (see :mod:`sweeper.fitting`) and no I/O (see :
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final
 
 import numpy as np
 
+from sweeper.errors import FitError
 from sweeper.fitting.conventions import SCHEMA_VERSION, V1_HELD_PREFIX, Conventions
 
 __all__ = [
@@ -161,7 +163,17 @@ class PowerLaw(Law):
         return float(self.log_prefactor + b @ np.log(x))
 
     def predict(self, scale: Mapping[str, float]) -> float:
-        return math.exp(self.log_predict(scale))
+        """The optimum at ``scale``; FitError when it is past the float range (a law whose
+        exponent ran away, e.g. 8.8e5 from a few runs that do not pin the curve), which no caller
+        can use."""
+        log_value = self.log_predict(scale)
+        if log_value >= _LOG_MAX:
+            exps = ", ".join(f"{p}^{self.exponents[p]:.3g}" for p in self.predictors)
+            raise FitError(
+                f"the {self.target} law ({exps}) predicts exp({log_value:.4g}) at "
+                f"{dict(scale)}: past the float range, not a usable law"
+            )
+        return math.exp(log_value)
 
     def interval(self, scale: Mapping[str, float], level: float = 0.95) -> tuple[float, float]:
         """Interval for the optimum at ``scale``: coefficient uncertainty (bootstrap) plus scatter."""
@@ -308,8 +320,12 @@ def law_from_dict(d: Mapping[str, Any]) -> Law:
     return cls(**kw)
 
 
+#: the largest x with exp(x) finite
+_LOG_MAX: Final = math.log(sys.float_info.max)
+
+
 def _exp_or_inf(x: float) -> float:
-    return math.exp(x) if x < 709.0 else math.inf
+    return math.exp(x) if x < _LOG_MAX else math.inf
 
 
 def _normal_quantile(p: float) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -292,6 +293,18 @@ def test_law_round_trip_and_predict(optima: list) -> None:
     assert lo < law.predict(scale) < hi
     assert abs(math.log(law.predict(scale) / truth)) < 0.3
     assert "boot_coefs" not in law.to_dict(include_samples=False)
+
+
+def test_a_runaway_law_predicts_a_clear_error_not_an_overflow(optima: list) -> None:
+    """An exponent of 8.8e5 (a sparse fit seen in a replay) puts exp() past the float range:
+    predict says so as a FitError (one line from the CLI), the interval is infinite."""
+    law = fit_power_law(optima, predictors=PREDICTORS, n_boot=0, source="syn")
+    wild = dataclasses.replace(law, exponents={**law.exponents, "n_params": 8.8e5})
+    scale = {"n_params": 1e9, "tokens": 1e11}
+    with pytest.raises(FitError, match="past the float range"):
+        wild.predict(scale)
+    assert wild.interval(scale)[1] == math.inf
+    assert math.isfinite(law.predict(scale))
 
 
 def test_seeded_fits_are_reproducible(optima: list) -> None:
