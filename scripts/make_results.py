@@ -44,6 +44,8 @@ TRANSFERS = (
      "allocation/quickstart_law_transfer_w128_surface.json"),
     ("quickstart_law: the law sampler's ladder, w128 held out (parabola)",
      "allocation/quickstart_law_transfer_w128.json"),
+    ("quickstart_law: the law sampler's ladder re-run with its confirmation rule, w128 held out "
+     "(surface, planner settings)", "allocation/quickstart_law_confirm_transfer_w128_surface.json"),
     ("width_sp: fitted on widths <= 64, w256 held out", "transfer/width_sp.w256_from_width_le_64.json"),
     ("width_mup: fitted on widths <= 64, w256 held out", "transfer/width_mup.w256_from_width_le_64.json"),
     ("width_sp: fitted on widths <= 64, w352 held out (30x N)",
@@ -276,6 +278,12 @@ def transfer_plots(transfers: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _se(se: float | None) -> str:
+    """The regret's standard error, or why there is none (the tool gives None when the best
+    point, or the law's, has a single run)."""
+    return "no s.e.: a single-run point" if se is None else f"s.e. {se:.2f}"
+
+
 def transfer_section(title: str, t: dict[str, Any], plot: str | None = None) -> list[str]:
     lines = [
         f"## Transfer check: {title}",
@@ -287,7 +295,7 @@ def transfer_section(title: str, t: dict[str, Any], plot: str | None = None) -> 
         "| point | lr | regret, % of best trained | log2 error |",
         "|---|---|---|---|",
         f"| law (recommended) | {t['predicted_lr']:.3g} | **{t['regret_pct']:+.2f}** "
-        f"(s.e. {t.get('regret_se_pct') or float('nan'):.2f}) | {t['log2_error']:+.2f} |",
+        f"({_se(t.get('regret_se_pct'))}) | {t['log2_error']:+.2f} |",
     ]
     if t.get("predicted_lr_point") and abs(t["predicted_lr_point"] / t["predicted_lr"] - 1) > 1e-6:
         lines.append(
