@@ -36,7 +36,8 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
 
 Stopping: ``budget_runs`` runs (completed, diverged and pending) reached, or the 95% interval of the
 predicted target LR (Laplace, with the law's scatter) has upper/lower below
-``stop_lr_interval_ratio``. The plan is a deterministic function of (runs, pending, seed).
+``stop_lr_interval_ratio`` once every cell is started, its best LR bracketed and confirmed, and the
+fit converged. The plan is a deterministic function of (runs, pending, seed).
 
 The fits use the surface's ``planner`` settings (:data:`~sweeper.fitting.surface.SETTINGS`):
 every run (``window=None``; with a window, ~4 runs per cell near the optimum leave too few loss
