@@ -27,6 +27,13 @@ __all__ = ["BLOWUP", "Regret", "SurfaceLaw"]
 #: (docs/RESULTS.md, "The risk-aware LR, bounded")
 BLOWUP: Final[float] = 0.5
 
+#: how far (octaves) from the point estimate the risk-aware value is searched: the range the
+#: transfer check trains around a prediction (``GRID_CAP_OCTAVES`` in sweeper.report.transfer).
+#: Unbounded, the search spans 4 standard deviations of the draws, and a near-degenerate fit
+#: extrapolated far (a 36-run smoke study's law at a 2048-wide model: log-prefactor draws up to
+#: 2e7) stepped past exp's range: an OverflowError instead of a recipe
+HEDGE_OCTAVES: Final[float] = 3.0
+
 #: seed of the standard normal draws of a new scale's deviation from the law (fixed: the methods
 #: are deterministic)
 _DEVIATION_SEED = 20240612
@@ -211,7 +218,7 @@ class SurfaceLaw(PowerLaw):
         c, lk, a, psi = self._at(scale)
         c0 = float(self._at(scale, draws=False)[0][0])
         spread = float(np.std(c)) if c.size > 1 else 0.0
-        half = max(4.0 * spread, 0.2)
+        half = min(max(4.0 * spread, 0.2), HEDGE_OCTAVES * math.log(2.0))
         grid = c0 + np.linspace(-half, half, 161)
         d = grid[None, :] - c[:, None]
         mean = _bounded(_excess(d, lk[:, None], a[:, None], psi[:, None])).mean(axis=0)
@@ -275,8 +282,9 @@ class SurfaceLaw(PowerLaw):
 
 
 def _bounded(excess: np.ndarray) -> np.ndarray:
-    """A predicted excess (%) as the fit can know it: at most :data:`BLOWUP`."""
-    return np.minimum(excess, 100.0 * BLOWUP)
+    """A predicted excess (%) as the fit can know it: at most :data:`BLOWUP`; a draw whose
+    excess is not a number (its shape overflowed) counts as off the model, :data:`BLOWUP`."""
+    return np.where(np.isnan(excess), 100.0 * BLOWUP, np.minimum(excess, 100.0 * BLOWUP))
 
 
 def _excess(d: np.ndarray, lk: np.ndarray, a: np.ndarray, psi: np.ndarray) -> np.ndarray:
@@ -284,7 +292,7 @@ def _excess(d: np.ndarray, lk: np.ndarray, a: np.ndarray, psi: np.ndarray) -> np
     optimum, 100·(1 − exp(−ψ·q))/ψ above it (q when ψ = 0)."""
     with np.errstate(over="ignore"):  # far from the optimum q overflows to inf: excess saturates
         q = 0.5 * np.exp(lk + a * (d > 0)) * d * d
-    x = psi * q
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # ψ = 0 with q = inf is NaN: _bounded counts it as BLOWUP
+        x = psi * q
         sat = np.where(x < 1e-4, q - 0.5 * psi * q * q, -np.expm1(-x) / np.where(psi > 0, psi, 1))
     return 100.0 * np.where(d > 0, sat, q)

@@ -304,6 +304,32 @@ def test_absurd_shape_draws_count_for_at_most_the_blowup(proxy_law: SurfaceLaw) 
     assert far_above.mean <= far_above.upper <= 100 * BLOWUP
 
 
+def test_runaway_draws_leave_a_finite_risk_aware_lr_near_the_point(proxy_law: SurfaceLaw) -> None:
+    """Draws of a near-degenerate fit (log-prefactor up to ±2e7, a shape that overflows to NaN:
+    a 36-run smoke study's law extrapolated to a 2048-wide model) made the risk-aware search span
+    4 of their standard deviations and step past exp's range (OverflowError). The search stays
+    within HEDGE_OCTAVES of the point, and a NaN excess counts as BLOWUP."""
+    from dataclasses import replace
+
+    from sweeper.fitting._surface_law import BLOWUP, HEDGE_OCTAVES
+
+    law = proxy_law
+    names = list(law.shape_names)
+    draws = np.array(law.shape_draws, dtype=float)
+    wild_rows = np.arange(len(draws)) % 4 == 0
+    draws[wild_rows, names.index("lr:log_prefactor")] = np.where(
+        np.arange(wild_rows.sum()) % 2 == 0, 2e7, -2e7
+    )
+    draws[1::4, names.index("lr:log_curvature")] = 1e6  # exp() overflows: inf·0 = NaN
+    wild = replace(law, shape_draws=tuple(map(tuple, draws)))
+    scale = {"n_params": 8.0 * law.domain["n_params"][1]}
+    point = law.predict(scale)
+    lr = wild.risk_optimal_lr(scale)
+    assert math.isfinite(lr) and abs(math.log2(lr / point)) <= HEDGE_OCTAVES + 1e-9
+    r = wild.expected_regret(scale, lr)
+    assert 0.0 <= r.mean <= r.upper <= 100 * BLOWUP
+
+
 def test_cell_curves_follow_the_runs_and_round_trip(
     proxy_law: SurfaceLaw, proxy_runs: pd.DataFrame
 ) -> None:
