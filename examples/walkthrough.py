@@ -50,6 +50,8 @@ def main() -> int:
     recipe = sweeper.recommend(laws, at=target, hardware=hardware, bytes_per_token=4.0)
     print(f"peak LR {recipe.lr.value:.3g} (95% {recipe.lr.low:.3g}-{recipe.lr.high:.3g}), "
           f"global batch {recipe.global_batch_sequences} x {recipe.seq_len}")  # fmt: skip
+    for line in recipe.warnings:  # read these before trusting the numbers above
+        print(f"warning: {line}")
     exported = sweeper.export(recipe, "litgpt")
     (out / "litgpt.yaml").write_text(exported.text)
     for line in exported.cannot_carry:
