@@ -12,8 +12,8 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    fit (:func:`~sweeper.fitting.surface.fit_surface`, ``n_boot=0``) succeeds (what one cell
    measured tells where to look in the next). A failed fit (FitError) just keeps exploring.
 2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it (cheapest cell first).
-   Confirm: a cell whose best LR rests on one completed run gets a second seed there (cheapest
-   cell first). The lowest of a few noisy losses is biased low (the winner's curse), most of all
+   Confirm: a cell whose best LR rests on one completed run gets a second seed there (the cell
+   whose re-run step 3's criterion values most per core-second first). The lowest of a few noisy losses is biased low (the winner's curse), most of all
    at the edge of stability, where seeds differ most: on the quickstart, w128 at 4.8e-3 has seeds
    2.188 / 2.327 / 2.363, and a replay that drew 2.188 alone took it for the cell's optimum. The
    Gauss-Newton step cannot see this (its information does not depend on the outcome), so the
@@ -394,8 +394,8 @@ def _next_point(
 ) -> tuple[str, int] | None:
     """The next (cell, grid index), by the first rule that gives one: (1) start the cheapest
     unstarted cell (every cell is needed: the largest ones carry the extrapolation); (2) bracket
-    a started cell's best LR, then confirm it (cheapest cell first); (3) with a law, the largest
-    variance reduction per core-second; (4) explore."""
+    a started cell's best LR (cheapest cell first), then confirm it (see :func:`_confirm_point`);
+    (3) with a law, the largest variance reduction per core-second; (4) explore."""
     unstarted = [p for p in state.cells if state.n_lrs(p.cell) < START_LRS]
     if unstarted:
         return _start_point(state, unstarted[0], law, seed, max_seeds)
@@ -416,7 +416,7 @@ def _next_point(
 def _confirm_point(
     state: _State, info: _Info | None, max_seeds: int, confirm_runs: int
 ) -> tuple[str, int] | None:
-    """A second seed at an unconfirmed best LR: the one the variance criterion values most per
+    """Another seed at an unconfirmed best LR: the one the variance criterion values most per
     core-second (the largest cells carry the extrapolation, and cheapest-first would spend the
     budget before reaching them), the cheapest without a law."""
     todo = [
