@@ -42,6 +42,10 @@ DIV_SCALE: Final[float] = 0.05
 TAU_FLOOR: Final[float] = 0.01
 #: smallest noise sd (natural log of the loss): smoothed losses can be almost noiseless
 SIGMA_FLOOR: Final[float] = 1e-5
+#: pseudo-runs at the pooled σ given to each side of the noise model (above and below the optimum):
+#: a side with a handful of runs that the fit passes through would otherwise get σ → SIGMA_FLOOR
+#: and weigh those runs ~10⁶x the others (seen on the 23-run law-sampler ladder: docs/RESULTS.md)
+NOISE_PRIOR_RUNS: Final[float] = 2.0
 
 
 @dataclass
@@ -343,14 +347,19 @@ def fit_noise(resid: np.ndarray, du: np.ndarray, step: float, n_params: int) -> 
     """Coefficients of ln σ(Δu) = F(Δu)·s (see :func:`noise_features`) from pooled residuals.
 
     Gaussian maximum likelihood (convex in s), twice: the second pass winsorises residuals at
-    4σ of the first, so that a few wild runs on the cliff do not set the scale of all. The
+    4σ of the first, so that a few wild runs on the cliff do not set the scale of all. Each side
+    (a grid step above the optimum, two below) also gets ``NOISE_PRIOR_RUNS`` pseudo-runs whose
+    squared residual is the pooled variance (a conjugate prior: a side's σ is shrunk towards the
+    pooled σ as much as that many runs would pull it; with ~20 runs on a side it barely moves). The
     variance is then scaled by n/(n − p), p the number of mean parameters fitted to the runs.
     """
-    feats = noise_features(du, step)
+    feats = np.vstack([noise_features(du, step), [[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]]])
     e = resid.copy()
     s = np.array([np.log(max(1.4826 * float(np.median(np.abs(e))), SIGMA_FLOOR)), 0.0, 0.0])
+    weights = np.concatenate([np.ones(resid.size), np.full(2, NOISE_PRIOR_RUNS)])
     for _ in range(2):
-        e2 = e**2
+        pooled = max(float(np.mean(e**2)), SIGMA_FLOOR**2)
+        e2 = np.concatenate([e**2, np.full(2, pooled)])
 
         def nll(c: np.ndarray, feats: np.ndarray = feats, e2: np.ndarray = e2) -> tuple:
             # a line-search step may overshoot to an absurd sigma: inf there is what L-BFGS-B
@@ -358,12 +367,12 @@ def fit_noise(resid: np.ndarray, du: np.ndarray, step: float, n_params: int) -> 
             with np.errstate(over="ignore", invalid="ignore"):
                 ls = feats @ c
                 iv = np.exp(-2.0 * ls)
-                val = float(np.sum(ls + 0.5 * e2 * iv))
-                grad = feats.T @ (1.0 - e2 * iv)
+                val = float(np.sum(weights * (ls + 0.5 * e2 * iv)))
+                grad = feats.T @ (weights * (1.0 - e2 * iv))
             return val, grad
 
         s = minimize(nll, s, jac=True, method="L-BFGS-B").x
-        sig = np.exp(feats @ s)
+        sig = np.exp(feats[: resid.size] @ s)
         e = np.clip(resid, -4.0 * sig, 4.0 * sig)
     n = resid.size
     s[0] += 0.5 * np.log(n / max(n - n_params, 1))

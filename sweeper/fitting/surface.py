@@ -60,7 +60,9 @@ Choices, and why:
 - Noise: seeds are replicates, but with 1-3 seeds per point their spread is useless as a weight.
   σ is pooled over all cells as a function of the signed distance to the optimum, ln σ(Δu) = s_0
   + s_1·min(Δu/step, 1) + s_2·min(−Δu/step, 2)/2 (step: the LR grid step), fitted by Gaussian
-  likelihood to the residuals of the free-optima fit and scaled by n/(n − p); the runs' residuals
+  likelihood to the residuals of the free-optima fit, with two pseudo-runs at the pooled σ on each
+  side (else a side whose few runs the fit passes through gets σ → 0), and scaled by
+  n/(n − p); the runs' residuals
   are then weighted by 1/σ (feasible GLS) under a Huber loss at 2σ (the bounds and the random
   effects stay quadratic). No seed column is needed.
 - Other searched dimensions (``warmup``, ``weight_decay``, ``beta1``, ``beta2``, ``schedule``,

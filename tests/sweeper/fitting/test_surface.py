@@ -347,3 +347,25 @@ def test_cell_curves_follow_the_runs_and_round_trip(
     back = law_from_dict(json.loads(json.dumps(proxy_law.to_dict())))
     assert isinstance(back, SurfaceLaw) and back.cell_curves == proxy_law.cell_curves
     assert proxy_law.cell_loss("no-such-cell", [1e-3]) is None
+
+
+def test_noise_model_does_not_collapse_on_a_side_with_few_runs() -> None:
+    """A side of the optimum with three runs the fit passes through (residuals ~0) keeps a σ of
+    the pooled order; without the prior its σ went to the floor and those runs outweighed the
+    rest ~10⁶x (the 23-run law-sampler ladder). With many runs per side the measured ratio stays."""
+    from sweeper.fitting import _surface_model as sm
+
+    rng = np.random.default_rng(0)
+    step = math.log(2) / 2
+    du = np.concatenate([rng.uniform(-3 * step, 0.0, 40), np.full(3, step)])
+    resid = np.concatenate([rng.normal(0.0, 0.02, 40), np.full(3, 1e-7)])
+    coef = sm.fit_noise(resid, du, step, n_params=5)
+    sig_up, sig_0 = sm.noise_sd(coef, np.array([step, 0.0]), step)
+    assert sig_up / sig_0 > 0.3, (sig_up, sig_0)
+
+    # 60 runs a side, σ 2.7x larger a grid step above the optimum than below it
+    du = np.concatenate([np.full(60, step), np.full(60, -2 * step)])
+    resid = np.concatenate([rng.normal(0.0, 0.027, 60), rng.normal(0.0, 0.01, 60)])
+    coef = sm.fit_noise(resid, du, step, n_params=5)
+    sig_up, sig_down = sm.noise_sd(coef, np.array([step, -2 * step]), step)
+    assert 2.0 < sig_up / sig_down < 3.6, (sig_up, sig_down)
