@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "docs" / "data"
 SWEEPER = [sys.executable, "-m", "sweeper"]
-STUDIES = ("quickstart", "width_sp", "width_mup", "depth_completep")
+STUDIES = ("quickstart", "width_sp", "width_mup", "depth_completep", "depth_completep_long")
 #: the ladders with a script of their own (scripts/batch_ladder.py, scripts/bpe_ladder.py)
 EXTRA = ("batch", "tokens")
 METHODS = ("parabola", "band", "surface")
