@@ -46,6 +46,8 @@ TRANSFERS = (
      "allocation/quickstart_law_transfer_w128.json"),
     ("quickstart_law: the law sampler's ladder re-run with its confirmation rule, w128 held out "
      "(surface, planner settings)", "allocation/quickstart_law_confirm_transfer_w128_surface.json"),
+    ("quickstart_law: the same check after the noise model's prior (surface, planner settings)",
+     "allocation/quickstart_law_prior_transfer_w128_surface.json"),
     ("width_sp: fitted on widths <= 64, w256 held out", "transfer/width_sp.w256_from_width_le_64.json"),
     ("width_mup: fitted on widths <= 64, w256 held out", "transfer/width_mup.w256_from_width_le_64.json"),
     ("width_sp: fitted on widths <= 64, w352 held out (30x N)",
