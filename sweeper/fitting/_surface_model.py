@@ -353,13 +353,14 @@ def fit_noise(resid: np.ndarray, du: np.ndarray, step: float, n_params: int) -> 
     pooled σ as much as that many runs would pull it; with ~20 runs on a side it barely moves). The
     variance is then scaled by n/(n − p), p the number of mean parameters fitted to the runs.
     """
-    feats = np.vstack([noise_features(du, step), [[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]]])
+    sides = noise_features(np.array([step, -2.0 * step]), step)  # one pseudo-row per side
+    feats = np.vstack([noise_features(du, step), sides])
     e = resid.copy()
     s = np.array([np.log(max(1.4826 * float(np.median(np.abs(e))), SIGMA_FLOOR)), 0.0, 0.0])
-    weights = np.concatenate([np.ones(resid.size), np.full(2, NOISE_PRIOR_RUNS)])
+    weights = np.concatenate([np.ones(resid.size), np.full(len(sides), NOISE_PRIOR_RUNS)])
     for _ in range(2):
         pooled = max(float(np.mean(e**2)), SIGMA_FLOOR**2)
-        e2 = np.concatenate([e**2, np.full(2, pooled)])
+        e2 = np.concatenate([e**2, np.full(len(sides), pooled)])
 
         def nll(c: np.ndarray, feats: np.ndarray = feats, e2: np.ndarray = e2) -> tuple:
             # a line-search step may overshoot to an absurd sigma: inf there is what L-BFGS-B

@@ -13,11 +13,12 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    measured tells where to look in the next). A failed fit (FitError) just keeps exploring.
 2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it (cheapest cell first).
    Confirm: a cell whose best LR rests on one completed run gets a second seed there (the cell
-   whose re-run step 3's criterion values most per core-second first). The lowest of a few noisy losses is biased low (the winner's curse), most of all
-   at the edge of stability, where seeds differ most: on the quickstart, w128 at 4.8e-3 has seeds
-   2.188 / 2.327 / 2.363, and a replay that drew 2.188 alone took it for the cell's optimum. The
-   Gauss-Newton step cannot see this (its information does not depend on the outcome), so the
-   rule is outcome-based, as incumbents are re-run in SMAC's intensification (Hutter et al., 2011).
+   whose re-run step 3's criterion values most per core-second first). The lowest of a few noisy
+   losses is biased low (the winner's curse), most of all at the edge of stability, where seeds
+   differ most: on the quickstart, w128 at 4.8e-3 has seeds 2.188 / 2.327 / 2.363, and a replay
+   that drew 2.188 alone took it for the cell's optimum. The Gauss-Newton step cannot see this
+   (its information does not depend on the outcome), so the rule is outcome-based, as incumbents
+   are re-run in SMAC's intensification (Hutter et al., 2011).
 3. Then greedily, one point at a time: the allowed (cell, LR) with the largest reduction of
    Var[ln lr*(target)] per core-second. The variance is the Gauss-Newton (Laplace) covariance of a
    linearisation of the surface model at the fitted law: shared parameters (law, curvature,

@@ -61,10 +61,9 @@ Choices, and why:
   σ is pooled over all cells as a function of the signed distance to the optimum, ln σ(Δu) = s_0
   + s_1·min(Δu/step, 1) + s_2·min(−Δu/step, 2)/2 (step: the LR grid step), fitted by Gaussian
   likelihood to the residuals of the free-optima fit, with two pseudo-runs at the pooled σ on each
-  side (else a side whose few runs the fit passes through gets σ → 0), and scaled by
-  n/(n − p); the runs' residuals
-  are then weighted by 1/σ (feasible GLS) under a Huber loss at 2σ (the bounds and the random
-  effects stay quadratic). No seed column is needed.
+  side (else a side whose few runs the fit passes through gets σ → 0), and scaled by n/(n − p);
+  the runs' residuals are then weighted by 1/σ (feasible GLS) under a Huber loss at 2σ (the
+  bounds and the random effects stay quadratic). No seed column is needed.
 - Other searched dimensions (``warmup``, ``weight_decay``, ``beta1``, ``beta2``, ``schedule``,
   ``min_lr_ratio``, ``z_loss``, ``grad_clip``) are not modelled: if one varies within a cell the
   fit raises :class:`FitError` naming the column, unless it is listed in ``allow_varying`` (then
