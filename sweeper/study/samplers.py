@@ -171,13 +171,27 @@ def requeue_point(
     return True
 
 
+def _point_of(trial: FrozenTrial, sampler: BaseSampler) -> dict[str, Any]:
+    """The point a RUNNING trial was given, as far as it is known. ``ask`` writes the params one
+    by one, so a driver killed before or between the suggests leaves part of it (or none): a queued
+    point is whole in the trial's ``fixed_params`` (the law sampler queues every point), a grid
+    point is recovered from the trial's grid id (else the grid would count it visited and lose it);
+    otherwise the params written are all there is (the sampler chooses the rest when it is asked
+    again)."""
+    point = dict(trial.system_attrs.get("fixed_params", {}))
+    if isinstance(sampler, _AskTellGridSampler):
+        point.update(sampler.grid_point(trial))
+    point.update(trial.params)
+    return point
+
+
 def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
     """Close the RUNNING trials a dead driver left as FAIL and queue their points again.
 
-    Returns the params of every closed trial, in order. A driver killed between Optuna's
-    ``before_trial`` and ``suggest`` leaves a trial with no params: on the grid its point is
-    recovered from the grid id and queued (else the grid would count it visited and lose it); on
-    any other sampler it is returned as ``{}`` and not queued (the sampler asks a new point).
+    Returns the point of every closed trial, in order (:func:`_point_of`: the whole point where it
+    is known, even when the driver died before or between the suggests). A trial with no point
+    known (killed before its sampler chose anything) is returned as ``{}`` and not queued: the
+    sampler asks a new point.
     Call it only when no other driver runs this sweep. A point is not queued twice (an identical
     WAITING trial is kept instead).
     """
@@ -190,9 +204,7 @@ def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
             continue
         study._storage.set_trial_user_attr(t._trial_id, "closed_by", "reconcile: driver died")
         study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
-        params = dict(t.params)
-        if not params and isinstance(sampler, _AskTellGridSampler):
-            params = sampler.grid_point(t)
+        params = _point_of(t, sampler)
         closed.append(params)
         requeue_point(study, params, waiting)  # a no-op for {}
     if closed:

@@ -384,11 +384,12 @@ def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
         assert states.get("COMPLETE") == 5, (cell, states)
         assert states.get("RUNNING", 0) == 0 and states.get("WAITING", 0) == 0
         assert states.get("FAIL", 0) == before[cell].get("RUNNING", 0)
-        # every point a dead driver left is run again (one killed before its sampler gave it a
-        # point has no params, and TPE simply asks a new one)
+        # every point a dead driver left is run again: what its sampler had chosen of it (the
+        # driver may die before the first suggest, or between lr's and batch_size's, and TPE
+        # chooses the rest anew)
         failed = [t.params for t in study.trials if t.state == TrialState.FAIL and t.params]
         done = [t.params for t in study.trials if t.state == TrialState.COMPLETE]
-        assert all(p in done for p in failed)
+        assert all(any(p.items() <= d.items() for d in done) for p in failed), (failed, done)
 
 
 # ---- PostgreSQL ----------------------------------------------------------------------------------

@@ -315,6 +315,49 @@ def test_reconcile_counts_a_paramless_trial_without_queueing_it(sqlite_url: str)
     assert [t.state for t in study.get_trials()] == [TrialState.FAIL]
 
 
+def _ask_lr_only(study: optuna.Study, spec: StudySpec) -> optuna.Trial:
+    """A trial whose driver died between two suggests: ``ask(dists)`` writes one parameter at a
+    time, and the kill came after ``lr`` and before ``batch_size``."""
+    return study.ask({"lr": distributions(spec.search)["lr"]})
+
+
+def test_reconcile_recovers_the_whole_grid_point_of_a_half_suggested_trial(
+    sqlite_url: str,
+) -> None:
+    spec = _grid_spec("g4", "1e-3, 1e-2")
+    study = open_sweep(spec, sqlite_url)[0].study
+    half = _ask_lr_only(study, spec)
+    closed = reconcile(study)
+    assert closed == [{"lr": half.params["lr"], "batch_size": closed[0]["batch_size"]}]
+    assert closed[0]["batch_size"] in (4, 8)
+    assert study.ask(distributions(spec.search)).params == closed[0]
+
+
+def test_reconcile_requeues_the_whole_queued_point_of_a_half_suggested_trial(
+    sqlite_url: str,
+) -> None:
+    """A queued point (the law sampler plans every point this way) is known whole from the
+    trial's fixed params: queueing only the part that was suggested would lose its batch size."""
+    spec = _spec("q4")
+    study = open_sweep(spec, sqlite_url)[0].study
+    planned = {"lr": 3e-3, "batch_size": 8}
+    study.enqueue_trial(planned)
+    _ask_lr_only(study, spec)
+    assert reconcile(study) == [planned]
+    assert study.ask(distributions(spec.search)).params == planned
+
+
+def test_reconcile_requeues_what_tpe_had_chosen_of_a_half_suggested_trial(
+    sqlite_url: str,
+) -> None:
+    spec = _spec("t4")
+    study = open_sweep(spec, sqlite_url)[0].study
+    half = _ask_lr_only(study, spec)
+    assert reconcile(study) == [dict(half.params)]  # TPE had not chosen a batch size yet
+    again = study.ask(distributions(spec.search)).params
+    assert again["lr"] == half.params["lr"] and again["batch_size"] in (4, 8)
+
+
 def test_reconcile_closes_running_trials_and_requeues_them_once(sqlite_url: str) -> None:
     spec = _spec()
     study = open_sweep(spec, sqlite_url)[0].study
