@@ -191,9 +191,8 @@ class SurfaceLaw(PowerLaw):
             return None
         m, lev, lk, a, psi = curve
         d = np.log(np.asarray(lrs, dtype=float)) - m
-        return np.exp(lev) * (
-            1.0 + _excess(d, np.float64(lk), np.float64(a), np.float64(psi)) / 100
-        )
+        k, al, ps = (np.asarray(v, dtype=float) for v in (lk, a, psi))
+        return np.exp(lev) * (1.0 + _excess(d, k, al, ps) / 100)
 
     def expected_regret(
         self, scale: Mapping[str, float], value: float, level: float = 0.95

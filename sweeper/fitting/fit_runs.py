@@ -172,7 +172,7 @@ def _fit_surface(
         note = f"surface settings: {opt.surface}"
         fitted = {t: replace(law, notes=(*law.notes, note)) for t, law in fitted.items()}
     laws = tuple(law for t, law in fitted.items() if target in (None, t))
-    skipped = ()
+    skipped: tuple[str, ...] = ()
     if target is None and batch_varies(runs) and "batch_tokens" not in fitted:
         skipped = ("batch_tokens not fitted: too few cells with the batch swept",)
     shown = {n for law in laws for n in law.notes}
