@@ -11,10 +11,9 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    the best LR of the nearest started cell, moved by the fitted law's exponent once the surface
    fit (:func:`~sweeper.fitting.surface.fit_surface`, ``n_boot=0``) succeeds (what one cell
    measured tells where to look in the next). A failed fit (FitError) just keeps exploring.
-2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it. Confirm: a cell
-   whose best LR rests on one completed run gets a second seed there. In both, the cell whose run
-   step 3's criterion values most per core-second goes first (cheapest-first spent a quarter of a
-   7-cell grid before the largest cells, which carry the extrapolation, were bracketed). The lowest of a few noisy
+2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it (cheapest cell first).
+   Confirm: a cell whose best LR rests on one completed run gets a second seed there (the cell
+   whose re-run step 3's criterion values most per core-second first). The lowest of a few noisy
    losses is biased low (the winner's curse), most of all at the edge of stability, where seeds
    differ most: on the quickstart, w128 at 4.8e-3 has seeds 2.188 / 2.327 / 2.363, and a replay
    that drew 2.188 alone took it for the cell's optimum. The Gauss-Newton step cannot see this
@@ -396,15 +395,18 @@ def _next_point(
 ) -> tuple[str, int] | None:
     """The next (cell, grid index), by the first rule that gives one: (1) start the cheapest
     unstarted cell (every cell is needed: the largest ones carry the extrapolation); (2) bracket
-    a started cell's best LR, then confirm it (:func:`_most_valuable` picks the cell); (3) with a
-    law, the largest variance reduction per core-second; (4) explore."""
+    a started cell's best LR (cheapest cell first), then confirm it (see :func:`_confirm_point`);
+    (3) with a law, the largest variance reduction per core-second; (4) explore."""
     unstarted = [p for p in state.cells if state.n_lrs(p.cell) < START_LRS]
     if unstarted:
         return _start_point(state, unstarted[0], law, seed, max_seeds)
-    for todo in (_open_sides(state), _unconfirmed(state, confirm_runs)):
-        todo = [(p, j) for p, j in todo if state.allowed(p.cell, j, max_seeds)]
-        if todo:
-            return _most_valuable(todo, info)
+    for p in state.cells:
+        j = state.open_side(p.cell)
+        if j is not None and state.allowed(p.cell, j, max_seeds):
+            return p.cell, j
+    confirm = _confirm_point(state, info, max_seeds, confirm_runs)
+    if confirm is not None:
+        return confirm
     if info is not None and law is not None:
         best = _best_candidate(state, info, max_seeds)
         if best is not None:
@@ -412,26 +414,22 @@ def _next_point(
     return _explore_point(state, max_seeds)
 
 
-def _open_sides(state: _State) -> list[tuple[CellPlan, int]]:
-    """Each started cell's untried grid neighbour that would bracket its best LR."""
-    return [(p, j) for p in state.cells if (j := state.open_side(p.cell)) is not None]
-
-
-def _unconfirmed(state: _State, confirm_runs: int) -> list[tuple[CellPlan, int]]:
-    """Each cell's best LR while it rests on fewer than ``confirm_runs`` runs."""
-    return [
-        (p, j) for p in state.cells if (j := state.unconfirmed(p.cell, confirm_runs)) is not None
+def _confirm_point(
+    state: _State, info: _Info | None, max_seeds: int, confirm_runs: int
+) -> tuple[str, int] | None:
+    """Another seed at an unconfirmed best LR: the one the variance criterion values most per
+    core-second (the largest cells carry the extrapolation, and cheapest-first would spend the
+    budget before reaching them), the cheapest without a law."""
+    todo = [
+        (p, j)
+        for p in state.cells
+        if (j := state.unconfirmed(p.cell, confirm_runs)) is not None
+        and state.allowed(p.cell, j, max_seeds)
     ]
-
-
-def _most_valuable(todo: list[tuple[CellPlan, int]], info: _Info | None) -> tuple[str, int]:
-    """Of the (cell, grid index) pairs a rule asks for, the one the variance criterion values
-    most per core-second (the largest cells carry the extrapolation, and cheapest-first spends
-    the budget before reaching them); without a law, the cheapest (``todo`` is in cell order)."""
+    if not todo:
+        return None
     if info is not None:
-        todo = sorted(
-            todo, key=lambda pj: -info.gain(pj[0].cell, [math.log(pj[0].lrs[pj[1]])]) / pj[0].cost
-        )
+        todo.sort(key=lambda pj: -info.gain(pj[0].cell, [math.log(pj[0].lrs[pj[1]])]) / pj[0].cost)
     p, j = todo[0]
     return p.cell, j
 
