@@ -51,9 +51,9 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
         return waiting + self._n_min_trials - len(asked)
 
     def grid_point(self, trial: FrozenTrial) -> dict[str, Any]:
-        """The point the sampler gave ``trial`` (from its grid id), even when the trial holds no
-        params yet: its driver died between Optuna's ``before_trial`` and ``suggest``. {} when it
-        has no grid id of this search space."""
+        """The point the sampler gave ``trial`` (from its grid id), even when the trial holds
+        none or part of it: its driver died before or between the suggests. {} when it has no
+        grid id of this search space."""
         gid = trial.system_attrs.get("grid_id")
         if gid is None or not self._same_search_space(trial.system_attrs.get("search_space", {})):
             return {}
@@ -174,8 +174,8 @@ def requeue_point(
 def _point_of(trial: FrozenTrial, sampler: BaseSampler) -> dict[str, Any]:
     """The point a RUNNING trial was given, as far as it is known. ``ask`` writes the params one
     by one, so a driver killed before or between the suggests leaves part of it (or none): a queued
-    point is whole in the trial's ``fixed_params`` (the law sampler queues every point), a grid
-    point is recovered from the trial's grid id (else the grid would count it visited and lose it);
+    point is whole in the trial's ``fixed_params``, a grid point is recovered from the trial's grid
+    id (else the grid would count it visited, run another point twice and lose this one);
     otherwise the params written are all there is (the sampler chooses the rest when it is asked
     again)."""
     point = dict(trial.system_attrs.get("fixed_params", {}))

@@ -324,19 +324,26 @@ def _ask_lr_only(study: optuna.Study, spec: StudySpec) -> optuna.Trial:
 def test_reconcile_recovers_the_whole_grid_point_of_a_half_suggested_trial(
     sqlite_url: str,
 ) -> None:
+    """The grid has two batch sizes: queued as ``{lr}`` alone, the point would be asked without
+    its grid id, and one grid point run twice while another is lost."""
     spec = _grid_spec("g4", "1e-3, 1e-2")
     study = open_sweep(spec, sqlite_url)[0].study
+    dists = distributions(spec.search)
     half = _ask_lr_only(study, spec)
     closed = reconcile(study)
-    assert closed == [{"lr": half.params["lr"], "batch_size": closed[0]["batch_size"]}]
-    assert closed[0]["batch_size"] in (4, 8)
-    assert study.ask(distributions(spec.search)).params == closed[0]
+    assert len(closed) == 1 and set(closed[0]) == {"lr", "batch_size"}
+    assert closed[0]["lr"] == half.params["lr"]
+    asked = [study.ask(dists).params for _ in range(4)]  # the queued point, then the other three
+    assert asked[0] == closed[0]
+    assert {tuple(sorted(p.items())) for p in asked} == {
+        (("batch_size", b), ("lr", lr)) for b in (4, 8) for lr in (1e-3, 1e-2)
+    }
 
 
 def test_reconcile_requeues_the_whole_queued_point_of_a_half_suggested_trial(
     sqlite_url: str,
 ) -> None:
-    """A queued point (the law sampler plans every point this way) is known whole from the
+    """A queued point (one queued again after a failure, or by hand) is known whole from the
     trial's fixed params: queueing only the part that was suggested would lose its batch size."""
     spec = _spec("q4")
     study = open_sweep(spec, sqlite_url)[0].study
