@@ -191,8 +191,7 @@ class SurfaceLaw(PowerLaw):
             return None
         m, lev, lk, a, psi = curve
         d = np.log(np.asarray(lrs, dtype=float)) - m
-        k, al, ps = (np.asarray(v, dtype=float) for v in (lk, a, psi))
-        return np.exp(lev) * (1.0 + _excess(d, k, al, ps) / 100)
+        return np.exp(lev) * (1.0 + _excess(d, lk, a, psi) / 100)
 
     def expected_regret(
         self, scale: Mapping[str, float], value: float, level: float = 0.95
@@ -286,7 +285,9 @@ def _bounded(excess: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(excess), 100.0 * BLOWUP, np.minimum(excess, 100.0 * BLOWUP))
 
 
-def _excess(d: np.ndarray, lk: np.ndarray, a: np.ndarray, psi: np.ndarray) -> np.ndarray:
+def _excess(
+    d: np.ndarray, lk: np.ndarray | float, a: np.ndarray | float, psi: np.ndarray | float
+) -> np.ndarray:
     """The model's relative loss excess in %: 100·q with q = ½·k·exp(α·[d > 0])·d² below the
     optimum, 100·(1 − exp(−ψ·q))/ψ above it (q when ψ = 0)."""
     with np.errstate(over="ignore"):  # far from the optimum q overflows to inf: excess saturates

@@ -17,6 +17,7 @@ import pytest
 
 from sweeper.errors import FitError
 from sweeper.fitting import FitWarning, synthetic_sweep
+from sweeper.fitting import _surface_model as sm
 from sweeper.fitting.laws import PowerLaw
 from sweeper.fitting.surface import Regret, SurfaceLaw, fit_surface, fit_surfaces
 from sweeper.fitting.synthetic import proxy_sweep
@@ -353,8 +354,6 @@ def test_noise_model_does_not_collapse_on_a_side_with_few_runs() -> None:
     """A side of the optimum with three runs the fit passes through (residuals ~0) keeps a σ of
     the pooled order; without the prior its σ went to the floor and those runs outweighed the
     rest ~10⁶x (the 23-run law-sampler ladder). With many runs per side the measured ratio stays."""
-    from sweeper.fitting import _surface_model as sm
-
     rng = np.random.default_rng(0)
     step = math.log(2) / 2
     du = np.concatenate([rng.uniform(-3 * step, 0.0, 40), np.full(3, step)])
