@@ -31,7 +31,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "docs" / "data"
 SWEEPER = [sys.executable, "-m", "sweeper"]
-STUDIES = ("quickstart", "width_sp", "width_mup", "depth_completep", "depth_completep_long")
+STUDIES = (
+    "quickstart",
+    "width_sp",
+    "width_mup",
+    "width_sp_long",
+    "depth_completep",
+    "depth_completep_long",
+)
 #: the ladders with a script of their own (scripts/batch_ladder.py, scripts/bpe_ladder.py)
 EXTRA = ("batch", "tokens")
 METHODS = ("parabola", "band", "surface")
@@ -56,6 +63,8 @@ TRANSFERS = (
      "transfer/width_mup.w352_from_width_le_64.json"),
     ("width_mup: fitted on widths <= 96, w352 held out (13.4x N, surface)",
      "transfer/width_mup.w352_from_width_le_96.json"),
+    ("width_sp_long: 4x the horizon, fitted on widths <= 64, w192 held out (9x N, surface)",
+     "transfer/width_sp_long.w192_from_width_le_64.json"),
 )  # fmt: skip
 BASELINE_NAMES = {
     "law": "the law's prediction",
