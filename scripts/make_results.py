@@ -36,6 +36,7 @@ STUDIES = (
     "width_sp",
     "width_mup",
     "width_sp_long",
+    "width_mup_long",
     "depth_completep",
     "depth_completep_long",
 )
@@ -65,6 +66,8 @@ TRANSFERS = (
      "transfer/width_mup.w352_from_width_le_96.json"),
     ("width_sp_long: 4x the horizon, fitted on widths <= 64, w192 held out (9x N, surface)",
      "transfer/width_sp_long.w192_from_width_le_64.json"),
+    ("width_mup_long: 4x the horizon, fitted on widths <= 64, w192 held out (9x N, surface)",
+     "transfer/width_mup_long.w192_from_width_le_64.json"),
 )  # fmt: skip
 BASELINE_NAMES = {
     "law": "the law's prediction",
