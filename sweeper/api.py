@@ -451,7 +451,9 @@ def validate_transfer(
     the held-out one), predict the held-out cell (``"largest"`` outside the fit set, a cell of the
     sweep, or a new cell named like ``w256-d2-t819k``), train it at the prediction, the baselines
     and a sqrt(2) grid around them with ``seeds`` seeds, and report the regrets; see
-    :mod:`sweeper.report.transfer`. ``surface``: the surface method's settings (as :func:`fit`)."""
+    :mod:`sweeper.report.transfer`. A check run again with more ``seeds`` trains only the missing
+    ones (:func:`~sweeper.report.transfer.seed_blocks`); with fewer it keeps the seeds it has.
+    ``surface``: the surface method's settings (as :func:`fit`)."""
     from sweeper.report.transfer import run_transfer
 
     if seeds < 1:

@@ -63,7 +63,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the cells to fit on: comparisons on width, depth, n_params, tokens joined by "
         "commas, e.g. 'width<=64' (default: every cell but the held-out one)",
     )
-    t.add_argument("--seeds", type=int, default=2, help="seeds per trained point (default 2)")
+    t.add_argument(
+        "--seeds",
+        type=int,
+        default=2,
+        help="seeds per trained point, at least (default 2); asking more of a check that has run "
+        "adds the missing seeds beside it and trains nothing twice; a check keeps every seed it has",
+    )
     t.add_argument("--storage")
     t.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
     t.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)

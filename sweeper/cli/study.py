@@ -141,7 +141,9 @@ def _runs_line(spec: Any, n_cells: int) -> str:
                 f"(stops when the target LR's interval ratio < "
                 f"{spec.sampler.stop_lr_interval_ratio:g})")  # fmt: skip
     runs = n_cells * spec.trials_per_cell * seeds
-    return f"{cells_word} × {spec.trials_per_cell} trials × {seeds} seed(s) = {runs} runs"
+    first = spec.sweep.first_seed
+    seed_word = f"{seeds} seed(s)" + (f" from seed {first}" if first else "")
+    return f"{cells_word} × {spec.trials_per_cell} trials × {seed_word} = {runs} runs"
 
 
 def _hours(seconds: float) -> str:

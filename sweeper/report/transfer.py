@@ -11,7 +11,8 @@ The check a user runs before trusting an extrapolation:
 3. train the held-out cell at each of those LRs with K seeds, and on a sqrt(2) grid around the
    prediction, extended one step at a time until the best point has a trained neighbour on both
    sides (at most 3 octaves from the prediction), through the same launch machinery and storage
-   (a one-cell sweep ``<sweep>.transfer.<cell>``);
+   (a one-cell sweep ``<sweep>.transfer.<cell>``; asking more seeds later adds them in a sweep
+   of their own beside it, ``<check>.seeds-<first>-<last>``, see :func:`seed_blocks`);
 4. report, for the prediction and every baseline, the regret (its loss over the best point trained
    in the cell, in % of that loss) and the log2 error against the cell's measured optimum (the
    parabola estimate on every run in the cell), and how far the check extrapolated (N and D of the
@@ -50,6 +51,7 @@ __all__ = [
     "TransferResult",
     "plan_transfer",
     "run_transfer",
+    "seed_blocks",
     "summarize_transfer",
     "transfer_rows",
     "transfer_sweep_name",
@@ -68,6 +70,8 @@ BASELINES: Final[dict[str, str]] = {
 _POINT_KEYS: Final[tuple[str, ...]] = ("lr", "batch_size", "warmup", "weight_decay", "beta2")
 #: LRs within this relative distance are one point
 _SAME: Final[float] = 1e-6
+#: a planned LR this close (relative) to one the check trained is that one (see TransferPlan.snapped)
+SNAP: Final[float] = 0.01
 #: the grid step and how far the grid may reach from the prediction (log2)
 GRID_STEP: Final[float] = math.sqrt(2.0)
 GRID_CAP_OCTAVES: Final[float] = 3.0
@@ -98,6 +102,21 @@ class TransferPlan:
     @property
     def predicted_lr_point(self) -> float:
         return self.lrs.get("law_point", self.lrs["law"])
+
+    def snapped(self, trained: Sequence[float]) -> TransferPlan:
+        """The plan with every planned LR within :data:`SNAP` of an LR the check already trained
+        moved onto that LR. Planning again (a relaunch, more seeds, the check's runs carried to
+        another machine) redraws the surface law's samples, which moves its risk-aware LR by a
+        fraction of a percent; the point trained for it stays the point."""
+        done = np.unique(np.asarray([lr for lr in trained if lr > 0], dtype=float))
+        if done.size == 0:
+            return self
+        lrs = dict(self.lrs)
+        for name, lr in self.lrs.items():
+            near = float(done[np.argmin(np.abs(np.log(done / lr)))])
+            if abs(math.log(near / lr)) <= math.log1p(SNAP):
+                lrs[name] = near
+        return replace(self, lrs=lrs)
 
     def with_trained(self, lrs: Sequence[float]) -> TransferPlan:
         """The plan with every grid point among ``lrs`` (LRs already trained in the check: a
@@ -592,7 +611,6 @@ def run_transfer(
     until the best point is bracketed (at most ``max_rounds`` launches), summarize and store."""
     from sweeper.fitting.provenance import sweep_conventions
     from sweeper.report.holdout import cell_filter
-    from sweeper.study.sweep_runs import load_sweep_runs
 
     if seeds < 1:
         raise SweeperError(f"--seeds must be at least 1, got {seeds}")
@@ -613,15 +631,22 @@ def run_transfer(
         conventions=sweep_conventions(sw),
     )
     name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells, method, surface)
+    blocks = seed_blocks(name, sw.url, seeds)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
+    trained = pd.concat([b.runs(sw.url) for b in blocks], ignore_index=True)
+    known = trained["lr"].dropna().unique().tolist()
+    plan = plan.snapped(known).with_trained(known)  # (a new block trains every known point)
     for launch in range(1, max_rounds + 1):
         plan = replace(plan, lrs={k: float(f"{v:.6g}") for k, v in plan.lrs.items()})
-        _train_points(sw, plan, name, seeds, best, max_concurrent, progress, verbose)
-        trained = load_sweep_runs(name, sw.url)
+        for block in blocks:
+            if not block.imported:
+                _train_points(sw, plan, block, best, max_concurrent, progress, verbose)
+        trained = pd.concat([b.runs(sw.url) for b in blocks], ignore_index=True)
         plan = plan.with_trained(trained["lr"].dropna().unique().tolist())
         cell_runs = pd.concat([runs[runs["cell"] == plan.holdout.name], trained])
         k = next_grid_step(plan, cell_runs)
-        if k is None or launch == max_rounds:  # (never plan a point that will not be trained)
+        trainable = any(not b.imported for b in blocks)
+        if k is None or launch == max_rounds or not trainable:  # (never plan an untrained point)
             break
         plan = plan.with_grid((k,))
     result = summarize_transfer(plan, runs, trained)
@@ -629,22 +654,76 @@ def run_transfer(
     return result
 
 
+@dataclass(frozen=True)
+class SeedBlock:
+    """One one-cell sweep of a check: the seeds ``first`` .. ``first + count - 1`` of every point.
+    ``imported``: its runs were brought in with ``sweeper import`` (read, never trained)."""
+
+    name: str
+    first: int
+    count: int
+    imported: bool = False
+
+    def runs(self, url: str | None) -> pd.DataFrame:
+        from sweeper.study.importer import load_runs
+        from sweeper.study.sweep_runs import load_sweep_runs
+
+        if self.imported:
+            return load_runs(self.name, url)
+        if storage.get_sweep(self.name, url) is None:  # (not launched yet: nothing queued)
+            return pd.DataFrame(columns=["lr", "seed", "loss", "diverged", "state"])
+        return load_sweep_runs(self.name, url)
+
+
+def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
+    """The sweeps that hold the seeds of the check ``name``, in seed order, for at least
+    ``seeds`` seeds per point. The check's own sweep holds the seeds it was first run with (or
+    imported with); a later, larger ``seeds`` adds the missing ones as a sweep of their own,
+    ``<name>.seeds-<first>-<last>``, so that nothing trained is trained again. A check that holds
+    more seeds than asked keeps them all: seeds grow, they are never dropped."""
+    row = storage.get_sweep(name, url)
+    if row is None:
+        return [SeedBlock(name, 0, seeds)]
+    if row["kind"] == "imported":
+        from sweeper.study.importer import load_runs
+
+        stored = load_runs(name, url)["seed"].dropna()
+        head = SeedBlock(name, 0, int(stored.max()) + 1 if len(stored) else 0, imported=True)
+    else:
+        head = SeedBlock(name, 0, int(row["meta"].get("seeds_per_point") or 1))
+    blocks = [head]
+    pattern = re.compile(re.escape(name) + r"\.seeds-(\d+)-(\d+)")
+    grown = sorted(
+        (int(m[1]), int(m[2]), r["kind"] == "imported")
+        for r in storage.list_sweeps(url)
+        if (m := pattern.fullmatch(r["name"]))
+    )
+    covered = head.count
+    for first, last, imported in grown:
+        if first == covered and last >= first:
+            block = SeedBlock(f"{name}.seeds-{first}-{last}", first, last - first + 1, imported)
+            blocks.append(block)
+            covered = last + 1
+    if seeds > covered:
+        blocks.append(SeedBlock(f"{name}.seeds-{covered}-{seeds - 1}", covered, seeds - covered))
+    return blocks
+
+
 def _train_points(
     sw: Sweep,
     plan: TransferPlan,
-    name: str,
-    seeds: int,
+    block: SeedBlock,
     best: Mapping[str, Any],
     max_concurrent: int | None,
     progress: bool,
     verbose: int,
 ) -> None:
-    """Launch (or resume) the check's one-cell sweep so that every LR of ``plan`` is trained."""
+    """Launch (or resume) one seed block of the check so that every LR of ``plan`` is trained."""
     from sweeper.run.launch import launch_study
     from sweeper.study.sweep import open_sweep
 
     assert sw.spec is not None
-    tspec = _transfer_spec(sw.spec, plan, name, seeds, best)
+    tspec = _transfer_spec(sw.spec, plan, block, best)
     (cs,) = open_sweep(tspec, sw.url, force_new=_changed(tspec, sw.url))
     asked = {round(float(t.params["lr"]), 12) for t in cs.study.trials if "lr" in t.params}
     waiting = {round(float(t.system_attrs.get("fixed_params", {}).get("lr", -1)), 12)
@@ -691,12 +770,12 @@ def _candidates(plan: TransferPlan) -> list[float]:
 
 
 def _transfer_spec(
-    spec: StudySpec, plan: TransferPlan, name: str, seeds: int, best: Mapping[str, Any]
+    spec: StudySpec, plan: TransferPlan, block: SeedBlock, best: Mapping[str, Any]
 ) -> StudySpec:
     """The one-cell study that trains the held-out cell at the planned LRs (a grid sampler over
-    every candidate LR; the planned ones are queued and ``trials_per_cell`` counts them), ``seeds``
-    seeds each, the batch and the other searched hyperparameters fixed (at the cell's best trial in
-    the sweep: the law only predicts the LR)."""
+    every candidate LR; the planned ones are queued and ``trials_per_cell`` counts them), the
+    ``block``'s seeds each, the batch and the other searched hyperparameters fixed (at the cell's
+    best trial in the sweep: the law only predicts the LR)."""
     from sweeper.study.spec import CellSpec, LadderSpec, ParamSpec, PrunerSpec, SamplerSpec
 
     held = plan.holdout
@@ -717,9 +796,10 @@ def _transfer_spec(
         spec,
         sweep=replace(
             spec.sweep,
-            name=name,
+            name=block.name,
             trials_per_cell=len(set(plan.lrs.values())),
-            seeds_per_point=seeds,
+            seeds_per_point=block.count,
+            first_seed=block.first,
             description=f"transfer check of {plan.sweep} on {held.name}",
         ),
         ladder=LadderSpec(

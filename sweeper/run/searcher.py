@@ -42,7 +42,8 @@ class _Point:
     pruned: bool = False
     retries: int = 0
     reported: set[int] = field(default_factory=set)  # steps with an intermediate value
-    first_seed: int = 0  # the law sampler's replicate index of its first run (else 0)
+    # its first run's seed: the law plan's replicate index, else the study's sweep.first_seed
+    first_seed: int = 0
 
 
 @dataclass
@@ -239,7 +240,13 @@ class CellSearcher(Searcher):
                 self._refused(f"{c.cs.cell.name}: ask", e)
                 return Searcher.FINISHED if self.lost else None
             key = (i, trial.number)
-            p = _Point(cell=i, trial=trial, to_start=list(range(self.seeds)))
+            first = self.spec.sweep.first_seed
+            p = _Point(
+                cell=i,
+                trial=trial,
+                to_start=list(range(first, first + self.seeds)),
+                first_seed=first,
+            )
             self.points[key] = p
             c.open_points += 1
             return self._dispatch(trial_id, key, p)

@@ -77,12 +77,15 @@ class SweepSection:
 
     ``trials_per_cell`` is the number of Optuna trials (search points) each cell gets; ``None`` is
     allowed only with the grid sampler (then the grid size). ``seeds_per_point`` training runs
-    (seeds 0, 1, ...) are made per trial and the trial's value is their mean loss.
+    (seeds ``first_seed``, ``first_seed + 1``, ...) are made per trial and the trial's value is
+    their mean loss; a later ``first_seed`` gives an earlier sweep's points more seeds in a sweep
+    of their own (what ``validate-transfer --seeds`` does when a check grows).
     """
 
     name: str
     trials_per_cell: int | None = None
     seeds_per_point: int = 1
+    first_seed: int = 0
     storage: str | None = None  # SQLAlchemy URL; else $SWEEPER_STORAGE, else sqlite:///sweeper.db
     data: str = "builtin"  # "builtin", a text file or folder, or a nanoGPT train.bin/val.bin folder
     description: str = ""
@@ -483,6 +486,11 @@ def _check_law(spec: StudySpec) -> list[str]:
     if spec.sweep.trials_per_cell is not None:
         out.append(
             "sweep.trials_per_cell: not used with sampler.kind = 'law' (give sampler.budget_runs)"
+        )
+    if spec.sweep.first_seed:
+        out.append(
+            "sweep.first_seed: not used with sampler.kind = 'law' (its seeds are the plan's "
+            "replicate indices)"
         )
     if sm.budget_runs is None:
         out.append("sampler.budget_runs: missing (required with kind = 'law')")

@@ -266,9 +266,20 @@ def _bounds_text(low: float | None, low_open: bool, high: float | None, high_ope
     return "must be " + " and ".join(parts)
 
 
+_SWEEP_KEYS = (
+    "name",
+    "description",
+    "storage",
+    "data",
+    "trials_per_cell",
+    "seeds_per_point",
+    "first_seed",
+)
+
+
 def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection:
     p = "sweep"
-    r.keys(d, p, ("name", "description", "storage", "data", "trials_per_cell", "seeds_per_point"))
+    r.keys(d, p, _SWEEP_KEYS)
     name = r.get(d, "name", p, "str", required=True)
     if name is not None and not NAME_RE.match(name):
         r.bad(f"{p}.name", f"{name!r} must be letters, digits, '_', '-' or '.' (no '/')")
@@ -277,6 +288,7 @@ def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection:
         name=name or "",
         trials_per_cell=r.get(d, "trials_per_cell", p, "int", None, low=1),
         seeds_per_point=r.get(d, "seeds_per_point", p, "int", 1, low=1),
+        first_seed=r.get(d, "first_seed", p, "int", 0, low=0),
         storage=r.get(d, "storage", p, "str", None),
         data=r.get(d, "data", p, "str", "builtin"),
         description=r.get(d, "description", p, "str", ""),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,21 @@ def test_the_grid_grows_until_the_best_point_is_bracketed(sweep_runs: pd.DataFra
     far = plan.with_grid(range(-6, 0))
     low = {center * r2**k: 2.0 + 0.1 * (k + 6) for k in range(-6, 2)}
     assert next_grid_step(far, runs(low)) is None
+
+
+def test_a_replanned_check_keeps_the_points_it_trained(sweep_runs: pd.DataFrame) -> None:
+    """Planned again (more seeds, another machine), the risk-aware LR moves by a fraction of a
+    percent: within 1% of a trained LR it is that LR, and the grid centred on the snapped point
+    estimate finds the grid points trained before; anything further is a new point."""
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50).with_grid((-1, 1))
+    trained = list(plan.lrs.values())
+    moved = replace(plan, lrs={k: v * (1.004 if k.startswith("law") else 1.0)
+                               for k, v in plan.lrs.items() if not k.startswith("grid")})  # fmt: skip
+    again = moved.snapped(trained).with_trained(trained)
+    assert again.lrs == plan.lrs
+    far = replace(plan, lrs={**plan.lrs, "law": plan.lrs["law"] * 1.02})
+    assert far.snapped(trained).lrs["law"] == pytest.approx(plan.lrs["law"] * 1.02)
+    assert plan.snapped([]).lrs == plan.lrs
 
 
 def test_each_fit_set_and_method_has_its_own_check_sweep() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import pandas as pd
 import pytest
 from optuna.trial import TrialState
 
@@ -285,6 +286,7 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     # relaunching the check trains nothing new
     r2 = _cli(["validate-transfer", "smoke", "--storage", url, "--json"], tmp_path, timeout=300)
     assert r2.returncode == 0 and json.loads(r2.stdout)["losses"] == res["losses"]
+    _more_seeds_train_only_the_missing_ones(url, check, tmp_path)
 
     target = ["--params", "1e9", "--tokens", "2e10", "--storage", url]
     r = _cli(["recommend", "smoke", *target, "--json"], tmp_path)
@@ -311,6 +313,37 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     page = (tmp_path / "report" / "index.html").read_text()
     assert "Transfer check" in page and "Recommended recipe" in page and "w32-d2-t65.5k" in page
     assert (tmp_path / "report" / "law_lr_holdout.png").is_file()
+
+
+def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path) -> None:
+    """A check asked for a third seed trains seed 2 alone, beside the check's own sweep (seeds 0-1
+    untouched); carried to another storage as CSV files and asked for fewer seeds, it reads all
+    three back and trains nothing."""
+    args = ["validate-transfer", "smoke", "--storage", url, "--json"]
+    r = _cli([*args, "--seeds", "3"], tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    grown = json.loads(r.stdout)
+    n_lrs = len(set(grown["lrs"].values()))
+    assert grown["seeds"] == 3
+    tables = {}
+    for name in ("smoke", check, f"{check}.seeds-2-2"):
+        out = tmp_path / f"{name}.csv"
+        assert _cli(["trials", name, "--storage", url, "-o", str(out)], tmp_path).returncode == 0
+        tables[name] = pd.read_csv(out)
+    assert sorted(set(tables[check]["seed"])) == [0, 1] and len(tables[check]) == 2 * n_lrs
+    assert set(tables[f"{check}.seeds-2-2"]["seed"]) == {2}
+    assert len(tables[f"{check}.seeds-2-2"]) == n_lrs
+
+    url2 = f"sqlite:///{tmp_path / 'moved.db'}"
+    study = ["--study", str(REPO / "studies" / "smoke.toml")]
+    for name in tables:
+        imp = ["import", str(tmp_path / f"{name}.csv"), "--sweep", name, "--storage", url2]
+        r = _cli(imp + (study if name == "smoke" else []), tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
+    r = _cli(["validate-transfer", "smoke", "--storage", url2, "--seeds", "1", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    moved = json.loads(r.stdout)
+    assert moved["seeds"] == 3 and moved["losses"] == pytest.approx(grown["losses"])
 
 
 # ---- SIGKILL part-way, relaunch ----------------------------------------------------------------

@@ -58,6 +58,11 @@ BAD: list[tuple[str, str, str]] = [
         LAW + "stop_lr_interval_ratio = 0.5\n",
         "sampler.stop_lr_interval_ratio",
     ),
+    (
+        "first-seed-law",
+        LAW.replace('name = "law"', 'name = "law"\nfirst_seed = 2'),
+        "sweep.first_seed: not used with sampler.kind = 'law'",
+    ),
     ("target-negative", LAW + "\n[target]\nparams = -1e9\n", "target.params"),
     ("target-zero-tokens", LAW + "\n[target]\ntokens = 0\n", "target.tokens"),
     ("target-string", LAW + '\n[target]\nparams = "big"\n', "target.params"),

@@ -325,6 +325,20 @@ def test_default_output_mult_keeps_the_hash_of_older_sweeps() -> None:
     assert spec_hash(parse_study_toml(_with("model", "output_mult = 1.0"))) == spec_hash(a)
 
 
+def test_first_seed_is_a_later_block_of_seeds() -> None:
+    """``sweep.first_seed`` starts a sweep's seeds later (more seeds for an earlier sweep's points,
+    in a sweep of their own): another measurement, so another hash, but 0 keeps older sweeps' hash."""
+    a = parse_study_toml(BASE)
+    later = parse_study_toml(_with("sweep", "first_seed = 2"))
+    assert later.sweep.first_seed == 2 and a.sweep.first_seed == 0
+    assert "first_seed" not in study_toml(a) and "first_seed = 2" in study_toml(later)
+    assert parse_study_toml(study_toml(later)) == later
+    assert spec_hash(later) != spec_hash(a)
+    assert spec_hash(parse_study_toml(_with("sweep", "first_seed = 0"))) == spec_hash(a)
+    with pytest.raises(StudyError, match="first_seed"):
+        parse_study_toml(_with("sweep", "first_seed = -1"))
+
+
 def test_programmatic_one_cell_grid_spec() -> None:
     """The validate-transfer shape: one explicit cell, fixed LR values, grid sampler."""
     spec = StudySpec(
