@@ -638,9 +638,11 @@ def run_transfer(
     plan = plan.snapped(known).with_trained(known)  # (a new block trains every known point)
     for launch in range(1, max_rounds + 1):
         plan = replace(plan, lrs={k: float(f"{v:.6g}") for k, v in plan.lrs.items()})
+        held = {b.name: b.runs(sw.url)["lr"].dropna().tolist() for b in blocks if b.imported}
         for block in blocks:
             if not block.imported:
-                _train_points(sw, plan, block, best, max_concurrent, progress, verbose)
+                skip = held.get(block.fills or "", [])
+                _train_points(sw, plan, block, skip, best, max_concurrent, progress, verbose)
         trained = pd.concat([b.runs(sw.url) for b in blocks], ignore_index=True)
         plan = plan.with_trained(trained["lr"].dropna().unique().tolist())
         cell_runs = pd.concat([runs[runs["cell"] == plan.holdout.name], trained])
@@ -657,12 +659,14 @@ def run_transfer(
 @dataclass(frozen=True)
 class SeedBlock:
     """One one-cell sweep of a check: the seeds ``first`` .. ``first + count - 1`` of every point.
-    ``imported``: its runs were brought in with ``sweeper import`` (read, never trained)."""
+    ``imported``: its runs were brought in with ``sweeper import`` (read, never trained);
+    ``fills``: the imported block whose seeds this one trains at the LRs it lacks."""
 
     name: str
     first: int
     count: int
     imported: bool = False
+    fills: str | None = None
 
     def runs(self, url: str | None) -> pd.DataFrame:
         from sweeper.study.importer import load_runs
@@ -680,7 +684,9 @@ def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
     ``seeds`` seeds per point. The check's own sweep holds the seeds it was first run with (or
     imported with); a later, larger ``seeds`` adds the missing ones as a sweep of their own,
     ``<name>.seeds-<first>-<last>``, so that nothing trained is trained again. A check that holds
-    more seeds than asked keeps them all: seeds grow, they are never dropped."""
+    more seeds than asked keeps them all: seeds grow, they are never dropped. An imported block
+    (a check carried to another storage as CSV) is read, never trained: the LRs it lacks (a grid
+    the check extends later) are trained for its seeds in ``<block>.fill``."""
     row = storage.get_sweep(name, url)
     if row is None:
         return [SeedBlock(name, 0, seeds)]
@@ -706,29 +712,41 @@ def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
             covered = last + 1
     if seeds > covered:
         blocks.append(SeedBlock(f"{name}.seeds-{covered}-{seeds - 1}", covered, seeds - covered))
-    return blocks
+    fills = [
+        SeedBlock(f"{b.name}.fill", b.first, b.count, fills=b.name) for b in blocks if b.imported
+    ]
+    return blocks + fills
 
 
 def _train_points(
     sw: Sweep,
     plan: TransferPlan,
     block: SeedBlock,
+    skip: Sequence[float],
     best: Mapping[str, Any],
     max_concurrent: int | None,
     progress: bool,
     verbose: int,
 ) -> None:
-    """Launch (or resume) one seed block of the check so that every LR of ``plan`` is trained."""
+    """Launch (or resume) one seed block of the check so that every LR of ``plan`` but those in
+    ``skip`` (trained for these seeds elsewhere) is trained."""
     from sweeper.run.launch import launch_study
     from sweeper.study.sweep import open_sweep
 
     assert sw.spec is not None
-    tspec = _transfer_spec(sw.spec, plan, block, best)
+    lrs = sorted(
+        lr
+        for lr in set(plan.lrs.values())
+        if not any(math.isclose(lr, s, rel_tol=_SAME) for s in skip)
+    )
+    if not lrs:
+        return  # (a fill block with nothing to fill)
+    tspec = _transfer_spec(sw.spec, plan, block, len(lrs), best)
     (cs,) = open_sweep(tspec, sw.url, force_new=_changed(tspec, sw.url))
     asked = {round(float(t.params["lr"]), 12) for t in cs.study.trials if "lr" in t.params}
     waiting = {round(float(t.system_attrs.get("fixed_params", {}).get("lr", -1)), 12)
                for t in cs.study.trials if not t.params}  # fmt: skip
-    for lr in sorted(set(plan.lrs.values())):
+    for lr in lrs:
         key = round(lr, 12)
         if key not in asked and key not in waiting:
             cs.study.enqueue_trial({"lr": lr, "batch_size": plan.holdout.batch_size})
@@ -770,12 +788,12 @@ def _candidates(plan: TransferPlan) -> list[float]:
 
 
 def _transfer_spec(
-    spec: StudySpec, plan: TransferPlan, block: SeedBlock, best: Mapping[str, Any]
+    spec: StudySpec, plan: TransferPlan, block: SeedBlock, points: int, best: Mapping[str, Any]
 ) -> StudySpec:
     """The one-cell study that trains the held-out cell at the planned LRs (a grid sampler over
-    every candidate LR; the planned ones are queued and ``trials_per_cell`` counts them), the
-    ``block``'s seeds each, the batch and the other searched hyperparameters fixed (at the cell's
-    best trial in the sweep: the law only predicts the LR)."""
+    every candidate LR; the ``points`` LRs to train are queued and ``trials_per_cell`` counts
+    them), the ``block``'s seeds each, the batch and the other searched hyperparameters fixed (at
+    the cell's best trial in the sweep: the law only predicts the LR)."""
     from sweeper.study.spec import CellSpec, LadderSpec, ParamSpec, PrunerSpec, SamplerSpec
 
     held = plan.holdout
@@ -797,7 +815,7 @@ def _transfer_spec(
         sweep=replace(
             spec.sweep,
             name=block.name,
-            trials_per_cell=len(set(plan.lrs.values())),
+            trials_per_cell=points,
             seeds_per_point=block.count,
             first_seed=block.first,
             description=f"transfer check of {plan.sweep} on {held.name}",

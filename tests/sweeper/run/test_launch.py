@@ -317,8 +317,8 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
 
 def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path) -> None:
     """A check asked for a third seed trains seed 2 alone, beside the check's own sweep (seeds 0-1
-    untouched); carried to another storage as CSV files and asked for fewer seeds, it reads all
-    three back and trains nothing."""
+    untouched). Carried to another storage as CSV files, one LR left out, and asked for fewer
+    seeds, it reads all three back and trains only that LR, for each imported block's seeds."""
     args = ["validate-transfer", "smoke", "--storage", url, "--json"]
     r = _cli([*args, "--seeds", "3"], tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -336,14 +336,24 @@ def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path
 
     url2 = f"sqlite:///{tmp_path / 'moved.db'}"
     study = ["--study", str(REPO / "studies" / "smoke.toml")]
-    for name in tables:
-        imp = ["import", str(tmp_path / f"{name}.csv"), "--sweep", name, "--storage", url2]
+    worst = grown["lrs"][max(grown["losses"], key=grown["losses"].get)]
+    for name, table in tables.items():
+        out = tmp_path / f"{name}.moved.csv"
+        table[~table["lr"].sub(worst).abs().lt(1e-9 * worst)].to_csv(out, index=False)
+        imp = ["import", str(out), "--sweep", name, "--storage", url2]
         r = _cli(imp + (study if name == "smoke" else []), tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
     r = _cli(["validate-transfer", "smoke", "--storage", url2, "--seeds", "1", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     moved = json.loads(r.stdout)
-    assert moved["seeds"] == 3 and moved["losses"] == pytest.approx(grown["losses"])
+    assert moved["seeds"] == 3 and moved["lrs"] == grown["lrs"]
+    kept = {k: v for k, v in grown["losses"].items() if grown["lrs"][k] != worst}
+    assert {k: moved["losses"][k] for k in kept} == pytest.approx(kept)
+    for fill, seeds in ((f"{check}.fill", [0, 1]), (f"{check}.seeds-2-2.fill", [2])):
+        out = tmp_path / f"{fill}.csv"
+        assert _cli(["trials", fill, "--storage", url2, "-o", str(out)], tmp_path).returncode == 0
+        runs = pd.read_csv(out)
+        assert sorted(runs["seed"]) == seeds and runs["lr"].tolist() == [worst] * len(seeds)
 
 
 # ---- SIGKILL part-way, relaunch ----------------------------------------------------------------
