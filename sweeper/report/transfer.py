@@ -70,8 +70,10 @@ BASELINES: Final[dict[str, str]] = {
 _POINT_KEYS: Final[tuple[str, ...]] = ("lr", "batch_size", "warmup", "weight_decay", "beta2")
 #: LRs within this relative distance are one point
 _SAME: Final[float] = 1e-6
-#: a planned LR this close (relative) to one the check trained is that one (see TransferPlan.snapped)
+#: a law LR this close (relative) to one the check trained is that one (see TransferPlan.snapped)
 SNAP: Final[float] = 0.01
+#: the planned points that come from the law's draws (the rest are deterministic)
+_DRAWN: Final[tuple[str, ...]] = ("law", "law_point")
 #: the grid step and how far the grid may reach from the prediction (log2)
 GRID_STEP: Final[float] = math.sqrt(2.0)
 GRID_CAP_OCTAVES: Final[float] = 3.0
@@ -104,19 +106,33 @@ class TransferPlan:
         return self.lrs.get("law_point", self.lrs["law"])
 
     def snapped(self, trained: Sequence[float]) -> TransferPlan:
-        """The plan with every planned LR within :data:`SNAP` of an LR the check already trained
-        moved onto that LR. Planning again (a relaunch, more seeds, the check's runs carried to
-        another machine) redraws the surface law's samples, which moves its risk-aware LR by a
-        fraction of a percent; the point trained for it stays the point."""
-        done = np.unique(np.asarray([lr for lr in trained if lr > 0], dtype=float))
-        if done.size == 0:
-            return self
-        lrs = dict(self.lrs)
-        for name, lr in self.lrs.items():
-            near = float(done[np.argmin(np.abs(np.log(done / lr)))])
-            if abs(math.log(near / lr)) <= math.log1p(SNAP):
-                lrs[name] = near
-        return replace(self, lrs=lrs)
+        """The plan with the law's LRs (recommended and point), then the grid rebuilt around the
+        point estimate, each moved onto an LR the check already trained within :data:`SNAP` of
+        it, never onto a baseline's LR. Planning again (a relaunch, more seeds, the check's runs
+        carried to another machine) redraws the surface law's samples, which moves those LRs by a
+        fraction of a percent (and the grid's by a digit of rounding); the points trained for
+        them stay the points."""
+        fixed = [v for k, v in self.lrs.items() if k not in _DRAWN and not k.startswith("grid")]
+        done = [
+            lr
+            for lr in {float(x) for x in trained if x > 0}
+            if not any(math.isclose(lr, f, rel_tol=_SAME) for f in fixed)
+        ]
+
+        def snap(lrs: dict[str, float], names: Sequence[str]) -> dict[str, float]:
+            for name in names:
+                near = min(done, key=lambda x: abs(math.log(x / lrs[name])), default=None)
+                if near is not None and abs(math.log(near / lrs[name])) <= math.log1p(SNAP):
+                    lrs[name] = near
+            return lrs
+
+        lrs = {k: v for k, v in self.lrs.items() if not k.startswith("grid")}
+        plan = replace(self, lrs=snap(lrs, [k for k in _DRAWN if k in lrs]))
+        grid = [int(k.removeprefix("grid")) for k in self.lrs if k.startswith("grid")]
+        plan = plan.with_grid(grid)
+        return replace(
+            plan, lrs=snap(dict(plan.lrs), [k for k in plan.lrs if k.startswith("grid")])
+        )
 
     def with_trained(self, lrs: Sequence[float]) -> TransferPlan:
         """The plan with every grid point among ``lrs`` (LRs already trained in the check: a
@@ -638,7 +654,7 @@ def run_transfer(
     plan = plan.snapped(known).with_trained(known)  # (a new block trains every known point)
     for launch in range(1, max_rounds + 1):
         plan = replace(plan, lrs={k: float(f"{v:.6g}") for k, v in plan.lrs.items()})
-        held = {b.name: b.runs(sw.url)["lr"].dropna().tolist() for b in blocks if b.imported}
+        held = {b.name: b.complete_lrs(sw.url) for b in blocks if b.imported}
         for block in blocks:
             if not block.imported:
                 skip = held.get(block.fills or "", [])
@@ -647,8 +663,7 @@ def run_transfer(
         plan = plan.with_trained(trained["lr"].dropna().unique().tolist())
         cell_runs = pd.concat([runs[runs["cell"] == plan.holdout.name], trained])
         k = next_grid_step(plan, cell_runs)
-        trainable = any(not b.imported for b in blocks)
-        if k is None or launch == max_rounds or not trainable:  # (never plan an untrained point)
+        if k is None or launch == max_rounds:  # (never plan a point that will not be trained)
             break
         plan = plan.with_grid((k,))
     result = summarize_transfer(plan, runs, trained)
@@ -670,13 +685,26 @@ class SeedBlock:
 
     def runs(self, url: str | None) -> pd.DataFrame:
         from sweeper.study.importer import load_runs
+        from sweeper.study.runs import empty_runs
         from sweeper.study.sweep_runs import load_sweep_runs
 
         if self.imported:
             return load_runs(self.name, url)
         if storage.get_sweep(self.name, url) is None:  # (not launched yet: nothing queued)
-            return pd.DataFrame(columns=["lr", "seed", "loss", "diverged", "state"])
+            return empty_runs()
         return load_sweep_runs(self.name, url)
+
+    def complete_lrs(self, url: str | None) -> list[float]:
+        """The LRs at which every seed of the block has a finished run (COMPLETE, or diverged)."""
+        runs = self.runs(url)
+        done = runs["diverged"].astype(bool) | (runs["state"].fillna("COMPLETE") == "COMPLETE")
+        seeds = runs[done & runs["loss"].notna() | runs["diverged"].astype(bool)]
+        want = set(range(self.first, self.first + self.count))
+        return [
+            float(lr)
+            for lr, g in seeds.groupby("lr")["seed"]
+            if want <= {int(x) for x in g.dropna()}
+        ]
 
 
 def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
@@ -686,7 +714,8 @@ def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
     ``<name>.seeds-<first>-<last>``, so that nothing trained is trained again. A check that holds
     more seeds than asked keeps them all: seeds grow, they are never dropped. An imported block
     (a check carried to another storage as CSV) is read, never trained: the LRs it lacks (a grid
-    the check extends later) are trained for its seeds in ``<block>.fill``."""
+    the check extends later) are trained for its seeds in ``<block>.fill``, listed after the
+    seed blocks."""
     row = storage.get_sweep(name, url)
     if row is None:
         return [SeedBlock(name, 0, seeds)]
@@ -694,7 +723,9 @@ def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
         from sweeper.study.importer import load_runs
 
         stored = load_runs(name, url)["seed"].dropna()
-        head = SeedBlock(name, 0, int(stored.max()) + 1 if len(stored) else 0, imported=True)
+        if stored.empty:
+            raise SweeperError(f"the imported check {name} has no seed column: nothing to read")
+        head = SeedBlock(name, 0, int(stored.max()) + 1, imported=True)
     else:
         head = SeedBlock(name, 0, int(row["meta"].get("seeds_per_point") or 1))
     blocks = [head]
@@ -715,6 +746,11 @@ def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
     fills = [
         SeedBlock(f"{b.name}.fill", b.first, b.count, fills=b.name) for b in blocks if b.imported
     ]
+    for f in fills:
+        if (row := storage.get_sweep(f.name, url)) is not None and row["kind"] == "imported":
+            raise SweeperError(
+                f"{f.name} was imported: import its runs and {f.fills}'s as one file, as {f.fills}"
+            )
     return blocks + fills
 
 

@@ -27,8 +27,8 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
     resources, description, the target count ``trials_per_cell`` and the sampler's pacing knobs
     ``n_startup_trials``, ``max_pending_per_cell`` and the law sampler's ``budget_runs`` and
     ``stop_lr_interval_ratio`` (the sampler kind and seed stay; ``[target]`` stays), and
-    ``model.output_mult`` at its default 1.0 and ``sweep.first_seed`` at 0 (so sweeps launched
-    before those knobs keep their hash).
+    ``model.output_mult`` at its default 1.0 (so sweeps launched before that knob keep their
+    hash). ``sweep.first_seed`` is written only when not 0, in both forms.
     Keys added with the own-model work (``model.builder``, ``[model.args]``,
     ``model.param_roles``, ``train.function``, ``train.optimizer``, ``train.weight_decay_tau``,
     ``search.schedule``) are written only when set away from their defaults, in both forms.

@@ -224,6 +224,10 @@ def test_a_replanned_check_keeps_the_points_it_trained(sweep_runs: pd.DataFrame)
     far = replace(plan, lrs={**plan.lrs, "law": plan.lrs["law"] * 1.02})
     assert far.snapped(trained).lrs["law"] == pytest.approx(plan.lrs["law"] * 1.02)
     assert plan.snapped([]).lrs == plan.lrs
+    # never onto another planned point's LR: a baseline 0.3% away stays a point of its own
+    near = {**plan.lrs, "porian": plan.lrs["law"] * 1.003}
+    moved = replace(plan, lrs={**near, "law": plan.lrs["law"] * 1.004})
+    assert moved.snapped([*trained, near["porian"]]).lrs["law"] == pytest.approx(plan.lrs["law"])
 
 
 def test_each_fit_set_and_method_has_its_own_check_sweep() -> None:

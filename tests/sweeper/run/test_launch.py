@@ -317,9 +317,11 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
 
 def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path) -> None:
     """A check asked for a third seed trains seed 2 alone, beside the check's own sweep (seeds 0-1
-    untouched). Carried to another storage as CSV files, one LR left out, and asked for fewer
-    seeds, it reads all three back and trains only that LR, for each imported block's seeds."""
+    untouched). Carried to another storage as CSV files, one LR left out of seeds 0-1, and asked
+    for fewer seeds, it reads all three back and trains only that LR's seeds 0-1."""
     args = ["validate-transfer", "smoke", "--storage", url, "--json"]
+    before = tmp_path / "before.csv"
+    assert _cli(["trials", check, "--storage", url, "-o", str(before)], tmp_path).returncode == 0
     r = _cli([*args, "--seeds", "3"], tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     grown = json.loads(r.stdout)
@@ -331,15 +333,19 @@ def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path
         assert _cli(["trials", name, "--storage", url, "-o", str(out)], tmp_path).returncode == 0
         tables[name] = pd.read_csv(out)
     assert sorted(set(tables[check]["seed"])) == [0, 1] and len(tables[check]) == 2 * n_lrs
+    ids = set(pd.read_csv(before)["ray_trial_id"])
+    assert ids and ids <= set(tables[check]["ray_trial_id"])  # the first runs kept, not redone
     assert set(tables[f"{check}.seeds-2-2"]["seed"]) == {2}
     assert len(tables[f"{check}.seeds-2-2"]) == n_lrs
 
-    url2 = f"sqlite:///{tmp_path / 'moved.db'}"
     study = ["--study", str(REPO / "studies" / "smoke.toml")]
+    url2 = f"sqlite:///{tmp_path / 'moved.db'}"
     worst = grown["lrs"][max(grown["losses"], key=grown["losses"].get)]
-    for name, table in tables.items():
+    for name, table in tables.items():  # the check's own runs lack one LR, its seed 2 has all
         out = tmp_path / f"{name}.moved.csv"
-        table[~table["lr"].sub(worst).abs().lt(1e-9 * worst)].to_csv(out, index=False)
+        if name == check:
+            table = table[~table["lr"].sub(worst).abs().lt(1e-9 * worst)]
+        table.to_csv(out, index=False)
         imp = ["import", str(out), "--sweep", name, "--storage", url2]
         r = _cli(imp + (study if name == "smoke" else []), tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
@@ -349,11 +355,14 @@ def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path
     assert moved["seeds"] == 3 and moved["lrs"] == grown["lrs"]
     kept = {k: v for k, v in grown["losses"].items() if grown["lrs"][k] != worst}
     assert {k: moved["losses"][k] for k in kept} == pytest.approx(kept)
-    for fill, seeds in ((f"{check}.fill", [0, 1]), (f"{check}.seeds-2-2.fill", [2])):
-        out = tmp_path / f"{fill}.csv"
-        assert _cli(["trials", fill, "--storage", url2, "-o", str(out)], tmp_path).returncode == 0
-        runs = pd.read_csv(out)
-        assert sorted(runs["seed"]) == seeds and runs["lr"].tolist() == [worst] * len(seeds)
+    out = tmp_path / "fill.csv"
+    r = _cli(["trials", f"{check}.fill", "--storage", url2, "-o", str(out)], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    runs = pd.read_csv(out)
+    assert sorted(runs["seed"]) == [0, 1] and runs["lr"].tolist() == [worst] * 2
+    from sweeper.study.storage import get_sweep
+
+    assert get_sweep(f"{check}.seeds-2-2.fill", url2) is None  # nothing to fill: not launched
 
 
 # ---- SIGKILL part-way, relaunch ----------------------------------------------------------------
