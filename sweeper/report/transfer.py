@@ -649,17 +649,23 @@ def run_transfer(
     name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells, method, surface)
     blocks = seed_blocks(name, sw.url, seeds)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
-    trained = pd.concat([b.runs(sw.url) for b in blocks], ignore_index=True)
+    imported = {b.name: b.runs(sw.url) for b in blocks if b.imported}  # (read once: never trained)
+    held = {b.name: b.complete_lrs(imported[b.name]) for b in blocks if b.imported}
+
+    def all_runs() -> pd.DataFrame:
+        tables = [imported[b.name] if b.imported else b.runs(sw.url) for b in blocks]
+        return pd.concat(tables, ignore_index=True)
+
+    trained = all_runs()
     known = trained["lr"].dropna().unique().tolist()
     plan = plan.snapped(known).with_trained(known)  # (a new block trains every known point)
     for launch in range(1, max_rounds + 1):
         plan = replace(plan, lrs={k: float(f"{v:.6g}") for k, v in plan.lrs.items()})
-        held = {b.name: b.complete_lrs(sw.url) for b in blocks if b.imported}
         for block in blocks:
             if not block.imported:
                 skip = held.get(block.fills or "", [])
                 _train_points(sw, plan, block, skip, best, max_concurrent, progress, verbose)
-        trained = pd.concat([b.runs(sw.url) for b in blocks], ignore_index=True)
+        trained = all_runs()
         plan = plan.with_trained(trained["lr"].dropna().unique().tolist())
         cell_runs = pd.concat([runs[runs["cell"] == plan.holdout.name], trained])
         k = next_grid_step(plan, cell_runs)
@@ -694,9 +700,9 @@ class SeedBlock:
             return empty_runs()
         return load_sweep_runs(self.name, url)
 
-    def complete_lrs(self, url: str | None) -> list[float]:
-        """The LRs at which every seed of the block has a finished run (COMPLETE, or diverged)."""
-        runs = self.runs(url)
+    def complete_lrs(self, runs: pd.DataFrame) -> list[float]:
+        """The LRs at which every seed of the block has a finished run (COMPLETE, or diverged)
+        in ``runs`` (the block's own)."""
         done = runs["diverged"].astype(bool) | (runs["state"].fillna("COMPLETE") == "COMPLETE")
         seeds = runs[done & runs["loss"].notna() | runs["diverged"].astype(bool)]
         want = set(range(self.first, self.first + self.count))
