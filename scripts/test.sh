@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: installs what it needs (scripts/setup.sh), then runs the default test suite,
-# the multi-node suite (tests/cluster: a three-node Ray cluster on loopback, ~3 minutes) included.
+# The test command: installs what it needs (scripts/setup.sh), then runs the default test suite.
+# The multi-node suite (tests/cluster: a three-node Ray cluster on loopback, ~3 minutes) is
+# scripts/test_multinode.sh; CI (.ci/run) runs both.
 # The PostgreSQL tests run against $SWEEPER_TEST_POSTGRES (default: the local server); the first
 # line of the run says whether they run or are skipped. Extra arguments go to pytest:
 # `scripts/test.sh -m slow` runs the long end-to-end and multi-node checks. The slowest tests are

@@ -4,7 +4,9 @@ the sweep completes with exact counts), the driver killed and relaunched against
 cluster, the user's own builder shipped to the workers of another node, Ray's job table free of
 the storage password, and a driver without the cluster's token told what to do. The default run
 (placement with the builder and the job table, node loss) takes about 3 minutes on 2 busy cores,
-the cluster's start included; the rest is ``slow`` (``bash scripts/test.sh -m slow``)."""
+the cluster's start included; the rest is ``slow``. ``bash scripts/test_multinode.sh`` runs the
+default part (CI runs it after the README's test command), ``bash scripts/test_multinode.sh -m
+multinode`` all of it."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from tests.sweeper.run.test_launch import (
     _states,
     _studies,
 )
+
+pytestmark = pytest.mark.multinode
 
 
 def _launch(
