@@ -452,7 +452,8 @@ def validate_transfer(
     sweep, or a new cell named like ``w256-d2-t819k``), train it at the prediction, the baselines
     and a sqrt(2) grid around them with ``seeds`` seeds, and report the regrets; see
     :mod:`sweeper.report.transfer`. A check run again with more ``seeds`` trains only the missing
-    ones (:func:`~sweeper.report.transfer.seed_blocks`); with fewer it keeps the seeds it has.
+    ones (:func:`~sweeper.report.transfer.seed_blocks`); with fewer it keeps the seeds it has;
+    after the law moved (more runs, a refit) it keeps the runs it has and trains the new LRs.
     ``surface``: the surface method's settings (as :func:`fit`)."""
     from sweeper.report.transfer import run_transfer
 

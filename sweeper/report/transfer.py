@@ -12,7 +12,9 @@ The check a user runs before trusting an extrapolation:
    prediction, extended one step at a time until the best point has a trained neighbour on both
    sides (at most 3 octaves from the prediction), through the same launch machinery and storage
    (a one-cell sweep ``<sweep>.transfer.<cell>``; asking more seeds later adds them in a sweep
-   of their own beside it, ``<check>.seeds-<first>-<last>``, see :func:`seed_blocks`);
+   of their own beside it, ``<check>.seeds-<first>-<last>``, see :func:`seed_blocks`; planned
+   again after the law moved, a check keeps what it trained and trains the new LRs beside it,
+   see :func:`with_fills`);
 4. report, for the prediction and every baseline, the regret (its loss over the best point trained
    in the cell, in % of that loss) and the log2 error against the cell's measured optimum (the
    parabola estimate on every run in the cell), and how far the check extrapolated (N and D of the
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -116,7 +118,7 @@ class TransferPlan:
         done = [
             lr
             for lr in {float(x) for x in trained if x > 0}
-            if not any(math.isclose(lr, f, rel_tol=_SAME) for f in fixed)
+            if not any(math.isclose(_as_trained(lr), _as_trained(f), rel_tol=_SAME) for f in fixed)
         ]
 
         def snap(lrs: dict[str, float], names: Sequence[str]) -> dict[str, float]:
@@ -141,7 +143,7 @@ class TransferPlan:
         steps = []
         for lr in lrs:
             k = round(math.log(lr / center) / math.log(GRID_STEP))
-            if k and math.isclose(lr, float(f"{center * GRID_STEP**k:.6g}"), rel_tol=1e-6):
+            if k and math.isclose(lr, _as_trained(center * GRID_STEP**k), rel_tol=1e-6):
                 steps.append(k)
         return self.with_grid(steps)
 
@@ -149,8 +151,18 @@ class TransferPlan:
         """The plan with the grid points ``grid±k`` for every k in ``steps`` (k ≠ 0)."""
         center = self.predicted_lr_point
         # rounded as trained (6 significant digits): a re-derived point must match its runs
-        extra = {_grid_name(k): float(f"{center * GRID_STEP**k:.6g}") for k in steps if k != 0}
+        extra = {_grid_name(k): _as_trained(center * GRID_STEP**k) for k in steps if k != 0}
         return replace(self, lrs={**self.lrs, **extra})
+
+
+def _as_trained(lr: float) -> float:
+    """An LR as the check trains it (6 significant digits)."""
+    return float(f"{lr:.6g}")
+
+
+def _rounded(plan: TransferPlan) -> TransferPlan:
+    """``plan`` with its LRs as trained."""
+    return replace(plan, lrs={k: _as_trained(v) for k, v in plan.lrs.items()})
 
 
 def _grid_name(k: int) -> str:
@@ -647,23 +659,29 @@ def run_transfer(
         conventions=sweep_conventions(sw),
     )
     name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells, method, surface)
-    blocks = seed_blocks(name, sw.url, seeds)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
-    imported = {b.name: b.runs(sw.url) for b in blocks if b.imported}  # (read once: never trained)
-    held = {b.name: b.complete_lrs(imported[b.name]) for b in blocks if b.imported}
+    stored = _check_runs(name, sw.url)  # (read once: a read-only block is never trained)
+    known = [lr for t in stored.values() for lr in t["lr"].dropna().unique()]
+    plan = _rounded(plan.snapped(known).with_trained(known))  # (a new block trains them all)
+
+    spec = sw.spec
+
+    def moved(b: SeedBlock) -> bool:  # (launched from an earlier plan's LR grid)
+        return _grid_moved(_transfer_spec(spec, plan, b, 1, best), sw.url)
+
+    blocks = with_fills(seed_blocks(name, sw.url, seeds), sw.url, moved)
+    read = {b.name: stored[b.name] for b in blocks if b.read_only}
+    done = _complete_lrs(blocks, read)
 
     def all_runs() -> pd.DataFrame:
-        tables = [imported[b.name] if b.imported else b.runs(sw.url) for b in blocks]
-        return pd.concat(tables, ignore_index=True)
+        tables = [read[b.name] if b.read_only else b.runs(sw.url) for b in blocks]
+        return _one_run_per_seed(pd.concat(tables, ignore_index=True))
 
-    trained = all_runs()
-    known = trained["lr"].dropna().unique().tolist()
-    plan = plan.snapped(known).with_trained(known)  # (a new block trains every known point)
     for launch in range(1, max_rounds + 1):
-        plan = replace(plan, lrs={k: float(f"{v:.6g}") for k, v in plan.lrs.items()})
+        plan = _rounded(plan)
         for block in blocks:
-            if not block.imported:
-                skip = held.get(block.fills or "", [])
+            if not block.read_only:
+                skip = done.get(block.fills or "", [])
                 _train_points(sw, plan, block, skip, best, max_concurrent, progress, verbose)
         trained = all_runs()
         plan = plan.with_trained(trained["lr"].dropna().unique().tolist())
@@ -680,25 +698,23 @@ def run_transfer(
 @dataclass(frozen=True)
 class SeedBlock:
     """One one-cell sweep of a check: the seeds ``first`` .. ``first + count - 1`` of every point.
-    ``imported``: its runs were brought in with ``sweeper import`` (read, never trained);
-    ``fills``: the imported block whose seeds this one trains at the LRs it lacks."""
+    ``imported``: its runs were brought in with ``sweeper import``; ``frozen``: it was launched
+    from an earlier plan (the law moved: more runs in the ladder, a refit); both are read, never
+    trained. ``fills``: the read-only block whose seeds this one trains at the LRs it lacks."""
 
     name: str
     first: int
     count: int
     imported: bool = False
     fills: str | None = None
+    frozen: bool = False
+
+    @property
+    def read_only(self) -> bool:
+        return self.imported or self.frozen
 
     def runs(self, url: str | None) -> pd.DataFrame:
-        from sweeper.study.importer import load_runs
-        from sweeper.study.runs import empty_runs
-        from sweeper.study.sweep_runs import load_sweep_runs
-
-        if self.imported:
-            return load_runs(self.name, url)
-        if storage.get_sweep(self.name, url) is None:  # (not launched yet: nothing queued)
-            return empty_runs()
-        return load_sweep_runs(self.name, url)
+        return _block_runs(self.name, self.imported, url)
 
     def complete_lrs(self, runs: pd.DataFrame) -> list[float]:
         """The LRs at which every seed of the block has a finished run (COMPLETE, or diverged)
@@ -718,10 +734,8 @@ def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
     ``seeds`` seeds per point. The check's own sweep holds the seeds it was first run with (or
     imported with); a later, larger ``seeds`` adds the missing ones as a sweep of their own,
     ``<name>.seeds-<first>-<last>``, so that nothing trained is trained again. A check that holds
-    more seeds than asked keeps them all: seeds grow, they are never dropped. An imported block
-    (a check carried to another storage as CSV) is read, never trained: the LRs it lacks (a grid
-    the check extends later) are trained for its seeds in ``<block>.fill``, listed after the
-    seed blocks."""
+    more seeds than asked keeps them all: seeds grow, they are never dropped. Which of them are
+    read only, and the fills that train beside them, is :func:`with_fills`."""
     row = storage.get_sweep(name, url)
     if row is None:
         return [SeedBlock(name, 0, seeds)]
@@ -749,15 +763,82 @@ def seed_blocks(name: str, url: str | None, seeds: int) -> list[SeedBlock]:
             covered = last + 1
     if seeds > covered:
         blocks.append(SeedBlock(f"{name}.seeds-{covered}-{seeds - 1}", covered, seeds - covered))
-    fills = [
-        SeedBlock(f"{b.name}.fill", b.first, b.count, fills=b.name) for b in blocks if b.imported
-    ]
-    for f in fills:
-        if (row := storage.get_sweep(f.name, url)) is not None and row["kind"] == "imported":
-            raise SweeperError(
-                f"{f.name} was imported: import its runs and {f.fills}'s as one file, as {f.fills}"
+    return blocks
+
+
+def _block_runs(name: str, imported: bool, url: str | None) -> pd.DataFrame:
+    """The runs of one block of a check (none when it was not launched yet)."""
+    from sweeper.study.importer import load_runs
+    from sweeper.study.runs import empty_runs
+    from sweeper.study.sweep_runs import load_sweep_runs
+
+    if imported:
+        return load_runs(name, url)
+    if storage.get_sweep(name, url) is None:  # (not launched yet: nothing queued)
+        return empty_runs()
+    return load_sweep_runs(name, url)
+
+
+def _one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with one finished run per (LR, seed), the first block's: a fill trains every seed
+    of an LR that its read-only block did not finish for all of them, so a seed that did finish
+    there is trained twice, and must count once."""
+    finished = runs["seed"].notna() & (
+        runs["diverged"].astype(bool)
+        | ((runs["state"].fillna("COMPLETE") == "COMPLETE") & runs["loss"].notna())
+    )
+    again = runs[finished].duplicated(subset=["lr", "seed"], keep="first")
+    return runs.drop(index=again[again].index).reset_index(drop=True)
+
+
+def _check_runs(name: str, url: str | None) -> dict[str, pd.DataFrame]:
+    """Every stored block of the check ``name`` (its own sweep, seed blocks and fills) → its
+    runs."""
+    block = re.compile(re.escape(name) + r"(\.seeds-\d+-\d+)?(\.fill)*")
+    return {
+        r["name"]: _block_runs(r["name"], r["kind"] == "imported", url)
+        for r in storage.list_sweeps(url)
+        if block.fullmatch(r["name"])
+    }
+
+
+def with_fills(
+    blocks: Sequence[SeedBlock], url: str | None, moved: Callable[[SeedBlock], bool]
+) -> list[SeedBlock]:
+    """``blocks`` (:func:`seed_blocks`), then the fills that train beside the read-only ones. A
+    block is read only when it was imported (a check carried to another storage as CSV) or when
+    ``moved`` says it was launched from an earlier plan's LR grid (its runs are kept: they
+    measured this cell at their LRs). The LRs a read-only block lacks (the new plan's, or a grid
+    the check extends later) are trained for its seeds in ``<block>.fill``, listed after the seed
+    blocks; a fill that is itself read only gets its own fill, and so on."""
+    heads, fills = [], []
+    for b in blocks:
+        b = replace(b, frozen=not b.imported and moved(b))
+        heads.append(b)
+        while b.read_only:
+            row = storage.get_sweep(f"{b.name}.fill", url)
+            b = SeedBlock(
+                f"{b.name}.fill",
+                b.first,
+                b.count,
+                imported=row is not None and row["kind"] == "imported",
+                fills=b.name,
             )
-    return blocks + fills
+            b = replace(b, frozen=not b.imported and moved(b))
+            fills.append(b)
+    return heads + fills
+
+
+def _complete_lrs(
+    blocks: Sequence[SeedBlock], read: Mapping[str, pd.DataFrame]
+) -> dict[str, list[float]]:
+    """Read-only block → the LRs at which every one of its seeds finished, in it or in the
+    read-only blocks it fills (a fill of it trains the others)."""
+    done: dict[str, list[float]] = {}
+    for b in blocks:  # (a fill is listed after the block it fills)
+        if b.read_only:
+            done[b.name] = sorted({*done.get(b.fills or "", []), *b.complete_lrs(read[b.name])})
+    return done
 
 
 def _train_points(
@@ -797,12 +878,44 @@ def _train_points(
     )
 
 
-def _changed(tspec: StudySpec, url: str) -> bool:
-    """Whether the check's sweep exists from another study (another grid): it is started over."""
+def _changed(tspec: StudySpec, url: str | None) -> bool:
+    """Whether the check's sweep exists from a study that measures something else (the sweep's
+    study changed: model, data, training): it is started over. A block launched from the same
+    study on an earlier plan's LR grid is read only instead (:func:`_grid_moved`)."""
     from sweeper.study.study_toml import spec_hash
 
-    existing = storage.get_sweep(tspec.name, url)
-    return existing is not None and existing.get("spec_hash") != spec_hash(tspec)
+    row = storage.get_sweep(tspec.name, url)
+    if row is None or row.get("spec_hash") == spec_hash(tspec):
+        return False
+    old = _launched_spec(row)
+    return old is None or spec_hash(old) != spec_hash(tspec)
+
+
+def _grid_moved(tspec: StudySpec, url: str | None) -> bool:
+    """Whether the check's sweep ``tspec.name`` was launched from ``tspec`` but for its LR grid:
+    the study of an earlier plan, centred on another prediction."""
+    from sweeper.study.study_toml import spec_hash
+
+    row = storage.get_sweep(tspec.name, url)
+    if row is None or row["kind"] == "imported" or row.get("spec_hash") == spec_hash(tspec):
+        return False
+    old = _launched_spec(row)  # (hashed again: the row's hash may be an older definition's)
+    if old is None or spec_hash(old) == spec_hash(tspec):
+        return False
+    same_grid = replace(tspec, search=replace(tspec.search, lr=old.search.lr))
+    return spec_hash(same_grid) == spec_hash(old)
+
+
+def _launched_spec(row: Mapping[str, Any]) -> StudySpec | None:
+    """The study a check's sweep was launched from, None when it no longer parses (an older
+    Sweeper's file: the check is started over, as any changed study)."""
+    from sweeper.errors import StudyError
+    from sweeper.study.spec import parse_study_toml
+
+    try:
+        return parse_study_toml(row["study_toml"], source=f"sweep:{row['name']}")
+    except StudyError:
+        return None
 
 
 def _best_params(runs: pd.DataFrame, cell: str) -> dict[str, Any]:
@@ -825,7 +938,7 @@ def _candidates(plan: TransferPlan) -> list[float]:
     cap (a grid sampler needs them all up front; only the queued ones are asked)."""
     center = plan.predicted_lr_point
     n = int(GRID_CAP_OCTAVES * 2)
-    grid = [float(f"{center * GRID_STEP**k:.6g}") for k in range(-n, n + 1)]
+    grid = [_as_trained(center * GRID_STEP**k) for k in range(-n, n + 1)]
     return sorted({*grid, *plan.lrs.values()})
 
 

@@ -299,3 +299,80 @@ def test_the_fit_set_counts_a_cell_by_the_runs_its_method_needs(law_study) -> No
     assert "w48-d2-t819k" in surface.fit_cells
     assert surface.holdout.name == parabola.holdout.name == "w128-d2-t819k"
     assert surface.predicted_lr < surface.predicted_lr_point  # risk-aware: below the cliff
+
+
+def test_a_check_whose_law_moved_keeps_its_runs_and_fills_beside_them(
+    sweep_runs: pd.DataFrame, tmp_path: Path
+) -> None:
+    """Planned again after the law moved (more runs in the ladder, a refit), a launched block's
+    study differs from the new one only in its LR grid: it is read only, its runs kept, and the
+    new plan's LRs are trained for its seeds in ``<block>.fill`` (a fill read only in turn gets
+    its own). A block whose study measures something else (the sweep's model changed) is started
+    over, as before."""
+    from sweeper.report.transfer import (
+        SeedBlock,
+        _changed,
+        _complete_lrs,
+        _grid_moved,
+        _one_run_per_seed,
+        _transfer_spec,
+        with_fills,
+    )
+    from sweeper.study.spec import load_study
+    from sweeper.study.storage import sweeps_table, transaction
+    from sweeper.study.sweep import open_sweep
+
+    url = f"sqlite:///{tmp_path / 'check.db'}"
+    spec = load_study(REPO / "studies" / "quickstart.toml")
+    plan = plan_transfer(sweep_runs, sweep="syn", holdout="w512-d2-t819k", spec=spec, n_boot=50)
+    head = SeedBlock("syn.transfer.w512-d2-t819k", 0, 2)
+    old = _transfer_spec(spec, plan, head, 3, {})
+    open_sweep(old, url)
+    assert not _grid_moved(old, url) and not _changed(old, url)
+    later = replace(plan, lrs={k: v * 1.3 for k, v in plan.lrs.items()})
+    new = _transfer_spec(spec, later, head, 3, {})
+    assert _grid_moved(new, url) and _changed(new, url)
+
+    def moved(b: SeedBlock) -> bool:
+        return _grid_moved(_transfer_spec(spec, later, b, 1, {}), url)
+
+    blocks = with_fills([head], url, moved)
+    assert [(b.name, b.read_only, b.fills) for b in blocks] == [
+        (head.name, True, None),
+        (f"{head.name}.fill", False, head.name),
+    ]
+    open_sweep(_transfer_spec(spec, plan, blocks[1], 3, {}), url)  # a fill of an earlier plan too
+    blocks = with_fills([head], url, moved)
+    assert [b.name for b in blocks if not b.read_only] == [f"{head.name}.fill.fill"]
+    # the LRs a read-only block (or one it fills) finished for every seed are not trained again
+    lr = plan.lrs["law"]
+    runs = {
+        head.name: _runs_at([lr, lr, 2 * lr], [0, 1, 0]),
+        f"{head.name}.fill": _runs_at([2 * lr, 2 * lr, 3 * lr], [0, 1, 0]),
+    }
+    assert _complete_lrs(blocks, runs) == {head.name: [lr], f"{head.name}.fill": [lr, 2 * lr]}
+    # ... and a seed trained again by a fill (its block did not finish the other) counts once
+    both = _one_run_per_seed(pd.concat(runs.values(), ignore_index=True))
+    assert sorted(zip(both["lr"], both["seed"], strict=True)) == [
+        (lr, 0), (lr, 1), (2 * lr, 0), (2 * lr, 1), (3 * lr, 0)
+    ]  # fmt: skip
+    # a row hashed by an older definition of the hash, or a study that no longer parses
+    with transaction(url) as conn:
+        conn.execute(sweeps_table.update().where(sweeps_table.c.name == head.name)
+                     .values(spec_hash="older-definition"))  # fmt: skip
+    assert not _grid_moved(old, url) and not _changed(old, url)  # the same study: not moved
+    assert _grid_moved(new, url)
+    with transaction(url) as conn:
+        conn.execute(sweeps_table.update().where(sweeps_table.c.name == head.name)
+                     .values(study_toml="[sweep]\nname = 3\n"))  # fmt: skip
+    assert not _grid_moved(new, url) and _changed(new, url)  # started over, as before
+    # another model: not the same measurement, started over
+    other = replace(spec, model=replace(spec.model, context=spec.model.context * 2))
+    open_sweep(_transfer_spec(other, plan, head, 3, {}), url, force_new=True)
+    assert not _grid_moved(_transfer_spec(spec, later, head, 3, {}), url)
+    assert _changed(_transfer_spec(spec, later, head, 3, {}), url)
+
+
+def _runs_at(lrs: list[float], seeds: list[int]) -> pd.DataFrame:
+    cols = {"lr": lrs, "seed": [float(x) for x in seeds], "loss": 3.0, "diverged": False}
+    return pd.DataFrame({**cols, "state": "COMPLETE"})
