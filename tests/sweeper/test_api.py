@@ -140,9 +140,16 @@ def test_no_string_keyed_conventions_outside_the_deserialiser() -> None:
 
 @pytest.mark.timeout(600)
 def test_walkthrough_runs_end_to_end_on_the_smoke_study(tmp_path: Path) -> None:
+    """examples/walkthrough.py from sweep to plot, on the smoke study cut to two of its token
+    budgets (4 cells, 24 runs: the CLI's end-to-end test trains all of it)."""
     url = f"sqlite:///{tmp_path / 'x.db'}"
+    smoke = (REPO / "studies" / "smoke.toml").read_text()
+    assert "tokens = [16384, 32768, 65536]" in smoke
+    study = tmp_path / "smoke4.toml"
+    study.write_text(smoke.replace("tokens = [16384, 32768, 65536]", "tokens = [16384, 32768]"))
+    script = REPO / "examples" / "walkthrough.py"
     res = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "walkthrough.py"), "--storage", url],
+        [sys.executable, str(script), "--storage", url, "--study", str(study)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

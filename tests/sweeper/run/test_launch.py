@@ -254,7 +254,7 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
             "--holdout",
             "largest",
             "--seeds",
-            "2",
+            "1",
             "--storage",
             url,
             "--json",
@@ -267,7 +267,7 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     assert res["holdout_cell"] == "w32-d2-t65.5k"
     for key in ("log2_error", "regret_pct", "baseline_regret_pct", "predicted_lr", "measured_lr"):
         assert isinstance(res[key], float), key
-    assert res["seeds"] == 2 and {
+    assert res["seeds"] == 1 and {
         "law",
         "smallest_cell",
         "largest_fitted",
@@ -284,7 +284,8 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     cells = json.loads(tr.stdout)["cells"]
     assert len(cells) == 1 and cells[0]["complete"] == len(set(res["lrs"].values()))
     # relaunching the check trains nothing new
-    r2 = _cli(["validate-transfer", "smoke", "--storage", url, "--json"], tmp_path, timeout=300)
+    again = ["validate-transfer", "smoke", "--seeds", "1", "--storage", url, "--json"]
+    r2 = _cli(again, tmp_path, timeout=300)
     assert r2.returncode == 0 and json.loads(r2.stdout)["losses"] == res["losses"]
     _more_seeds_train_only_the_missing_ones(url, check, tmp_path)
 
@@ -316,32 +317,32 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
 
 
 def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path) -> None:
-    """A check asked for a third seed trains seed 2 alone, beside the check's own sweep (seeds 0-1
-    untouched). Carried to another storage as CSV files, one LR left out of seeds 0-1, and asked
-    for fewer seeds, it reads all three back and trains only that LR's seeds 0-1."""
+    """A check asked for a second seed trains seed 1 alone, beside the check's own sweep (seed 0
+    untouched). Carried to another storage as CSV files, one LR left out of seed 0, and asked
+    for fewer seeds, it reads both back and trains only that LR's seed 0."""
     args = ["validate-transfer", "smoke", "--storage", url, "--json"]
     before = tmp_path / "before.csv"
     assert _cli(["trials", check, "--storage", url, "-o", str(before)], tmp_path).returncode == 0
-    r = _cli([*args, "--seeds", "3"], tmp_path, timeout=300)
+    r = _cli([*args, "--seeds", "2"], tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     grown = json.loads(r.stdout)
     n_lrs = len(set(grown["lrs"].values()))
-    assert grown["seeds"] == 3
+    assert grown["seeds"] == 2
     tables = {}
-    for name in ("smoke", check, f"{check}.seeds-2-2"):
+    for name in ("smoke", check, f"{check}.seeds-1-1"):
         out = tmp_path / f"{name}.csv"
         assert _cli(["trials", name, "--storage", url, "-o", str(out)], tmp_path).returncode == 0
         tables[name] = pd.read_csv(out)
-    assert sorted(set(tables[check]["seed"])) == [0, 1] and len(tables[check]) == 2 * n_lrs
+    assert sorted(set(tables[check]["seed"])) == [0] and len(tables[check]) == n_lrs
     ids = set(pd.read_csv(before)["ray_trial_id"])
     assert ids and ids <= set(tables[check]["ray_trial_id"])  # the first runs kept, not redone
-    assert set(tables[f"{check}.seeds-2-2"]["seed"]) == {2}
-    assert len(tables[f"{check}.seeds-2-2"]) == n_lrs
+    assert set(tables[f"{check}.seeds-1-1"]["seed"]) == {1}
+    assert len(tables[f"{check}.seeds-1-1"]) == n_lrs
 
     study = ["--study", str(REPO / "studies" / "smoke.toml")]
     url2 = f"sqlite:///{tmp_path / 'moved.db'}"
     worst = grown["lrs"][max(grown["losses"], key=grown["losses"].get)]
-    for name, table in tables.items():  # the check's own runs lack one LR, its seed 2 has all
+    for name, table in tables.items():  # the check's own runs lack one LR, its seed 1 has all
         out = tmp_path / f"{name}.moved.csv"
         if name == check:
             table = table[~table["lr"].sub(worst).abs().lt(1e-9 * worst)]
@@ -352,17 +353,17 @@ def _more_seeds_train_only_the_missing_ones(url: str, check: str, tmp_path: Path
     r = _cli(["validate-transfer", "smoke", "--storage", url2, "--seeds", "1", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     moved = json.loads(r.stdout)
-    assert moved["seeds"] == 3 and moved["lrs"] == grown["lrs"]
+    assert moved["seeds"] == 2 and moved["lrs"] == grown["lrs"]
     kept = {k: v for k, v in grown["losses"].items() if grown["lrs"][k] != worst}
     assert {k: moved["losses"][k] for k in kept} == pytest.approx(kept)
     out = tmp_path / "fill.csv"
     r = _cli(["trials", f"{check}.fill", "--storage", url2, "-o", str(out)], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     runs = pd.read_csv(out)
-    assert sorted(runs["seed"]) == [0, 1] and runs["lr"].tolist() == [worst] * 2
+    assert sorted(runs["seed"]) == [0] and runs["lr"].tolist() == [worst]
     from sweeper.study.storage import get_sweep
 
-    assert get_sweep(f"{check}.seeds-2-2.fill", url2) is None  # nothing to fill: not launched
+    assert get_sweep(f"{check}.seeds-1-1.fill", url2) is None  # nothing to fill: not launched
 
 
 # ---- SIGKILL part-way, relaunch ----------------------------------------------------------------
