@@ -107,6 +107,13 @@ class TransferPlan:
     def predicted_lr_point(self) -> float:
         return self.lrs.get("law_point", self.lrs["law"])
 
+    @property
+    def grid_center(self) -> float:
+        """The point estimate as trained: every grid LR is a power of sqrt(2) from it (from the
+        unrounded value, a grid point could differ from the same point re-derived later in its
+        6th digit)."""
+        return _as_trained(self.predicted_lr_point)
+
     def snapped(self, trained: Sequence[float]) -> TransferPlan:
         """The plan with the law's LRs (recommended and point), then the grid rebuilt around the
         point estimate, each moved onto an LR the check already trained within :data:`SNAP` of
@@ -139,7 +146,7 @@ class TransferPlan:
     def with_trained(self, lrs: Sequence[float]) -> TransferPlan:
         """The plan with every grid point among ``lrs`` (LRs already trained in the check: a
         relaunch finds the grid an earlier launch extended)."""
-        center = self.predicted_lr_point
+        center = self.grid_center
         steps = []
         for lr in lrs:
             k = round(math.log(lr / center) / math.log(GRID_STEP))
@@ -149,7 +156,7 @@ class TransferPlan:
 
     def with_grid(self, steps: Sequence[int]) -> TransferPlan:
         """The plan with the grid points ``grid±k`` for every k in ``steps`` (k ≠ 0)."""
-        center = self.predicted_lr_point
+        center = self.grid_center
         # rounded as trained (6 significant digits): a re-derived point must match its runs
         extra = {_grid_name(k): _as_trained(center * GRID_STEP**k) for k in steps if k != 0}
         return replace(self, lrs={**self.lrs, **extra})
@@ -588,7 +595,7 @@ def next_grid_step(plan: TransferPlan, cell_runs: pd.DataFrame) -> int | None:
     )
     if below and above:
         return None
-    center = plan.predicted_lr_point
+    center = plan.grid_center
     k_best = round(math.log(best_lr / center) / math.log(GRID_STEP))
     k = k_best - 1 if not below else k_best + 1
     if abs(k) * 0.5 > GRID_CAP_OCTAVES or _grid_name(k) in plan.lrs:
@@ -936,7 +943,7 @@ def _best_params(runs: pd.DataFrame, cell: str) -> dict[str, Any]:
 def _candidates(plan: TransferPlan) -> list[float]:
     """Every LR the check may train: the planned points and the whole sqrt(2) grid within the
     cap (a grid sampler needs them all up front; only the queued ones are asked)."""
-    center = plan.predicted_lr_point
+    center = plan.grid_center
     n = int(GRID_CAP_OCTAVES * 2)
     grid = [_as_trained(center * GRID_STEP**k) for k in range(-n, n + 1)]
     return sorted({*grid, *plan.lrs.values()})

@@ -376,3 +376,22 @@ def test_a_check_whose_law_moved_keeps_its_runs_and_fills_beside_them(
 def _runs_at(lrs: list[float], seeds: list[int]) -> pd.DataFrame:
     cols = {"lr": lrs, "seed": [float(x) for x in seeds], "loss": 3.0, "diverged": False}
     return pd.DataFrame({**cols, "state": "COMPLETE"})
+
+
+def test_grid_points_are_one_grid_whether_derived_before_or_after_rounding(
+    sweep_runs: pd.DataFrame,
+) -> None:
+    """The held-out w256 check of width_sp_long planned its point estimate at 2.3099532e-3: a
+    grid step derived from that value rounds to 3.26677e-3 (trained), from its trained value
+    (2.30995e-3) to 3.26676e-3, so the candidate LRs held both. Every grid LR now comes from the
+    rounded point."""
+    from sweeper.report.transfer import _candidates, _rounded
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50)
+    plan = replace(plan, lrs={**plan.lrs, "law_point": 2.3099532e-3})
+    early = plan.with_grid((-1, 1))  # as a first plan is built, before rounding
+    late = _rounded(plan).with_grid((-1, 1))
+    assert early.lrs["grid+1"] == late.lrs["grid+1"] == 3.26676e-3
+    grid = {v for k, v in late.lrs.items() if k.startswith("grid")}
+    assert grid == {v for k, v in early.lrs.items() if k.startswith("grid")}
+    assert grid <= set(_candidates(late))
