@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
@@ -186,7 +186,8 @@ def plot_law(
     if target_scale and x_name in target_scale:
         x_hi = max(x_hi, float(target_scale[x_name]))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors)
+    shown = _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors)
+    shown += [float(getattr(o, target)) for o, _s in pts]
     if law.domain.get(x_name):
         ax.axvspan(*law.domain[x_name], color="k", alpha=0.04, label="fitted range")
     for o, s in pts:
@@ -194,7 +195,8 @@ def plot_law(
     if holdout_cells:
         ax.plot([], [], "s", color="tab:red", label="held out")
     if target_scale and all(p in target_scale for p in law.predictors):
-        _draw_target(ax, law, {p: float(target_scale[p]) for p in law.predictors})
+        shown.append(_draw_target(ax, law, {p: float(target_scale[p]) for p in law.predictors}))
+    _clamp_ylim(ax, shown)
     exps = ", ".join(
         f"{p}^{law.exponents[p]:+.3f} [{law.exponents_ci[p][0]:+.2f}, {law.exponents_ci[p][1]:+.2f}]"
         if p in law.exponents_ci
@@ -217,14 +219,15 @@ def _draw_law_lines(
     xs_all: list[float],
     x_hi: float,
     colors: Sequence[str],
-) -> None:
+) -> list[float]:
     """The law and its 95% band along its first predictor, from the smallest cell (``xs_all``) to
-    ``x_hi``, with a margin of 1.3x either side."""
+    ``x_hi``, with a margin of 1.3x either side; returns the law lines' values."""
     x_name, others = law.predictors[0], law.predictors[1:]
     # one law line per combination of the other predictors (one line when the law has one predictor)
     groups: dict[tuple[float, ...], list[dict[str, float]]] = {}
     for s in cell_scales:
         groups.setdefault(tuple(s[p] for p in others), []).append(s)
+    drawn: list[float] = []
     for i, (key, _scales) in enumerate(sorted(groups.items())):
         grid = np.geomspace(min(xs_all) / 1.3, x_hi * 1.3, 80)
         scales = [{x_name: float(x), **dict(zip(others, key, strict=True))} for x in grid]
@@ -237,7 +240,35 @@ def _draw_law_lines(
         )
         c = colors[i % len(colors)]
         ax.plot(grid, y, "-", color=c, lw=1.6, label=label)
-        ax.fill_between(grid, lo, hi, color=c, alpha=0.15)
+        ax.fill_between(grid, _finite(lo), _finite(hi), color=c, alpha=0.15)
+        drawn += y.tolist()
+    return drawn
+
+
+#: how far (decades) the y axis of a law plot reaches beyond the optima and the law line: a band
+#: wider than that (a law fitted on few or noisy cells, extrapolated far) runs off the plot
+BAND_DECADES: Final[float] = 1.5
+
+
+def _finite(a: np.ndarray) -> np.ndarray:
+    """``a`` with its non-finite values as NaN (a gap in the band, not an infinite axis)."""
+    a = np.asarray(a, dtype=float)
+    return np.where(np.isfinite(a), a, np.nan)
+
+
+def _clamp_ylim(ax: Any, shown: Sequence[float]) -> None:
+    """Keep the y axis within :data:`BAND_DECADES` of the values ``shown`` (the law lines, the
+    optima, the target's prediction): an interval of many decades would otherwise set the axis
+    (at worst to an overflow that matplotlib cannot label)."""
+    v = [x for x in shown if np.isfinite(x) and x > 0]
+    if not v:
+        return
+    reach = 10**BAND_DECADES
+    lo_c, hi_c = min(v) / reach, max(v) * reach
+    lo, hi = ax.get_ylim()  # (autoscaled: with an interval of 0 or inf at its ends, anything)
+    lo = max(lo, lo_c) if np.isfinite(lo) and 0 < lo < hi_c else lo_c
+    hi = min(hi, hi_c) if np.isfinite(hi) and lo < hi else hi_c
+    ax.set_ylim(lo, hi)
 
 
 def _draw_optimum(ax: Any, o: CellOptimum, x: float, target: str, *, held: bool) -> None:
@@ -254,11 +285,14 @@ def _draw_optimum(ax: Any, o: CellOptimum, x: float, target: str, *, held: bool)
     ax.errorbar([x], [y], yerr=yerr, capsize=2, lw=1, **style)
 
 
-def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> None:
-    """The law's prediction at the target scale ``ts`` with its interval, as a star."""
+def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> float:
+    """The law's prediction at the target scale ``ts`` with its interval, as a star; returns the
+    prediction."""
     x_name = law.predictors[0]
     yt = law.predict(ts)
     lo_t, hi_t = law.interval(ts)
+    lo_t = lo_t if np.isfinite(lo_t) else 0.0
+    hi_t = hi_t if np.isfinite(hi_t) else yt * 10 ** (2 * BAND_DECADES)
     ax.errorbar(
         [ts[x_name]],
         [yt],
@@ -269,6 +303,7 @@ def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> None:
         capsize=3,
         label=f"target: {yt:.3g}",
     )
+    return float(yt)
 
 
 def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
