@@ -236,7 +236,7 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
 
     # the rest of the main job on the same sweep: fit, validate the transfer, recommend, export, report
     r = _cli(
-        ["fit", "smoke", "--target", "lr", "--storage", url, "--bootstrap", "200", "--json"],
+        ["fit", "smoke", "--target", "lr", "--storage", url, "--bootstrap", "50", "--json"],
         tmp_path,
     )
     assert r.returncode == 0, r.stderr[-3000:]
@@ -283,10 +283,7 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     tr = _cli(["status", check, "--storage", url, "--json"], tmp_path)
     cells = json.loads(tr.stdout)["cells"]
     assert len(cells) == 1 and cells[0]["complete"] == len(set(res["lrs"].values()))
-    # relaunching the check trains nothing new
-    again = ["validate-transfer", "smoke", "--seeds", "1", "--storage", url, "--json"]
-    r2 = _cli(again, tmp_path, timeout=300)
-    assert r2.returncode == 0 and json.loads(r2.stdout)["losses"] == res["losses"]
+    # run again with a second seed, it keeps the first seed's runs (not redone) and adds seed 1
     _more_seeds_train_only_the_missing_ones(url, check, tmp_path)
 
     target = ["--params", "1e9", "--tokens", "2e10", "--storage", url]
