@@ -35,46 +35,63 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
     That text is what :func:`spec_hash` fingerprints.
     """
     lines: list[str] = []
-
-    def section(name: str, items: list[tuple[str, Any]]) -> None:
-        lines.append(f"[{name}]")
-        for k, v in items:
-            if v is not None:
-                lines.append(f"{k} = {_toml_value(v)}")
-        lines.append("")
-
-    sw = spec.sweep
-    sweep_items: list[tuple[str, Any]] = [("name", sw.name)]
-    if operational:
-        sweep_items += [("description", sw.description or None), ("storage", sw.storage)]
-    sweep_items.append(("data", sw.data))
-    if operational and spec.sampler.kind != "law":  # law: the budget is sampler.budget_runs
-        sweep_items.append(("trials_per_cell", spec.trials_per_cell))
-    sweep_items.append(("seeds_per_point", sw.seeds_per_point))
-    if sw.first_seed:  # (written only when set, so that earlier sweeps keep their hash)
-        sweep_items.append(("first_seed", sw.first_seed))
-    section("sweep", sweep_items)
+    _section(lines, "sweep", _sweep_items(spec, operational))
     model_items = [
         (f.name, getattr(spec.model, f.name)) for f in fields(ModelSpec) if f.name != "args"
     ]
     if not operational and spec.model.output_mult == ModelSpec.output_mult:
         model_items = [(k, v) for k, v in model_items if k != "output_mult"]
-    section("model", model_items)
+    _section(lines, "model", model_items)
     if spec.model.args:
-        section("model.args", list(spec.model.args))
+        _section(lines, "model.args", list(spec.model.args))
+    _ladder(lines, spec)
+    _section(lines, "search", [(n, _param_toml(p)) for n, p in spec.search.items()])
+    train_items = [(f.name, getattr(spec.train, f.name)) for f in fields(TrainSpec)]
+    # keys added after sweeps were launched are written only away from their defaults, so that
+    # those sweeps keep their hash (None values are never written)
+    train_items = [
+        (k, v) for k, v in train_items if not (k in _NEW_AT_DEFAULT and v == _NEW_AT_DEFAULT[k])
+    ]
+    _section(lines, "train", train_items)
+    _section(lines, "sampler", _sampler_items(spec, operational))
+    _section(lines, "pruner", _pruner_items(spec))
+    if spec.target is not None and spec.sampler.kind == "law":
+        _section(lines, "target", [("params", spec.target.params), ("tokens", spec.target.tokens)])
+    if operational:
+        resources = [(f.name, getattr(spec.resources, f.name)) for f in fields(ResourcesSpec)]
+        _section(lines, "resources", resources)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _section(lines: list[str], name: str, items: list[tuple[str, Any]]) -> None:
+    """Append the table ``[name]`` with its items (None values left out) to ``lines``."""
+    lines.append(f"[{name}]")
+    for k, v in items:
+        if v is not None:
+            lines.append(f"{k} = {_toml_value(v)}")
+    lines.append("")
+
+
+def _sweep_items(spec: StudySpec, operational: bool) -> list[tuple[str, Any]]:
+    sw = spec.sweep
+    items: list[tuple[str, Any]] = [("name", sw.name)]
+    if operational:
+        items += [("description", sw.description or None), ("storage", sw.storage)]
+    items.append(("data", sw.data))
+    if operational and spec.sampler.kind != "law":  # law: the budget is sampler.budget_runs
+        items.append(("trials_per_cell", spec.trials_per_cell))
+    items.append(("seeds_per_point", sw.seeds_per_point))
+    if sw.first_seed:  # (written only when set, so that earlier sweeps keep their hash)
+        items.append(("first_seed", sw.first_seed))
+    return items
+
+
+def _ladder(lines: list[str], spec: StudySpec) -> None:
+    """The ladder: its explicit cells as an array of tables, else its widths × depths × budgets."""
     lad = spec.ladder
-    if lad.cells:
-        section("ladder", [])
-        lines.pop()  # cells follow as an array of tables
-        for c in lad.cells:
-            lines.append("[[ladder.cells]]")
-            for f in fields(CellSpec):
-                v = getattr(c, f.name)
-                if v is not None:
-                    lines.append(f"{f.name} = {_toml_value(v)}")
-            lines.append("")
-    else:
-        section(
+    if not lad.cells:
+        _section(
+            lines,
             "ladder",
             [
                 ("widths", list(lad.widths)),
@@ -83,36 +100,36 @@ def study_toml(spec: StudySpec, *, operational: bool = True) -> str:
                 ("tokens_per_param", list(lad.tokens_per_param) or None),
             ],
         )
-    section("search", [(n, _param_toml(p)) for n, p in spec.search.items()])
-    train_items = [(f.name, getattr(spec.train, f.name)) for f in fields(TrainSpec)]
-    # keys added after sweeps were launched are written only away from their defaults, so that
-    # those sweeps keep their hash (None values are never written)
-    train_items = [
-        (k, v) for k, v in train_items if not (k in _NEW_AT_DEFAULT and v == _NEW_AT_DEFAULT[k])
-    ]
-    section("train", train_items)
-    sampler_keys = [f.name for f in fields(SamplerSpec)]
+        return
+    lines.append("[ladder]")
+    for c in lad.cells:
+        lines.append("[[ladder.cells]]")
+        for f in fields(CellSpec):
+            v = getattr(c, f.name)
+            if v is not None:
+                lines.append(f"{f.name} = {_toml_value(v)}")
+        lines.append("")
+
+
+def _sampler_items(spec: StudySpec, operational: bool) -> list[tuple[str, Any]]:
+    keys = [f.name for f in fields(SamplerSpec)]
     if spec.sampler.kind != "law":
-        sampler_keys = [k for k in sampler_keys if k not in _LAW_ONLY]
+        keys = [k for k in keys if k not in _LAW_ONLY]
     if not operational:
-        sampler_keys = [k for k in sampler_keys if k not in _SAMPLER_PACING]
-    section("sampler", [(k, getattr(spec.sampler, k)) for k in sampler_keys])
+        keys = [k for k in keys if k not in _SAMPLER_PACING]
+    return [(k, getattr(spec.sampler, k)) for k in keys]
+
+
+def _pruner_items(spec: StudySpec) -> list[tuple[str, Any]]:
     pr = spec.pruner
-    pruner_items: list[tuple[str, Any]] = [("kind", pr.kind)]
+    items: list[tuple[str, Any]] = [("kind", pr.kind)]
     if pr.kind == "asha":
-        pruner_items += [
+        items += [
             ("grace_fraction", pr.grace_fraction),
             ("reduction_factor", pr.reduction_factor),
             ("reports", pr.reports),
         ]
-    section("pruner", pruner_items)
-    if spec.target is not None and spec.sampler.kind == "law":
-        section("target", [("params", spec.target.params), ("tokens", spec.target.tokens)])
-    if operational:
-        section(
-            "resources", [(f.name, getattr(spec.resources, f.name)) for f in fields(ResourcesSpec)]
-        )
-    return "\n".join(lines).rstrip() + "\n"
+    return items
 
 
 #: keys added after sweeps were launched, left out of the text at these (default) values
