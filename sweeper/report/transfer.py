@@ -726,8 +726,7 @@ class SeedBlock:
     def complete_lrs(self, runs: pd.DataFrame) -> list[float]:
         """The LRs at which every seed of the block has a finished run (COMPLETE, or diverged)
         in ``runs`` (the block's own)."""
-        done = runs["diverged"].astype(bool) | (runs["state"].fillna("COMPLETE") == "COMPLETE")
-        seeds = runs[done & runs["loss"].notna() | runs["diverged"].astype(bool)]
+        seeds = runs[_finished(runs)]
         want = set(range(self.first, self.first + self.count))
         return [
             float(lr)
@@ -790,12 +789,14 @@ def _one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with one finished run per (LR, seed), the first block's: a fill trains every seed
     of an LR that its read-only block did not finish for all of them, so a seed that did finish
     there is trained twice, and must count once."""
-    finished = runs["seed"].notna() & (
-        runs["diverged"].astype(bool)
-        | ((runs["state"].fillna("COMPLETE") == "COMPLETE") & runs["loss"].notna())
-    )
-    again = runs[finished].duplicated(subset=["lr", "seed"], keep="first")
+    again = runs[_finished(runs) & runs["seed"].notna()].duplicated(["lr", "seed"], keep="first")
     return runs.drop(index=again[again].index).reset_index(drop=True)
+
+
+def _finished(runs: pd.DataFrame) -> pd.Series:
+    """Which runs finished: diverged, or COMPLETE (or stateless, as imported) with a loss."""
+    diverged = runs["diverged"].astype(bool)
+    return diverged | ((runs["state"].fillna("COMPLETE") == "COMPLETE") & runs["loss"].notna())
 
 
 def _check_runs(name: str, url: str | None) -> dict[str, pd.DataFrame]:
