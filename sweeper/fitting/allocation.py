@@ -10,7 +10,9 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    each third drawn from the planner's seed); each later cell a bracket (×1/√2, ×1, ×√2) around
    the best LR of the nearest started cell, moved by the fitted law's exponent once the surface
    fit (:func:`~sweeper.fitting.surface.fit_surface`, ``n_boot=0``) succeeds (what one cell
-   measured tells where to look in the next). A failed fit (FitError) just keeps exploring.
+   measured tells where to look in the next). A failed fit (FitError) just keeps exploring. A
+   cell with fewer than 3 LRs below its lowest divergence counts as started once it has tried
+   them all.
 2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it (cheapest cell first).
    Confirm: a cell whose best LR rests on one completed run gets a second seed there (the cell
    whose re-run step 3's criterion values most per core-second first). The lowest of a few noisy
@@ -26,19 +28,21 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    law's scatter) and its optimum loss level (nuisance, flat prior). A run's information is its
    Jacobian row weighted by the fit's noise model σ(Δu); a candidate's gain is the rank-one
    (Sherman–Morrison) reduction of gᵀCg, g the gradient of ln lr*(target). Runs at or above an
-   LR that diverged carry no information (nor, with a ``window``, runs outside it). Without a
+   LR that diverged carry no information, nor runs the law puts more than ``BLOWUP`` (50%) above
+   their cell's best loss (the fit takes those as bounds), nor, with a ``window``, runs outside
+   it. Without a
    law, or when no candidate carries information: explore next to the best LR of the cell with
    the fewest LRs tried.
 4. Pending points (and points already chosen in this call) count as observed: in the Gauss-Newton
    approximation information does not depend on the outcome, so this *is* Optuna's constant liar,
    and k proposals are not redundant.
-5. Never more than one grid step above the lowest LR that diverged in a cell; at most
-   ``max_seeds`` runs per (cell, LR).
+5. Nothing at or above the lowest LR that diverged in a cell (a divergence below a completed
+   run is a one-off, as the fit counts it); at most ``max_seeds`` runs per (cell, LR).
 
 Stopping: ``budget_runs`` runs (completed, diverged and pending) reached, or the 95% interval of the
 predicted target LR (Laplace, with the law's scatter) has upper/lower below
-``stop_lr_interval_ratio`` once every cell is started, its best LR bracketed and confirmed, and the
-fit converged. The plan is a deterministic function of (runs, pending, seed).
+``stop_lr_interval_ratio`` once every cell is started, its best LR bracketed and confirmed (by
+completed runs: pending ones do not count here), and both steps of the fit converged. The plan is a deterministic function of (runs, pending, seed).
 
 The fits use the surface's ``planner`` settings (:data:`~sweeper.fitting.surface.SETTINGS`):
 every run (``window=None``; with a window, ~4 runs per cell near the optimum leave too few loss
@@ -64,7 +68,7 @@ import pandas as pd
 from sweeper.errors import FitError
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import FitWarning
-from sweeper.fitting._surface_law import SurfaceLaw, _excess
+from sweeper.fitting._surface_law import BLOWUP, SurfaceLaw, _excess
 from sweeper.fitting.surface import SETTINGS, fit_surface
 
 __all__ = [
@@ -181,7 +185,7 @@ class _State:
     cells: list[CellPlan]
     count: dict[tuple[str, int], int] = field(default_factory=dict)
     losses: dict[tuple[str, int], list[float]] = field(default_factory=dict)
-    lowest_div: dict[str, float] = field(default_factory=dict)
+    diverged: dict[str, list[float]] = field(default_factory=dict)
     total: int = 0
 
     def add(self, cell: str, lr: float, loss: float | None = None, diverged: bool = False) -> None:
@@ -189,9 +193,24 @@ class _State:
         self.count[(cell, idx)] = self.count.get((cell, idx), 0) + 1
         self.total += 1
         if diverged:
-            self.lowest_div[cell] = min(self.lowest_div.get(cell, math.inf), lr)
+            self.diverged.setdefault(cell, []).append(lr)
         elif loss is not None and math.isfinite(loss):
             self.losses.setdefault((cell, idx), []).append(loss)
+
+    def lowest_div(self, cell: str) -> float:
+        """The lowest LR that diverged in the cell above every completed one (inf: none): as the
+        surface fit counts them, a divergence below a completed run is a one-off, not the cliff."""
+        grid = self.grid(cell)
+        done = [grid[i] for (c, i), v in self.losses.items() if c == cell and v]
+        return min((d for d in self.diverged.get(cell, ()) if d > max(done, default=0.0)),
+                   default=math.inf)  # fmt: skip
+
+    def started(self, cell: str, max_seeds: int) -> bool:
+        """:data:`START_LRS` LRs tried, or every LR below the lowest divergence tried."""
+        if self.n_lrs(cell) >= START_LRS:
+            return True
+        untried = (i for i in range(len(self.grid(cell))) if self.n_at(cell, i) == 0)
+        return not any(self.allowed(cell, i, max_seeds) for i in untried)
 
     def grid(self, cell: str) -> tuple[float, ...]:
         return next(p.lrs for p in self.cells if p.cell == cell)
@@ -207,15 +226,12 @@ class _State:
         means = {i: float(np.mean(v)) for (c, i), v in self.losses.items() if c == cell}
         return min(means, key=lambda i: (means[i], i)) if means else None
 
-    def cap(self, cell: str) -> int:
-        """Highest grid index allowed: one step above the lowest divergence, else the top."""
+    def allowed(self, cell: str, idx: int, max_seeds: int = 1) -> bool:
+        """On the grid, below ``max_seeds`` runs there and below the lowest divergence (a run at
+        or above it would diverge again: a bound, not a loss point)."""
         grid = self.grid(cell)
-        div = self.lowest_div.get(cell, math.inf)
-        return min(_nearest(grid, div) + 1, len(grid) - 1) if math.isfinite(div) else len(grid) - 1
-
-    def allowed(self, cell: str, idx: int, max_seeds: int) -> bool:
-        """Below max_seeds runs there and at most one grid step above the lowest divergence."""
-        return 0 <= idx <= self.cap(cell) and self.n_at(cell, idx) < max_seeds
+        return (0 <= idx < len(grid) and self.n_at(cell, idx) < max_seeds
+                and grid[idx] < self.lowest_div(cell))  # fmt: skip
 
     def unconfirmed(self, cell: str, confirm_runs: int) -> int | None:
         """The cell's best grid index while fewer than ``confirm_runs`` runs (completed or
@@ -230,7 +246,7 @@ class _State:
         if b is None:
             return None
         for j in (b - 1, b + 1):
-            if 0 <= j <= self.cap(cell) and self.n_at(cell, j) == 0:
+            if self.allowed(cell, j) and self.n_at(cell, j) == 0:
                 return j
         return None
 
@@ -266,7 +282,7 @@ def plan(
     law, note = _fit(runs, seed, window, shape_scaling)
     ratio = _interval_ratio(law, tgt)
     if (
-        _settled(state, law, confirm_runs)
+        _settled(_state(runs, cells, ()), law, confirm_runs, max_seeds)
         and ratio is not None
         and stop_lr_interval_ratio
         and ratio < stop_lr_interval_ratio
@@ -313,19 +329,19 @@ def _info(
         info = _Info.build(law, runs, cells, target, window)
         if pending:
             info.observe_many([c for c, _ in pending], np.log([float(lr) for _, lr in pending]))
-    except (np.linalg.LinAlgError, ValueError):
+    except np.linalg.LinAlgError:
         return None
     return info if math.isfinite(info.target_sd()) else None
 
 
-def _settled(state: _State, law: SurfaceLaw | None, confirm_runs: int) -> bool:
+def _settled(state: _State, law: SurfaceLaw | None, confirm_runs: int, max_seeds: int) -> bool:
     """Whether the stopping rule may trust the law: every cell started and its best LR
-    bracketed and confirmed, and the fit converged (an early or failed fit can claim a narrow
-    interval)."""
-    if law is None or any(n.startswith("the surface fit did not converge") for n in law.notes):
+    bracketed and confirmed by completed runs (``state`` holds no pending ones), and both steps
+    of the fit converged (an early or failed fit can claim a narrow interval)."""
+    if law is None or any("did not converge" in n for n in law.notes):
         return False
     return all(
-        state.n_lrs(p.cell) >= START_LRS
+        state.started(p.cell, max_seeds)
         and state.open_side(p.cell) is None
         and state.unconfirmed(p.cell, confirm_runs) is None
         for p in state.cells
@@ -397,9 +413,11 @@ def _next_point(
     unstarted cell (every cell is needed: the largest ones carry the extrapolation); (2) bracket
     a started cell's best LR (cheapest cell first), then confirm it (see :func:`_confirm_point`);
     (3) with a law, the largest variance reduction per core-second; (4) explore."""
-    unstarted = [p for p in state.cells if state.n_lrs(p.cell) < START_LRS]
-    if unstarted:
-        return _start_point(state, unstarted[0], law, seed, max_seeds)
+    for p in state.cells:
+        if not state.started(p.cell, max_seeds):
+            start = _start_point(state, p, law, seed, max_seeds)
+            if start is not None:
+                return start
     for p in state.cells:
         j = state.open_side(p.cell)
         if j is not None and state.allowed(p.cell, j, max_seeds):
@@ -479,9 +497,9 @@ def _spread(n: int, seed: int, cell: str) -> list[int]:
 def _explore_point(
     state: _State, max_seeds: int, only: str | None = None
 ) -> tuple[str, int] | None:
-    """Without a usable law: in the cell with the fewest LRs tried (cheapest first), the allowed
-    untried LR nearest to its best one (the grid's middle before any result), else a further
-    seed there."""
+    """Without a usable law: in the cell with the fewest LRs tried (cheapest first), the untried
+    LR below its lowest divergence nearest to its best one (the grid's middle before any
+    result), else a further seed there."""
     cells = [p for p in state.cells if only is None or p.cell == only]
     for p in sorted(cells, key=lambda p: state.n_lrs(p.cell)):
         b = state.best(p.cell)
@@ -504,8 +522,6 @@ def _best_candidate(state: _State, info: _Info, max_seeds: int) -> tuple[str, in
         for i in range(len(p.lrs)):
             if not state.allowed(p.cell, i, max_seeds):
                 continue
-            if p.lrs[i] >= state.lowest_div.get(p.cell, math.inf):
-                continue  # it would diverge again: a bound, not a loss point
             value = info.gain(p.cell, [math.log(p.lrs[i])]) / p.cost
             key = (-value, order, i)
             if value > 0 and (best_key is None or key < best_key):
@@ -617,13 +633,16 @@ class _Info:
 
     def _rows(self, cells: Sequence[str], u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Jacobian rows of ln loss (finite differences) and their weights 1/σ², only for runs
-        inside the fit's window (if any) around their cell's optimum."""
+        the fit would take as loss points: inside its window (if any) around their cell's
+        optimum, and predicted less than :data:`BLOWUP` above the optimum's loss (past it the
+        fit counts a run as a bound)."""
         ci = np.array([self.cells.index(c) for c in cells], dtype=int)
         phi0 = self._phi0()
         du = u - self._centre(phi0, ci)
-        inside = np.ones(du.size, dtype=bool)
+        with np.errstate(all="ignore"):
+            inside = self._excess_at(phi0, ci, u) < 100.0 * BLOWUP  # (NaN: off the model too)
         if self.window is not None:
-            inside = (du > -self.window[0]) & (du < self.window[1])
+            inside &= (du > -self.window[0]) & (du < self.window[1])
         ci, u, du = ci[inside], u[inside], du[inside]
         jac = np.empty((ci.size, phi0.size))
         for p in range(phi0.size):
@@ -652,10 +671,14 @@ class _Info:
 
     def _y(self, phi: np.ndarray, ci: np.ndarray, u: np.ndarray) -> np.ndarray:
         """ln loss of runs at ln lr ``u`` in cells ``ci`` under parameters ``phi``."""
-        th, _, lev = self._split(phi)
+        _, _, lev = self._split(phi)
+        return lev[ci] + np.log1p(self._excess_at(phi, ci, u) / 100.0)
+
+    def _excess_at(self, phi: np.ndarray, ci: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Loss excess (%) over the cell's optimum of runs at ln lr ``u`` in cells ``ci``."""
+        th, _, _ = self._split(phi)
         x = self.lx[ci, 0]
         lk = th["lr:log_curvature"] + th.get("lr:log_curvature:n_params", 0.0) * x
         a = th["lr:asymmetry"] + th.get("lr:asymmetry:n_params", 0.0) * x
         psi = np.full(ci.size, max(th.get("lr:saturation", 0.0), 0.0))
-        ex = _excess(u - self._centre(phi, ci), lk, a, psi)
-        return lev[ci] + np.log1p(ex / 100.0)
+        return _excess(u - self._centre(phi, ci), lk, a, psi)

@@ -133,8 +133,67 @@ def test_never_deep_in_the_diverged_region(ladder: pd.DataFrame) -> None:
     runs.loc[sel, "loss"] = np.nan
     p = al.plan(runs, cells, k=30, seed=0, stop_lr_interval_ratio=None, max_seeds=4)
     assert len(p.points) == 30
-    top = div_lr * math.sqrt(2.0) * 1.001
-    assert all(pt.lr <= top for pt in p.points if pt.cell == big.cell)
+    assert all(pt.lr < div_lr for pt in p.points if pt.cell == big.cell)
+
+
+def test_a_divergence_below_a_completed_run_is_a_one_off(ladder: pd.DataFrame) -> None:
+    """As the fit counts them: a run that diverged below an LR that completed is not the cliff."""
+    cells = _cells(ladder)
+    big = cells[-1]
+    runs = ladder[ladder["seed"] == 0].copy()
+    one_off = (runs["cell"] == big.cell) & np.isclose(runs["lr"], big.lrs[2])
+    runs.loc[one_off, ["diverged", "loss"]] = [True, np.nan]
+    state = al._state(runs, cells, ())
+    cliff = runs[(runs["cell"] == big.cell) & ~one_off & runs["diverged"]]["lr"].min()
+    assert state.lowest_div(big.cell) == cliff > big.lrs[2]
+    assert state.allowed(big.cell, big.lrs.index(cliff) - 1, 2)  # (was off limits: 2 steps above)
+
+
+def test_a_cell_diverging_low_does_not_stop_the_others(ladder: pd.DataFrame) -> None:
+    """A cell whose grid diverges from its second LR up has one LR to try: it counts as started
+    once that one is tried, and the plan goes on to start the other cells."""
+    cells = _cells(ladder)
+    small = cells[0]
+    runs = ladder[(ladder["cell"] == small.cell) & (ladder["seed"] == 0)].copy()
+    runs = runs[runs["lr"] <= small.lrs[1]]
+    runs.loc[np.isclose(runs["lr"], small.lrs[1]), ["diverged", "loss"]] = [True, np.nan]
+    p = al.plan(runs, cells, k=3, seed=0, stop_lr_interval_ratio=None)
+    assert len(p.points) == 3 and all(pt.cell != small.cell for pt in p.points)
+
+
+def test_runs_the_law_puts_past_the_blowup_carry_no_information(ladder: pd.DataFrame) -> None:
+    """The fit takes a run more than BLOWUP (50%) above its cell's best loss as a bound, so the
+    variance criterion must not value one there, however far up the slope it would sit."""
+    cells = _cells(ladder)
+    runs = ladder[ladder["seed"] == 0]
+    law = al.plan(runs, cells, k=1, stop_lr_interval_ratio=None).law
+    assert law is not None
+    info = al._info(law, runs, cells, al.default_target(cells), (), None)
+    assert info is not None
+    big = cells[-1].cell
+    u_opt = math.log(law.cell_optima[big])
+    excess = info._excess_at(
+        info._phi0(), np.array([len(cells) - 1] * 2), u_opt - np.array([4.0, 6.0])
+    )
+    assert excess[0] < 50 < excess[1]
+    assert info.gain(big, [u_opt - 4.0]) > 0
+    assert info.gain(big, [u_opt - 6.0]) == 0.0  # e^6 = 400x below the optimum: off the model
+
+
+def test_pending_runs_do_not_settle_the_stopping_rule(ladder: pd.DataFrame) -> None:
+    """A confirmation still running does not count as done: the plan goes on instead of stopping
+    (it stops once the confirmations have completed)."""
+    runs = ladder[ladder["seed"] == 0]
+    cells = _cells(ladder)
+    best = [(c, float(g.loc[g["loss"].idxmin(), "lr"])) for c, g in runs.groupby("cell")]
+    p = al.plan(runs, cells, k=1, stop_lr_interval_ratio=1e9, pending=best)
+    assert not p.stop
+    done = pd.concat(
+        [runs[(runs["cell"] == c) & np.isclose(runs["lr"], lr)].assign(seed=1) for c, lr in best],
+        ignore_index=True,
+    )
+    p = al.plan(pd.concat([runs, done], ignore_index=True), cells, k=1, stop_lr_interval_ratio=1e9)
+    assert p.points == () and "interval ratio" in p.stop
 
 
 def test_replay_recovers_the_law_from_a_quarter_of_the_grid(ladder: pd.DataFrame) -> None:
