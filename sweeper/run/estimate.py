@@ -212,8 +212,9 @@ def estimate_study(
              for c in ladder]  # fmt: skip
     notes = _notes(spec)
     if spec.sampler.kind == "law":
-        costs, low, high = _law_budget(costs, int(spec.sampler.budget_runs or 0))
-        runs = int(spec.sampler.budget_runs or 0)
+        seeds = spec.sweep.seeds_per_point
+        runs = int(spec.sampler.budget_runs or 0) // seeds * seeds  # (in whole points)
+        costs, low, high = _law_budget(costs, runs, seeds)
         core = (low * cpu, high * cpu)
     else:
         runs = sum(c.runs for c in costs)
@@ -239,14 +240,18 @@ def _price(probes: Sequence[Probe], cell: Cell) -> float:
     return fixed + cell.tokens * s_tok
 
 
-def _law_budget(costs: list[CellCost], budget: int) -> tuple[list[CellCost], float, float]:
-    """The law sampler's runs: :data:`START_LRS` per cell, cheapest cell first, then the rest of
-    the budget anywhere. Returns the per-cell start runs and the (low, high) wall-second total."""
+def _law_budget(
+    costs: list[CellCost], budget: int, seeds: int = 1
+) -> tuple[list[CellCost], float, float]:
+    """The law sampler's runs: :data:`START_LRS` points of ``seeds`` runs per cell, cheapest cell
+    first, then the rest of the budget anywhere, in whole points (the searcher plans a point only
+    while all its seeds fit in the budget). Returns the per-cell start runs and the (low, high)
+    wall-second total."""
     from sweeper.fitting.allocation import START_LRS
 
-    left, start, spent = budget, [], 0.0
+    left, start, spent = budget // seeds * seeds, [], 0.0
     for c in sorted(costs, key=lambda c: c.run_s):
-        n = min(START_LRS, left)
+        n = min(START_LRS * seeds, left)
         left -= n
         spent += n * c.run_s
         start.append(CellCost(c.cell, c.n_params, c.tokens, n, c.run_s))

@@ -104,6 +104,18 @@ def test_a_law_study_is_a_range_with_its_start_priced_exactly() -> None:
     assert small.core_s[0] == pytest.approx(small.core_s[1])
 
 
+def test_a_law_studys_points_carry_all_their_seeds() -> None:
+    """With 2 seeds a point, a cell's start is 3 points of 2 runs, and the budget is spent in
+    whole points (the searcher plans a point only while all its seeds fit)."""
+    est = estimate_study(
+        study(seeds=2, sampler='kind = "law"\nbudget_runs = 15'),
+        cores=2,
+        probe=fake_probe(1e-4, 1e-3, fixed=0.0),
+    )
+    assert [c.runs for c in est.cells] == [6, 6, 2] and est.runs == 14  # 7 points of 2 runs
+    assert est.core_s[0] == pytest.approx(est.core_s[1])  # nothing left to range over
+
+
 def test_a_searched_batch_is_probed_at_its_smallest_and_said_to_be_a_bound() -> None:
     from sweeper.run.estimate import _probe_params
 
