@@ -121,8 +121,8 @@ def answer(stored: pd.DataFrame, used: np.ndarray, cell: str, lr: float, order: 
     """Index of the stored run answering (cell, lr): nearest LR with an unused run; among a
     point's runs, the first in the replay's random ``order``."""
     cand = np.flatnonzero((stored["cell"].to_numpy() == cell) & ~used)
-    if not cand.size:
-        cand = np.flatnonzero(~used)  # the cell is used up: nearest anywhere (counted)
+    if not cand.size:  # (the planner asks at most max_seeds runs per LR, the grid's seeds)
+        raise RuntimeError(f"the replay asked for a run of {cell} beyond the stored ones")
     dist = np.abs(np.log(stored["lr"].to_numpy(float)[cand]) - math.log(lr))
     return int(cand[np.lexsort((order[cand], np.round(dist, 9)))[0]])
 
