@@ -11,8 +11,7 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    the best LR of the nearest started cell, moved by the fitted law's exponent once the surface
    fit (:func:`~sweeper.fitting.surface.fit_surface`, ``n_boot=0``) succeeds (what one cell
    measured tells where to look in the next). A failed fit (FitError) just keeps exploring. A
-   cell with fewer than 3 LRs below its lowest divergence counts as started once it has tried
-   them all.
+   cell with fewer than 3 LRs below its cliff (5.) counts as started once it has tried them all.
 2. Bracket: a cell whose best LR lacks a tried neighbour on the grid gets it (cheapest cell first).
    Confirm: a cell whose best LR rests on one completed run gets a second seed there (the cell
    whose re-run step 3's criterion values most per core-second first). The lowest of a few noisy
@@ -27,22 +26,23 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
    asymmetry, levelling-off), plus per cell its deviation from the law (prior N(0, τ²), τ the
    law's scatter) and its optimum loss level (nuisance, flat prior). A run's information is its
    Jacobian row weighted by the fit's noise model σ(Δu); a candidate's gain is the rank-one
-   (Sherman–Morrison) reduction of gᵀCg, g the gradient of ln lr*(target). Runs at or above an
-   LR that diverged carry no information, nor runs the law puts more than ``BLOWUP`` (50%) above
-   their cell's best loss (the fit takes those as bounds), nor, with a ``window``, runs outside
-   it. Without a
-   law, or when no candidate carries information: explore next to the best LR of the cell with
-   the fewest LRs tried.
+   (Sherman–Morrison) reduction of gᵀCg, g the gradient of ln lr*(target). Runs the law puts
+   more than ``BLOWUP`` (50%) above their cell's best loss carry no information (the fit takes
+   those as bounds), nor, with a ``window``, runs outside it. Without a law, or when no
+   candidate carries information: explore next to the best LR of the cell with the fewest LRs
+   tried.
 4. Pending points (and points already chosen in this call) count as observed: in the Gauss-Newton
    approximation information does not depend on the outcome, so this *is* Optuna's constant liar,
    and k proposals are not redundant.
-5. Nothing at or above the lowest LR that diverged in a cell (a divergence below a completed
-   run is a one-off, as the fit counts it); at most ``max_seeds`` runs per (cell, LR).
+5. Nothing at or above a cell's cliff: its lowest grid LR that diverged above every completed
+   run (as the fit counts them, a divergence at or below a completed run is a one-off, and a run
+   more than ``BLOWUP`` above the best loss is a bound); at most ``max_seeds`` runs per (cell, LR).
 
 Stopping: ``budget_runs`` runs (completed, diverged and pending) reached, or the 95% interval of the
 predicted target LR (Laplace, with the law's scatter) has upper/lower below
 ``stop_lr_interval_ratio`` once every cell is started, its best LR bracketed and confirmed (by
-completed runs: pending ones do not count here), and both steps of the fit converged. The plan is a deterministic function of (runs, pending, seed).
+completed runs: pending ones do not count here), and both steps of the fit converged. The plan
+is a deterministic function of (runs, pending, seed).
 
 The fits use the surface's ``planner`` settings (:data:`~sweeper.fitting.surface.SETTINGS`):
 every run (``window=None``; with a window, ~4 runs per cell near the optimum leave too few loss
@@ -180,12 +180,12 @@ def default_target(cells: Sequence[CellPlan]) -> dict[str, float]:
 @dataclass
 class _State:
     """What is observed or pending: runs per (cell, grid index), the completed runs' losses,
-    the lowest LR that diverged per cell."""
+    the grid indices of the runs that diverged per cell."""
 
     cells: list[CellPlan]
     count: dict[tuple[str, int], int] = field(default_factory=dict)
     losses: dict[tuple[str, int], list[float]] = field(default_factory=dict)
-    diverged: dict[str, list[float]] = field(default_factory=dict)
+    diverged: dict[str, list[int]] = field(default_factory=dict)
     total: int = 0
 
     def add(self, cell: str, lr: float, loss: float | None = None, diverged: bool = False) -> None:
@@ -193,20 +193,28 @@ class _State:
         self.count[(cell, idx)] = self.count.get((cell, idx), 0) + 1
         self.total += 1
         if diverged:
-            self.diverged.setdefault(cell, []).append(lr)
+            self.diverged.setdefault(cell, []).append(idx)
         elif loss is not None and math.isfinite(loss):
             self.losses.setdefault((cell, idx), []).append(loss)
 
-    def lowest_div(self, cell: str) -> float:
-        """The lowest LR that diverged in the cell above every completed one (inf: none): as the
-        surface fit counts them, a divergence below a completed run is a one-off, not the cliff."""
-        grid = self.grid(cell)
-        done = [grid[i] for (c, i), v in self.losses.items() if c == cell and v]
-        return min((d for d in self.diverged.get(cell, ()) if d > max(done, default=0.0)),
-                   default=math.inf)  # fmt: skip
+    def cliff(self, cell: str) -> int:
+        """Grid index of the cell's lowest divergence above every completed run that is a loss
+        point (the grid's length: none). As the surface fit counts them, a divergence at or below
+        a completed run is a one-off, and a run more than :data:`BLOWUP` above the cell's best
+        loss, above its best LR, is a bound like a divergence."""
+        means = {i: float(np.mean(v)) for (c, i), v in self.losses.items() if c == cell and v}
+        b = self.best(cell)
+        top = max(
+            (i for i, m in means.items() if b is None or i <= b or m <= (1 + BLOWUP) * means[b]),
+            default=-1,
+        )
+        return min(
+            (i for i in self.diverged.get(cell, ()) if i > top), default=len(self.grid(cell))
+        )
 
     def started(self, cell: str, max_seeds: int) -> bool:
-        """:data:`START_LRS` LRs tried, or every LR below the lowest divergence tried."""
+        """:data:`START_LRS` LRs tried, or every LR below the cliff tried (a cell whose every run
+        diverged then counts too: nothing is left to try there, and the fit leaves it out)."""
         if self.n_lrs(cell) >= START_LRS:
             return True
         untried = (i for i in range(len(self.grid(cell))) if self.n_at(cell, i) == 0)
@@ -227,11 +235,9 @@ class _State:
         return min(means, key=lambda i: (means[i], i)) if means else None
 
     def allowed(self, cell: str, idx: int, max_seeds: int = 1) -> bool:
-        """On the grid, below ``max_seeds`` runs there and below the lowest divergence (a run at
-        or above it would diverge again: a bound, not a loss point)."""
-        grid = self.grid(cell)
-        return (0 <= idx < len(grid) and self.n_at(cell, idx) < max_seeds
-                and grid[idx] < self.lowest_div(cell))  # fmt: skip
+        """On the grid, below ``max_seeds`` runs there and below the cliff (a run at or above it
+        would diverge again: a bound, not a loss point)."""
+        return 0 <= idx < self.cliff(cell) and self.n_at(cell, idx) < max_seeds
 
     def unconfirmed(self, cell: str, confirm_runs: int) -> int | None:
         """The cell's best grid index while fewer than ``confirm_runs`` runs (completed or
@@ -246,7 +252,7 @@ class _State:
         if b is None:
             return None
         for j in (b - 1, b + 1):
-            if self.allowed(cell, j) and self.n_at(cell, j) == 0:
+            if self.allowed(cell, j):  # (max_seeds 1: untried)
                 return j
         return None
 
@@ -498,7 +504,7 @@ def _explore_point(
     state: _State, max_seeds: int, only: str | None = None
 ) -> tuple[str, int] | None:
     """Without a usable law: in the cell with the fewest LRs tried (cheapest first), the untried
-    LR below its lowest divergence nearest to its best one (the grid's middle before any
+    LR below its cliff nearest to its best one (the grid's middle before any
     result), else a further seed there."""
     cells = [p for p in state.cells if only is None or p.cell == only]
     for p in sorted(cells, key=lambda p: state.n_lrs(p.cell)):

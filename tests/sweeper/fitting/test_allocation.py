@@ -145,8 +145,25 @@ def test_a_divergence_below_a_completed_run_is_a_one_off(ladder: pd.DataFrame) -
     runs.loc[one_off, ["diverged", "loss"]] = [True, np.nan]
     state = al._state(runs, cells, ())
     cliff = runs[(runs["cell"] == big.cell) & ~one_off & runs["diverged"]]["lr"].min()
-    assert state.lowest_div(big.cell) == cliff > big.lrs[2]
+    assert state.cliff(big.cell) == big.lrs.index(cliff) > 2
     assert state.allowed(big.cell, big.lrs.index(cliff) - 1, 2)  # (was off limits: 2 steps above)
+    # an off-grid divergence snaps to its grid point: a completed run there makes it a one-off
+    state.add(big.cell, cliff * 0.99, 2.0)
+    assert state.cliff(big.cell) > big.lrs.index(cliff)
+
+
+def test_nothing_at_or_above_the_cliff() -> None:
+    cell = al.CellPlan("c", 1e5, 1e6, al.sqrt2_grid(1e-3, 1.6e-2))
+    state = al._State([cell])
+    for i, loss in enumerate([2.0, 1.9, 1.85, 1.9]):
+        state.add("c", cell.lrs[i], loss)
+    state.add("c", cell.lrs[5], diverged=True)
+    assert state.cliff("c") == 5
+    assert state.allowed("c", 4, 3) and not state.allowed("c", 5, 3)
+    assert not state.allowed("c", 6, 3)  # (one step above the cliff: allowed before)
+    # a run more than BLOWUP above the best loss, above the best LR, is a bound like a divergence
+    state.add("c", cell.lrs[6], 1.85 * (1 + al.BLOWUP) + 0.1)
+    assert state.cliff("c") == 5
 
 
 def test_a_cell_diverging_low_does_not_stop_the_others(ladder: pd.DataFrame) -> None:
@@ -245,17 +262,36 @@ def test_the_stopping_rule_waits_for_confirmed_optima(ladder: pd.DataFrame) -> N
     assert p.points == () and "interval ratio" in p.stop
 
 
-def test_replay_scores_a_wild_fit_as_a_miss_instead_of_crashing() -> None:
-    """scripts/bench_allocation.py: a sparse fit whose exponent runs away (8.8e5, seen on 16 random
-    width_sp runs) predicts exp(>709) at the target; the replay's figures stay finite in logs."""
+def _bench():  # type: ignore[no-untyped-def]
+    """scripts/bench_allocation.py as a module."""
     import importlib.util
     from pathlib import Path
-    from types import SimpleNamespace
 
     path = Path(__file__).resolve().parents[3] / "scripts" / "bench_allocation.py"
     spec = importlib.util.spec_from_file_location("bench_allocation", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_replay_answers_from_the_asked_cell_only(ladder: pd.DataFrame) -> None:
+    bench = _bench()
+    stored = ladder.reset_index(drop=True)
+    order = np.arange(len(stored))
+    cell = stored["cell"].iloc[0]
+    used = (stored["cell"] == cell).to_numpy() & (stored["lr"] != stored["lr"].iloc[0]).to_numpy()
+    i = bench.answer(stored, used, cell, 1.0, order)  # the nearest unused run of that cell
+    assert stored["cell"].iloc[i] == cell and not used[i]
+    with pytest.raises(RuntimeError, match="beyond the stored"):
+        bench.answer(stored, (stored["cell"] == cell).to_numpy(), cell, 1.0, order)
+
+
+def test_replay_scores_a_wild_fit_as_a_miss_instead_of_crashing() -> None:
+    """scripts/bench_allocation.py: a sparse fit whose exponent runs away (8.8e5, seen on 16 random
+    width_sp runs) predicts exp(>709) at the target; the replay's figures stay finite in logs."""
+    from types import SimpleNamespace
+
+    bench = _bench()
 
     def law(exponent: float) -> SimpleNamespace:
         return SimpleNamespace(
