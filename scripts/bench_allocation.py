@@ -17,7 +17,9 @@ fit with its defaults (its window drops a dense grid's far-off runs, past the cl
 width_sp's plateau above the cliff pulls the largest cells' optima below the grid, 1e-4).
 The planner's, the replay's and the random baseline's fits use ``--fit``: ``sparse`` (default:
 every run, ``window=None``, and one curvature for all cells, ``shape_scaling=False``, as the
-planner fits; see :mod:`sweeper.fitting.allocation`) or ``default`` (the surface fit's defaults). With ``--seeds N`` the top-level
+planner fits; see :mod:`sweeper.fitting.allocation`), ``windowed`` (the surface fit's window, one
+curvature: a diagnostic of the planner's fit) or ``default`` (the surface fit's defaults). With
+``--seeds N`` the top-level
 figures are medians over N replay seeds and ``replays`` lists each.
 
 ``--confirm-runs 1`` replays the planner without its confirmation rule (the baseline it is
@@ -54,7 +56,7 @@ from sweeper.fitting._common import FitWarning
 from sweeper.fitting.surface import WINDOW, SurfaceLaw, fit_surface
 from sweeper.fitting.synthetic import proxy_sweep
 
-#: the window of every reported fit and of the planner's fits (set by --window)
+#: the window of every reported fit and of the planner's fits (set by --fit)
 WINDOW_ARG: list[tuple[float, float] | None] = [None]
 #: shape_scaling of every fit (set by --fit)
 SCALING_ARG: list[bool] = [False]
@@ -292,14 +294,15 @@ def main() -> int:
                     help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--fit", choices=("sparse", "default"), default="sparse",
-                    help="every fit: sparse = all runs, one curvature; default = surface's")  # fmt: skip
+    ap.add_argument("--fit", choices=("sparse", "windowed", "default"), default="sparse",
+                    help="every fit: sparse = all runs, one curvature; windowed = the surface's "
+                         "window, one curvature; default = the surface's settings")  # fmt: skip
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")
     if not 0 < args.budget <= 1:
         ap.error("--budget must be in (0, 1]")
-    WINDOW_ARG[0] = None if args.fit == "sparse" else WINDOW
+    WINDOW_ARG[0] = None if args.fit == "sparse" else WINDOW  # (windowed and default)
     SCALING_ARG[0] = args.fit == "default"
     reps = []
     for s in range(args.seeds):
