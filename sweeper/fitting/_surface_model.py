@@ -406,7 +406,10 @@ def reml_tau(m: np.ndarray, cov: np.ndarray, x: np.ndarray) -> float:
         xs = np.linalg.solve(ch, x)
         ms = np.linalg.solve(ch, m)
         xtx = xs.T @ xs
-        beta = np.linalg.solve(xtx, xs.T @ ms)
+        try:
+            beta = np.linalg.solve(xtx, xs.T @ ms)
+        except np.linalg.LinAlgError:  # (the law's slope is not determined at this τ)
+            return np.inf
         r = ms - xs @ beta
         logdet = 2.0 * np.sum(np.log(np.diag(ch)))
         return 0.5 * (logdet + np.linalg.slogdet(xtx)[1] + float(r @ r))

@@ -102,7 +102,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -210,6 +210,15 @@ def fit_surface(
     return laws[target]
 
 
+def _solve(data: Any, **kw: Any) -> Any:
+    """:func:`sf.fit`, a singular system (cells that do not determine the law) as a FitError."""
+    try:
+        return sf.fit(data, **kw)
+    except np.linalg.LinAlgError as e:
+        why = f"the surface fit is singular ({e}): its cells do not determine the law"
+        raise FitError(why) from None
+
+
 @single_threaded_blas
 def fit_surfaces(
     runs: pd.DataFrame,
@@ -290,12 +299,12 @@ def _fit_surfaces(
             allow_varying=allow_varying,
             window=window,
         )
-        fit = sf.fit(data, n_boot=n_boot, seed=seed, level=level, scaling=shape_scaling, cv=cv)
+        fit = _solve(data, n_boot=n_boot, seed=seed, level=level, scaling=shape_scaling, cv=cv)
         span = _curvature_span(data, fit) if shape_scaling else 0.0
         if (
             span > MAX_CURVATURE_SPAN
         ):  # the curvature ran away with scale: the law is not identified
-            fit = sf.fit(data, n_boot=n_boot, seed=seed, level=level, scaling=False, cv=cv)
+            fit = _solve(data, n_boot=n_boot, seed=seed, level=level, scaling=False, cv=cv)
             shape_scaling = False
             fit.notes.append(
                 f"the curve's width ran away with scale (curvature x{math.exp(span):.3g} across the "
