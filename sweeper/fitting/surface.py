@@ -307,8 +307,8 @@ def _fit_surfaces(
             fit = _solve(data, n_boot=n_boot, seed=seed, level=level, scaling=False, cv=cv)
             shape_scaling = False
             fit.notes.append(
-                f"the curve's width ran away with scale (curvature x{math.exp(span):.3g} across the "
-                "cells): refitted with one width for every cell"
+                f"the curve's width ran away with scale (curvature x{math.exp(min(span, 700.0)):.3g}"
+                " across the cells): refitted with one width for every cell"
             )
     for w in caught:
         if not issubclass(w.category, FitWarning):
