@@ -18,7 +18,8 @@ width_sp's plateau above the cliff pulls the largest cells' optima below the gri
 The planner's, the replay's and the random baseline's fits use ``--fit``: ``sparse`` (default:
 every run, ``window=None``, and one curvature for all cells, ``shape_scaling=False``, as the
 planner fits; see :mod:`sweeper.fitting.allocation`), ``windowed`` (the surface fit's window, one
-curvature: a diagnostic of the planner's fit) or ``default`` (the surface fit's defaults). With
+curvature) or ``scaled`` (every run, the curvature scaling with N), two diagnostics of the
+planner's fit, or ``default`` (the surface fit's defaults: window and scaling). With
 ``--seeds N`` the top-level
 figures are medians over N replay seeds and ``replays`` lists each.
 
@@ -294,16 +295,17 @@ def main() -> int:
                     help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--fit", choices=("sparse", "windowed", "default"), default="sparse",
+    ap.add_argument("--fit", choices=("sparse", "windowed", "scaled", "default"), default="sparse",
                     help="every fit: sparse = all runs, one curvature; windowed = the surface's "
-                         "window, one curvature; default = the surface's settings")  # fmt: skip
+                         "window, one curvature; scaled = all runs, the curvature scaling with N; "
+                         "default = the surface's settings")  # fmt: skip
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")
     if not 0 < args.budget <= 1:
         ap.error("--budget must be in (0, 1]")
-    WINDOW_ARG[0] = None if args.fit == "sparse" else WINDOW  # (windowed and default)
-    SCALING_ARG[0] = args.fit == "default"
+    WINDOW_ARG[0] = WINDOW if args.fit in ("windowed", "default") else None
+    SCALING_ARG[0] = args.fit in ("scaled", "default")
     reps = []
     for s in range(args.seeds):
         stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)
