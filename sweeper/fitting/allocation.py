@@ -202,7 +202,7 @@ class _State:
         point (the grid's length: none). As the surface fit counts them, a divergence at or below
         a completed run is a one-off, and a run more than :data:`BLOWUP` above the cell's best
         loss, above its best LR, is a bound like a divergence."""
-        means = {i: float(np.mean(v)) for (c, i), v in self.losses.items() if c == cell and v}
+        means = self._means(cell)
         b = self.best(cell)
         top = max(
             (i for i, m in means.items() if b is None or i <= b or m <= (1 + BLOWUP) * means[b]),
@@ -231,8 +231,12 @@ class _State:
 
     def best(self, cell: str) -> int | None:
         """Grid index of the cell's lowest mean completed loss (None before any)."""
-        means = {i: float(np.mean(v)) for (c, i), v in self.losses.items() if c == cell}
+        means = self._means(cell)
         return min(means, key=lambda i: (means[i], i)) if means else None
+
+    def _means(self, cell: str) -> dict[int, float]:
+        """Mean completed loss per grid index of the cell."""
+        return {i: float(np.mean(v)) for (c, i), v in self.losses.items() if c == cell and v}
 
     def allowed(self, cell: str, idx: int, max_seeds: int = 1) -> bool:
         """On the grid, below ``max_seeds`` runs there and below the cliff (a run at or above it
@@ -504,8 +508,8 @@ def _explore_point(
     state: _State, max_seeds: int, only: str | None = None
 ) -> tuple[str, int] | None:
     """Without a usable law: in the cell with the fewest LRs tried (cheapest first), the untried
-    LR below its cliff nearest to its best one (the grid's middle before any
-    result), else a further seed there."""
+    LR below its cliff nearest to its best one (the grid's middle before any result), else a
+    further seed there."""
     cells = [p for p in state.cells if only is None or p.cell == only]
     for p in sorted(cells, key=lambda p: state.n_lrs(p.cell)):
         b = state.best(p.cell)

@@ -210,7 +210,7 @@ def fit_surface(
     return laws[target]
 
 
-def _solve(data: Any, **kw: Any) -> Any:
+def _solve(data: Data, **kw: Any) -> sf.Result:
     """:func:`sf.fit`, a singular system (cells that do not determine the law) as a FitError."""
     try:
         return sf.fit(data, **kw)

@@ -244,12 +244,12 @@ def _law_budget(
     costs: list[CellCost], budget: int, seeds: int = 1
 ) -> tuple[list[CellCost], float, float]:
     """The law sampler's runs: :data:`START_LRS` points of ``seeds`` runs per cell, cheapest cell
-    first, then the rest of the budget anywhere, in whole points (the searcher plans a point only
-    while all its seeds fit in the budget). Returns the per-cell start runs and the (low, high)
+    first, then the rest of ``budget`` (runs, in whole points: the searcher plans a point only
+    while all its seeds fit) anywhere. Returns the per-cell start runs and the (low, high)
     wall-second total."""
     from sweeper.fitting.allocation import START_LRS
 
-    left, start, spent = budget // seeds * seeds, [], 0.0
+    left, start, spent = budget, [], 0.0
     for c in sorted(costs, key=lambda c: c.run_s):
         n = min(START_LRS * seeds, left)
         left -= n
