@@ -15,11 +15,13 @@ n_params, over the reference's), and the same two errors for a ``random`` alloca
 number of runs (uniform over the stored runs, same replay seed). The reference is the surface
 fit with its defaults (its window drops a dense grid's far-off runs, past the cliff: without it
 width_sp's plateau above the cliff pulls the largest cells' optima below the grid, 1e-4).
-The planner's, the replay's and the random baseline's fits use ``--fit``: ``sparse`` (default:
-every run, ``window=None``, and one curvature for all cells, ``shape_scaling=False``, as the
-planner fits; see :mod:`sweeper.fitting.allocation`), ``windowed`` (the surface fit's window, one
-curvature) or ``scaled`` (every run, the curvature scaling with N), two diagnostics of the
-planner's fit, or ``default`` (the surface fit's defaults: window and scaling). With
+The planner's, the replay's and the random baseline's fits use ``--fit`` (:data:`FITS`):
+``sparse`` (default: every run, ``window=None``, and one curvature for all cells, as the planner
+fits; see :mod:`sweeper.fitting.allocation`), or one of four diagnostics of the planner's fit:
+``auto`` (every run, the curvature scaling with N where a Wald test finds it,
+``shape_scaling="auto"``), ``windowed`` (the surface fit's window, one curvature), ``scaled``
+(every run, the scaling always) or ``default`` (the surface fit's defaults: window and scaling).
+With
 ``--seeds N`` the top-level
 figures are medians over N replay seeds and ``replays`` lists each.
 
@@ -54,13 +56,21 @@ import pandas as pd
 from sweeper.errors import FitError
 from sweeper.fitting import allocation as al
 from sweeper.fitting._common import FitWarning
-from sweeper.fitting.surface import WINDOW, SurfaceLaw, fit_surface
+from sweeper.fitting.surface import WINDOW, Scaling, SurfaceLaw, fit_surface
 from sweeper.fitting.synthetic import proxy_sweep
 
+#: --fit's choices: (window, shape_scaling) of the planner's and every replayed fit
+FITS: dict[str, tuple[tuple[float, float] | None, Scaling]] = {
+    "sparse": (al.PLANNER.window, al.PLANNER.shape_scaling),
+    "auto": (None, "auto"),
+    "windowed": (WINDOW, False),
+    "scaled": (None, True),
+    "default": (WINDOW, True),
+}
 #: the window of every reported fit and of the planner's fits (set by --fit)
 WINDOW_ARG: list[tuple[float, float] | None] = [None]
 #: shape_scaling of every fit (set by --fit)
-SCALING_ARG: list[bool] = [False]
+SCALING_ARG: list[Scaling] = [al.PLANNER.shape_scaling]
 #: the synthetic ladders' true exponent (proxy_sweep's default law)
 SYNTHETIC_EXPONENT = -0.3
 #: assumed throughput of the synthetic ladders (flop/s) for their core-seconds
@@ -103,7 +113,7 @@ def fit(runs: pd.DataFrame, n_boot: int, *, dense: bool = False) -> SurfaceLaw |
 
 
 def _fit(
-    runs: pd.DataFrame, n_boot: int, window: tuple[float, float] | None, scaling: bool
+    runs: pd.DataFrame, n_boot: int, window: tuple[float, float] | None, scaling: Scaling
 ) -> SurfaceLaw | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FitWarning)
@@ -295,17 +305,17 @@ def main() -> int:
                     help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--fit", choices=("sparse", "windowed", "scaled", "default"), default="sparse",
-                    help="every fit: sparse = all runs, one curvature; windowed = the surface's "
-                         "window, one curvature; scaled = all runs, the curvature scaling with N; "
-                         "default = the surface's settings")  # fmt: skip
+    ap.add_argument("--fit", choices=tuple(FITS), default="sparse",
+                    help="every fit: sparse = the planner's (all runs, one curvature); auto = all "
+                         "runs, the curvature scaling where a Wald test finds it; windowed = the "
+                         "surface's window, one curvature; scaled = all runs, the curvature scaling "
+                         "with N; default = the surface's settings")  # fmt: skip
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")
     if not 0 < args.budget <= 1:
         ap.error("--budget must be in (0, 1]")
-    WINDOW_ARG[0] = WINDOW if args.fit in ("windowed", "default") else None
-    SCALING_ARG[0] = args.fit in ("scaled", "default")
+    WINDOW_ARG[0], SCALING_ARG[0] = FITS[args.fit]
     reps = []
     for s in range(args.seeds):
         stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)

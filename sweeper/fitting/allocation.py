@@ -47,9 +47,13 @@ is a deterministic function of (runs, pending, seed).
 The fits use the surface's ``planner`` settings (:data:`~sweeper.fitting.surface.SETTINGS`):
 every run (``window=None``; with a window, ~4 runs per cell near the optimum leave too few loss
 points: on proxy ladders at 25% of the grid, exponents from -1.5 to 0.0 with it, -0.28 to -0.31
-without), one curvature for all cells (``shape_scaling=False``: the curvature's slope in N is not
-determined; on a quickstart replay it went to 2.7, leaving the smallest cell flat and its optimum
-at 5e9), and cells from 3 runs (the start gives each cell 3).
+without), one curvature for all cells (``shape_scaling=False``: the curvature's slope in N is
+often not determined; on a quickstart replay it went to 2.7, leaving the smallest cell flat and
+its optimum at 5e9), and cells from 3 runs (the start gives each cell 3). The cost: on a ladder
+whose curvature does move with N (width_sp_long, 4x the horizon) one curvature puts the law 1.25
+octaves off at 50% of the grid. Keeping the scaling where a Wald test finds it
+(``shape_scaling="auto"``) fixes that (0.37) but loses more at 25% than it gains at 50% on the
+shipped ladders (docs/RESULTS.md, "The curvature scaling when the data determine it").
 
 Limits: the batch size is not planned (a ladder whose batch varies within cells raises
 ``ValueError``); the law is on ``n_params`` (the surface fit's default predictors).
@@ -69,7 +73,7 @@ from sweeper.errors import FitError
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import FitWarning
 from sweeper.fitting._surface_law import BLOWUP, SurfaceLaw, _excess
-from sweeper.fitting.surface import SETTINGS, fit_surface
+from sweeper.fitting.surface import SETTINGS, Scaling, fit_surface
 
 __all__ = [
     "CellPlan",
@@ -82,10 +86,9 @@ __all__ = [
     "sqrt2_grid",
 ]
 
-#: the start bracket of a cell around its predicted optimum (natural-log offsets: ×1, ×1/√2, ×√2)
 #: the planner's fit (every run, one curvature, cells from 3 runs); see the module docstring
 PLANNER = SETTINGS["planner"]
-
+#: the start bracket of a cell around its predicted optimum (natural-log offsets: ×1, ×1/√2, ×√2)
 BRACKET: tuple[float, ...] = (0.0, -0.5 * math.log(2.0), 0.5 * math.log(2.0))
 #: the law's exponent as used to place a new cell's start (clipped: early fits can be wild)
 SLOPE_RANGE: tuple[float, float] = (-1.0, 0.5)
@@ -274,7 +277,7 @@ def plan(
     max_seeds: int = 3,
     confirm_runs: int = CONFIRM_RUNS,
     window: tuple[float, float] | None = PLANNER.window,
-    shape_scaling: bool = PLANNER.shape_scaling,
+    shape_scaling: Scaling = PLANNER.shape_scaling,
 ) -> Plan:
     """The next ``k`` points (fewer when the plan stops) for a ladder whose runs so far are
     ``runs`` (a runs table; completed and diverged rows count) and ``pending`` (cell, lr) pairs
@@ -379,7 +382,7 @@ def _counted(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fit(
-    runs: pd.DataFrame, seed: int, window: tuple[float, float] | None, shape_scaling: bool
+    runs: pd.DataFrame, seed: int, window: tuple[float, float] | None, shape_scaling: Scaling
 ) -> tuple[SurfaceLaw | None, str]:
     """The surface fit of the results so far (Laplace intervals), or None and why not."""
     res = _counted(runs)

@@ -13,6 +13,7 @@ peak LR, B the batch in tokens, loss in nats):
     ln η*_c   = ln a + Σ_k b_k·ln x_ck + ε_c          (the LR law)
     ln B*_c   = ln a_B + Σ_k b^B_k·ln x^B_ck + δ_c    (the batch law, when the batch is swept)
     ln k_c    = ln k_0 + Σ_k ρ_k·ln x_ck              (``shape_scaling``; else ρ = 0), same for k^B
+                (``"auto"``: ρ kept only if a Wald test on its Laplace covariance rejects ρ = 0)
 
 with x_ck the predictors of cell c (among n_params, tokens, flops, width, depth) and s the
 relative loss excess over the cell's optimum loss exp(ℓ_c). The shape is asymmetric: α is the log
@@ -102,10 +103,11 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from sweeper.errors import FitError
 from sweeper.fitting import _surface_fit as sf
@@ -128,6 +130,10 @@ __all__ = ["WINDOW", "Regret", "SurfaceLaw", "fit_surface", "fit_surfaces"]
 #: 4 of 2,000 synthetic proxy ladders did this), and the fit is redone with one width for all cells
 MAX_CURVATURE_SPAN: Final[float] = math.log(30.0)
 
+#: ``shape_scaling``: True (the curve's width scales with the predictors), False (one width), or
+#: "auto": scaled only where the data determine the scaling (a Wald test, :func:`_fit_scaling`)
+Scaling = bool | Literal["auto"]
+
 #: the runs that are loss points: from 4x below to 2^0.75 ≈ 1.68x above their cell's best LR (one
 #: sqrt(2) step above it, not two); see the module docstring
 WINDOW: Final[tuple[float, float]] = (math.log(4.0), 0.75 * math.log(2.0))
@@ -139,7 +145,7 @@ class Settings:
     ``window``, ``shape_scaling`` as in :func:`fit_surfaces`; ``min_runs`` None: the caller's."""
 
     window: tuple[float, float] | None
-    shape_scaling: bool
+    shape_scaling: Scaling
     min_runs: int | None = None
 
 
@@ -149,7 +155,8 @@ class Settings:
 #: ladder, whose loss past the cliff is not the model's curve, it puts the cells' optima 0.4-1
 #: octave below their best runs; docs/RESULTS.md); planner: the law sampler's fit
 #: (:mod:`sweeper.fitting.allocation`: with 3-5 runs per cell near each optimum the window leaves
-#: too few loss points, and the width's slope in N is not determined)
+#: too few loss points, and the width's slope in N is often not determined; keeping it where a Wald
+#: test finds it, ``"auto"``, was measured and not adopted: docs/RESULTS.md)
 SETTINGS: Final[dict[str, Settings]] = {
     "standard": Settings(window=WINDOW, shape_scaling=True),
     "all-runs": Settings(window=None, shape_scaling=True),
@@ -169,7 +176,7 @@ def fit_surface(
     level: float = 0.95,
     source: str = "",
     conventions: Conventions | None = None,
-    shape_scaling: bool = True,
+    shape_scaling: Scaling = True,
     min_runs: int = 3,
     blowup: float = BLOWUP,
     allow_varying: Sequence[str] = (),
@@ -230,7 +237,7 @@ def fit_surfaces(
     level: float = 0.95,
     source: str = "",
     conventions: Conventions | None = None,
-    shape_scaling: bool = True,
+    shape_scaling: Scaling = True,
     min_runs: int = 3,
     blowup: float = BLOWUP,
     allow_varying: Sequence[str] = (),
@@ -241,12 +248,13 @@ def fit_surfaces(
 
     ``runs``: a runs table (canonical columns, :mod:`sweeper.study.runs`). ``n_boot`` resampled
     refits give the intervals (0: the Laplace covariance); ``seed`` seeds them. ``shape_scaling``
-    lets the curvature vary with the predictors (ln k linear in their logs). ``min_runs``: fewest
-    completed runs for a cell to count. ``blowup``: relative loss excess over the cell's best past
-    which a completed run is off the model (module docstring). ``window``: (below, above) natural-
-    log range around each cell's best LR whose runs are loss points (None: all). ``cv``: compute
-    the leave-one-cell-out errors (one refit per cell). Other arguments are recorded in the laws as in
-    :func:`~sweeper.fitting.power_law.fit_power_law`.
+    lets the curvature vary with the predictors (ln k linear in their logs); ``"auto"`` keeps that
+    only when a Wald test at ``level`` rejects "no scaling" (:func:`_fit_scaling`). ``min_runs``:
+    fewest completed runs for a cell to count. ``blowup``: relative loss excess over the cell's
+    best past which a completed run is off the model (module docstring). ``window``: (below,
+    above) natural-log range around each cell's best LR whose runs are loss points (None: all).
+    ``cv``: compute the leave-one-cell-out errors (one refit per cell). Other arguments are
+    recorded in the laws as in :func:`~sweeper.fitting.power_law.fit_power_law`.
     """
     return _fit_surfaces(
         runs,
@@ -278,7 +286,7 @@ def _fit_surfaces(
     level: float,
     source: str,
     conventions: Conventions | None,
-    shape_scaling: bool,
+    shape_scaling: Scaling,
     min_runs: int,
     blowup: float,
     allow_varying: Sequence[str],
@@ -299,17 +307,9 @@ def _fit_surfaces(
             allow_varying=allow_varying,
             window=window,
         )
-        fit = _solve(data, n_boot=n_boot, seed=seed, level=level, scaling=shape_scaling, cv=cv)
-        span = _curvature_span(data, fit) if shape_scaling else 0.0
-        if (
-            span > MAX_CURVATURE_SPAN
-        ):  # the curvature ran away with scale: the law is not identified
-            fit = _solve(data, n_boot=n_boot, seed=seed, level=level, scaling=False, cv=cv)
-            shape_scaling = False
-            fit.notes.append(
-                f"the curve's width ran away with scale (curvature x{math.exp(min(span, 700.0)):.3g}"
-                " across the cells): refitted with one width for every cell"
-            )
+        fit, scaled = _fit_scaling(
+            data, shape_scaling, n_boot=n_boot, seed=seed, level=level, cv=cv
+        )
     for w in caught:
         if not issubclass(w.category, FitWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -325,12 +325,61 @@ def _fit_surfaces(
             t,
             notes,
             level,
-            scaling=shape_scaling,
+            scaling=scaled,
             source=source,
             conventions=conventions,
         )
         for t in targets
     }
+
+
+def _fit_scaling(
+    data: Data, shape_scaling: Scaling, *, n_boot: int, seed: int, level: float, cv: bool
+) -> tuple[sf.Result, bool]:
+    """The fit with the curvature's scaling as asked, and whether it kept it: a runaway scaling
+    (:data:`MAX_CURVATURE_SPAN`) or, for ``"auto"``, one the data do not determine is refitted
+    with one width for every cell (the note says why)."""
+    kw: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "level": level, "cv": cv}
+    if shape_scaling is False:
+        return _solve(data, scaling=False, **kw), False
+    auto = shape_scaling == "auto"
+    first = kw | {"n_boot": 0, "cv": False} if auto else kw  # auto: the test needs no bootstrap
+    fit = _solve(data, scaling=True, **first)
+    why = ""
+    span = _curvature_span(data, fit)
+    if span > MAX_CURVATURE_SPAN:  # the curvature ran away with scale: the law is not identified
+        why = (
+            f"the curve's width ran away with scale (curvature x{math.exp(min(span, 700.0)):.3g}"
+            " across the cells): refitted with one width for every cell"
+        )
+    elif auto and any("did not converge" in n for n in fit.notes):
+        why = "the fit with the curve's width scaling did not converge: one width for every cell"
+    elif auto:
+        stat, dof = _scaling_wald(fit)
+        if stat <= float(stats.chi2.ppf(level, dof)):
+            why = (
+                f"the curve's width scaling is not determined (Wald chi2 {stat:.3g} on {dof} "
+                f"degree(s) of freedom, below its {level:.0%} point): one width for every cell"
+            )
+        else:  # keep it: redo with the bootstrap and the leave-one-out asked for
+            return (fit if (n_boot, cv) == (0, False) else _solve(data, scaling=True, **kw)), True
+    if not why:
+        return fit, True
+    fit = _solve(data, scaling=False, **kw)
+    fit.notes.append(why)
+    return fit, False
+
+
+def _scaling_wald(fit: sf.Result) -> tuple[float, int]:
+    """Wald statistic of "no scaling": θᵀ C⁻¹ θ over the curvature slopes θ (every target's),
+    C their Laplace covariance; and its degrees of freedom. A singular C: statistic 0."""
+    j = [i for i, n in enumerate(fit.names) if ":log_curvature:" in n]
+    th, cov = fit.theta[j], fit.cov[np.ix_(j, j)]
+    try:
+        stat = float(th @ np.linalg.solve(cov, th))
+    except np.linalg.LinAlgError:
+        return 0.0, len(j)
+    return (stat if math.isfinite(stat) and stat > 0 else 0.0), len(j)
 
 
 def _curvature_span(data: Data, fit: sf.Result) -> float:
@@ -406,7 +455,7 @@ def _make_law(
             if ci is not None
             else {}
         ),
-        prefactor_ci=(float(np.exp(ci[0, 0])), float(np.exp(ci[1, 0]))) if ci is not None else None,
+        prefactor_ci=_prefactor_ci(ci),
         boot_coefs=tuple(tuple(float(v) for v in row) for row in boot[: sf.MAX_DRAWS]),
         residual_std=fit.tau if target == "lr" else fit.tau_b,
         n_cells=u_n,
@@ -449,6 +498,14 @@ def _coefficients(
     boot = fit.draws[:, cols]
     boot = boot[np.all(np.isfinite(boot), axis=1)]
     return fit.theta[cols], boot, percentile_ci(boot, level) if len(boot) >= 2 else None
+
+
+def _prefactor_ci(ci: np.ndarray | None) -> tuple[float, float] | None:
+    """The prefactor's interval from the log prefactor's (a wild fit's overflows to inf)."""
+    if ci is None:
+        return None
+    with np.errstate(over="ignore"):
+        return float(np.exp(ci[0, 0])), float(np.exp(ci[1, 0]))
 
 
 def _scope(

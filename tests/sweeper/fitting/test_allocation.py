@@ -222,6 +222,25 @@ def test_replay_recovers_the_law_from_a_quarter_of_the_grid(ladder: pd.DataFrame
     assert abs(fitted.exponents["n_params"] - (-0.3)) < 0.1
 
 
+def test_the_planner_can_scale_the_curvature_only_where_the_cells_pin_it(
+    ladder: pd.DataFrame,
+) -> None:
+    """``shape_scaling="auto"`` reaches the planner's fit: one curvature in truth and a quarter
+    of the grid, its law has one curvature; a curvature 8x steeper at the largest cell, every
+    run: its law scales it (slope 0.5 in ln N)."""
+    cells = _cells(ladder)
+    used = _replay(ladder, len(ladder) // 4)
+    sparse = al.plan(used, cells, k=1, max_seeds=2, shape_scaling="auto").law
+    assert sparse is not None and sparse.shape_predictors == ()
+    steep = []
+    for i, w in enumerate(np.geomspace(32.0, 256.0, 5)):
+        f = (w / 32.0) ** 1.0  # k ∝ N^0.5, N ∝ width²
+        steep.append(proxy_sweep(widths=[w], k_low=0.03 * f, k_high=0.25 * f, seed=20 + i))
+    runs = pd.concat(steep, ignore_index=True)
+    law = al.plan(runs, _cells(runs), k=1, shape_scaling="auto").law
+    assert law is not None and law.shape_predictors == ("n_params",)
+
+
 def test_a_lucky_single_seed_best_is_confirmed_before_it_is_trusted(ladder: pd.DataFrame) -> None:
     """The winner's curse: one seed at the edge of stability drew a low loss (as w128 at 4.8e-3
     on the quickstart). The planner re-runs a cell's best LR before it trusts it, and moves on

@@ -368,3 +368,45 @@ def test_noise_model_does_not_collapse_on_a_side_with_few_runs() -> None:
     coef = sm.fit_noise(resid, du, step, n_params=5)
     sig_up, sig_down = sm.noise_sd(coef, np.array([step, -2 * step]), step)
     assert 2.0 < sig_up / sig_down < 3.6, (sig_up, sig_down)
+
+
+# --- the curvature's scaling, kept only where determined ("auto") -------------------------------
+
+
+def _ladder_whose_curvature_scales(slope: float) -> pd.DataFrame:
+    """5 cells (widths 32-256) whose curvature, both sides, grows as N^slope (proxy_sweep's
+    defaults at width 32); 8 LRs × 2 seeds each."""
+    widths = np.geomspace(32.0, 256.0, 5)
+    cells = []
+    for i, w in enumerate(widths):
+        f = (w / 32.0) ** (2 * slope)  # N ∝ width² at fixed depth
+        cells.append(proxy_sweep(widths=[w], k_low=0.03 * f, k_high=0.25 * f, seed=10 + i))
+    return pd.concat(cells, ignore_index=True)
+
+
+def test_auto_scaling_kept_when_the_curvature_moves_with_n() -> None:
+    """A curvature 8x steeper at the largest cell than at the smallest (slope 0.5 in ln N): the
+    Wald test keeps the scaling, and its slope is near the truth."""
+    runs = _ladder_whose_curvature_scales(0.5)
+    law = _quiet(fit_surface, runs, n_boot=0, cv=False, shape_scaling="auto")
+    assert law.shape_predictors == ("n_params",)
+    assert not any("not determined" in n for n in law.notes)
+    rho = law.shape_params[law.shape_names.index("lr:log_curvature:n_params")]
+    assert 0.3 < rho < 0.7, rho
+    fixed = _quiet(fit_surface, runs, n_boot=0, cv=False, shape_scaling=True)
+    assert law.exponents == fixed.exponents
+
+
+def test_auto_scaling_dropped_when_the_cells_do_not_pin_it() -> None:
+    """One curvature for every cell and 4 runs a cell (the 4 LRs nearest each optimum, one seed,
+    as a law sampler's start): the slope is not determined, so "auto" is the one-curvature fit,
+    and its notes say why."""
+    runs = proxy_sweep(5, seed=3)
+    done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & (runs["seed"] == 0)]
+    near = done.assign(d=(np.log(done["lr"]) - np.log(0.208 * done["n_params"] ** TRUE_B)).abs())
+    sparse = near.sort_values(["cell", "d"]).groupby("cell").head(4).drop(columns="d")
+    law = _quiet(fit_surface, sparse, n_boot=0, cv=False, window=None, shape_scaling="auto")
+    one = _quiet(fit_surface, sparse, n_boot=0, cv=False, window=None, shape_scaling=False)
+    assert law.shape_predictors == ()
+    assert law.exponents == one.exponents and law.shape_params == one.shape_params
+    assert any("scaling is not determined" in n for n in law.notes)
