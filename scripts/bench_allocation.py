@@ -21,9 +21,8 @@ fits; see :mod:`sweeper.fitting.allocation`), or one of four diagnostics of the 
 ``auto`` (every run, the curvature scaling with N where a Wald test finds it,
 ``shape_scaling="auto"``), ``windowed`` (the surface fit's window, one curvature), ``scaled``
 (every run, the scaling always) or ``default`` (the surface fit's defaults: window and scaling).
-With
-``--seeds N`` the top-level
-figures are medians over N replay seeds and ``replays`` lists each.
+With ``--seeds N`` the top-level figures are medians over N replay seeds and ``replays`` lists
+each.
 
 ``--confirm-runs 1`` replays the planner without its confirmation rule (the baseline it is
 measured against).

@@ -337,14 +337,26 @@ def _fit_scaling(
     data: Data, shape_scaling: Scaling, *, n_boot: int, seed: int, level: float, cv: bool
 ) -> tuple[sf.Result, bool]:
     """The fit with the curvature's scaling as asked, and whether it kept it: a runaway scaling
-    (:data:`MAX_CURVATURE_SPAN`) or, for ``"auto"``, one the data do not determine is refitted
-    with one width for every cell (the note says why)."""
+    (:data:`MAX_CURVATURE_SPAN`) or, for ``"auto"``, one the data do not determine (or whose fit
+    failed or did not converge) is refitted with one width for every cell (the note says why).
+    ``"auto"`` costs a second point fit when it keeps the scaling and a bootstrap or ``cv`` is
+    asked for. The Laplace covariance can understate a poorly determined slope (near-null
+    directions), so the test fires more often than its level on ladders with one curvature."""
+    if shape_scaling not in (True, False, "auto"):
+        raise FitError(f"shape_scaling must be True, False or 'auto', got {shape_scaling!r}")
     kw: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "level": level, "cv": cv}
-    if shape_scaling is False:
+    if not shape_scaling:
         return _solve(data, scaling=False, **kw), False
     auto = shape_scaling == "auto"
     first = kw | {"n_boot": 0, "cv": False} if auto else kw  # auto: the test needs no bootstrap
-    fit = _solve(data, scaling=True, **first)
+    try:
+        fit = _solve(data, scaling=True, **first)
+    except FitError:
+        if not auto:
+            raise
+        fit = _solve(data, scaling=False, **kw)
+        fit.notes.append("the fit with the curve's width scaling failed: one width for every cell")
+        return fit, False
     why = ""
     span = _curvature_span(data, fit)
     if span > MAX_CURVATURE_SPAN:  # the curvature ran away with scale: the law is not identified
@@ -355,8 +367,8 @@ def _fit_scaling(
     elif auto and any("did not converge" in n for n in fit.notes):
         why = "the fit with the curve's width scaling did not converge: one width for every cell"
     elif auto:
-        stat, dof = _scaling_wald(fit)
-        if stat <= float(stats.chi2.ppf(level, dof)):
+        stat, dof = _scaling_wald(data, fit)
+        if dof == 0 or stat <= float(stats.chi2.ppf(level, dof)):
             why = (
                 f"the curve's width scaling is not determined (Wald chi2 {stat:.3g} on {dof} "
                 f"degree(s) of freedom, below its {level:.0%} point): one width for every cell"
@@ -370,10 +382,16 @@ def _fit_scaling(
     return fit, False
 
 
-def _scaling_wald(fit: sf.Result) -> tuple[float, int]:
-    """Wald statistic of "no scaling": θᵀ C⁻¹ θ over the curvature slopes θ (every target's),
-    C their Laplace covariance; and its degrees of freedom. A singular C: statistic 0."""
-    j = [i for i, n in enumerate(fit.names) if ":log_curvature:" in n]
+def _scaling_wald(data: Data, fit: sf.Result) -> tuple[float, int]:
+    """Wald statistic of "no scaling": θᵀ C⁻¹ θ over the curvature's slopes θ in the predictors
+    (every target's; not the LR curvature's tilt with the batch, fitted either way), C their
+    Laplace covariance; and its degrees of freedom. A singular C: statistic 0."""
+    names = {
+        f"{t}:log_curvature:{p}"
+        for t, ps in (("lr", data.preds), ("batch_tokens", data.bpreds))
+        for p in ps or ()
+    }
+    j = [i for i, n in enumerate(fit.names) if n in names]
     th, cov = fit.theta[j], fit.cov[np.ix_(j, j)]
     try:
         stat = float(th @ np.linalg.solve(cov, th))
