@@ -349,37 +349,43 @@ def _fit_scaling(
         return _solve(data, scaling=False, **kw), False
     auto = shape_scaling == "auto"
     first = kw | {"n_boot": 0, "cv": False} if auto else kw  # auto: the test needs no bootstrap
+    fit: sf.Result | None
     try:
         fit = _solve(data, scaling=True, **first)
     except FitError:
         if not auto:
             raise
-        fit = _solve(data, scaling=False, **kw)
-        fit.notes.append("the fit with the curve's width scaling failed: one width for every cell")
-        return fit, False
-    why = ""
-    span = _curvature_span(data, fit)
-    if span > MAX_CURVATURE_SPAN:  # the curvature ran away with scale: the law is not identified
-        why = (
-            f"the curve's width ran away with scale (curvature x{math.exp(min(span, 700.0)):.3g}"
-            " across the cells): refitted with one width for every cell"
-        )
-    elif auto and any("did not converge" in n for n in fit.notes):
-        why = "the fit with the curve's width scaling did not converge: one width for every cell"
-    elif auto:
-        stat, dof = _scaling_wald(data, fit)
-        if dof == 0 or stat <= float(stats.chi2.ppf(level, dof)):
-            why = (
-                f"the curve's width scaling is not determined (Wald chi2 {stat:.3g} on {dof} "
-                f"degree(s) of freedom, below its {level:.0%} point): one width for every cell"
-            )
-        else:  # keep it: redo with the bootstrap and the leave-one-out asked for
-            return (fit if (n_boot, cv) == (0, False) else _solve(data, scaling=True, **kw)), True
-    if not why:
-        return fit, True
+        fit, why = None, "the fit with the curve's width scaling failed: one width for every cell"
+    else:
+        why = _why_one_width(data, fit, auto, level)
+    if fit is not None and not why:  # keep it (auto: redo with the bootstrap and cv asked for)
+        same = not auto or (n_boot, cv) == (0, False)
+        return (fit if same else _solve(data, scaling=True, **kw)), True
     fit = _solve(data, scaling=False, **kw)
     fit.notes.append(why)
     return fit, False
+
+
+def _why_one_width(data: Data, fit: sf.Result, auto: bool, level: float) -> str:
+    """Why a fit with the curvature's scaling is to be redone with one width ("" to keep it):
+    the scaling ran away, or (``auto``) the fit did not converge or the Wald test keeps 0."""
+    span = _curvature_span(data, fit)
+    if span > MAX_CURVATURE_SPAN:  # the curvature ran away with scale: the law is not identified
+        return (
+            f"the curve's width ran away with scale (curvature x{math.exp(min(span, 700.0)):.3g}"
+            " across the cells): refitted with one width for every cell"
+        )
+    if not auto:
+        return ""
+    if any("did not converge" in n for n in fit.notes):
+        return "the fit with the curve's width scaling did not converge: one width for every cell"
+    stat, dof = _scaling_wald(data, fit)
+    if dof == 0 or stat <= float(stats.chi2.ppf(level, dof)):
+        return (
+            f"the curve's width scaling is not determined (Wald chi2 {stat:.3g} on {dof} "
+            f"degree(s) of freedom, below its {level:.0%} point): one width for every cell"
+        )
+    return ""
 
 
 def _scaling_wald(data: Data, fit: sf.Result) -> tuple[float, int]:
