@@ -74,6 +74,8 @@ TRANSFERS = (
      "transfer/width_mup_long.w192_from_width_le_64.4seeds.json"),
     ("width_mup_long: 4x the horizon, fitted on widths <= 64, w256 held out (16x N, surface)",
      "transfer/width_mup_long.w256_from_width_le_64.json"),
+    ("width_mup_long: the w256 check on four seeds (seeds 2-3 added at every trained LR)",
+     "transfer/width_mup_long.w256_from_width_le_64.4seeds.json"),
 )  # fmt: skip
 BASELINE_NAMES = {
     "law": "the law's prediction",
