@@ -17,9 +17,9 @@ fit with its defaults (its window drops a dense grid's far-off runs, past the cl
 width_sp's plateau above the cliff pulls the largest cells' optima below the grid, 1e-4).
 The planner's, the replay's and the random baseline's fits use ``--fit`` (:data:`FITS`):
 ``sparse`` (default: every run, ``window=None``, and one curvature for all cells, as the planner
-fits; see :mod:`sweeper.fitting.allocation`), or one of four diagnostics of the planner's fit:
-``auto`` (every run, the curvature scaling with N where a Wald test finds it,
-``shape_scaling="auto"``), ``windowed`` (the surface fit's window, one curvature), ``scaled``
+fits; see :mod:`sweeper.fitting.allocation`), or one of five diagnostics of the planner's fit:
+``auto`` / ``ftest`` (every run, the curvature scaling with N where a Wald / an F test finds it,
+``shape_scaling="auto"`` / ``"ftest"``), ``windowed`` (the surface fit's window, one curvature), ``scaled``
 (every run, the scaling always) or ``default`` (the surface fit's defaults: window and scaling).
 With ``--seeds N`` the top-level figures are medians over N replay seeds and ``replays`` lists
 each.
@@ -62,6 +62,7 @@ from sweeper.fitting.synthetic import proxy_sweep
 FITS: dict[str, tuple[tuple[float, float] | None, Scaling]] = {
     "sparse": (al.PLANNER.window, al.PLANNER.shape_scaling),
     "auto": (None, "auto"),
+    "ftest": (None, "ftest"),
     "windowed": (WINDOW, False),
     "scaled": (None, True),
     "default": (WINDOW, True),

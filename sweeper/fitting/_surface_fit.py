@@ -140,6 +140,39 @@ def _free_fit(
     return res, lay_f, ru, noise
 
 
+def scaling_f_test(data: Data) -> tuple[float, int, int]:
+    """Extra-sum-of-squares F test of one curve width for every cell against the width scaling
+    with the predictors (Bates and Watts, 1988, §3.5), on step (1), every cell's optimum free: the
+    scaled fit sets the runs' noise sd, one width is refitted with the same weights (from its own
+    start and from the scaled optimum, the better kept). Returns F = ((S0 − S1)/q) / (S1/(n − p)),
+    q the slopes dropped, and n − p, n the loss points, p the scaled fit's parameters."""
+    u_n = data.n_usable
+    z = data.lx - data.lx[:u_n].mean(axis=0)
+    zb = None if data.lxb is None else data.lxb - data.lxb[:u_n].mean(axis=0)
+    res1, lay1, ru, _ = _free_fit(data, z, zb, scaling=True)
+    lay0 = sm.Layout(
+        z[:u_n], zb[:u_n] if zb is not None else None, free=True,
+        level_cells=np.arange(u_n), scaling=False,
+    )  # fmt: skip
+    s0 = min(
+        2.0 * sm.solve(p, lay0, ru).cost
+        for p in (_init_free(lay0, ru, data.step), _drop_scaling(res1.x, lay1, lay0))
+    )
+    s1, q, dof = 2.0 * res1.cost, lay1.size - lay0.size, ru.y.size - lay1.size
+    if q == 0 or dof <= 0 or s1 <= 0:
+        return 0.0, q, max(dof, 0)
+    return max(s0 - s1, 0.0) / q / (s1 / dof), q, dof
+
+
+def _drop_scaling(p1: np.ndarray, lay1: sm.Layout, lay0: sm.Layout) -> np.ndarray:
+    """The scaled free fit's parameters as a start for one width: each curve's width at the cells'
+    centre (its intercept; the predictors are centred), everything else as it was."""
+    p0 = np.zeros(lay0.size)
+    for name, sl in lay0.slices.items():
+        p0[sl] = p1[lay1.slices[name]][: sl.stop - sl.start]
+    return p0
+
+
 def _draws(
     p_hat: np.ndarray,
     lay: sm.Layout,

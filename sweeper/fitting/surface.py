@@ -131,8 +131,9 @@ __all__ = ["WINDOW", "Regret", "SurfaceLaw", "fit_surface", "fit_surfaces"]
 MAX_CURVATURE_SPAN: Final[float] = math.log(30.0)
 
 #: ``shape_scaling``: True (the curve's width scales with the predictors), False (one width), or
-#: "auto": scaled only where the data determine the scaling (a Wald test, :func:`_fit_scaling`)
-Scaling = bool | Literal["auto"]
+#: "auto" / "ftest": scaled only where the data determine the scaling (a Wald test on the scaled
+#: fit's Laplace covariance / an extra-sum-of-squares F test, :func:`_fit_scaling`)
+Scaling = bool | Literal["auto", "ftest"]
 
 #: the runs that are loss points: from 4x below to 2^0.75 ≈ 1.68x above their cell's best LR (one
 #: sqrt(2) step above it, not two); see the module docstring
@@ -337,48 +338,73 @@ def _fit_scaling(
     data: Data, shape_scaling: Scaling, *, n_boot: int, seed: int, level: float, cv: bool
 ) -> tuple[sf.Result, bool]:
     """The fit with the curvature's scaling as asked, and whether it kept it: a runaway scaling
-    (:data:`MAX_CURVATURE_SPAN`) or, for ``"auto"``, one the data do not determine (or whose fit
-    failed or did not converge) is refitted with one width for every cell (the note says why).
-    ``"auto"`` costs a second point fit when it keeps the scaling and a bootstrap or ``cv`` is
-    asked for. The Laplace covariance can understate a poorly determined slope (near-null
-    directions), so the test fires more often than its level on ladders with one curvature."""
-    if shape_scaling not in (True, False, "auto"):
-        raise FitError(f"shape_scaling must be True, False or 'auto', got {shape_scaling!r}")
+    (:data:`MAX_CURVATURE_SPAN`) or, for ``"auto"``/``"ftest"``, one the data do not determine
+    (or whose fit failed or did not converge) is refitted with one width for every cell (the note
+    says why). ``"auto"`` tests with a Wald statistic on the scaled fit's Laplace covariance, which
+    can understate a poorly determined slope (near-null directions), so it fires more often than
+    its level on ladders with one curvature; ``"ftest"`` with the extra-sum-of-squares F test of
+    the two first-step fits (:func:`~sweeper.fitting._surface_fit.scaling_f_test`), before the
+    scaled fit. A tested scaling costs a second point fit when it is kept and a bootstrap or
+    ``cv`` is asked for."""
+    if shape_scaling not in (True, False, "auto", "ftest"):
+        raise FitError(
+            f"shape_scaling must be True, False, 'auto' or 'ftest', got {shape_scaling!r}"
+        )
     kw: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "level": level, "cv": cv}
-    if not shape_scaling:
-        return _solve(data, scaling=False, **kw), False
-    auto = shape_scaling == "auto"
-    first = kw | {"n_boot": 0, "cv": False} if auto else kw  # auto: the test needs no bootstrap
+    why = _f_test_says_one_width(data, level) if shape_scaling == "ftest" else ""
+    if not shape_scaling or why:
+        fit = _solve(data, scaling=False, **kw)
+        fit.notes += [why] if why else []
+        return fit, False
+    tested = shape_scaling in ("auto", "ftest")
+    first = kw | {"n_boot": 0, "cv": False} if tested else kw  # the test needs no bootstrap
     fit: sf.Result | None
     try:
         fit = _solve(data, scaling=True, **first)
     except FitError:
-        if not auto:
+        if not tested:
             raise
         fit, why = None, "the fit with the curve's width scaling failed: one width for every cell"
     else:
-        why = _why_one_width(data, fit, auto, level)
-    if fit is not None and not why:  # keep it (auto: redo with the bootstrap and cv asked for)
-        same = not auto or (n_boot, cv) == (0, False)
+        why = _why_one_width(data, fit, tested, level, wald=shape_scaling == "auto")
+    if fit is not None and not why:  # keep it (tested: redo with the bootstrap and cv asked for)
+        same = not tested or (n_boot, cv) == (0, False)
         return (fit if same else _solve(data, scaling=True, **kw)), True
     fit = _solve(data, scaling=False, **kw)
     fit.notes.append(why)
     return fit, False
 
 
-def _why_one_width(data: Data, fit: sf.Result, auto: bool, level: float) -> str:
+def _f_test_says_one_width(data: Data, level: float) -> str:
+    """Why the F test keeps one width for every cell ("" when it keeps the scaling)."""
+    try:
+        f, q, dof = sf.scaling_f_test(data)
+    except (FitError, np.linalg.LinAlgError, ValueError):
+        return "the first-step fit with the curve's width scaling failed: one width for every cell"
+    if q > 0 and dof > 0 and f > float(stats.f.ppf(level, q, dof)):
+        return ""
+    return (
+        f"the curve's width scaling is not determined (F {f:.3g} on {q} and {dof} degrees of "
+        f"freedom, below its {level:.0%} point): one width for every cell"
+    )
+
+
+def _why_one_width(data: Data, fit: sf.Result, tested: bool, level: float, *, wald: bool) -> str:
     """Why a fit with the curvature's scaling is to be redone with one width ("" to keep it):
-    the scaling ran away, or (``auto``) the fit did not converge or the Wald test keeps 0."""
+    the scaling ran away, or (``tested``) the fit did not converge or (``wald``) the Wald test
+    keeps 0."""
     span = _curvature_span(data, fit)
     if span > MAX_CURVATURE_SPAN:  # the curvature ran away with scale: the law is not identified
         return (
             f"the curve's width ran away with scale (curvature x{math.exp(min(span, 700.0)):.3g}"
             " across the cells): refitted with one width for every cell"
         )
-    if not auto:
+    if not tested:
         return ""
     if any("did not converge" in n for n in fit.notes):
         return "the fit with the curve's width scaling did not converge: one width for every cell"
+    if not wald:
+        return ""
     stat, dof = _scaling_wald(data, fit)
     if dof == 0 or stat <= float(stats.chi2.ppf(level, dof)):
         return (

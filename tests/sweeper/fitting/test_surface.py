@@ -384,11 +384,12 @@ def _ladder_whose_curvature_scales(slope: float) -> pd.DataFrame:
     return pd.concat(cells, ignore_index=True)
 
 
-def test_auto_scaling_kept_when_the_curvature_moves_with_n() -> None:
+@pytest.mark.parametrize("test", ["auto", "ftest"])
+def test_tested_scaling_kept_when_the_curvature_moves_with_n(test: str) -> None:
     """A curvature 8x steeper at the largest cell than at the smallest (slope 0.5 in ln N): the
-    Wald test keeps the scaling, and its slope is near the truth."""
+    Wald test ("auto") and the F test keep the scaling, and its slope is near the truth."""
     runs = _ladder_whose_curvature_scales(0.5)
-    law = _quiet(fit_surface, runs, n_boot=0, cv=False, shape_scaling="auto")
+    law = _quiet(fit_surface, runs, n_boot=0, cv=False, shape_scaling=test)
     assert law.shape_predictors == ("n_params",)
     assert not any("not determined" in n for n in law.notes)
     rho = law.shape_params[law.shape_names.index("lr:log_curvature:n_params")]
@@ -397,16 +398,24 @@ def test_auto_scaling_kept_when_the_curvature_moves_with_n() -> None:
     assert law.exponents == fixed.exponents
 
 
-def test_auto_scaling_dropped_when_the_cells_do_not_pin_it() -> None:
+@pytest.mark.parametrize(("test", "statistic"), [("auto", "Wald chi2"), ("ftest", "F ")])
+def test_tested_scaling_dropped_when_the_cells_do_not_pin_it(test: str, statistic: str) -> None:
     """One curvature for every cell and 4 runs a cell (the 4 LRs nearest each optimum, one seed,
-    as a law sampler's start): the slope is not determined, so "auto" is the one-curvature fit,
-    and its notes say why."""
+    as a law sampler's start): the slope is not determined, so a tested scaling gives the
+    one-curvature fit, and its notes say why (with the test's statistic)."""
     runs = proxy_sweep(5, seed=3)
     done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & (runs["seed"] == 0)]
     near = done.assign(d=(np.log(done["lr"]) - np.log(0.208 * done["n_params"] ** TRUE_B)).abs())
     sparse = near.sort_values(["cell", "d"]).groupby("cell").head(4).drop(columns="d")
-    law = _quiet(fit_surface, sparse, n_boot=0, cv=False, window=None, shape_scaling="auto")
+    law = _quiet(fit_surface, sparse, n_boot=0, cv=False, window=None, shape_scaling=test)
     one = _quiet(fit_surface, sparse, n_boot=0, cv=False, window=None, shape_scaling=False)
     assert law.shape_predictors == ()
     assert law.exponents == one.exponents and law.shape_params == one.shape_params
-    assert any("scaling is not determined" in n for n in law.notes)
+    assert any(f"scaling is not determined ({statistic}" in n for n in law.notes)
+
+
+@pytest.mark.parametrize("bad", ["wald", "yes", 2])
+def test_an_unknown_scaling_rule_is_refused(bad: object) -> None:
+    """shape_scaling is True, False, "auto" or "ftest": anything else fails with the choices."""
+    with pytest.raises(FitError, match="'auto' or 'ftest'"):
+        _quiet(fit_surface, proxy_sweep(3, seed=0), n_boot=0, cv=False, shape_scaling=bad)
