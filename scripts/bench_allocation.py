@@ -307,7 +307,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--fit", choices=tuple(FITS), default="sparse",
                     help="every fit: sparse = the planner's (all runs, one curvature); auto = all "
-                         "runs, the curvature scaling where a Wald test finds it; windowed = the "
+                         "runs, the curvature scaling where a Wald test finds it; ftest = the same "
+                         "by an F test; windowed = the "
                          "surface's window, one curvature; scaled = all runs, the curvature scaling "
                          "with N; default = the surface's settings")  # fmt: skip
     args = ap.parse_args()

@@ -143,9 +143,12 @@ def _free_fit(
 def scaling_f_test(data: Data) -> tuple[float, int, int]:
     """Extra-sum-of-squares F test of one curve width for every cell against the width scaling
     with the predictors (Bates and Watts, 1988, §3.5), on step (1), every cell's optimum free: the
-    scaled fit sets the runs' noise sd, one width is refitted with the same weights (from its own
-    start and from the scaled optimum, the better kept). Returns F = ((S0 − S1)/q) / (S1/(n − p)),
-    q the slopes dropped, and n − p, n the loss points, p the scaled fit's parameters."""
+    scaled fit sets the runs' noise sd, and both fits are solved with those weights, each from two
+    starts (its own, and the other's optimum with the slopes dropped or set to 0), the better
+    kept, so that S1 <= S0 as nesting requires. Returns F = ((S0 − S1)/q) / (S1/(n − p)), q the
+    slopes dropped, and n − p (n the completed runs, p the scaled fit's parameters; F is 0 when
+    n − p <= 0). S is twice least_squares' cost: Huber-robust weighted residuals plus the
+    divergence hinges, so F's reference distribution is approximate."""
     u_n = data.n_usable
     z = data.lx - data.lx[:u_n].mean(axis=0)
     zb = None if data.lxb is None else data.lxb - data.lxb[:u_n].mean(axis=0)
@@ -154,23 +157,27 @@ def scaling_f_test(data: Data) -> tuple[float, int, int]:
         z[:u_n], zb[:u_n] if zb is not None else None, free=True,
         level_cells=np.arange(u_n), scaling=False,
     )  # fmt: skip
-    s0 = min(
-        2.0 * sm.solve(p, lay0, ru).cost
-        for p in (_init_free(lay0, ru, data.step), _drop_scaling(res1.x, lay1, lay0))
-    )
-    s1, q, dof = 2.0 * res1.cost, lay1.size - lay0.size, ru.y.size - lay1.size
+    fits0 = [sm.solve(p, lay0, ru) for p in (_init_free(lay0, ru, data.step),
+                                             _move_shape(res1.x, lay1, lay0))]  # fmt: skip
+    best0 = min(fits0, key=lambda r: r.cost)
+    s1 = 2.0 * min(res1.cost, sm.solve(_move_shape(best0.x, lay0, lay1), lay1, ru).cost)
+    s0 = 2.0 * best0.cost
+    q, dof = lay1.size - lay0.size, ru.y.size - lay1.size
     if q == 0 or dof <= 0 or s1 <= 0:
-        return 0.0, q, max(dof, 0)
+        return 0.0, q, dof
     return max(s0 - s1, 0.0) / q / (s1 / dof), q, dof
 
 
-def _drop_scaling(p1: np.ndarray, lay1: sm.Layout, lay0: sm.Layout) -> np.ndarray:
-    """The scaled free fit's parameters as a start for one width: each curve's width at the cells'
-    centre (its intercept; the predictors are centred), everything else as it was."""
-    p0 = np.zeros(lay0.size)
-    for name, sl in lay0.slices.items():
-        p0[sl] = p1[lay1.slices[name]][: sl.stop - sl.start]
-    return p0
+def _move_shape(p: np.ndarray, old: sm.Layout, new: sm.Layout) -> np.ndarray:
+    """Parameters of one first-step layout as a start for the other, the same cells with or
+    without the curve width's scaling: each width's intercept (its value at the cells' centre; the
+    predictors are centred) kept, its slopes dropped or set to 0, every other block as it was."""
+    out = np.zeros(new.size)
+    for name, sl in new.slices.items():
+        src = p[old.slices[name]]
+        n = min(src.size, sl.stop - sl.start)
+        out[sl.start : sl.start + n] = src[:n]
+    return out
 
 
 def _draws(

@@ -13,7 +13,9 @@ peak LR, B the batch in tokens, loss in nats):
     ln η*_c   = ln a + Σ_k b_k·ln x_ck + ε_c          (the LR law)
     ln B*_c   = ln a_B + Σ_k b^B_k·ln x^B_ck + δ_c    (the batch law, when the batch is swept)
     ln k_c    = ln k_0 + Σ_k ρ_k·ln x_ck              (``shape_scaling``; else ρ = 0), same for k^B
-                (``"auto"``: ρ kept only if a Wald test on its Laplace covariance rejects ρ = 0)
+                (``"auto"``: ρ kept only if a Wald test on its Laplace covariance rejects ρ = 0;
+                ``"ftest"``: only if the extra-sum-of-squares F test of the fits with and without
+                it rejects one width)
 
 with x_ck the predictors of cell c (among n_params, tokens, flops, width, depth) and s the
 relative loss excess over the cell's optimum loss exp(ℓ_c). The shape is asymmetric: α is the log
@@ -250,7 +252,8 @@ def fit_surfaces(
     ``runs``: a runs table (canonical columns, :mod:`sweeper.study.runs`). ``n_boot`` resampled
     refits give the intervals (0: the Laplace covariance); ``seed`` seeds them. ``shape_scaling``
     lets the curvature vary with the predictors (ln k linear in their logs); ``"auto"`` keeps that
-    only when a Wald test at ``level`` rejects "no scaling" (:func:`_fit_scaling`). ``min_runs``:
+    only when a Wald test at ``level`` rejects "no scaling", ``"ftest"`` only when an F test does
+    (:func:`_fit_scaling`). ``min_runs``:
     fewest completed runs for a cell to count. ``blowup``: relative loss excess over the cell's
     best past which a completed run is off the model (module docstring). ``window``: (below,
     above) natural-log range around each cell's best LR whose runs are loss points (None: all).
@@ -379,9 +382,14 @@ def _f_test_says_one_width(data: Data, level: float) -> str:
     """Why the F test keeps one width for every cell ("" when it keeps the scaling)."""
     try:
         f, q, dof = sf.scaling_f_test(data)
-    except (FitError, np.linalg.LinAlgError, ValueError):
-        return "the first-step fit with the curve's width scaling failed: one width for every cell"
-    if q > 0 and dof > 0 and f > float(stats.f.ppf(level, q, dof)):
+    except np.linalg.LinAlgError:
+        return "the F test of the curve's width scaling is singular: one width for every cell"
+    if dof <= 0:
+        return (
+            f"the F test of the curve's width scaling has no degrees of freedom ({dof} runs "
+            "beyond the scaled fit's parameters): one width for every cell"
+        )
+    if q > 0 and f > float(stats.f.ppf(level, q, dof)):
         return ""
     return (
         f"the curve's width scaling is not determined (F {f:.3g} on {q} and {dof} degrees of "

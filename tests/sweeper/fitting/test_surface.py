@@ -370,7 +370,7 @@ def test_noise_model_does_not_collapse_on_a_side_with_few_runs() -> None:
     assert 2.0 < sig_up / sig_down < 3.6, (sig_up, sig_down)
 
 
-# --- the curvature's scaling, kept only where determined ("auto") -------------------------------
+# --- the curvature's scaling, kept only where determined ("auto", "ftest") ----------------------
 
 
 def _ladder_whose_curvature_scales(slope: float) -> pd.DataFrame:
@@ -419,3 +419,26 @@ def test_an_unknown_scaling_rule_is_refused(bad: object) -> None:
     """shape_scaling is True, False, "auto" or "ftest": anything else fails with the choices."""
     with pytest.raises(FitError, match="'auto' or 'ftest'"):
         _quiet(fit_surface, proxy_sweep(3, seed=0), n_boot=0, cv=False, shape_scaling=bad)
+
+
+def test_f_test_counts_its_degrees_of_freedom_and_says_when_it_has_none() -> None:
+    """5 cells x 4 runs: q = 1 slope, n − p = 20 − 14 (per cell an optimum and a level; the width,
+    its slope, the asymmetry, the levelling-off); 3 cells x 3 runs leave none, and the note says
+    so rather than quoting an F on 0 degrees of freedom."""
+    from sweeper.fitting._surface_data import prepare
+    from sweeper.fitting._surface_fit import scaling_f_test
+
+    def sparse(n_cells: int, k: int) -> pd.DataFrame:
+        runs = proxy_sweep(n_cells, seed=3)
+        done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & (runs["seed"] == 0)]
+        opt = np.log(0.208 * done["n_params"] ** TRUE_B)
+        near = done.assign(d=(np.log(done["lr"]) - opt).abs())
+        return near.sort_values(["cell", "d"]).groupby("cell").head(k).drop(columns="d")
+
+    kw = dict(lr_predictors=("n_params",), batch_predictors=None, need_batch=False, min_runs=3,
+              blowup=0.5, allow_varying=(), window=None)  # fmt: skip
+    f, q, dof = scaling_f_test(prepare(sparse(5, 4), **kw))
+    assert (q, dof) == (1, 6) and f >= 0.0
+    law = _quiet(fit_surface, sparse(3, 3), n_boot=0, cv=False, window=None, shape_scaling="ftest")
+    assert law.shape_predictors == ()
+    assert any("has no degrees of freedom" in n for n in law.notes)
