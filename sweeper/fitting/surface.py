@@ -410,7 +410,12 @@ def _why_one_width(data: Data, fit: sf.Result, tested: bool, level: float, *, wa
     if not tested:
         return ""
     if any("did not converge" in n for n in fit.notes):
-        return "the fit with the curve's width scaling did not converge: one width for every cell"
+        # not "did not converge": that phrase marks the returned fit as unconverged (the law
+        # planner's stopping rule reads it), and the one-width fit returned here is checked anew
+        return (
+            "the fit with the curve's width scaling stopped short of converging: one width for "
+            "every cell"
+        )
     if not wald:
         return ""
     stat, dof = _scaling_wald(data, fit)

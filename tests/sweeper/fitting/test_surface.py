@@ -442,3 +442,28 @@ def test_f_test_counts_its_degrees_of_freedom_and_says_when_it_has_none() -> Non
     law = _quiet(fit_surface, sparse(3, 3), n_boot=0, cv=False, window=None, shape_scaling="ftest")
     assert law.shape_predictors == ()
     assert any("has no degrees of freedom" in n for n in law.notes)
+
+
+@pytest.mark.parametrize("test", ["auto", "ftest"])
+def test_a_scaled_fit_that_did_not_converge_leaves_no_unconverged_mark(
+    test: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the scaled fit stops short of converging, the one-width fit is returned with a note
+    that says why, and that note must not read as "did not converge": the law planner's stopping
+    rule takes that phrase to mean the returned fit did not converge."""
+    import sweeper.fitting.surface as su
+
+    solve = su._solve
+
+    def scaled_unconverged(data: object, **kw: object) -> object:
+        fit = solve(data, **kw)
+        if kw["scaling"]:
+            fit.notes.append("the surface fit did not converge (evaluation cap)")
+        return fit
+
+    monkeypatch.setattr(su, "_solve", scaled_unconverged)
+    law = _quiet(fit_surface, _ladder_whose_curvature_scales(0.5), n_boot=0, cv=False,
+                 shape_scaling=test)  # fmt: skip
+    assert law.shape_predictors == ()
+    assert any("stopped short of converging" in n for n in law.notes)
+    assert not any("did not converge" in n for n in law.notes)
