@@ -52,8 +52,9 @@ often not determined; on a quickstart replay it went to 2.7, leaving the smalles
 its optimum at 5e9), and cells from 3 runs (the start gives each cell 3). The cost: on a ladder
 whose curvature does move with N (width_sp_long, 4x the horizon) one curvature puts the law 1.25
 octaves off at 50% of the grid. Keeping the scaling where a Wald test finds it
-(``shape_scaling="auto"``) fixes that (0.37) but loses more at 25% than it gains at 50% on the
-shipped ladders (docs/RESULTS.md, "The curvature scaling when the data determine it").
+(``shape_scaling="auto"``) or an F test (``"ftest"``) fixes that (0.37) but loses more at 25%
+than one curvature on the shipped ladders (the F rule: 38 of 80 replays within the bars against
+41; docs/RESULTS.md, "The curvature scaling when the data determine it", "... by an F test").
 
 Limits: the batch size is not planned (a ladder whose batch varies within cells raises
 ``ValueError``); the law is on ``n_params`` (the surface fit's default predictors).

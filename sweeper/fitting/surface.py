@@ -159,7 +159,7 @@ class Settings:
 #: octave below their best runs; docs/RESULTS.md); planner: the law sampler's fit
 #: (:mod:`sweeper.fitting.allocation`: with 3-5 runs per cell near each optimum the window leaves
 #: too few loss points, and the width's slope in N is often not determined; keeping it where a Wald
-#: test finds it, ``"auto"``, was measured and not adopted: docs/RESULTS.md)
+#: or an F test finds it, ``"auto"`` / ``"ftest"``, was measured and not adopted: docs/RESULTS.md)
 SETTINGS: Final[dict[str, Settings]] = {
     "standard": Settings(window=WINDOW, shape_scaling=True),
     "all-runs": Settings(window=None, shape_scaling=True),
