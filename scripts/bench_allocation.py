@@ -19,8 +19,9 @@ The planner's, the replay's and the random baseline's fits use ``--fit`` (:data:
 ``sparse`` (default: every run, ``window=None``, and one curvature for all cells, as the planner
 fits; see :mod:`sweeper.fitting.allocation`), or one of five diagnostics of the planner's fit:
 ``auto`` / ``ftest`` (every run, the curvature scaling with N where a Wald / an F test finds it,
-``shape_scaling="auto"`` / ``"ftest"``), ``windowed`` (the surface fit's window, one curvature), ``scaled``
-(every run, the scaling always) or ``default`` (the surface fit's defaults: window and scaling).
+``shape_scaling="auto"`` / ``"ftest"``), ``windowed`` (the surface fit's window, one
+curvature), ``scaled`` (every run, the scaling always) or ``default`` (the surface fit's
+defaults: window and scaling).
 With ``--seeds N`` the top-level figures are medians over N replay seeds and ``replays`` lists
 each.
 
@@ -308,9 +309,9 @@ def main() -> int:
     ap.add_argument("--fit", choices=tuple(FITS), default="sparse",
                     help="every fit: sparse = the planner's (all runs, one curvature); auto = all "
                          "runs, the curvature scaling where a Wald test finds it; ftest = the same "
-                         "by an F test; windowed = the "
-                         "surface's window, one curvature; scaled = all runs, the curvature scaling "
-                         "with N; default = the surface's settings")  # fmt: skip
+                         "by an F test; windowed = the surface's window, one curvature; scaled = "
+                         "all runs, the curvature scaling with N; default = the surface's "
+                         "settings")  # fmt: skip
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")

@@ -43,10 +43,7 @@ class Result:
 
 def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: bool) -> Result:
     u_n = data.n_usable
-    mu = data.lx[:u_n].mean(axis=0)
-    z = data.lx - mu
-    mub = data.lxb[:u_n].mean(axis=0) if data.lxb is not None else None
-    zb = data.lxb - mub if data.lxb is not None and mub is not None else None
+    z, zb, mu, mub = _centred(data)
     r = data.runs
     notes: list[str] = []
     # (1) free optima under the shared shape; the noise model from its residuals
@@ -117,6 +114,23 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
     )
 
 
+def _centred(data: Data) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None]:
+    """The predictors' logs centred on the usable cells' mean (LR, batch), and those means."""
+    u_n = data.n_usable
+    mu = data.lx[:u_n].mean(axis=0)
+    mub = data.lxb[:u_n].mean(axis=0) if data.lxb is not None else None
+    zb = data.lxb - mub if data.lxb is not None and mub is not None else None
+    return data.lx - mu, zb, mu, mub
+
+
+def _free_layout(u_n: int, z: np.ndarray, zb: np.ndarray | None, scaling: bool) -> sm.Layout:
+    """Step (1)'s layout: the ``u_n`` usable cells' optima free, each with its loss level."""
+    return sm.Layout(
+        z[:u_n], zb[:u_n] if zb is not None else None, free=True,
+        level_cells=np.arange(u_n), scaling=scaling,
+    )  # fmt: skip
+
+
 def _free_fit(
     data: Data, z: np.ndarray, zb: np.ndarray | None, scaling: bool
 ) -> tuple[OptimizeResult, sm.Layout, sm.Runs, np.ndarray]:
@@ -125,10 +139,7 @@ def _free_fit(
     cells' runs with their noise sd, the noise coefficients)."""
     u_n, r = data.n_usable, data.runs
     ru = r.take(np.flatnonzero(r.cell < u_n), np.flatnonzero(r.dcell < u_n))
-    lay_f = sm.Layout(
-        z[:u_n], zb[:u_n] if zb is not None else None, free=True,
-        level_cells=np.arange(u_n), scaling=scaling,
-    )  # fmt: skip
+    lay_f = _free_layout(u_n, z, zb, scaling)
     ru.sig = np.full(ru.y.size, max(_mad(ru.y, ru.cell), 1e-4))
     res = sm.solve(_init_free(lay_f, ru, data.step), lay_f, ru)
     noise = np.zeros(3)
@@ -144,40 +155,25 @@ def scaling_f_test(data: Data) -> tuple[float, int, int]:
     """Extra-sum-of-squares F test of one curve width for every cell against the width scaling
     with the predictors (Bates and Watts, 1988, §3.5), on step (1), every cell's optimum free: the
     scaled fit sets the runs' noise sd, and both fits are solved with those weights, each from two
-    starts (its own, and the other's optimum with the slopes dropped or set to 0), the better
-    kept, so that S1 <= S0 as nesting requires. Returns F = ((S0 − S1)/q) / (S1/(n − p)), q the
-    slopes dropped, and n − p (n the completed runs, p the scaled fit's parameters; F is 0 when
-    n − p <= 0). S is twice least_squares' cost: Huber-robust weighted residuals plus the
-    divergence hinges, so F's reference distribution is approximate."""
-    u_n = data.n_usable
-    z = data.lx - data.lx[:u_n].mean(axis=0)
-    zb = None if data.lxb is None else data.lxb - data.lxb[:u_n].mean(axis=0)
+    starts (its own, and the other's optimum with the slopes dropped or set to 0, see
+    :func:`_transfer`), the better kept, so that S1 <= S0 as nesting requires. Returns
+    F = ((S0 − S1)/q) / (S1/(n − p)), q the slopes dropped, and n − p (n the completed runs, p
+    the scaled fit's parameters; F is 0 when n − p <= 0). S is twice least_squares' cost:
+    Huber-robust weighted residuals plus the divergence hinges, so F's reference distribution is
+    approximate."""
+    z, zb, _, _ = _centred(data)
     res1, lay1, ru, _ = _free_fit(data, z, zb, scaling=True)
-    lay0 = sm.Layout(
-        z[:u_n], zb[:u_n] if zb is not None else None, free=True,
-        level_cells=np.arange(u_n), scaling=False,
-    )  # fmt: skip
+    lay0 = _free_layout(data.n_usable, z, zb, scaling=False)
+    same = np.arange(data.n_usable)
     fits0 = [sm.solve(p, lay0, ru) for p in (_init_free(lay0, ru, data.step),
-                                             _move_shape(res1.x, lay1, lay0))]  # fmt: skip
+                                             _transfer(res1.x, lay1, lay0, same))]  # fmt: skip
     best0 = min(fits0, key=lambda r: r.cost)
-    s1 = 2.0 * min(res1.cost, sm.solve(_move_shape(best0.x, lay0, lay1), lay1, ru).cost)
+    s1 = 2.0 * min(res1.cost, sm.solve(_transfer(best0.x, lay0, lay1, same), lay1, ru).cost)
     s0 = 2.0 * best0.cost
     q, dof = lay1.size - lay0.size, ru.y.size - lay1.size
     if q == 0 or dof <= 0 or s1 <= 0:
         return 0.0, q, dof
     return max(s0 - s1, 0.0) / q / (s1 / dof), q, dof
-
-
-def _move_shape(p: np.ndarray, old: sm.Layout, new: sm.Layout) -> np.ndarray:
-    """Parameters of one first-step layout as a start for the other, the same cells with or
-    without the curve width's scaling: each width's intercept (its value at the cells' centre; the
-    predictors are centred) kept, its slopes dropped or set to 0, every other block as it was."""
-    out = np.zeros(new.size)
-    for name, sl in new.slices.items():
-        src = p[old.slices[name]]
-        n = min(src.size, sl.stop - sl.start)
-        out[sl.start : sl.start + n] = src[:n]
-    return out
 
 
 def _draws(
@@ -272,13 +268,17 @@ def _init_free(lay: sm.Layout, r: sm.Runs, step: float) -> np.ndarray:
 
 
 def _transfer(p: np.ndarray, old: sm.Layout, new: sm.Layout, cell_map: np.ndarray) -> np.ndarray:
-    """Parameters of ``old`` as a start for ``new``, whose cell j is old cell ``cell_map[j]``."""
+    """Parameters of ``old`` as a start for ``new``, whose cell j is old cell ``cell_map[j]``.
+    A shared block that differs in size (the curve widths with and without their scaling: the
+    intercept first, at the predictors' centre) keeps its leading entries, the rest 0."""
     q = np.zeros(new.size)
     for name, s in new.slices.items():
         if name in ("eps", "del", "m", "w"):
             q[s] = p[old.slices[name]][cell_map]
         elif name != "lev":
-            q[s] = p[old.slices[name]]
+            src = p[old.slices[name]]
+            n = min(src.size, s.stop - s.start)
+            q[s.start : s.start + n] = src[:n]
     for j, c in enumerate(cell_map):
         if new.level_of[j] >= 0 and old.level_of[c] >= 0:
             q[new.level_of[j]] = p[old.level_of[c]]

@@ -344,11 +344,12 @@ def _fit_scaling(
     (:data:`MAX_CURVATURE_SPAN`) or, for ``"auto"``/``"ftest"``, one the data do not determine
     (or whose fit failed or did not converge) is refitted with one width for every cell (the note
     says why). ``"auto"`` tests with a Wald statistic on the scaled fit's Laplace covariance, which
-    can understate a poorly determined slope (near-null directions), so it fires more often than
-    its level on ladders with one curvature; ``"ftest"`` with the extra-sum-of-squares F test of
-    the two first-step fits (:func:`~sweeper.fitting._surface_fit.scaling_f_test`), before the
-    scaled fit. A tested scaling costs a second point fit when it is kept and a bootstrap or
-    ``cv`` is asked for."""
+    can understate a poorly determined slope (near-null directions); ``"ftest"`` with the
+    extra-sum-of-squares F test of the two first-step fits
+    (:func:`~sweeper.fitting._surface_fit.scaling_f_test`: five first-step solves, before the
+    scaled fit). Both fire more often than their level on sparse ladders with one curvature (4
+    runs a cell: ~18% at 5%, docs/RESULTS.md). A tested scaling costs a second point fit when it
+    is kept and a bootstrap or ``cv`` is asked for."""
     if shape_scaling not in (True, False, "auto", "ftest"):
         raise FitError(
             f"shape_scaling must be True, False, 'auto' or 'ftest', got {shape_scaling!r}"
@@ -357,7 +358,8 @@ def _fit_scaling(
     why = _f_test_says_one_width(data, level) if shape_scaling == "ftest" else ""
     if not shape_scaling or why:
         fit = _solve(data, scaling=False, **kw)
-        fit.notes += [why] if why else []
+        if why:
+            fit.notes.append(why)
         return fit, False
     tested = shape_scaling in ("auto", "ftest")
     first = kw | {"n_boot": 0, "cv": False} if tested else kw  # the test needs no bootstrap
@@ -369,7 +371,7 @@ def _fit_scaling(
             raise
         fit, why = None, "the fit with the curve's width scaling failed: one width for every cell"
     else:
-        why = _why_one_width(data, fit, tested, level, wald=shape_scaling == "auto")
+        why = _why_one_width(data, fit, shape_scaling, level)
     if fit is not None and not why:  # keep it (tested: redo with the bootstrap and cv asked for)
         same = not tested or (n_boot, cv) == (0, False)
         return (fit if same else _solve(data, scaling=True, **kw)), True
@@ -397,17 +399,17 @@ def _f_test_says_one_width(data: Data, level: float) -> str:
     )
 
 
-def _why_one_width(data: Data, fit: sf.Result, tested: bool, level: float, *, wald: bool) -> str:
+def _why_one_width(data: Data, fit: sf.Result, rule: Scaling, level: float) -> str:
     """Why a fit with the curvature's scaling is to be redone with one width ("" to keep it):
-    the scaling ran away, or (``tested``) the fit did not converge or (``wald``) the Wald test
-    keeps 0."""
+    the scaling ran away, or (a tested ``rule``) the fit did not converge or (``"auto"``) the
+    Wald test keeps 0."""
     span = _curvature_span(data, fit)
     if span > MAX_CURVATURE_SPAN:  # the curvature ran away with scale: the law is not identified
         return (
             f"the curve's width ran away with scale (curvature x{math.exp(min(span, 700.0)):.3g}"
             " across the cells): refitted with one width for every cell"
         )
-    if not tested:
+    if rule not in ("auto", "ftest"):
         return ""
     if any("did not converge" in n for n in fit.notes):
         # not "did not converge": that phrase marks the returned fit as unconverged (the law
@@ -416,7 +418,7 @@ def _why_one_width(data: Data, fit: sf.Result, tested: bool, level: float, *, wa
             "the fit with the curve's width scaling stopped short of converging: one width for "
             "every cell"
         )
-    if not wald:
+    if rule != "auto":
         return ""
     stat, dof = _scaling_wald(data, fit)
     if dof == 0 or stat <= float(stats.chi2.ppf(level, dof)):
