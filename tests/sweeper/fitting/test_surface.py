@@ -18,6 +18,9 @@ import pytest
 from sweeper.errors import FitError
 from sweeper.fitting import FitWarning, synthetic_sweep
 from sweeper.fitting import _surface_model as sm
+from sweeper.fitting import surface as su
+from sweeper.fitting._surface_data import prepare
+from sweeper.fitting._surface_fit import scaling_f_test
 from sweeper.fitting.laws import PowerLaw
 from sweeper.fitting.surface import Regret, SurfaceLaw, fit_surface, fit_surfaces
 from sweeper.fitting.synthetic import proxy_sweep
@@ -398,15 +401,21 @@ def test_tested_scaling_kept_when_the_curvature_moves_with_n(test: str) -> None:
     assert law.exponents == fixed.exponents
 
 
+def _near_optimum(n_cells: int, k: int) -> pd.DataFrame:
+    """A proxy ladder (one curvature) cut to the ``k`` LRs nearest each cell's true optimum, one
+    seed: what a law sampler's start leaves in a cell."""
+    runs = proxy_sweep(n_cells, seed=3)
+    done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & (runs["seed"] == 0)]
+    near = done.assign(d=(np.log(done["lr"]) - np.log(0.208 * done["n_params"] ** TRUE_B)).abs())
+    return near.sort_values(["cell", "d"]).groupby("cell").head(k).drop(columns="d")
+
+
 @pytest.mark.parametrize(("test", "statistic"), [("auto", "Wald chi2"), ("ftest", "F ")])
 def test_tested_scaling_dropped_when_the_cells_do_not_pin_it(test: str, statistic: str) -> None:
     """One curvature for every cell and 4 runs a cell (the 4 LRs nearest each optimum, one seed,
     as a law sampler's start): the slope is not determined, so a tested scaling gives the
     one-curvature fit, and its notes say why (with the test's statistic)."""
-    runs = proxy_sweep(5, seed=3)
-    done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & (runs["seed"] == 0)]
-    near = done.assign(d=(np.log(done["lr"]) - np.log(0.208 * done["n_params"] ** TRUE_B)).abs())
-    sparse = near.sort_values(["cell", "d"]).groupby("cell").head(4).drop(columns="d")
+    sparse = _near_optimum(5, 4)
     law = _quiet(fit_surface, sparse, n_boot=0, cv=False, window=None, shape_scaling=test)
     one = _quiet(fit_surface, sparse, n_boot=0, cv=False, window=None, shape_scaling=False)
     assert law.shape_predictors == ()
@@ -425,21 +434,13 @@ def test_f_test_counts_its_degrees_of_freedom_and_says_when_it_has_none() -> Non
     """5 cells x 4 runs: q = 1 slope, n − p = 20 − 14 (per cell an optimum and a level; the width,
     its slope, the asymmetry, the levelling-off); 3 cells x 3 runs leave none, and the note says
     so rather than quoting an F on 0 degrees of freedom."""
-    from sweeper.fitting._surface_data import prepare
-    from sweeper.fitting._surface_fit import scaling_f_test
-
-    def sparse(n_cells: int, k: int) -> pd.DataFrame:
-        runs = proxy_sweep(n_cells, seed=3)
-        done = runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & (runs["seed"] == 0)]
-        opt = np.log(0.208 * done["n_params"] ** TRUE_B)
-        near = done.assign(d=(np.log(done["lr"]) - opt).abs())
-        return near.sort_values(["cell", "d"]).groupby("cell").head(k).drop(columns="d")
-
     kw = dict(lr_predictors=("n_params",), batch_predictors=None, need_batch=False, min_runs=3,
               blowup=0.5, allow_varying=(), window=None)  # fmt: skip
-    f, q, dof = scaling_f_test(prepare(sparse(5, 4), **kw))
+    f, q, dof = scaling_f_test(prepare(_near_optimum(5, 4), **kw))
     assert (q, dof) == (1, 6) and f >= 0.0
-    law = _quiet(fit_surface, sparse(3, 3), n_boot=0, cv=False, window=None, shape_scaling="ftest")
+    law = _quiet(
+        fit_surface, _near_optimum(3, 3), n_boot=0, cv=False, window=None, shape_scaling="ftest"
+    )
     assert law.shape_predictors == ()
     assert any("has no degrees of freedom" in n for n in law.notes)
 
@@ -451,8 +452,6 @@ def test_a_scaled_fit_that_did_not_converge_leaves_no_unconverged_mark(
     """When the scaled fit stops short of converging, the one-width fit is returned with a note
     that says why, and that note must not read as "did not converge": the law planner's stopping
     rule takes that phrase to mean the returned fit did not converge."""
-    import sweeper.fitting.surface as su
-
     solve = su._solve
 
     def scaled_unconverged(data: object, **kw: object) -> object:
