@@ -28,6 +28,17 @@ each.
 ``--confirm-runs 1`` replays the planner without its confirmation rule (the baseline it is
 measured against).
 
+``--design oracle`` replaces the planner by what its criterion does with the law known: the
+reference law is taken as true; every cell gets the 3 grid LRs nearest its reference optimum,
+then, one run at a time, the stored point whose run most reduces Var[ln lr*(target)] in the
+planner's linearised model at the reference law, per run, up to the budget (the replay seed picks
+which stored seed answers each point). Every replay (and its random baseline) also reports
+``predicted_sd_diff_log2``: √(σ_s² − σ_d²)/ln 2, the sd of the difference between the target LR
+estimated from its runs and from all of them in a Gaussian linear model (σ_s, σ_d the sds of
+ln lr*(target) from its runs and from the dense grid's, at the reference law), and
+``predicted_target_pass``, 2Φ(0.4·ln 2/sd) − 1, the share of such replays within the target bar
+if the runs' noise were all there is.
+
 ``--synthetic``: the stored sweep is a fresh :func:`~sweeper.fitting.synthetic.proxy_sweep` per
 replay seed (5 cells, 8 LRs × 3 seeds, known law lr* = 0.208·N^-0.3); ``exponent_true`` is -0.3,
 and ``wall_s`` is set to 6·N·D / 1e9 (an assumed throughput: the costs' ratios are what matter).
@@ -172,6 +183,70 @@ def replay(
     return stored[used], stop
 
 
+_DESIGNS: dict[int, dict[tuple[str, float], int]] = {}
+
+
+def oracle_design(stored: pd.DataFrame, ref: SurfaceLaw, n: int) -> dict[tuple[str, float], int]:
+    """Runs per (cell, lr) of the oracle design (module docstring), cached on the stored runs."""
+    key = int(pd.util.hash_pandas_object(stored[["cell", "lr", "loss"]]).sum()) + n
+    if key in _DESIGNS:
+        return _DESIGNS[key]
+    base = al.cells_from_runs(stored)
+    info = al._Info.build(ref, stored.iloc[:0], base, al.default_target(base), None)
+    cap = stored.groupby(["cell", "lr"]).size().to_dict()
+    out: dict[tuple[str, float], int] = {}
+
+    def add(cell: str, lr: float) -> None:
+        out[(cell, lr)] = out.get((cell, lr), 0) + 1
+        info.observe(cell, math.log(lr))
+
+    for p in base:
+        opt = ref.cell_optima.get(p.cell) or ref.predict({"n_params": p.n_params})
+        near = np.argsort(np.abs(np.log(np.asarray(p.lrs)) - math.log(opt)), kind="stable")
+        for i in near[: al.START_LRS]:
+            add(p.cell, p.lrs[int(i)])
+    while sum(out.values()) < n:
+        free = [(info.gain(p.cell, [math.log(lr)]), p.cell, lr) for p in base for lr in p.lrs
+                if out.get((p.cell, lr), 0) < cap.get((p.cell, lr), 0)]  # fmt: skip
+        best = max(free, default=(0.0, "", 0.0), key=lambda t: t[0])
+        if best[0] <= 0:
+            break
+        add(best[1], best[2])
+    _DESIGNS[key] = out
+    return out
+
+
+def replay_design(
+    stored: pd.DataFrame, design: Mapping[tuple[str, float], int], seed: int
+) -> pd.DataFrame:
+    """The stored runs answering ``design`` (the replay seed picks which seeds answer)."""
+    order = np.random.default_rng(seed).permutation(len(stored))
+    used = np.zeros(len(stored), dtype=bool)
+    for (cell, lr), k in sorted(design.items()):
+        for _ in range(k):
+            used[answer(stored, used, cell, lr, order)] = True
+    return stored[used]
+
+
+def predicted(used: pd.DataFrame, stored: pd.DataFrame, ref: SurfaceLaw | None) -> dict[str, Any]:
+    """The sd (log2) of the difference between the target LR from ``used`` and from all of
+    ``stored`` in the linearised model at ``ref``, and the share within the target bar it
+    implies (module docstring); None where a model cannot be built."""
+    none = {"predicted_sd_diff_log2": None, "predicted_target_pass": None}
+    if ref is None:
+        return none
+    base = al.cells_from_runs(stored)
+    tgt = al.default_target(base)
+    try:
+        sd_s = al._Info.build(ref, used, base, tgt, None).target_sd()
+        sd_d = al._Info.build(ref, stored, base, tgt, WINDOW).target_sd()
+    except np.linalg.LinAlgError:
+        return none
+    sd = math.sqrt(max(sd_s**2 - sd_d**2, 0.0)) / math.log(2.0)
+    p = math.erf(0.4 / (sd * math.sqrt(2.0))) if sd > 0 else 1.0
+    return {"predicted_sd_diff_log2": sd, "predicted_target_pass": p}
+
+
 def random_pick(stored: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
     """``n`` stored runs drawn uniformly without replacement (the baseline allocation)."""
     idx = np.random.default_rng([seed, 1]).choice(len(stored), size=n, replace=False)
@@ -208,11 +283,16 @@ def one_replay(
 ) -> dict[str, Any]:
     """One replay seed at one budget, with its random-allocation baseline."""
     budget = max(1, math.floor(fraction * len(stored) + 1e-9))
-    used, stop = replay(
-        stored, budget, seed, args.workers, args.stop_ratio or None, args.confirm_runs
-    )
-    target = {"n_params": al.default_target(al.cells_from_runs(stored))["n_params"]}
     ref = fit(stored, args.boot, dense=True)
+    if args.design == "oracle":
+        if ref is None:
+            raise SystemExit("--design oracle needs the reference fit, which failed")
+        used, stop = replay_design(stored, oracle_design(stored, ref, budget), seed), "oracle"
+    else:
+        used, stop = replay(
+            stored, budget, seed, args.workers, args.stop_ratio or None, args.confirm_runs
+        )
+    target = {"n_params": al.default_target(al.cells_from_runs(stored))["n_params"]}
     out: dict[str, Any] = {
         "seed": seed,
         "runs_used": len(used),
@@ -226,6 +306,7 @@ def one_replay(
         if ref is None
         else list(ref.exponents_ci.get("n_params", ())),
         "runs_per_cell": {str(k): int(v) for k, v in used.groupby("cell").size().items()},
+        **predicted(used, stored, ref),
     }
     rnd = random_pick(stored, len(used), seed)
     r = figures(fit(rnd, 0), ref, target)
@@ -233,6 +314,7 @@ def one_replay(
         "exponent": r["exponent"],
         "lr_target_log2_error": r["lr_target_log2_error"],
         "core_seconds_used": float(rnd["wall_s"].sum()),
+        **predicted(rnd, stored, ref),
     }
     return out
 
@@ -257,6 +339,10 @@ def summarise(reps: list[dict[str, Any]], fraction: float) -> dict[str, Any]:
     out["lr_target_abs_log2_error_median"] = float(statistics.median(errs)) if errs else None
     out["random_lr_target_abs_log2_error_median"] = _abs_median(
         [r["random"]["lr_target_log2_error"] for r in reps]
+    )
+    out["predicted_target_pass"] = med("predicted_target_pass", reps)
+    out["random_predicted_target_pass"] = med(
+        "predicted_target_pass", [r["random"] for r in reps]
     )
     out["replays"] = reps
     return out
@@ -305,6 +391,9 @@ def main() -> int:
     ap.add_argument("--confirm-runs", type=int, default=al.CONFIRM_RUNS,
                     help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
+    ap.add_argument("--design", choices=("planner", "oracle"), default="planner",
+                    help="planner: the law sampler; oracle: its criterion with the reference "
+                         "law known (see the module docstring)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--fit", choices=tuple(FITS), default="sparse",
                     help="every fit: sparse = the planner's (all runs, one curvature); auto = all "
@@ -327,6 +416,7 @@ def main() -> int:
     summary["workers"] = args.workers
     summary["fit"] = args.fit
     summary["confirm_runs"] = args.confirm_runs
+    summary["design"] = args.design
     true_exp = SYNTHETIC_EXPONENT if args.synthetic else None
     if true_exp is not None:
         summary["exponent_true"] = true_exp
@@ -343,7 +433,7 @@ def _print_table(s: dict[str, Any]) -> None:
     print(f"{s['sweep']} budget {s['budget']}: median over {s['replay_seeds']} replay seeds")
     for key in ("runs_used", "runs_total", "core_seconds_used", "core_seconds_total", "exponent",
                 "exponent_reference", "lr_target_abs_log2_error_median", "pass_fraction",
-                "random_pass_fraction"):  # fmt: skip
+                "random_pass_fraction", "predicted_target_pass"):  # fmt: skip
         print(f"  {key}: {s.get(key)}")
 
 

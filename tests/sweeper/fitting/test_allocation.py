@@ -328,3 +328,30 @@ def test_replay_scores_a_wild_fit_as_a_miss_instead_of_crashing() -> None:
     sane = bench.figures(law(-0.3), law(-0.3), target)
     assert sane["lr_target"] == pytest.approx(0.2 * 100**-0.3)
     assert sane["lr_target_log2_error"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_oracle_design_starts_every_cell_at_its_optimum_and_beats_random(
+    ladder: pd.DataFrame,
+) -> None:
+    """scripts/bench_allocation.py --design oracle: the planner's criterion with the law known
+    gives every cell the 3 grid LRs nearest its reference optimum, keeps to the stored seeds and
+    the budget, and its runs predict the target better than as many random runs."""
+    bench = _bench()
+    stored = ladder.reset_index(drop=True)
+    ref = bench.fit(stored, 0, dense=True)
+    n = len(stored) // 4
+    design = bench.oracle_design(stored, ref, n)
+    assert sum(design.values()) == n
+    cap = stored.groupby(["cell", "lr"]).size().to_dict()
+    assert all(k <= cap[pt] for pt, k in design.items())
+    for p in al.cells_from_runs(stored):
+        tried = sorted(lr for c, lr in design if c == p.cell)
+        near = sorted(p.lrs, key=lambda lr: abs(math.log(lr / ref.cell_optima[p.cell])))[:3]
+        assert set(near) <= set(tried)
+    used = bench.replay_design(stored, design, seed=0)
+    assert len(used) == n and used.index.is_unique
+    mine = bench.predicted(used, stored, ref)
+    rnd = bench.predicted(bench.random_pick(stored, n, 0), stored, ref)
+    assert 0 < mine["predicted_sd_diff_log2"] < rnd["predicted_sd_diff_log2"]
+    assert rnd["predicted_target_pass"] < mine["predicted_target_pass"] <= 1
+    assert bench.predicted(stored, stored, ref)["predicted_sd_diff_log2"] == 0.0
