@@ -37,7 +37,10 @@ which stored seed answers each point). Every replay (and its random baseline) al
 estimated from its runs and from all of them in a Gaussian linear model (σ_s, σ_d the sds of
 ln lr*(target) from its runs and from the dense grid's, at the reference law), and
 ``predicted_target_pass``, 2Φ(0.4·ln 2/sd) − 1, the share of such replays within the target bar
-if the runs' noise were all there is.
+if the runs' noise were all there is. ``_nested``: the same with the replay's runs also counted
+inside the reference's window only (nested in the grid's information; without, a design whose runs
+lie outside the window can come out at sd 0). ``--design oracle-windowed``: the oracle design
+with runs outside the reference's window worth nothing to the criterion.
 
 ``--synthetic``: the stored sweep is a fresh :func:`~sweeper.fitting.synthetic.proxy_sweep` per
 replay seed (5 cells, 8 LRs × 3 seeds, known law lr* = 0.208·N^-0.3); ``exponent_true`` is -0.3,
@@ -186,13 +189,16 @@ def replay(
 _DESIGNS: dict[int, dict[tuple[str, float], int]] = {}
 
 
-def oracle_design(stored: pd.DataFrame, ref: SurfaceLaw, n: int) -> dict[tuple[str, float], int]:
-    """Runs per (cell, lr) of the oracle design (module docstring), cached on the stored runs."""
-    key = int(pd.util.hash_pandas_object(stored[["cell", "lr", "loss"]]).sum()) + n
+def oracle_design(
+    stored: pd.DataFrame, ref: SurfaceLaw, n: int, window: tuple[float, float] | None = None
+) -> dict[tuple[str, float], int]:
+    """Runs per (cell, lr) of the oracle design (module docstring); with ``window``, runs
+    outside it around their cell's reference optimum carry no information. Cached."""
+    key = hash((int(pd.util.hash_pandas_object(stored[["cell", "lr", "loss"]]).sum()), n, window))
     if key in _DESIGNS:
         return _DESIGNS[key]
     base = al.cells_from_runs(stored)
-    info = al._Info.build(ref, stored.iloc[:0], base, al.default_target(base), None)
+    info = al._Info.build(ref, stored.iloc[:0], base, al.default_target(base), window)
     cap = stored.groupby(["cell", "lr"]).size().to_dict()
     out: dict[tuple[str, float], int] = {}
 
@@ -231,20 +237,26 @@ def replay_design(
 def predicted(used: pd.DataFrame, stored: pd.DataFrame, ref: SurfaceLaw | None) -> dict[str, Any]:
     """The sd (log2) of the difference between the target LR from ``used`` and from all of
     ``stored`` in the linearised model at ``ref``, and the share within the target bar it
-    implies (module docstring); None where a model cannot be built."""
-    none = {"predicted_sd_diff_log2": None, "predicted_target_pass": None}
-    if ref is None:
-        return none
-    base = al.cells_from_runs(stored)
-    tgt = al.default_target(base)
-    try:
-        sd_s = al._Info.build(ref, used, base, tgt, None).target_sd()
-        sd_d = al._Info.build(ref, stored, base, tgt, WINDOW).target_sd()
-    except np.linalg.LinAlgError:
-        return none
-    sd = math.sqrt(max(sd_s**2 - sd_d**2, 0.0)) / math.log(2.0)
-    p = math.erf(0.4 / (sd * math.sqrt(2.0))) if sd > 0 else 1.0
-    return {"predicted_sd_diff_log2": sd, "predicted_target_pass": p}
+    implies (module docstring); ``_nested``: the same with ``used`` also counted inside the
+    reference's window only, so that its information is a part of the dense grid's (without,
+    runs the window drops count for ``used`` and not for the grid, and the sd can come out 0).
+    None where a model cannot be built."""
+    out: dict[str, Any] = {}
+    for suffix, window in (("", None), ("_nested", WINDOW)):
+        out[f"predicted_sd_diff_log2{suffix}"] = out[f"predicted_target_pass{suffix}"] = None
+        if ref is None:
+            continue
+        base = al.cells_from_runs(stored)
+        tgt = al.default_target(base)
+        try:
+            sd_s = al._Info.build(ref, used, base, tgt, window).target_sd()
+            sd_d = al._Info.build(ref, stored, base, tgt, WINDOW).target_sd()
+        except np.linalg.LinAlgError:
+            continue
+        sd = math.sqrt(max(sd_s**2 - sd_d**2, 0.0)) / math.log(2.0)
+        out[f"predicted_sd_diff_log2{suffix}"] = sd
+        out[f"predicted_target_pass{suffix}"] = math.erf(0.4 / (sd * math.sqrt(2.0))) if sd else 1.0
+    return out
 
 
 def random_pick(stored: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
@@ -284,10 +296,12 @@ def one_replay(
     """One replay seed at one budget, with its random-allocation baseline."""
     budget = max(1, math.floor(fraction * len(stored) + 1e-9))
     ref = fit(stored, args.boot, dense=True)
-    if args.design == "oracle":
+    if args.design != "planner":
         if ref is None:
             raise SystemExit("--design oracle needs the reference fit, which failed")
-        used, stop = replay_design(stored, oracle_design(stored, ref, budget), seed), "oracle"
+        window = WINDOW if args.design == "oracle-windowed" else None
+        design = oracle_design(stored, ref, budget, window)
+        used, stop = replay_design(stored, design, seed), args.design
     else:
         used, stop = replay(
             stored, budget, seed, args.workers, args.stop_ratio or None, args.confirm_runs
@@ -340,10 +354,9 @@ def summarise(reps: list[dict[str, Any]], fraction: float) -> dict[str, Any]:
     out["random_lr_target_abs_log2_error_median"] = _abs_median(
         [r["random"]["lr_target_log2_error"] for r in reps]
     )
-    out["predicted_target_pass"] = med("predicted_target_pass", reps)
-    out["random_predicted_target_pass"] = med(
-        "predicted_target_pass", [r["random"] for r in reps]
-    )
+    for key in ("predicted_target_pass", "predicted_target_pass_nested"):
+        out[key] = med(key, reps)
+        out[f"random_{key}"] = med(key, [r["random"] for r in reps])
     out["replays"] = reps
     return out
 
@@ -391,9 +404,10 @@ def main() -> int:
     ap.add_argument("--confirm-runs", type=int, default=al.CONFIRM_RUNS,
                     help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
-    ap.add_argument("--design", choices=("planner", "oracle"), default="planner",
-                    help="planner: the law sampler; oracle: its criterion with the reference "
-                         "law known (see the module docstring)")  # fmt: skip
+    ap.add_argument("--design", choices=("planner", "oracle", "oracle-windowed"),
+                    default="planner", help="planner: the law sampler; oracle: its criterion "
+                    "with the reference law known; oracle-windowed: the same, runs outside the "
+                    "reference's window worth nothing (see the module docstring)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--fit", choices=tuple(FITS), default="sparse",
                     help="every fit: sparse = the planner's (all runs, one curvature); auto = all "
