@@ -40,7 +40,9 @@ ln lr*(target) from its runs and from the dense grid's, at the reference law), a
 if the runs' noise were all there is. ``_nested``: the same with the replay's runs also counted
 inside the reference's window only (nested in the grid's information; without, a design whose runs
 lie outside the window can come out at sd 0). ``--design oracle-windowed``: the oracle design
-with runs outside the reference's window worth nothing to the criterion.
+with runs outside the reference's window worth nothing to the criterion. ``--every-seed`` (oracle
+designs): every stored run at the design's points answers, not one per point asked (more runs
+than the budget: how far the same LRs, with their noise averaged, land from the reference).
 
 ``--synthetic``: the stored sweep is a fresh :func:`~sweeper.fitting.synthetic.proxy_sweep` per
 replay seed (5 cells, 8 LRs × 3 seeds, known law lr* = 0.208·N^-0.3); ``exponent_true`` is -0.3,
@@ -223,9 +225,13 @@ def oracle_design(
 
 
 def replay_design(
-    stored: pd.DataFrame, design: Mapping[tuple[str, float], int], seed: int
+    stored: pd.DataFrame, design: Mapping[tuple[str, float], int], seed: int, every: bool = False
 ) -> pd.DataFrame:
-    """The stored runs answering ``design`` (the replay seed picks which seeds answer)."""
+    """The stored runs answering ``design`` (the replay seed picks which seeds answer); with
+    ``every``, all the stored runs at its points (every seed)."""
+    if every:
+        at = zip(stored["cell"], stored["lr"], strict=True)
+        return stored[[(c, lr) in design for c, lr in at]]
     order = np.random.default_rng(seed).permutation(len(stored))
     used = np.zeros(len(stored), dtype=bool)
     for (cell, lr), k in sorted(design.items()):
@@ -301,7 +307,7 @@ def one_replay(
             raise SystemExit("--design oracle needs the reference fit, which failed")
         window = WINDOW if args.design == "oracle-windowed" else None
         design = oracle_design(stored, ref, budget, window)
-        used, stop = replay_design(stored, design, seed), args.design
+        used, stop = replay_design(stored, design, seed, args.every_seed), args.design
     else:
         used, stop = replay(
             stored, budget, seed, args.workers, args.stop_ratio or None, args.confirm_runs
@@ -408,6 +414,9 @@ def main() -> int:
                     default="planner", help="planner: the law sampler; oracle: its criterion "
                     "with the reference law known; oracle-windowed: the same, runs outside the "
                     "reference's window worth nothing (see the module docstring)")  # fmt: skip
+    ap.add_argument("--every-seed", action="store_true",
+                    help="with an oracle design: every stored seed at its points (not one run "
+                         "per point asked), so the runs' noise averages out")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--fit", choices=tuple(FITS), default="sparse",
                     help="every fit: sparse = the planner's (all runs, one curvature); auto = all "
@@ -418,6 +427,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")
+    if args.every_seed and args.design == "planner":
+        ap.error("--every-seed needs an oracle design")
     if not 0 < args.budget <= 1:
         ap.error("--budget must be in (0, 1]")
     WINDOW_ARG[0], SCALING_ARG[0] = FITS[args.fit]
@@ -430,7 +441,7 @@ def main() -> int:
     summary["workers"] = args.workers
     summary["fit"] = args.fit
     summary["confirm_runs"] = args.confirm_runs
-    summary["design"] = args.design
+    summary["design"] = args.design + (" (every seed)" if args.every_seed else "")
     true_exp = SYNTHETIC_EXPONENT if args.synthetic else None
     if true_exp is not None:
         summary["exponent_true"] = true_exp

@@ -356,6 +356,8 @@ def test_oracle_design_starts_every_cell_at_its_optimum_and_beats_random(
     assert rnd["predicted_target_pass"] < mine["predicted_target_pass"] <= 1
     assert bench.predicted(stored, stored, ref)["predicted_sd_diff_log2"] == 0.0
     assert mine["predicted_sd_diff_log2_nested"] >= mine["predicted_sd_diff_log2"]
+    every = bench.replay_design(stored, design, seed=0, every=True)
+    assert len(every) == sum(cap[pt] for pt in design) > n  # every stored seed at its points
     windowed = bench.oracle_design(stored, ref, n, bench.WINDOW)
     for cell, lr in windowed:  # beyond the window a run is worth nothing to the criterion
         du = math.log(lr / ref.cell_optima[cell])
