@@ -36,10 +36,13 @@ which stored seed answers each point). Every replay (and its random baseline) al
 ``predicted_sd_diff_log2``: √(σ_s² − σ_d²)/ln 2, the sd of the difference between the target LR
 estimated from its runs and from all of them in a Gaussian linear model (σ_s, σ_d the sds of
 ln lr*(target) from its runs and from the dense grid's, at the reference law), and
-``predicted_target_pass``, 2Φ(0.4·ln 2/sd) − 1, the share of such replays within the target bar
-if the runs' noise were all there is. ``_nested``: the same with the replay's runs also counted
+``predicted_target_pass``, 2Φ(0.4/``predicted_sd_diff_log2``) − 1, the share of such replays
+within the target bar if the runs' noise were all there is. ``_nested``: the same with the replay's runs also counted
 inside the reference's window only (nested in the grid's information; without, a design whose runs
-lie outside the window can come out at sd 0). ``--design oracle-windowed``: the oracle design
+lie outside the window comes out at sd 0, clamped: σ_s² < σ_d² there, as the two are not nested;
+where a design leaves a parameter unidentified, the sd is set by the model's flat prior and is
+huge). ``--design oracle-cost``: the oracle ranked per core-second of the cell's runs, as the
+planner ranks. ``--design oracle-windowed``: the oracle design
 with runs outside the reference's window worth nothing to the criterion. ``--every-seed`` (oracle
 designs): every stored run at the design's points answers, not one per point asked (more runs
 than the budget: how far the same LRs, with their noise averaged, land from the reference).
@@ -192,16 +195,26 @@ _DESIGNS: dict[int, dict[tuple[str, float], int]] = {}
 
 
 def oracle_design(
-    stored: pd.DataFrame, ref: SurfaceLaw, n: int, window: tuple[float, float] | None = None
+    stored: pd.DataFrame,
+    ref: SurfaceLaw,
+    n: int,
+    window: tuple[float, float] | None = None,
+    per_cost: bool = False,
 ) -> dict[tuple[str, float], int]:
-    """Runs per (cell, lr) of the oracle design (module docstring); with ``window``, runs
+    """Runs per (cell, lr) of the oracle design (module docstring): ranked per run, or with
+    ``per_cost`` per core-second of the cell's runs (as the planner ranks); with ``window``, runs
     outside it around their cell's reference optimum carry no information. Cached."""
-    key = hash((int(pd.util.hash_pandas_object(stored[["cell", "lr", "loss"]]).sum()), n, window))
+    h = int(pd.util.hash_pandas_object(stored[["cell", "lr", "loss"]]).sum())
+    key = (h, n, window, per_cost, tuple(float(x) for x in ref.shape_params))
     if key in _DESIGNS:
         return _DESIGNS[key]
     base = al.cells_from_runs(stored)
+    if n < al.START_LRS * len(base):
+        raise ValueError(f"an oracle design starts {al.START_LRS} LRs in each of {len(base)} "
+                         f"cells: a budget of {n} runs is too small")  # fmt: skip
     info = al._Info.build(ref, stored.iloc[:0], base, al.default_target(base), window)
     cap = stored.groupby(["cell", "lr"]).size().to_dict()
+    cost = al.cell_costs(stored, {p.cell: (p.n_params, p.tokens) for p in base})
     out: dict[tuple[str, float], int] = {}
 
     def add(cell: str, lr: float) -> None:
@@ -214,7 +227,8 @@ def oracle_design(
         for i in near[: al.START_LRS]:
             add(p.cell, p.lrs[int(i)])
     while sum(out.values()) < n:
-        free = [(info.gain(p.cell, [math.log(lr)]), p.cell, lr) for p in base for lr in p.lrs
+        free = [(info.gain(p.cell, [math.log(lr)]) / (cost[p.cell] if per_cost else 1.0),
+                 p.cell, lr) for p in base for lr in p.lrs
                 if out.get((p.cell, lr), 0) < cap.get((p.cell, lr), 0)]  # fmt: skip
         best = max(free, default=(0.0, "", 0.0), key=lambda t: t[0])
         if best[0] <= 0:
@@ -260,6 +274,8 @@ def predicted(used: pd.DataFrame, stored: pd.DataFrame, ref: SurfaceLaw | None) 
         except np.linalg.LinAlgError:
             continue
         sd = math.sqrt(max(sd_s**2 - sd_d**2, 0.0)) / math.log(2.0)
+        if not math.isfinite(sd):
+            continue
         out[f"predicted_sd_diff_log2{suffix}"] = sd
         out[f"predicted_target_pass{suffix}"] = math.erf(0.4 / (sd * math.sqrt(2.0))) if sd else 1.0
     return out
@@ -304,9 +320,9 @@ def one_replay(
     ref = fit(stored, args.boot, dense=True)
     if args.design != "planner":
         if ref is None:
-            raise SystemExit("--design oracle needs the reference fit, which failed")
+            raise SystemExit(f"--design {args.design} needs the reference fit, which failed")
         window = WINDOW if args.design == "oracle-windowed" else None
-        design = oracle_design(stored, ref, budget, window)
+        design = oracle_design(stored, ref, budget, window, args.design == "oracle-cost")
         used, stop = replay_design(stored, design, seed, args.every_seed), args.design
     else:
         used, stop = replay(
@@ -410,10 +426,11 @@ def main() -> int:
     ap.add_argument("--confirm-runs", type=int, default=al.CONFIRM_RUNS,
                     help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
-    ap.add_argument("--design", choices=("planner", "oracle", "oracle-windowed"),
+    ap.add_argument("--design", choices=("planner", "oracle", "oracle-cost", "oracle-windowed"),
                     default="planner", help="planner: the law sampler; oracle: its criterion "
-                    "with the reference law known; oracle-windowed: the same, runs outside the "
-                    "reference's window worth nothing (see the module docstring)")  # fmt: skip
+                    "with the reference law known, per run; oracle-cost: the same per "
+                    "core-second; oracle-windowed: per run, runs outside the reference's window "
+                    "worth nothing (see the module docstring)")  # fmt: skip
     ap.add_argument("--every-seed", action="store_true",
                     help="with an oracle design: every stored seed at its points (not one run "
                          "per point asked), so the runs' noise averages out")  # fmt: skip
@@ -435,7 +452,10 @@ def main() -> int:
     reps = []
     for s in range(args.seeds):
         stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)
-        reps.append(one_replay(stored, args.budget, s, args))
+        try:
+            reps.append(one_replay(stored, args.budget, s, args))
+        except ValueError as e:  # (an oracle design's budget below its start)
+            ap.error(str(e))
     summary = summarise(reps, args.budget)
     summary["sweep"] = "synthetic:proxy_sweep" if args.synthetic else args.sweep
     summary["workers"] = args.workers
@@ -458,7 +478,8 @@ def _print_table(s: dict[str, Any]) -> None:
     print(f"{s['sweep']} budget {s['budget']}: median over {s['replay_seeds']} replay seeds")
     for key in ("runs_used", "runs_total", "core_seconds_used", "core_seconds_total", "exponent",
                 "exponent_reference", "lr_target_abs_log2_error_median", "pass_fraction",
-                "random_pass_fraction", "predicted_target_pass"):  # fmt: skip
+                "random_pass_fraction", "predicted_target_pass",
+                "predicted_target_pass_nested"):  # fmt: skip
         print(f"  {key}: {s.get(key)}")
 
 

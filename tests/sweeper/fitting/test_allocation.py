@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -334,8 +335,9 @@ def test_oracle_design_starts_every_cell_at_its_optimum_and_beats_random(
     ladder: pd.DataFrame,
 ) -> None:
     """scripts/bench_allocation.py --design oracle: the planner's criterion with the law known
-    gives every cell the 3 grid LRs nearest its reference optimum, keeps to the stored seeds and
-    the budget, and its runs predict the target better than as many random runs."""
+    gives every cell the 3 grid LRs nearest its reference optimum, then the point of largest
+    gain (per run, or per core-second), keeps to the stored seeds and the budget, and its runs
+    predict the target better than as many random runs."""
     bench = _bench()
     stored = ladder.reset_index(drop=True)
     ref = bench.fit(stored, 0, dense=True)
@@ -344,20 +346,42 @@ def test_oracle_design_starts_every_cell_at_its_optimum_and_beats_random(
     assert sum(design.values()) == n
     cap = stored.groupby(["cell", "lr"]).size().to_dict()
     assert all(k <= cap[pt] for pt, k in design.items())
-    for p in al.cells_from_runs(stored):
-        tried = sorted(lr for c, lr in design if c == p.cell)
+    cells = al.cells_from_runs(stored)
+    start = {}
+    for p in cells:
         near = sorted(p.lrs, key=lambda lr: abs(math.log(lr / ref.cell_optima[p.cell])))[:3]
-        assert set(near) <= set(tried)
+        assert set(near) <= {lr for c, lr in design if c == p.cell}
+        start.update({(p.cell, lr): 1 for lr in near})
+    # the first run after the start: the largest gain (per run; per core-second with per_cost)
+    cost = al.cell_costs(stored, {p.cell: (p.n_params, p.tokens) for p in cells})
+    for per_cost in (False, True):
+        info = al._Info.build(ref, stored.iloc[:0], cells, al.default_target(cells))
+        info.observe_many([c for c, _ in start], np.log([lr for _, lr in start]))
+        gains = {(p.cell, lr): info.gain(p.cell, [math.log(lr)]) / (cost[p.cell] if per_cost else 1)
+                 for p in cells for lr in p.lrs}  # fmt: skip
+        first = bench.oracle_design(stored, ref, len(start) + 1, per_cost=per_cost)
+        (added,) = [pt for pt, k in first.items() if k > start.get(pt, 0)]
+        assert added == max(gains, key=gains.get)
+    assert bench.oracle_design(stored, ref, len(stored)) == cap  # the cap binds
+    with pytest.raises(ValueError, match="too small"):
+        bench.oracle_design(stored, ref, len(start) - 1)
     used = bench.replay_design(stored, design, seed=0)
     assert len(used) == n and used.index.is_unique
-    mine = bench.predicted(used, stored, ref)
-    rnd = bench.predicted(bench.random_pick(stored, n, 0), stored, ref)
-    assert 0 < mine["predicted_sd_diff_log2"] < rnd["predicted_sd_diff_log2"]
-    assert rnd["predicted_target_pass"] < mine["predicted_target_pass"] <= 1
-    assert bench.predicted(stored, stored, ref)["predicted_sd_diff_log2"] == 0.0
-    assert mine["predicted_sd_diff_log2_nested"] >= mine["predicted_sd_diff_log2"]
     every = bench.replay_design(stored, design, seed=0, every=True)
     assert len(every) == sum(cap[pt] for pt in design) > n  # every stored seed at its points
+    mine = bench.predicted(used, stored, ref)
+    rnd = bench.predicted(bench.random_pick(stored, n, 0), stored, ref)
+    assert 0 < mine["predicted_sd_diff_log2_nested"] < rnd["predicted_sd_diff_log2_nested"]
+    assert rnd["predicted_target_pass_nested"] < mine["predicted_target_pass_nested"] <= 1
+    assert mine["predicted_sd_diff_log2_nested"] >= mine["predicted_sd_diff_log2"]
+    # the figure itself: sqrt(sd_s^2 - sd_d^2) in log2, both in the reference's window
+    tgt = al.default_target(cells)
+    sd_s = al._Info.build(ref, used, cells, tgt, bench.WINDOW).target_sd()
+    sd_d = al._Info.build(ref, stored, cells, tgt, bench.WINDOW).target_sd()
+    sd = math.sqrt(sd_s**2 - sd_d**2) / math.log(2.0)
+    assert mine["predicted_sd_diff_log2_nested"] == pytest.approx(sd)
+    assert mine["predicted_target_pass_nested"] == pytest.approx(2 * NormalDist().cdf(0.4 / sd) - 1)
+    assert bench.predicted(stored, stored, ref)["predicted_sd_diff_log2_nested"] == 0.0
     windowed = bench.oracle_design(stored, ref, n, bench.WINDOW)
     for cell, lr in windowed:  # beyond the window a run is worth nothing to the criterion
         du = math.log(lr / ref.cell_optima[cell])
