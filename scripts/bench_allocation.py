@@ -28,24 +28,27 @@ each.
 ``--confirm-runs 1`` replays the planner without its confirmation rule (the baseline it is
 measured against).
 
+``--per-run``: the planner ranks its points per run (every cell's cost set to 1), not per
+core-second.
+
 ``--design oracle`` replaces the planner by what its criterion does with the law known: the
 reference law is taken as true; every cell gets the 3 grid LRs nearest its reference optimum,
 then, one run at a time, the stored point whose run most reduces Var[ln lr*(target)] in the
 planner's linearised model at the reference law, per run, up to the budget (the replay seed picks
 which stored seed answers each point). Every replay (and its random baseline) also reports
 ``predicted_sd_diff_log2``: √(σ_s² − σ_d²)/ln 2, the sd of the difference between the target LR
-estimated from its runs and from all of them in a Gaussian linear model (σ_s, σ_d the sds of
-ln lr*(target) from its runs and from the dense grid's, at the reference law), and
-``predicted_target_pass``, 2Φ(0.4/``predicted_sd_diff_log2``) − 1, the share of such replays
-within the target bar if the runs' noise were all there is. ``_nested``: the same with the replay's runs also counted
-inside the reference's window only (nested in the grid's information; without, a design whose runs
-lie outside the window comes out at sd 0, clamped: σ_s² < σ_d² there, as the two are not nested;
-where a design leaves a parameter unidentified, the sd is set by the model's flat prior and is
-huge). ``--design oracle-cost``: the oracle ranked per core-second of the cell's runs, as the
-planner ranks. ``--design oracle-windowed``: the oracle design
-with runs outside the reference's window worth nothing to the criterion. ``--every-seed`` (oracle
-designs): every stored run at the design's points answers, not one per point asked (more runs
-than the budget: how far the same LRs, with their noise averaged, land from the reference).
+estimated from its runs and from all of them in a Gaussian linear model (σ_s, σ_d the sds of ln
+lr*(target) from its runs and from the dense grid's, at the reference law), and
+``predicted_target_pass``, 2Φ(0.4/``predicted_sd_diff_log2``) − 1, the share of such replays within
+the target bar if the runs' noise were all there is. ``_nested``: the same with the replay's runs
+also counted inside the reference's window only (nested in the grid's information; without, a design
+whose runs lie outside the window comes out at sd 0, clamped: σ_s² < σ_d² there, as the two are not
+nested; where a design leaves a parameter unidentified, the sd is set by the model's flat prior and
+is huge). ``--design oracle-cost``: the oracle ranked per core-second of the cell's runs, as the
+planner ranks. ``--design oracle-windowed``: the oracle design with runs outside the reference's
+window worth nothing to the criterion. ``--every-seed`` (oracle designs): every stored run at the
+design's points answers, not one per point asked (more runs than the budget: how far the same LRs,
+with their noise averaged, land from the reference).
 
 ``--synthetic``: the stored sweep is a fresh :func:`~sweeper.fitting.synthetic.proxy_sweep` per
 replay seed (5 cells, 8 LRs × 3 seeds, known law lr* = 0.208·N^-0.3); ``exponent_true`` is -0.3,
@@ -167,8 +170,10 @@ def replay(
     workers: int,
     stop_ratio: float | None,
     confirm_runs: int = al.CONFIRM_RUNS,
+    per_run: bool = False,
 ) -> tuple[pd.DataFrame, str]:
-    """Run the planner against ``stored`` until ``budget`` runs or its stop; the runs used."""
+    """Run the planner against ``stored`` until ``budget`` runs or its stop; the runs used.
+    ``per_run``: every cell costs 1, so the planner ranks per run, not per core-second."""
     base = al.cells_from_runs(stored)
     target = al.default_target(base)
     scales = {c.cell: (c.n_params, c.tokens) for c in base}
@@ -178,7 +183,7 @@ def replay(
     stop = ""
     while True:
         seen = stored[used]
-        costs = al.cell_costs(seen, scales)
+        costs = {c: 1.0 for c in scales} if per_run else al.cell_costs(seen, scales)
         cells = [al.CellPlan(c.cell, c.n_params, c.tokens, c.lrs, costs[c.cell]) for c in base]
         cells.sort(key=lambda p: (p.cost, p.n_params, p.cell))
         p = al.plan(seen, cells, k=workers, seed=seed, budget_runs=budget, target=target,
@@ -325,9 +330,8 @@ def one_replay(
         design = oracle_design(stored, ref, budget, window, args.design == "oracle-cost")
         used, stop = replay_design(stored, design, seed, args.every_seed), args.design
     else:
-        used, stop = replay(
-            stored, budget, seed, args.workers, args.stop_ratio or None, args.confirm_runs
-        )
+        used, stop = replay(stored, budget, seed, args.workers, args.stop_ratio or None,
+                            args.confirm_runs, args.per_run)  # fmt: skip
     target = {"n_params": al.default_target(al.cells_from_runs(stored))["n_params"]}
     out: dict[str, Any] = {
         "seed": seed,
@@ -431,6 +435,8 @@ def main() -> int:
                     "with the reference law known, per run; oracle-cost: the same per "
                     "core-second; oracle-windowed: per run, runs outside the reference's window "
                     "worth nothing (see the module docstring)")  # fmt: skip
+    ap.add_argument("--per-run", action="store_true",
+                    help="the planner ranks per run (every cell costs 1), not per core-second")
     ap.add_argument("--every-seed", action="store_true",
                     help="with an oracle design: every stored seed at its points (not one run "
                          "per point asked), so the runs' noise averages out")  # fmt: skip
@@ -462,6 +468,7 @@ def main() -> int:
     summary["fit"] = args.fit
     summary["confirm_runs"] = args.confirm_runs
     summary["design"] = args.design + (" (every seed)" if args.every_seed else "")
+    summary["per_run"] = args.per_run
     true_exp = SYNTHETIC_EXPONENT if args.synthetic else None
     if true_exp is not None:
         summary["exponent_true"] = true_exp
