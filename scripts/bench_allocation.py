@@ -196,7 +196,7 @@ def replay(
     return stored[used], stop
 
 
-_DESIGNS: dict[int, dict[tuple[str, float], int]] = {}
+_DESIGNS: dict[tuple[Any, ...], dict[tuple[str, float], int]] = {}
 
 
 def oracle_design(
@@ -327,7 +327,10 @@ def one_replay(
         if ref is None:
             raise SystemExit(f"--design {args.design} needs the reference fit, which failed")
         window = WINDOW if args.design == "oracle-windowed" else None
-        design = oracle_design(stored, ref, budget, window, args.design == "oracle-cost")
+        try:
+            design = oracle_design(stored, ref, budget, window, args.design == "oracle-cost")
+        except ValueError as e:  # (a budget below the design's start)
+            raise SystemExit(f"--design {args.design}: {e}") from None
         used, stop = replay_design(stored, design, seed, args.every_seed), args.design
     else:
         used, stop = replay(stored, budget, seed, args.workers, args.stop_ratio or None,
@@ -458,10 +461,7 @@ def main() -> int:
     reps = []
     for s in range(args.seeds):
         stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)
-        try:
-            reps.append(one_replay(stored, args.budget, s, args))
-        except ValueError as e:  # (an oracle design's budget below its start)
-            ap.error(str(e))
+        reps.append(one_replay(stored, args.budget, s, args))
     summary = summarise(reps, args.budget)
     summary["sweep"] = "synthetic:proxy_sweep" if args.synthetic else args.sweep
     summary["workers"] = args.workers
