@@ -266,16 +266,19 @@ def predicted(used: pd.DataFrame, stored: pd.DataFrame, ref: SurfaceLaw | None) 
     reference's window only, so that its information is a part of the dense grid's (without,
     runs the window drops count for ``used`` and not for the grid, and the sd can come out 0).
     None where a model cannot be built."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {f"predicted_{k}{suffix}": None for k in ("sd_diff_log2", "target_pass")
+                           for suffix in ("", "_nested")}  # fmt: skip
+    if ref is None:
+        return out
+    base = al.cells_from_runs(stored)
+    tgt = al.default_target(base)
+    try:
+        sd_d = al._Info.build(ref, stored, base, tgt, WINDOW).target_sd()
+    except np.linalg.LinAlgError:
+        return out
     for suffix, window in (("", None), ("_nested", WINDOW)):
-        out[f"predicted_sd_diff_log2{suffix}"] = out[f"predicted_target_pass{suffix}"] = None
-        if ref is None:
-            continue
-        base = al.cells_from_runs(stored)
-        tgt = al.default_target(base)
         try:
             sd_s = al._Info.build(ref, used, base, tgt, window).target_sd()
-            sd_d = al._Info.build(ref, stored, base, tgt, WINDOW).target_sd()
         except np.linalg.LinAlgError:
             continue
         sd = math.sqrt(max(sd_s**2 - sd_d**2, 0.0)) / math.log(2.0)

@@ -331,13 +331,13 @@ def test_replay_scores_a_wild_fit_as_a_miss_instead_of_crashing() -> None:
     assert sane["lr_target_log2_error"] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_oracle_design_starts_every_cell_at_its_optimum_and_beats_random(
+def test_oracle_design_starts_every_cell_at_its_optimum_then_takes_the_largest_gain(
     ladder: pd.DataFrame,
 ) -> None:
     """scripts/bench_allocation.py --design oracle: the planner's criterion with the law known
     gives every cell the 3 grid LRs nearest its reference optimum, then the point of largest
-    gain (per run, or per core-second), keeps to the stored seeds and the budget, and its runs
-    predict the target better than as many random runs."""
+    gain (per run, or per core-second), keeps to the stored seeds and the budget, refuses a
+    budget below its start, and with a window puts nothing beyond it."""
     bench = _bench()
     stored = ladder.reset_index(drop=True)
     ref = bench.fit(stored, 0, dense=True)
@@ -365,6 +365,23 @@ def test_oracle_design_starts_every_cell_at_its_optimum_and_beats_random(
     assert bench.oracle_design(stored, ref, len(stored)) == cap  # the cap binds
     with pytest.raises(ValueError, match="too small"):
         bench.oracle_design(stored, ref, len(start) - 1)
+    windowed = bench.oracle_design(stored, ref, n, bench.WINDOW)
+    for cell, lr in windowed:  # beyond the window a run is worth nothing to the criterion
+        du = math.log(lr / ref.cell_optima[cell])
+        assert -bench.WINDOW[0] - 0.4 < du < bench.WINDOW[1] + 0.4  # (grid steps: ln √2 ≈ 0.35)
+
+
+def test_oracle_runs_and_their_predicted_error(ladder: pd.DataFrame) -> None:
+    """The oracle design's replayed runs (one seed per point asked, or every stored seed) and the
+    noise-only predicted target error: sqrt(sd_s^2 - sd_d^2) in log2, smaller than for as many
+    random runs, 0 for the whole grid."""
+    bench = _bench()
+    stored = ladder.reset_index(drop=True)
+    ref = bench.fit(stored, 0, dense=True)
+    n = len(stored) // 4
+    design = bench.oracle_design(stored, ref, n)
+    cap = stored.groupby(["cell", "lr"]).size().to_dict()
+    cells = al.cells_from_runs(stored)
     used = bench.replay_design(stored, design, seed=0)
     assert len(used) == n and used.index.is_unique
     every = bench.replay_design(stored, design, seed=0, every=True)
@@ -382,7 +399,3 @@ def test_oracle_design_starts_every_cell_at_its_optimum_and_beats_random(
     assert mine["predicted_sd_diff_log2_nested"] == pytest.approx(sd)
     assert mine["predicted_target_pass_nested"] == pytest.approx(2 * NormalDist().cdf(0.4 / sd) - 1)
     assert bench.predicted(stored, stored, ref)["predicted_sd_diff_log2_nested"] == 0.0
-    windowed = bench.oracle_design(stored, ref, n, bench.WINDOW)
-    for cell, lr in windowed:  # beyond the window a run is worth nothing to the criterion
-        du = math.log(lr / ref.cell_optima[cell])
-        assert -bench.WINDOW[0] - 0.4 < du < bench.WINDOW[1] + 0.4  # (grid steps: ln √2 ≈ 0.35)
