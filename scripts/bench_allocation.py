@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.errors import FitError
+from sweeper.fitting import _surface_model as sm
 from sweeper.fitting import allocation as al
 from sweeper.fitting._common import FitWarning
 from sweeper.fitting.surface import WINDOW, Scaling, SurfaceLaw, fit_surface
@@ -453,6 +454,9 @@ def main() -> int:
                          "by an F test; windowed = the surface's window, one curvature; scaled = "
                          "all runs, the curvature scaling with N; default = the surface's "
                          "settings")  # fmt: skip
+    ap.add_argument("--no-asymmetry-prior", action="store_true",
+                    help="every fit without the surface fit's prior on the cliff's asymmetry "
+                         "(the method before 2026-11-27, for side-by-side replays)")  # fmt: skip
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")
@@ -461,6 +465,8 @@ def main() -> int:
     if not 0 < args.budget <= 1:
         ap.error("--budget must be in (0, 1]")
     WINDOW_ARG[0], SCALING_ARG[0] = FITS[args.fit]
+    if args.no_asymmetry_prior:
+        sm.ASYMMETRY_PRIOR = None
     reps = []
     for s in range(args.seeds):
         stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)
@@ -472,6 +478,7 @@ def main() -> int:
     summary["confirm_runs"] = args.confirm_runs
     summary["design"] = args.design + (" (every seed)" if args.every_seed else "")
     summary["per_run"] = args.per_run
+    summary["asymmetry_prior"] = sm.ASYMMETRY_PRIOR
     true_exp = SYNTHETIC_EXPONENT if args.synthetic else None
     if true_exp is not None:
         summary["exponent_true"] = true_exp

@@ -133,6 +133,12 @@ class Layout:
             if zb is not None:
                 pen.append(self._pen_rows("del", tau_b))
         self.pen_rows = np.vstack(pen) if pen else np.zeros((0, pos))
+        self.prior_rows, self.prior_at = np.zeros((0, pos)), np.zeros(0)
+        if ASYMMETRY_PRIOR is not None:
+            centre, sd = ASYMMETRY_PRIOR
+            self.prior_rows = np.zeros((1, pos))
+            self.prior_rows[0, self.index("alpha")] = 1.0 / sd
+            self.prior_at = np.array([centre / sd])
 
     def with_levels(
         self, level_cells: np.ndarray, *, tau: float | None = None, tau_b: float | None = None
@@ -242,10 +248,12 @@ def _huberize(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def residuals(p: np.ndarray, lay: Layout, r: Runs) -> np.ndarray:
-    """[robust (y − f)/σ for completed runs, divergence bounds, random-effect penalties]."""
+    """[robust (y − f)/σ for completed runs, divergence bounds, random-effect penalties, the
+    asymmetry's prior]."""
     q = model_parts(p, lay, r)
     e, _ = _huberize((r.y - q["f"]) / r.sig)
-    return np.concatenate([e, np.maximum(q["h"], 0.0) / DIV_SCALE, lay.pen_rows @ p])
+    prior = lay.prior_rows @ p - lay.prior_at
+    return np.concatenate([e, np.maximum(q["h"], 0.0) / DIV_SCALE, lay.pen_rows @ p, prior])
 
 
 def standardized(p: np.ndarray, lay: Layout, r: Runs) -> np.ndarray:
@@ -283,7 +291,7 @@ def jacobian(p: np.ndarray, lay: Layout, r: Runs) -> np.ndarray:
     if lay.batch:
         j_div[:, lay.index("gamma")] += q["ddv"]
         j_div[:, lay.index("gamma") + 1] += q["ddv"] ** 2
-    return np.vstack([j_run, on * j_div, lay.pen_rows])
+    return np.vstack([j_run, on * j_div, lay.pen_rows, lay.prior_rows])
 
 
 #: the range of α, the ln ratio of the curvature above the optimum to that below: above at least
@@ -291,6 +299,16 @@ def jacobian(p: np.ndarray, lay: Layout, r: Runs) -> np.ndarray:
 #: (a flat curve above the optimum lets a cell's optimum slide to 0 at no cost: seen on 1 of 200
 #: synthetic 7-cell ladders, exponent -361); the proxies' fits sit at 1.4-3.7.
 ASYMMETRY_RANGE: Final[tuple[float, float]] = (-math.log(10.0), math.log(1000.0))
+
+#: a Gaussian prior (centre, sd) on α, one residual row (α − centre)/sd in every step of the fit
+#: (in the Laplace covariance and the bootstrap refits too); None: no prior. Runs that lie mostly
+#: at or below the optima say little about α; unchecked it ran to its upper bound on sparse
+#: designs (a steep step just above each optimum, the optima sliding up against it: half an
+#: octave at the target on the quickstart and width_sp ladders, docs/RESULTS.md "A prior on the
+#: cliff's asymmetry"). Centre ln 3, the fit's start (Step Law's released runs fit 1.03, Sweeper's
+#: dense SP ladders 1.2-1.7); sd 1 leaves a curvature ratio of 0.4x-22x free at 95%. The batch
+#: direction's α_B has none.
+ASYMMETRY_PRIOR: tuple[float, float] | None = (math.log(3.0), 1.0)
 
 
 def solve(p0: np.ndarray, lay: Layout, r: Runs, *, max_nfev: int = 200) -> OptimizeResult:

@@ -60,6 +60,12 @@ Choices, and why:
   its bound is checked against the fitted law and a :class:`FitWarning` says whether the law's
   optimum there lies below the lowest LR that diverged (consistent) or above it (the cell is broken
   or the law does not hold there). It does not count as a usable cell.
+- α has a weakly informative prior, Gaussian with centre ln 3 and sd 1 (one residual row; see
+  ``_surface_model.ASYMMETRY_PRIOR``): runs that lie mostly at or below the optima hardly
+  determine it, and unchecked it ran to its bound on sparse designs, the optima sliding up
+  against the steep rise (half an octave at 10x from a quarter of the quickstart ladder's runs).
+  On dense grids it moves α by at most 0.55 on Sweeper's SP ladders and not at all on Step
+  Law's released runs (1.03); width_mup's, at the bound without it, comes to 1.56.
 - Noise: seeds are replicates, but with 1-3 seeds per point their spread is useless as a weight.
   σ is pooled over all cells as a function of the signed distance to the optimum, ln σ(Δu) = s_0
   + s_1·min(Δu/step, 1) + s_2·min(−Δu/step, 2)/2 (step: the LR grid step), fitted by Gaussian

@@ -178,8 +178,8 @@ def test_fit_set_and_a_new_held_out_cell(sweep_runs: pd.DataFrame) -> None:
     assert not new.holdout.in_sweep and new.holdout.width == 512 and new.holdout.tokens == 819200
     assert "measured_optimum" not in new.lrs
     point = new.predicted_lr_point
-    assert new.lrs["grid-1"] == pytest.approx(point / math.sqrt(2))
-    assert new.lrs["grid+1"] == pytest.approx(point * math.sqrt(2), rel=1e-5)  # 6 digits, as trained
+    assert new.lrs["grid-1"] == pytest.approx(point / math.sqrt(2), rel=1e-5)  # 6 digits, as
+    assert new.lrs["grid+1"] == pytest.approx(point * math.sqrt(2), rel=1e-5)  # trained
 
 
 def test_the_grid_grows_until_the_best_point_is_bracketed(sweep_runs: pd.DataFrame) -> None:
