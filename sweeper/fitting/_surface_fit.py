@@ -260,7 +260,7 @@ def _init_free(lay: sm.Layout, r: sm.Runs, step: float) -> np.ndarray:
             ks.append(np.median(2.0 * np.maximum(r.y[near] - r.y[i], 1e-4) / d**2))
     k0 = float(np.clip(np.median(ks), 1e-3, 10.0)) if ks else 0.05
     p[lay.index("kap")] = np.log(k0)
-    p[lay.index("alpha")] = np.log(3.0)
+    p[lay.index("alpha")] = sm.ASYMMETRY_START
     p[lay.index("sat")] = 1.0
     if lay.batch:
         p[lay.index("kapb")] = np.log(k0)

@@ -300,15 +300,16 @@ def jacobian(p: np.ndarray, lay: Layout, r: Runs) -> np.ndarray:
 #: synthetic 7-cell ladders, exponent -361); the proxies' fits sit at 1.4-3.7.
 ASYMMETRY_RANGE: Final[tuple[float, float]] = (-math.log(10.0), math.log(1000.0))
 
-#: a Gaussian prior (centre, sd) on α, one residual row (α − centre)/sd in every step of the fit
-#: (in the Laplace covariance and the bootstrap refits too); None: no prior. Runs that lie mostly
-#: at or below the optima say little about α; unchecked it ran to its upper bound on sparse
-#: designs (a steep step just above each optimum, the optima sliding up against it: half an
-#: octave at the target on the quickstart and width_sp ladders, docs/RESULTS.md "A prior on the
-#: cliff's asymmetry"). Centre ln 3, the fit's start (Step Law's released runs fit 1.03, Sweeper's
-#: dense SP ladders 1.2-1.7); sd 1 leaves a curvature ratio of 0.4x-22x free at 95%. The batch
-#: direction's α_B has none.
-ASYMMETRY_PRIOR: tuple[float, float] | None = (math.log(3.0), 1.0)
+#: a Gaussian prior (centre, sd) on α, one residual row (α − centre)/sd in every step of the fit (in
+#: the Laplace covariance and the bootstrap refits too); None: no prior. Runs that lie mostly at or
+#: below the optima say little about α; unchecked it ran to its upper bound on sparse designs (a
+#: steep step just above each optimum, the optima sliding up against it: half an octave at the
+#: target on the quickstart and width_sp ladders, docs/RESULTS.md "A prior on the cliff's
+#: asymmetry"). Centre ln 3, the fit's start (``ASYMMETRY_START``; Step Law's released runs fit
+#: 1.03, Sweeper's dense SP ladders 1.2-1.7); sd 1 leaves a curvature ratio of 0.4x-22x free at 95%.
+#: The batch direction's α_B has none.
+ASYMMETRY_START: Final[float] = math.log(3.0)
+ASYMMETRY_PRIOR: tuple[float, float] | None = (ASYMMETRY_START, 1.0)
 
 
 def solve(p0: np.ndarray, lay: Layout, r: Runs, *, max_nfev: int = 200) -> OptimizeResult:

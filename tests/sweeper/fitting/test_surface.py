@@ -381,12 +381,13 @@ def test_asymmetry_prior_keeps_the_cliff_off_its_bound_on_runs_mostly_below_the_
     bound is ln 1000) on 4 of these 6 ladders; with it every fit stays within the prior's 95%
     (ln 3 ± 2) around the true ln(0.25/0.03) = 2.12."""
     alphas: dict[bool, list[float]] = {True: [], False: []}
+    default = sm.ASYMMETRY_PRIOR
     for seed in range(6):
         runs = proxy_sweep(7, seed=seed)
         opt = 0.208 * runs["n_params"] ** TRUE_B
         keep = (runs["lr"] <= 1.45 * opt) & (runs["lr"] >= opt / 3) & (runs["seed"] == 0)
         for prior in (True, False):
-            monkeypatch.setattr(sm, "ASYMMETRY_PRIOR", (math.log(3.0), 1.0) if prior else None)
+            monkeypatch.setattr(sm, "ASYMMETRY_PRIOR", default if prior else None)
             law = _quiet(fit_surface, runs[keep], n_boot=0, cv=False, seed=0)
             shape = dict(zip(law.shape_names, law.shape_params, strict=True))
             alphas[prior].append(shape["lr:asymmetry"])
