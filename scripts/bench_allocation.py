@@ -457,10 +457,6 @@ def main() -> int:
     ap.add_argument("--no-asymmetry-prior", action="store_true",
                     help="every fit without the surface fit's prior on the cliff's asymmetry "
                          "(the method before 2026-11-27, for side-by-side replays)")  # fmt: skip
-    ap.add_argument("--start-from-best-run", action="store_true",
-                    help="a later cell's start moves from its neighbour's best run, not from the "
-                         "law's estimate of the neighbour's optimum (the rule before 2026-11-27, "
-                         "for side-by-side replays)")  # fmt: skip
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")
@@ -471,8 +467,6 @@ def main() -> int:
     WINDOW_ARG[0], SCALING_ARG[0] = FITS[args.fit]
     if args.no_asymmetry_prior:
         sm.ASYMMETRY_PRIOR = None
-    if args.start_from_best_run:
-        al.START_FROM_LAW = False
     reps = []
     for s in range(args.seeds):
         stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)
@@ -485,7 +479,6 @@ def main() -> int:
     summary["design"] = args.design + (" (every seed)" if args.every_seed else "")
     summary["per_run"] = args.per_run
     summary["asymmetry_prior"] = sm.ASYMMETRY_PRIOR
-    summary["start_from_law"] = al.START_FROM_LAW
     true_exp = SYNTHETIC_EXPONENT if args.synthetic else None
     if true_exp is not None:
         summary["exponent_true"] = true_exp

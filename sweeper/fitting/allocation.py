@@ -97,9 +97,6 @@ SLOPE_RANGE: tuple[float, float] = (-1.0, 0.5)
 START_LRS = 3
 #: completed runs at a cell's best LR before it counts as confirmed (see the module docstring)
 CONFIRM_RUNS = 2
-#: a later cell's start moves from the law's estimate of its neighbour's optimum (False: from the
-#: neighbour's best run, the rule before 2026-11-27, for side-by-side replays)
-START_FROM_LAW = True
 #: prior precision of the shared parameters and the cells' loss levels (ridge: flat in practice)
 _FLAT = 1e-8
 #: finite-difference step of the Jacobian (natural-log units)
@@ -481,27 +478,14 @@ def _start_point(
     else:
         near = next(p for p in state.cells if p.cell == ref)
         slope = 0.0 if law is None else float(np.clip(law.exponents["n_params"], *SLOPE_RANGE))
-        centre = _start_anchor(state, near, law) + slope * math.log(cell.n_params / near.n_params)
+        centre = math.log(near.lrs[state.best(ref) or 0]) + slope * math.log(
+            cell.n_params / near.n_params
+        )
         idxs = _bracket(state, cell, centre, max_seeds)
     for idx in idxs:
         if state.n_at(cell.cell, idx) == 0 and state.allowed(cell.cell, idx, max_seeds):
             return cell.cell, idx
     return _explore_point(state, max_seeds, only=cell.cell)
-
-
-def _start_anchor(state: _State, near: CellPlan, law: SurfaceLaw | None) -> float:
-    """ln of the LR a later cell's start is moved from: the law's estimate of ``near``'s optimum
-    (its runs and the curve shape every cell shares, its deviation shrunk toward the law), clipped
-    to the LRs ``near`` has tried (beyond them it extrapolates the shared shape), else,
-    without a law or with ``near`` outside the fit (or :data:`START_FROM_LAW` off), ``near``'s
-    best run's LR: one noisy draw, which on a ladder with noisy runs above the optimum carried
-    each cell's start up the ladder (docs/RESULTS.md, "Starting a cell from the law's estimate")."""
-    best = math.log(near.lrs[state.best(near.cell) or 0])
-    opt = None if law is None or not START_FROM_LAW else law.cell_optima.get(near.cell)
-    if opt is None or not math.isfinite(opt) or opt <= 0:
-        return best
-    tried = np.log([near.lrs[i] for i in range(len(near.lrs)) if state.n_at(near.cell, i) > 0])
-    return float(np.clip(math.log(opt), tried.min(), tried.max())) if tried.size else best
 
 
 def _nearest_started(state: _State, cell: CellPlan) -> str | None:
