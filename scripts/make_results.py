@@ -76,6 +76,8 @@ TRANSFERS = (
      "transfer/width_mup_long.w256_from_width_le_64.json"),
     ("width_mup_long: the w256 check on four seeds (seeds 2-3 added at every trained LR)",
      "transfer/width_mup_long.w256_from_width_le_64.4seeds.json"),
+    ("width_mup_long: the w192 check again under the asymmetry prior (four seeds)",
+     "transfer/width_mup_long.w192_from_width_le_64.aprior.4seeds.json"),
     ("width_mup_long: the w256 check again under the asymmetry prior (four seeds)",
      "transfer/width_mup_long.w256_from_width_le_64.aprior.4seeds.json"),
 )  # fmt: skip
