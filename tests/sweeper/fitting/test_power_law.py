@@ -295,6 +295,22 @@ def test_law_round_trip_and_predict(optima: list) -> None:
     assert "boot_coefs" not in law.to_dict(include_samples=False)
 
 
+def test_one_runaway_draw_does_not_widen_the_interval() -> None:
+    """The prediction interval reads the draws' central 95%: one refit of 200 that ran away (e^44
+    off, as on the quickstart's 4-cell surface fit at w128) leaves it within a few percent, where
+    the draws' plain sd made it span 18 octaves."""
+    rng = np.random.default_rng(0)
+    draws = np.column_stack([rng.normal(-3.0, 0.1, 200), rng.normal(-0.3, 0.02, 200)])
+    law = PowerLaw(target="lr", predictors=("n_params",), source="syn", log_prefactor=-3.0,
+                   exponents={"n_params": -0.3}, boot_coefs=tuple(map(tuple, draws)))  # fmt: skip
+    runaway = dataclasses.replace(law, boot_coefs=((44.0, 0.0), *law.boot_coefs[1:]))
+    scale = {"n_params": 1e6}
+    lo, hi = law.interval(scale)
+    lo2, hi2 = runaway.interval(scale)
+    assert math.log(hi2 / lo2) == pytest.approx(math.log(hi / lo), rel=0.05)
+    assert lo2 < law.predict(scale) < hi2
+
+
 def test_a_runaway_law_predicts_a_clear_error_not_an_overflow(optima: list) -> None:
     """An exponent of 8.8e5 (a sparse fit seen in a replay) puts exp() past the float range:
     predict says so as a FitError (one line from the CLI), the interval is infinite."""

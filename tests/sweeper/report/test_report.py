@@ -132,7 +132,7 @@ def test_the_held_out_cell_is_drawn_with_its_named_points() -> None:
     assert plot_transfer({"lrs": {}, "losses": {}}) is None
 
 
-@pytest.mark.parametrize("spread", [0.7, 1.0], ids=["huge", "infinite"])
+@pytest.mark.parametrize("spread", [1.0, 1.5], ids=["huge", "infinite"])
 def test_a_law_whose_interval_overflows_is_still_drawn(spread: float) -> None:
     """A law fitted on few, noisy cells and extrapolated far has an interval of hundreds of
     decades (the smoke study's, 50 bootstrap draws: N^-0.58 [-7.4, +30]); matplotlib could not
@@ -151,7 +151,7 @@ def test_a_law_whose_interval_overflows_is_still_drawn(spread: float) -> None:
     wild = replace(law, boot_coefs=tuple((a, b + spread * k) for k in (-7.0, 0.0, 30.0) * 10))
     target = {"n_params": 1e12}
     top = wild.interval(target)[1]
-    assert top > 1e200 and (math.isfinite(top) if spread < 1 else math.isinf(top))
+    assert top > 1e200 and (math.isfinite(top) if spread < 1.5 else math.isinf(top))
     fig = plot_law(optima, wild, target_scale=target)
     fig.savefig(io.BytesIO(), format="png")  # "huge" raised OverflowError before the axis was kept
     lo, hi = fig.axes[0].get_ylim()
