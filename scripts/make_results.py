@@ -80,7 +80,43 @@ TRANSFERS = (
      "transfer/width_mup_long.w192_from_width_le_64.aprior.4seeds.json"),
     ("width_mup_long: the w256 check again under the asymmetry prior (four seeds)",
      "transfer/width_mup_long.w256_from_width_le_64.aprior.4seeds.json"),
+    ("width_sp_long: the w192 check again under the asymmetry prior",
+     "transfer/width_sp_long.w192_from_width_le_64.aprior.json"),
+    ("width_sp_long: the w256 check again under the asymmetry prior",
+     "transfer/width_sp_long.w256_from_width_le_64.aprior.json"),
+    ("width_sp: the w256 check again under the asymmetry prior (surface)",
+     "transfer/width_sp.w256_from_width_le_64.aprior.json"),
+    ("width_sp: the w352 check (30x N) again under the asymmetry prior (surface)",
+     "transfer/width_sp.w352_from_width_le_64.aprior.json"),
+    ("width_mup: the w256 check again under the asymmetry prior (surface)",
+     "transfer/width_mup.w256_from_width_le_64.aprior.json"),
+    ("width_mup: the w352 check (30x N) again under the asymmetry prior (surface)",
+     "transfer/width_mup.w352_from_width_le_64.aprior.json"),
+    ("width_mup: the w352 check from widths <= 96 (13.4x N) again under the asymmetry prior",
+     "transfer/width_mup.w352_from_width_le_96.aprior.json"),
+    ("quickstart_law: the law sampler's ladder under the asymmetry prior (surface, planner "
+     "settings)", "allocation/quickstart_law_aprior_transfer_w128_surface.json"),
+    ("quickstart: w128 held out, again under the asymmetry prior (surface)",
+     "transfer/quickstart.w128_surface.aprior.json"),
 )  # fmt: skip
+#: the checks scored by the shipped default fit (the surface with its asymmetry prior; a law
+#: study's by the planner's settings, as `sweeper fit` fits it): tabulated together first. The
+#: others are records of the fit of their day, kept as they were measured.
+CURRENT = (
+    "transfer/quickstart.w128_surface.aprior.json",
+    "allocation/quickstart_law_aprior_transfer_w128_surface.json",
+    "transfer/width_sp.w256_from_width_le_64.aprior.json",
+    "transfer/width_sp.w352_from_width_le_64.aprior.json",
+    "transfer/width_mup.w256_from_width_le_64.aprior.json",
+    "transfer/width_mup.w352_from_width_le_64.aprior.json",
+    "transfer/width_mup.w352_from_width_le_96.aprior.json",
+    "transfer/width_sp_long.w192_from_width_le_64.aprior.json",
+    "transfer/width_sp_long.w256_from_width_le_64.aprior.json",
+    "transfer/width_mup_long.w192_from_width_le_64.aprior.4seeds.json",
+    "transfer/width_mup_long.w256_from_width_le_64.aprior.4seeds.json",
+)
+#: issue 14's bar for a width check at >= 8x N: regret and |log2 error| of the recommended LR
+BAR_FACTOR, BAR_REGRET_PCT, BAR_LOG2 = 8.0, 0.5, 0.5
 BASELINE_NAMES = {
     "law": "the law's prediction",
     "smallest_cell": "reuse the smallest fitted cell's optimum",
@@ -233,6 +269,7 @@ def write_markdown(
     ]
     for study, f in figures.items():
         lines += study_section(study, f)
+    lines += current_section(transfers)
     for title, t in transfers.items():
         lines += transfer_section(title, t, plots.get(title))
     if batch is not None:
@@ -308,6 +345,51 @@ def _se(se: float | None) -> str:
     """The regret's standard error, or why there is none (the tool gives None when the best
     point, or the law's, has a single run)."""
     return "no s.e.: a single-run point" if se is None else f"s.e. {se:.2f}"
+
+
+def current_section(transfers: dict[str, Any]) -> list[str]:
+    """One row per check in :data:`CURRENT`: what the shipped default fit recommends for each
+    held-out cell, its point estimate and the best baseline, against issue 14's bar."""
+    by_path = {p: transfers[t] for t, p in TRANSFERS if t in transfers}
+    rows = [by_path[p] for p in CURRENT if p in by_path]
+    if not rows:
+        return []
+    lines = [
+        "## Transfer checks by the current default fit",
+        "",
+        "Each check below is scored by the fit Sweeper ships (the surface fit with its asymmetry "
+        "prior; a law study's by the planner's settings); the sections after it hold every "
+        "check, including records of earlier fits. Regret: % of the best loss trained in the "
+        "held-out cell; log2 error: against that cell's measured optimum. Bar (issue 14, width "
+        f"transfer at >= {BAR_FACTOR:g}x N): regret <= {BAR_REGRET_PCT}% and |log2 error| <= "
+        f"{BAR_LOG2}; the point estimate as regret (%), log2 error; the best baseline as regret.",
+        "",
+        "| sweep | held out | N beyond the fit | seeds | recommended lr | regret (s.e.) | "
+        "log2 error | within the bar | point estimate: regret, log2 | best baseline: regret |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in rows:
+        lines.append(_current_row(t))
+    return [*lines, ""]
+
+
+def _current_row(t: dict[str, Any]) -> str:
+    se = t.get("regret_se_pct")
+    regret = f"{t['regret_pct']:+.2f}" + ("" if se is None else f" ({se:.2f})")
+    within = "—"  # (the bar is for >= 8x N)
+    if t["extrapolation_factor"] >= BAR_FACTOR:
+        ok = t["regret_pct"] <= BAR_REGRET_PCT and abs(t["log2_error"]) <= BAR_LOG2
+        within = "yes" if ok else "no"
+    point = "same LR"
+    if t.get("predicted_lr_point") and abs(t["predicted_lr_point"] / t["predicted_lr"] - 1) > 1e-6:
+        point = f"{t['regret_point_pct']:+.2f}, {t['log2_error_point']:+.2f}"
+    name, b = min(t["baselines"].items(), key=lambda kv: kv[1]["regret_pct"])
+    return (
+        f"| {t['sweep']} | {t['holdout_cell']} | {t['extrapolation_factor']:.1f}x | {t['seeds']} "
+        f"| {t['predicted_lr']:.3g} | {regret} | {t['log2_error'] + 0.0:+.2f} | {within} | "
+        f"{point} | {BASELINE_NAMES.get(name, name)} "
+        f"{b['regret_pct']:+.2f} |"
+    )
 
 
 def transfer_section(title: str, t: dict[str, Any], plot: str | None = None) -> list[str]:
