@@ -328,7 +328,7 @@ def _central_sd(draws: np.ndarray, level: float) -> float:
     """The draws' spread as a normal sd read off their central ``level`` quantiles, as the
     exponents' intervals are. Their plain sd is not robust: one runaway refit among 200 (e^44 off
     at w128 on the quickstart's 4-cell surface fit) made it 3.1 where the central 95% gives 0.32,
-    and the 1.8x prediction's interval 5e-6 to 1.17 instead of 1.4e-3 to 4.8e-3."""
+    and the 1.8x prediction's interval 5e-6 to 1.17 instead of 1.25e-3 to 4.72e-3."""
     finite = draws[np.isfinite(draws)]
     if finite.size < 2:
         return math.inf  # (no usable draw: the interval is unknown, not a point)
