@@ -168,6 +168,16 @@ def _transfer_html(t: Mapping[str, Any]) -> list[str]:
     return [f"<p>{html.escape(head + '.')}</p>", _table(rows)]
 
 
+def _interval_text(iv: Mapping[str, Any], of_the_law: bool) -> str:
+    """A recipe value with its interval, as the terminal recipe prints it. The batch's value is the
+    batch used (whole sequences), its interval the law's, which can leave the value outside it;
+    a published law has none (low = high)."""
+    value, low, high = (_fmt(iv.get(x)) for x in ("value", "low", "high"))
+    if iv.get("low") == iv.get("high"):
+        return f"{value} (no interval)"
+    return f"{value} (95% interval {low} to {high}{' of the law' if of_the_law else ''})"
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -279,6 +289,9 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
             if (k != "warnings" and not isinstance(v, Mapping | list))
             or k in ("lr", "batch_tokens")
         }
+        for k in ("lr", "batch_tokens"):
+            if isinstance(shown.get(k), Mapping):
+                shown[k] = _interval_text(shown[k], of_the_law=k == "batch_tokens")
         parts.append(_kv_table(shown))
     if inputs.transfer:
         parts.append("<h2>Transfer check (held-out cell)</h2>")

@@ -61,6 +61,20 @@ def test_report_cli_writes_valid_pngs_and_html_that_embeds_them(
     assert "n_params" in page and "Cells and their optima" in page
 
 
+def test_the_recipe_shows_its_intervals_in_words() -> None:
+    """The page printed the batch as "value=3.932e+05, low=4.419e+05, high=4.419e+05": the batch
+    used, below the published law's degenerate "interval". Each value now says what its bounds
+    are."""
+    from sweeper.report.page import _interval_text
+
+    lr = _interval_text({"value": 2.654e-4, "low": 4.359e-5, "high": 2.792e-3}, of_the_law=False)
+    assert lr == "0.0002654 (95% interval 4.359e-05 to 0.002792)"
+    batch = {"value": 393216.0, "low": 441900.0, "high": 441900.0}
+    assert _interval_text(batch, of_the_law=True) == "3.932e+05 (no interval)"
+    fitted = _interval_text({"value": 4096.0, "low": 1397.0, "high": 6247.0}, of_the_law=True)
+    assert fitted.endswith("of the law)")
+
+
 def test_batch_surface_drawn_when_batch_is_swept(tmp_path: Path) -> None:
     runs = synthetic_sweep(
         n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), batch_law=(0.5, {"tokens": 0.6}), seed=3
