@@ -347,6 +347,12 @@ def _se(se: float | None) -> str:
     return "no s.e.: a single-run point" if se is None else f"s.e. {se:.2f}"
 
 
+def _has_point(t: dict[str, Any]) -> bool:
+    """Whether the check's law has a point estimate apart from its recommended (risk-aware) LR."""
+    point = t.get("predicted_lr_point")
+    return bool(point) and abs(point / t["predicted_lr"] - 1) > 1e-6
+
+
 def current_section(transfers: dict[str, Any]) -> list[str]:
     """One row per check in :data:`CURRENT`: what the shipped default fit recommends for each
     held-out cell, its point estimate and the best baseline, against issue 14's bar."""
@@ -381,7 +387,7 @@ def _current_row(t: dict[str, Any]) -> str:
         ok = t["regret_pct"] <= BAR_REGRET_PCT and abs(t["log2_error"]) <= BAR_LOG2
         within = "yes" if ok else "no"
     point = "same LR"
-    if t.get("predicted_lr_point") and abs(t["predicted_lr_point"] / t["predicted_lr"] - 1) > 1e-6:
+    if _has_point(t):
         point = f"{t['regret_point_pct']:+.2f}, {t['log2_error_point']:+.2f}"
     name, b = min(t["baselines"].items(), key=lambda kv: kv[1]["regret_pct"])
     return (
@@ -405,7 +411,7 @@ def transfer_section(title: str, t: dict[str, Any], plot: str | None = None) -> 
         f"| law (recommended) | {t['predicted_lr']:.3g} | **{t['regret_pct']:+.2f}** "
         f"({_se(t.get('regret_se_pct'))}) | {t['log2_error']:+.2f} |",
     ]
-    if t.get("predicted_lr_point") and abs(t["predicted_lr_point"] / t["predicted_lr"] - 1) > 1e-6:
+    if _has_point(t):
         lines.append(
             f"| law (point estimate) | {t['predicted_lr_point']:.3g} | "
             f"{t['regret_point_pct']:+.2f} | {t['log2_error_point']:+.2f} |"

@@ -172,10 +172,13 @@ def _interval_text(iv: Mapping[str, Any], of_the_law: bool) -> str:
     """A recipe value with its interval, as the terminal recipe prints it. The batch's value is the
     batch used (whole sequences), its interval the law's, which can leave the value outside it;
     a published law has none (low = high)."""
-    value, low, high = (_fmt(iv.get(x)) for x in ("value", "low", "high"))
-    if iv.get("low") == iv.get("high"):
-        return f"{value} (no interval)"
-    return f"{value} (95% interval {low} to {high}{' of the law' if of_the_law else ''})"
+    from sweeper.recipe.recipe import Interval
+
+    it = Interval(float(iv["value"]), float(iv["low"]), float(iv["high"]))
+    if it.degenerate:
+        return f"{_fmt(it.value)} (no interval)"
+    law = " of the law" if of_the_law else ""
+    return f"{_fmt(it.value)} (95% interval {_fmt(it.low)} to {_fmt(it.high)}{law})"
 
 
 def _fmt(v: Any) -> str:
