@@ -1,8 +1,9 @@
 """The batch-size ladder (studies/batch_b*.toml): the batch law B*(D), the horizon eta*(D), and the
 largest budget held out and predicted.
 
-The eight sweeps (one per batch size, 1-128 sequences of 32 tokens, width 32, depth 2, budgets
-205k-3.28M tokens) are merged into one runs table, cells by budget, in which the batch varies.
+The sweeps (one per batch size, 1-128 sequences of 32 tokens, width 32, depth 2, budgets
+205k-3.28M tokens; then the top budget, 6.55M, at 64-512 sequences) are merged into one runs
+table, cells by budget, in which the batch varies.
 On it:
 
 - every cell's optimum in (lr, batch) (the 2-D parabola of ``sweeper fit --method parabola``) and
@@ -42,12 +43,17 @@ from sweeper.recipe.published import published_laws
 from sweeper.recipe.scale import law_scale
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
+# the sweeps merged: one per batch, then the top budget (6.55M tokens) and batch 256 at 3.28M
+SWEEPS = (
+    *(f"batch_b{b}" for b in BATCHES),
+    *("batch_b64_top", "batch_b128_top", "batch_b256", "batch_b512"),
+)
 METHODS = ("parabola", "surface")
 
 
 def merged_runs(storage: str) -> pd.DataFrame:
     """The batch sweeps' runs in one table (each run keeps its sweep in ``source``)."""
-    parts = [sweeper.runs(f"batch_b{b}", storage=storage) for b in BATCHES]
+    parts = [sweeper.runs(name, storage=storage) for name in SWEEPS]
     return pd.concat(parts, ignore_index=True)
 
 
