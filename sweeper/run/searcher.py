@@ -532,12 +532,18 @@ class CellSearcher(Searcher):
                 p.trial.set_user_attr(k, v)
         study = c.cs.study
         if p.failed:
+            # A FAIL point is queued again (asked in this launch unless the cell gave up on
+            # failures, else at the next): the grid counts it as visited and would never ask it
+            # again, and the law plan, which counts only finished runs, could move on and lose it.
+            # Queued before the FAIL is told: a driver killed between the two writes leaves the
+            # trial RUNNING, which reconcile closes without queueing the point twice.
+            again = self.spec.sampler.kind in ("grid", "law") and requeue_point(
+                study, p.trial.params
+            )
             _tell(study, p.trial, state=TrialState.FAIL)
             c.failed += 1
             c.failed_now += 1
-            # the grid counts a FAIL point as visited and would never ask it again: queue it
-            # (asked again in this launch unless the cell gave up on failures, else at the next)
-            if self.spec.sampler.kind == "grid" and requeue_point(study, p.trial.params):
+            if again:
                 c.grid_spent = False
                 logger.info(
                     "%s trial %d failed; its point is queued again", c.cs.cell.name, p.trial.number

@@ -609,6 +609,69 @@ def test_grid_point_that_always_fails_gives_up_then_relaunch_retries_it(sqlite_u
     assert _states(study) == {"COMPLETE": 3, "FAIL": 3}
 
 
+LAW_TWO_CELLS = """\
+[sweep]
+name = "{name}"
+
+[model]
+context = 32
+
+[ladder]
+widths = [16, 32]
+depths = [1]
+tokens = [16384]
+
+[search]
+lr = {{ low = 2e-3, high = 4.0, log = true }}
+batch_size = 8
+
+[sampler]
+kind = "law"
+seed = 0
+budget_runs = 6
+"""
+
+
+def test_law_point_that_fails_is_queued_before_its_fail_is_told_then_runs(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan counts only finished runs, so a failed point must be queued, or the plan may move
+    on and lose it; queued before the FAIL is written, so no crash between the two loses it."""
+    from sweeper.run import searcher as searcher_mod
+
+    spec = parse_study_toml(LAW_TWO_CELLS.format(name="lawfail"))
+    searcher = _searcher(spec, sqlite_url, max_concurrent=1)
+    first = searcher.suggest("first")
+    lr = first["params"]["lr"]
+    seen_at_fail: list[list[float]] = []
+    tell = searcher_mod._tell
+
+    def spy(study: optuna.Study, trial: optuna.Trial, *a: Any, **k: Any) -> None:
+        if k.get("state") == TrialState.FAIL:
+            waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            seen_at_fail.append([t.system_attrs["fixed_params"]["lr"] for t in waiting])
+        tell(study, trial, *a, **k)
+
+    monkeypatch.setattr(searcher_mod, "_tell", spy)
+    searcher.on_trial_complete("first", error=True)
+    assert seen_at_fail == [[lr]]  # queued already when the FAIL was written
+    again = searcher.suggest("again")
+    assert again["params"]["lr"] == lr and again["seed"] == first["seed"]
+    loss = 3.0 + lr
+    result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False, "tokens": 16384}
+    searcher.on_trial_complete("again", result={**result, "wall_s": 1.0, "tokens_per_s": 1e4})
+    _drive(searcher)
+    runs = [
+        (cell, t.params["lr"], r["seed"])
+        for cell, study in _studies(sqlite_url, "lawfail").items()
+        for t in study.trials
+        if t.state == TrialState.COMPLETE
+        for r in t.user_attrs["runs"]
+    ]
+    assert len(runs) == 6 and len(set(runs)) == 6  # the budget, nothing run twice
+    assert lr in {r[1] for r in runs}
+
+
 def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
     """A FAIL point without a queued retry (an older Sweeper): stop short, never repeat a point."""
     from sweeper.study.space import distributions
