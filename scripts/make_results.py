@@ -273,7 +273,7 @@ def write_markdown(
     for title, t in transfers.items():
         lines += transfer_section(title, t, plots.get(title))
     if batch is not None:
-        lines += batch_section(batch)
+        lines += batch_section(batch, batch_plot(batch))
     if tokens is not None:
         lines += tokens_section(tokens)
     out = REPO / "docs" / "RESULTS.md"
@@ -426,7 +426,28 @@ def transfer_section(title: str, t: dict[str, Any], plot: str | None = None) -> 
     return [*lines, ""]
 
 
-def batch_section(b: dict[str, Any]) -> list[str]:
+def batch_plot(b: dict[str, Any]) -> str | None:
+    """The held-out budget's best loss by batch, each method's prediction and the baselines
+    marked, saved under docs/results/; its file name (None when there is no held-out result)."""
+    from sweeper.report.plots import plot_batch_holdout
+
+    held = [h for h in b["holdout"].values() if "points" in h]
+    if not held:
+        return None
+    points = {f"law ({h['method']})": h["points"]["law"]["batch_tokens"] for h in held}
+    points |= {k: v["batch_tokens"] for k, v in held[0]["points"].items() if k != "law"}
+    best = {float(k): v for k, v in held[0]["best_by_batch"].items()}
+    fig = plot_batch_holdout(
+        best, points, cell=held[0]["holdout_cell"], measured=held[0]["measured_batch_tokens"]
+    )
+    if fig is None:
+        return None
+    name = "batch_ladder_holdout.png"
+    fig.savefig(REPO / "docs" / "results" / name, dpi=110, bbox_inches="tight")
+    return name
+
+
+def batch_section(b: dict[str, Any], plot: str | None = None) -> list[str]:
     lines = [
         "## Batch-size ladder: B*(D), η*(D), the largest budget held out",
         "",
@@ -469,6 +490,8 @@ def batch_section(b: dict[str, Any]) -> list[str]:
                 f"| {who} | {BASELINE_NAMES.get(name, name)} | {pt['batch_tokens']:.0f} "
                 f"| {pt['nearest_trained']:.0f} | {pt['regret_pct']:+.2f} |"
             )
+    if plot:
+        lines += ["", f"![{plot.removesuffix('.png')}](results/{plot})"]
     return [*lines, ""]
 
 

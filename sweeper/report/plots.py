@@ -419,6 +419,40 @@ def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
     return fig
 
 
+def plot_batch_holdout(
+    best_by_batch: Mapping[float, float],
+    points: Mapping[str, float],
+    *,
+    cell: str,
+    measured: float | None = None,
+) -> Figure | None:
+    """The held-out budget of a batch-size ladder: the best loss at each trained batch (the
+    minimum over its LRs), with each predicted B* (``points``: name -> batch in tokens; a name of
+    ``_POINT_STYLE`` gets its colour and label, any other is drawn under its own name) and the
+    measured optimum marked. None when no batch was trained."""
+    if not best_by_batch:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    x = np.array(sorted(best_by_batch), dtype=float)
+    y = np.array([best_by_batch[b] for b in sorted(best_by_batch)], dtype=float)
+    ax.plot(x, y, "o-", color="tab:blue", ms=4, lw=0.8, label="trained (best over LRs)")
+    extra = iter(("tab:green", "tab:olive", "tab:cyan"))
+    for name, batch in points.items():
+        color, label = _POINT_STYLE.get(name) or (next(extra, "tab:gray"), name)
+        ax.axvline(batch, color=color, lw=1.2, ls="--", alpha=0.8, label=label)
+    if measured:
+        ax.axvline(measured, color="black", lw=1.2, alpha=0.8, label="measured optimum")
+    ax.set_xscale("log")
+    _log_ticks(ax.xaxis)
+    ax.set_xlabel("batch (tokens)")
+    ax.set_ylabel("final val loss (nats)")
+    ax.set_title(f"held-out budget {cell}", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
 def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Figure | None:
     """Loss over (LR, batch) in each cell where the batch size was swept; None if none was."""
     swept = [o for o in optima if o.batch_tokens_ci is not None]

@@ -146,6 +146,22 @@ def test_the_held_out_cell_is_drawn_with_its_named_points() -> None:
     assert plot_transfer({"lrs": {}, "losses": {}}) is None
 
 
+def test_the_held_out_budget_is_drawn_with_each_predicted_batch() -> None:
+    from sweeper.report.plots import plot_batch_holdout
+
+    best = {2048.0: 1.76, 4096.0: 1.74, 8192.0: 1.75}
+    fig = plot_batch_holdout(
+        best, {"law (surface)": 5800.0, "steplaw": 3000.0}, cell="w32-d2-t6.55M", measured=4500.0
+    )
+    assert fig is not None
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert {"law (surface)", "Step Law", "measured optimum"} <= set(labels)
+    xs = {line.get_label(): line.get_xdata()[0] for line in fig.axes[0].get_lines()}
+    assert xs["law (surface)"] == 5800.0 and xs["measured optimum"] == 4500.0
+    assert "w32-d2-t6.55M" in fig.axes[0].get_title()
+    assert plot_batch_holdout({}, {}, cell="x") is None
+
+
 @pytest.mark.parametrize("spread", [1.0, 1.5], ids=["huge", "infinite"])
 def test_a_law_whose_interval_overflows_is_still_drawn(spread: float) -> None:
     """A law fitted on few, noisy cells and extrapolated far has an interval of hundreds of
