@@ -81,8 +81,9 @@ class CellSearcher(Searcher):
     stored COMPLETE trials and the open points (pending), with ``k=1``, ``seed=sampler.seed``,
     ``budget_runs`` and ``stop_lr_interval_ratio``, enqueued in the planned cell's study and then
     asked (the cell's :class:`~sweeper.study.samplers.PlannedOnlySampler` serves only queued
-    points). Queued points (planned before a driver died, or queued again by ``reconcile``) are
-    asked before anything is planned (and nothing is planned while one waits). Seeds: every point (Optuna trial) runs the study's
+    points). Queued points (planned before a driver died, queued again by ``reconcile``, or
+    queued again after their run failed) are asked before anything is planned (and nothing is
+    planned while one waits). Seeds: every point (Optuna trial) runs the study's
     ``seeds_per_point`` seeds; the planner counts runs, so a point is ``seeds_per_point``
     replicates, its training seeds are the planner's replicate indices (``first_seed`` = the runs
     already counted at that (cell, LR), then the next ones; with one seed per point that is the
