@@ -46,7 +46,7 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 # the sweeps merged: one per batch, then the top budget (6.55M tokens) and batch 256 at 3.28M
 SWEEPS = (
     *(f"batch_b{b}" for b in BATCHES),
-    *("batch_b64_top", "batch_b128_top", "batch_b256", "batch_b512"),
+    *("batch_b64_top", "batch_b64_top_hi", "batch_b128_top", "batch_b256", "batch_b512"),
 )
 METHODS = ("parabola", "surface")
 
