@@ -64,7 +64,7 @@ def _parabola(
         # past a cliff the loss jumps (several % here) while one grid step below costs a fraction of
         # a %: the vertex then stops at the best LR, the largest LR known to be stable
         hi = np.where(np.isfinite(up) & ~on_cliff, u_best + up / 2.0, u_best)
-    us, vs, fit_loss, convex = _vertex(coef, u, v, sel, hi)
+    us, vs, fit_loss, convex, z_clip = _vertex(coef, u, v, sel, hi)
     ok &= convex
     x_hat = np.where(ok, us + cx, px[best])
     z_hat = None if pz is None else np.where(ok, vs + cz, pz[best])
@@ -78,6 +78,8 @@ def _parabola(
         "sel": sel,
         "center": (cx,) if cz is None else (cx, cz),
         "n_used": int((n[0] * sel[0]).sum()),
+        # the batch vertex fell beyond the batches fitted (-1 below, +1 above) and was held there
+        "z_clip": np.where(ok, z_clip, 0),
     }
 
 
@@ -135,13 +137,15 @@ def _basis(u: np.ndarray, v: np.ndarray | None) -> np.ndarray:
 
 def _vertex(
     coef: np.ndarray, u: np.ndarray, v: np.ndarray | None, sel: np.ndarray, hi: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each resample's minimum (u, v) of the fitted curve, its loss, and whether it is convex.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each resample's minimum (u, v) of the fitted curve, its loss, whether it is convex, and
+    where v was clipped (-1 below the fitted batch sizes, +1 above, 0 inside or a 1-D fit).
 
     u is kept between the lowest fitted LR and ``hi``, v between the fitted batch sizes (both
     centred natural logs, as ``coef``); v is 0 for a 1-D fit.
     """
     n_rows = len(coef)
+    z_clip = np.zeros(n_rows, dtype=int)
     with np.errstate(all="ignore"):
         if v is None:
             convex = coef[:, 2] > 0
@@ -153,14 +157,16 @@ def _vertex(
             convex = (a > 0) & (det > 0)
             us = (b * coef[:, 2] - 2.0 * c * coef[:, 1]) / det
             vs = (b * coef[:, 1] - 2.0 * a * coef[:, 2]) / det
-            vs = np.clip(vs, _masked_min(v, sel), _masked_max(v, sel))
+            v_lo, v_hi = _masked_min(v, sel), _masked_max(v, sel)
+            z_clip = np.where(vs < v_lo - _TOL, -1, np.where(vs > v_hi + _TOL, 1, 0))
+            vs = np.clip(vs, v_lo, v_hi)
         us = np.clip(us, _masked_min(u, sel), hi)
         if v is None:
             fit_loss = coef[:, 0] + coef[:, 1] * us + coef[:, 2] * us**2
         else:
             basis = np.stack([np.ones(n_rows), us, vs, us**2, us * vs, vs**2], axis=1)
             fit_loss = np.sum(coef * basis, axis=1)
-    return us, vs, fit_loss, convex
+    return us, vs, fit_loss, convex, z_clip
 
 
 def _masked_min(a: np.ndarray, mask: np.ndarray) -> np.ndarray:

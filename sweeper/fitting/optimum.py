@@ -335,6 +335,8 @@ def _located(
     if z is not None:
         bt_hat, bt_ci = _exp_estimate(est["z"], n_boot, level)
     edge, batch_edge, batch_range = _edges(best_x, best_z, x, z, div_x)
+    clip = int(est["z_clip"][0]) if "z_clip" in est and z is not None else 0
+    reason = _edge_reason(edge, batch_edge, best_x, best_z) or _clip_reason(clip, bt_hat)
     return dict(
         lr=lr_hat,
         lr_ci=lr_ci,
@@ -342,11 +344,24 @@ def _located(
         batch_tokens_ci=bt_ci,
         loss=float(est["loss"][0]),
         n_used=int(est["n_used"]),
-        on_edge=edge is not None or batch_edge is not None,
+        on_edge=edge is not None or batch_edge is not None or clip != 0,
         edge=edge,
-        reason=_edge_reason(edge, batch_edge, best_x, best_z),
+        reason=reason,
         batch_range=batch_range,
         batch_edge=batch_edge,
+    )
+
+
+def _clip_reason(clip: int, batch_tokens: float | None) -> str:
+    """Why a 2-D parabola whose batch vertex fell outside the batches it fitted is left out: the
+    curve was held at the largest (smallest) of them, so the value is a bound, not an optimum."""
+    if clip == 0:
+        return ""
+    side = "largest" if clip > 0 else "smallest"
+    return (
+        f"batch optimum held at the {side} batch in the parabola's window ({batch_tokens:.4g} "
+        "tokens): its vertex lies beyond the batches fitted (the window keeps the LRs at or below "
+        "the best point's), so it is a bound, not an optimum"
     )
 
 

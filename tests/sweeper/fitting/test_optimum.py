@@ -142,9 +142,37 @@ def test_batch_swept_two_dimensional() -> None:
             assert abs(math.log((o.batch_tokens or 0) / truth)) < 0.3, (method, o.cell)
             assert abs(math.log((o.lr or 0) / true_lr(o.n_params or 0))) < 0.3
             if method == "parabola":
+                assert o.usable and not o.on_edge  # a vertex inside the batches fitted
                 assert len(o.curve_coefs) == 6 and o.batch_curvature is not None
                 assert o.window_batch_tokens is not None
                 assert float(o.curve(o.lr, o.batch_tokens)) == pytest.approx(o.loss)
+
+
+#: the batch ladder's 6.55M-token cell (docs/data/batch_ladder.csv): batch (tokens), lr, loss; each
+#: batch on its own LR grid, one sqrt(2) step above the previous batch's, one seed
+LADDER_TOP = (
+    (2048, 0.00962, 1.7594), (2048, 0.0136, 1.7484), (2048, 0.0192, 1.7824),
+    (2048, 0.0272, 1.7738), (2048, 0.0385, 1.7430), (2048, 0.0544, 1.7860),
+    (2048, 0.077, 1.8162), (4096, 0.0136, 1.7503), (4096, 0.0192, 1.7207),
+    (4096, 0.0272, 1.7414), (4096, 0.0385, 1.7434), (4096, 0.0544, 1.7334),
+    (8192, 0.0192, 1.7574), (8192, 0.0272, 1.7558), (8192, 0.0385, 1.7898),
+    (8192, 0.0544, 1.8446), (8192, 0.077, 1.8407), (16384, 0.0272, 1.9739),
+    (16384, 0.0385, 2.0142), (16384, 0.0544, 1.9259), (16384, 0.077, 2.0015),
+    (16384, 0.109, 2.0971),
+)  # fmt: skip
+
+
+def test_a_batch_vertex_beyond_the_fitted_batches_is_a_bound_not_an_optimum() -> None:
+    """The parabola's window keeps the LRs at or below the best point's, so on shifted per-batch
+    LR grids it sees one run at 8192 tokens and none at 16384; its vertex fell far above 8192
+    (the runs there are worse) and was held at 8192. That is flagged, not reported as B*."""
+    df = pd.DataFrame(LADDER_TOP, columns=["batch_tokens", "lr", "loss"]).assign(
+        cell="w32-d2-t6.55M", n_params=24736.0, tokens=6553600.0, diverged=False
+    )
+    (o,) = estimate_optima(df, method="parabola", n_boot=0)
+    assert o.batch_tokens == pytest.approx(8192.0)
+    assert o.on_edge and not o.usable and o.batch_edge is None  # the best point is interior
+    assert "held at the largest batch" in o.reason
 
 
 def test_band_near_optimal_runs(runs: pd.DataFrame) -> None:
