@@ -151,6 +151,9 @@ def holdout(runs: pd.DataFrame, method: str) -> dict[str, Any]:
         "measured_batch_edge": held.batch_edge,
         "measured_usable": held.usable,
         "ratio": points["law"] / float(held.batch_tokens or math.nan),
+        # the trained batch with the best loss (over its LRs): the grid's read of B*
+        "best_trained_batch_tokens": float(best.idxmin()),
+        "ratio_to_best_trained": points["law"] / float(best.idxmin()),
         "best_loss": float(best.min()),
         "best_by_batch": {str(int(k)): float(v) for k, v in best.items()},
         "points": {k: regret_at(best, v) for k, v in points.items()},
