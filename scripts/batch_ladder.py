@@ -171,6 +171,17 @@ def horizon_at_fixed_batch(runs: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+def interior_budgets(runs: pd.DataFrame) -> list[float]:
+    """The budgets whose best trained batch (over its LRs) has a trained batch on each side: the
+    grid's read of an interior optimum, whatever a per-cell fit makes of it."""
+    out = []
+    for tokens, cell_runs in runs.groupby("tokens"):
+        best = best_at_batch(cell_runs)
+        if len(best) >= 3 and best.index.min() < best.idxmin() < best.index.max():
+            out.append(float(tokens))
+    return out
+
+
 def emit_json(result: dict[str, Any], path: Path | None) -> None:
     """Print ``result`` as JSON, and write it to ``path`` too when one is given."""
     text = json.dumps(result, indent=2, default=float)
@@ -198,12 +209,17 @@ def main() -> int:
         "horizon_fixed_batch": horizon_at_fixed_batch(runs),
         "holdout": {},
     }
+    # the same, on the budgets with an interior best batch only (an edge budget is a bound)
+    inner = interior_budgets(runs)
+    inner_runs = runs[runs["tokens"].isin(inner)]
+    result |= {"interior_budgets": inner, "laws_interior": {}, "holdout_interior": {}}
     for m in METHODS:
-        laws = fit_laws(runs, m)
-        result["laws"][m] = {
-            k: law_summary(v) for k, v in laws.items() if not k.startswith("_")
-        } | {"warnings": laws["_warnings"], "error": laws.get("_error")}
-        result["holdout"][m] = holdout(runs, m)
+        for key, part in (("", runs), ("_interior", inner_runs)):
+            laws = fit_laws(part, m)
+            result["laws" + key][m] = {
+                k: law_summary(v) for k, v in laws.items() if not k.startswith("_")
+            } | {"warnings": laws["_warnings"], "error": laws.get("_error")}
+            result["holdout" + key][m] = holdout(part, m)
     emit_json(result, args.json)
     return 0
 

@@ -438,8 +438,9 @@ def batch_plot(b: dict[str, Any]) -> str | None:
     points |= {k: v["batch_tokens"] for k, v in held[0]["points"].items() if k != "law"}
     best = {float(k): v for k, v in held[0]["best_by_batch"].items()}
     fig = plot_batch_holdout(
-        best, points, cell=held[0]["holdout_cell"], measured=held[0]["measured_batch_tokens"]
-    )
+        best, points, cell=held[0]["holdout_cell"],
+        measured=held[0]["best_trained_batch_tokens"], measured_label="best trained batch",
+    )  # fmt: skip
     if fig is None:
         return None
     name = "batch_ladder_holdout.png"
@@ -465,13 +466,15 @@ def batch_section(b: dict[str, Any], plot: str | None = None) -> list[str]:
                      f"| {o['lr']:.3g} | {use} |")  # fmt: skip
     lines += ["", "| method | law | exponent of tokens | 95% interval | excludes 0 | cells | "
               "leave-one-cell-out (ln) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for method, laws in b["laws"].items():
-        if laws.get("error"):
-            lines.append(f"| {method} | — | {laws['error']} | | | | |")
-            continue
-        for target in ("batch_tokens", "lr"):
-            lines.append(_law_row(method, "B*(D)" if target != "lr" else "η*(D) along B*(D)",
-                                  laws[target]))  # fmt: skip
+    inner = ", ".join(f"{t:.3g}" for t in b.get("interior_budgets", []))
+    for key, tag in (("laws", ""), ("laws_interior", f" (interior budgets: {inner})")):
+        for method, laws in b.get(key, {}).items():
+            if laws.get("error"):
+                lines.append(f"| {method}{tag} | — | {laws['error']} | | | | |")
+                continue
+            for target in ("batch_tokens", "lr"):
+                name = "B*(D)" if target != "lr" else "η*(D) along B*(D)"
+                lines.append(_law_row(method + tag, name, laws[target]))
     for batch, law in b["horizon_fixed_batch"].items():
         lines.append(_law_row("parabola", f"η*(D) at batch {batch} tokens", law))
     lines += ["", "Held out: the largest budget, each law refitted without it; regret at the trained "
@@ -479,13 +482,15 @@ def batch_section(b: dict[str, Any], plot: str | None = None) -> list[str]:
               "| method | point | B* (tokens) | nearest trained | regret, % of loss |",
               "|---|---|---|---|---|"]  # fmt: skip
     shown: set[str] = set()  # the baselines are the same for every method: shown once
-    for method, h in b["holdout"].items():
+    held = [(m, "", h) for m, h in b["holdout"].items()]
+    held += [(m, " (interior budgets)", h) for m, h in b.get("holdout_interior", {}).items()]
+    for method, tag, h in held:
         for name, pt in h.get("points", {}).items():
-            if name in shown:
+            if name in shown or (tag and name != "law"):
                 continue
             if name != "law":
                 shown.add(name)
-            who = method if name == "law" else "—"
+            who = method + tag if name == "law" else "—"
             lines.append(
                 f"| {who} | {BASELINE_NAMES.get(name, name)} | {pt['batch_tokens']:.0f} "
                 f"| {pt['nearest_trained']:.0f} | {pt['regret_pct']:+.2f} |"

@@ -425,11 +425,13 @@ def plot_batch_holdout(
     *,
     cell: str,
     measured: float | None = None,
+    measured_label: str = "measured optimum",
 ) -> Figure | None:
     """The held-out budget of a batch-size ladder: the best loss at each trained batch (the
     minimum over its LRs), with each predicted B* (``points``: name -> batch in tokens; a name of
     ``_POINT_STYLE`` gets its colour and label, any other is drawn under its own name) and the
-    measured optimum marked. None when no batch was trained."""
+    measured optimum (``measured``, drawn as ``measured_label``) marked. None when no batch was
+    trained."""
     if not best_by_batch:
         return None
     plt = _plt()
@@ -442,9 +444,10 @@ def plot_batch_holdout(
         color, label = _POINT_STYLE.get(name) or (next(extra, "tab:gray"), name)
         ax.axvline(batch, color=color, lw=1.2, ls="--", alpha=0.8, label=label)
     if measured:
-        ax.axvline(measured, color="black", lw=1.2, alpha=0.8, label="measured optimum")
+        ax.axvline(measured, color="black", lw=1.2, alpha=0.8, label=measured_label)
     ax.set_xscale("log")
-    _log_ticks(ax.xaxis)
+    ax.set_xticks(x, [f"{b:,.0f}" for b in x])
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("batch (tokens)")
     ax.set_ylabel("final val loss (nats)")
     ax.set_title(f"held-out budget {cell}", fontsize=9)
