@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 from sweeper.fitting.methods import DEFAULT_METHOD
 from sweeper.report.transfer import transfer_sweep_name
 from sweeper.study.spec import StudySpec, load_study, parse_study_toml
+from tests.sweeper.run.fake_tune import drive, open_searcher
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -534,49 +535,6 @@ kind = "grid"
 """
 
 
-def _drive(
-    searcher: Any, *, crash: Any = lambda cfg: False, concurrent: int = 2, budget: int = 50
-) -> list[dict[str, Any]]:
-    """Play Ray Tune's part: ask for runs while the searcher gives them, finish the oldest live one
-    (crashed when ``crash(config)``, else a final result), until the searcher says FINISHED."""
-    from ray.tune.search import Searcher
-
-    live: list[tuple[str, dict[str, Any]]] = []
-    started: list[dict[str, Any]] = []
-    for i in range(budget):
-        cfg = searcher.suggest(f"r{i}")
-        if cfg == Searcher.FINISHED:
-            assert not live
-            return started
-        if cfg is not None:
-            live.append((f"r{i}", cfg))
-            started.append(cfg)
-            if len(live) < concurrent:
-                continue
-        assert live, "the searcher neither gave a run nor finished"
-        rid, done = live.pop(0)
-        if crash(done):
-            searcher.on_trial_complete(rid, error=True)
-        else:
-            loss = 3.0 + done["params"]["lr"]
-            result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False}
-            searcher.on_trial_complete(
-                rid, result={**result, "tokens": 16384, "wall_s": 1.0, "tokens_per_s": 1e4}
-            )
-    raise AssertionError("the searcher did not finish")
-
-
-def _searcher(spec: StudySpec, url: str, max_concurrent: int = 2) -> Any:
-    from sweeper.run.searcher import CellSearcher
-    from sweeper.study.samplers import reconcile
-    from sweeper.study.sweep import open_sweep
-
-    css = open_sweep(spec, url)
-    for cs in css:
-        reconcile(cs.study)
-    return CellSearcher(spec, css, max_concurrent=max_concurrent, base_config={})
-
-
 def test_grid_point_that_fails_in_a_launch_is_asked_again_not_lost(sqlite_url: str) -> None:
     spec = parse_study_toml(GRID.format(name="gridfail"))
     assert spec.trials_per_cell == 3
@@ -588,7 +546,7 @@ def test_grid_point_that_fails_in_a_launch_is_asked_again_not_lost(sqlite_url: s
             return True
         return False
 
-    _drive(_searcher(spec, sqlite_url), crash=crash_once)
+    drive(open_searcher(spec, sqlite_url), crash=crash_once)
     (study,) = _studies(sqlite_url, "gridfail").values()
     complete = [t.params["lr"] for t in study.trials if t.state == TrialState.COMPLETE]
     assert sorted(complete) == [1e-3, 2e-3, 4e-3]  # each grid point once, the failed one included
@@ -597,79 +555,16 @@ def test_grid_point_that_fails_in_a_launch_is_asked_again_not_lost(sqlite_url: s
 
 def test_grid_point_that_always_fails_gives_up_then_relaunch_retries_it(sqlite_url: str) -> None:
     spec = parse_study_toml(GRID.format(name="gridbad"))
-    runs = _drive(_searcher(spec, sqlite_url), crash=lambda cfg: cfg["params"]["lr"] == 2e-3)
+    runs = drive(open_searcher(spec, sqlite_url), crash=lambda cfg: cfg["params"]["lr"] == 2e-3)
     (study,) = _studies(sqlite_url, "gridbad").values()
     # the failure cap (as many FAIL points as the target) ends the launch; nothing is repeated
     assert _states(study) == {"COMPLETE": 2, "FAIL": 3, "WAITING": 1}
     done = [t.params["lr"] for t in study.trials if t.state == TrialState.COMPLETE]
     assert sorted(done) == [1e-3, 4e-3] and len(runs) == 5
     # the next launch (the crash fixed) runs the queued point and nothing else
-    runs = _drive(_searcher(spec, sqlite_url))
+    runs = drive(open_searcher(spec, sqlite_url))
     assert [r["params"]["lr"] for r in runs] == [2e-3]
     assert _states(study) == {"COMPLETE": 3, "FAIL": 3}
-
-
-LAW_TWO_CELLS = """\
-[sweep]
-name = "{name}"
-
-[model]
-context = 32
-
-[ladder]
-widths = [16, 32]
-depths = [1]
-tokens = [16384]
-
-[search]
-lr = {{ low = 2e-3, high = 4.0, log = true }}
-batch_size = 8
-
-[sampler]
-kind = "law"
-seed = 0
-budget_runs = 6
-"""
-
-
-def test_law_point_that_fails_is_queued_before_its_fail_is_told_then_runs(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The plan counts only finished runs, so a failed point must be queued, or the plan may move
-    on and lose it; queued before the FAIL is written, so no crash between the two loses it."""
-    from sweeper.run import searcher as searcher_mod
-
-    spec = parse_study_toml(LAW_TWO_CELLS.format(name="lawfail"))
-    searcher = _searcher(spec, sqlite_url, max_concurrent=1)
-    first = searcher.suggest("first")
-    lr = first["params"]["lr"]
-    seen_at_fail: list[list[float]] = []
-    tell = searcher_mod._tell
-
-    def spy(study: optuna.Study, trial: optuna.Trial, *a: Any, **k: Any) -> None:
-        if k.get("state") == TrialState.FAIL:
-            waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-            seen_at_fail.append([t.system_attrs["fixed_params"]["lr"] for t in waiting])
-        tell(study, trial, *a, **k)
-
-    monkeypatch.setattr(searcher_mod, "_tell", spy)
-    searcher.on_trial_complete("first", error=True)
-    assert seen_at_fail == [[lr]]  # queued already when the FAIL was written
-    again = searcher.suggest("again")
-    assert again["params"]["lr"] == lr and again["seed"] == first["seed"]
-    loss = 3.0 + lr
-    result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False, "tokens": 16384}
-    searcher.on_trial_complete("again", result={**result, "wall_s": 1.0, "tokens_per_s": 1e4})
-    _drive(searcher)
-    runs = [
-        (cell, t.params["lr"], r["seed"])
-        for cell, study in _studies(sqlite_url, "lawfail").items()
-        for t in study.trials
-        if t.state == TrialState.COMPLETE
-        for r in t.user_attrs["runs"]
-    ]
-    assert len(runs) == 6 and len(set(runs)) == 6  # the budget, nothing run twice
-    assert lr in {r[1] for r in runs}
 
 
 def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
@@ -684,23 +579,23 @@ def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
     study.tell(trials[0], state=TrialState.FAIL)
     for t in trials[1:]:
         study.tell(t, 3.0)
-    assert _drive(_searcher(spec, sqlite_url)) == []
+    assert drive(open_searcher(spec, sqlite_url)) == []
     assert _states(study) == {"COMPLETE": 2, "FAIL": 1}
 
 
 def test_raising_trials_per_cell_adds_exactly_the_missing_trials(sqlite_url: str) -> None:
     spec = tiny("grow", trials=2)
-    _drive(_searcher(spec, sqlite_url))
+    drive(open_searcher(spec, sqlite_url))
     assert [_states(s) for s in _studies(sqlite_url, "grow").values()] == [{"COMPLETE": 2}] * 2
     # the target and the sampler's pacing may change between launches of one sweep
     text = TINY.format(name="grow", trials=5, seeds=1, tokens=16384, max_failures=1)
     more = parse_study_toml(text.replace("n_startup_trials = 2", "max_pending_per_cell = 1"))
     assert more.sampler.max_pending_per_cell == 1 and more.sampler.n_startup_trials is None
-    runs = _drive(_searcher(more, sqlite_url))
+    runs = drive(open_searcher(more, sqlite_url))
     assert len(runs) == 6  # 3 more per cell
     for study in _studies(sqlite_url, "grow").values():
         assert _states(study) == {"COMPLETE": 5} and study.user_attrs["target"] == 5
-    assert _drive(_searcher(more, sqlite_url)) == []  # and a relaunch adds nothing
+    assert drive(open_searcher(more, sqlite_url)) == []  # and a relaunch adds nothing
 
 
 def test_end_of_run_report_is_not_sent_to_tune(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,12 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
 from sweeper.study.spec import StudySpec, law_lrs, parse_study_toml
+from tests.sweeper.run.fake_tune import drive, open_searcher
 
 LAW = """\
 [sweep]
@@ -110,6 +112,46 @@ def test_law_launch_runs_its_budget_and_a_relaunch_adds_nothing(
     more = launch_study(law("law", budget=10), url=url, progress=False)
     assert more.runs_this_launch == 2 and _states(url, "law") == {"COMPLETE": 10}
     assert len(set(_runs(url, "law"))) == 10
+
+
+def test_law_point_that_fails_is_queued_before_its_fail_is_told_then_runs(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan counts only finished runs, so a failed point must be queued, or the plan may move
+    on and lose it; queued before the FAIL is written, so no crash between the two loses it."""
+    from sweeper.run import searcher as searcher_mod
+
+    spec = law("lawfail", budget=6)
+    searcher = open_searcher(spec, sqlite_url, max_concurrent=1)
+    first = searcher.suggest("first")
+    lr = first["params"]["lr"]
+    seen_at_fail: list[list[float]] = []
+    tell = searcher_mod._tell
+
+    def spy(study: optuna.Study, trial: optuna.Trial, *a: Any, **k: Any) -> None:
+        if k.get("state") == TrialState.FAIL:
+            waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            seen_at_fail.append([t.system_attrs["fixed_params"]["lr"] for t in waiting])
+        tell(study, trial, *a, **k)
+
+    monkeypatch.setattr(searcher_mod, "_tell", spy)
+    searcher.on_trial_complete("first", error=True)
+    assert seen_at_fail == [[lr]]  # queued already when the FAIL was written
+    again = searcher.suggest("again")
+    assert again["params"]["lr"] == lr and again["seed"] == first["seed"]
+    loss = 3.0 + lr
+    result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False, "tokens": 16384}
+    searcher.on_trial_complete("again", result={**result, "wall_s": 1.0, "tokens_per_s": 1e4})
+    drive(searcher)
+    runs = [
+        (cell, t.params["lr"], r["seed"])
+        for cell, study in _studies(sqlite_url, "lawfail").items()
+        for t in study.trials
+        if t.state == TrialState.COMPLETE
+        for r in t.user_attrs["runs"]
+    ]
+    assert len(runs) == 6 and len(set(runs)) == 6  # the budget, nothing run twice
+    assert lr in {r[1] for r in runs}
 
 
 def _count_complete(db: Path) -> int:

@@ -1,0 +1,53 @@
+"""Ray Tune's part played without Ray: a :class:`~sweeper.run.searcher.CellSearcher` driven by
+hand, so that the searcher's bookkeeping (failed points queued again, the failure cap, resumes) is
+tested in seconds and deterministically."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweeper.study.spec import StudySpec
+
+
+def drive(
+    searcher: Any, *, crash: Any = lambda cfg: False, concurrent: int = 2, budget: int = 50
+) -> list[dict[str, Any]]:
+    """Play Ray Tune's part: ask for runs while the searcher gives them, finish the oldest live one
+    (crashed when ``crash(config)``, else a final result), until the searcher says FINISHED."""
+    from ray.tune.search import Searcher
+
+    live: list[tuple[str, dict[str, Any]]] = []
+    started: list[dict[str, Any]] = []
+    for i in range(budget):
+        cfg = searcher.suggest(f"r{i}")
+        if cfg == Searcher.FINISHED:
+            assert not live
+            return started
+        if cfg is not None:
+            live.append((f"r{i}", cfg))
+            started.append(cfg)
+            if len(live) < concurrent:
+                continue
+        assert live, "the searcher neither gave a run nor finished"
+        rid, done = live.pop(0)
+        if crash(done):
+            searcher.on_trial_complete(rid, error=True)
+        else:
+            loss = 3.0 + done["params"]["lr"]
+            result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False}
+            searcher.on_trial_complete(
+                rid, result={**result, "tokens": 16384, "wall_s": 1.0, "tokens_per_s": 1e4}
+            )
+    raise AssertionError("the searcher did not finish")
+
+
+def open_searcher(spec: StudySpec, url: str, max_concurrent: int = 2) -> Any:
+    """The searcher a launch would make over the study's cells in the storage (each reconciled)."""
+    from sweeper.run.searcher import CellSearcher
+    from sweeper.study.samplers import reconcile
+    from sweeper.study.sweep import open_sweep
+
+    css = open_sweep(spec, url)
+    for cs in css:
+        reconcile(cs.study)
+    return CellSearcher(spec, css, max_concurrent=max_concurrent, base_config={})
