@@ -24,8 +24,11 @@ whole estimate (window choice included); all resamples are computed at once with
 Diverged runs (``diverged`` true, or a completed run with a non-finite loss) are not points: they
 bound the searched range. An optimum whose best point is the lowest LR tried, or the highest LR tried
 with no diverged run above it, is on the edge of the range: it is flagged (``on_edge``, ``edge``) and
-left out of law fits (``usable=False``) unless the caller keeps edge cells. Cells with fewer than
-``min_runs`` completed runs, or fewer than 3 distinct LRs, are reported and left out.
+left out of law fits (``usable=False``) unless the caller keeps edge cells. So is a 2-D parabola
+whose batch vertex lies beyond the batch sizes in its window: it is held at the nearest of them,
+a bound rather than an optimum (with each batch on its own LR grid, the window can keep few runs
+at the larger batches). Cells with fewer than ``min_runs`` completed runs, or fewer than 3
+distinct LRs, are reported and left out.
 """
 
 from __future__ import annotations
