@@ -47,6 +47,7 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 SWEEPS = (
     *(f"batch_b{b}" for b in BATCHES),
     *("batch_b64_top", "batch_b64_top_hi", "batch_b128_top", "batch_b256", "batch_b512"),
+    *("batch_b64_top_s1", "batch_b128_top_s1", "batch_b256_top_s1"),  # a second seed at 6.55M
 )
 METHODS = ("parabola", "surface")
 
