@@ -196,13 +196,15 @@ def fit(
     from sweeper.fitting.fit_runs import FitOptions, fit_runs
     from sweeper.fitting.provenance import runs_conventions, sweep_conventions
     from sweeper.fitting.store import put_law
+    from sweeper.study.runs import normalize_runs
 
     sw = None if isinstance(data, pd.DataFrame) else _sweep(data, storage)
     surface = _surface_settings(sw, options.pop("surface", None))
     opts = FitOptions(method=method, surface=surface, **options)
     if sw is None:
+        runs = normalize_runs(data)  # a user's own frame: canonical columns derived as on import
         outcome = fit_runs(
-            data, conventions=runs_conventions(data), source="", target=target,
+            runs, conventions=runs_conventions(runs), source="", target=target,
             predictors=predictors, options=opts,
         )  # fmt: skip
         fitted, where = list(outcome.laws), None

@@ -84,6 +84,25 @@ def test_python_and_cli_store_identical_laws(tmp_path: Path, cli, kind: str) -> 
         assert python[0]["conventions"]["tokens"] == "as imported"
 
 
+def test_a_plain_runs_frame_fits_as_its_import_does(tmp_path: Path) -> None:
+    """``sweeper.fit`` on a user's own DataFrame (the required columns, no derived ``flops`` or
+    ``batch_tokens``) fits, and gives the law the same runs give once imported."""
+    runs = synthetic_sweep(seed=3)
+    cols = ["cell", "n_params", "tokens", "lr", "batch_size", "seq_len", "seed", "loss", "diverged"]
+    plain = runs[cols]
+    csv = tmp_path / "runs.csv"
+    plain.to_csv(csv, index=False)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    sweeper.import_runs(csv, sweep="s", storage=url)
+    kw = {"target": "lr", "method": "parabola", "store": False, "seed": 7, "n_boot": 40}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        (from_frame,) = sweeper.fit(plain, **kw)
+        (imported,) = sweeper.fit("s", storage=url, **kw)
+    assert from_frame.exponents == pytest.approx(imported.exponents, rel=1e-9)
+    assert from_frame.exponents_ci == imported.exponents_ci
+
+
 def test_laws_stored_by_the_first_schema_are_read(tmp_path: Path) -> None:
     """tests/data/laws_v0.sql is the laws table of a database written by Sweeper before laws had
     a schema version (string-keyed conventions, held ranges in the domain): its laws load with
