@@ -126,6 +126,14 @@ BASELINE_NAMES = {
     "deepseek": "DeepSeek (published)",
     "porian": "Porian et al. (published)",
 }
+#: the GPU ladders (docs/data/<csv>, trained once on a lent GPU): (GPU runs, the study whose CPU
+#: runs they are compared with, the same trials trained outside Ray or None)
+GPU_CHECKS = (
+    ("gpu_quickstart.csv", "quickstart", "gpu_quickstart_direct.csv"),
+    ("gpu_width_mup.csv", "width_mup", None),
+)
+GPU_MACHINE = "one NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, Python 3.12.3), on 2026-11-27"
+GPU_TRANSFER = "transfer/gpu_quickstart.w128.json"
 MARKER = "<!-- notes: written by hand, kept when this file is regenerated -->"
 
 
@@ -242,10 +250,39 @@ def main() -> int:
         t: json.loads((DATA / p).read_text()) for t, p in TRANSFERS if (DATA / p).is_file()
     }
     plots = transfer_plots(transfers)
-    everything = {"figures": figures, "transfers": transfers, "batch": batch, "tokens": tokens}
+    gpu = gpu_figures()
+    everything = {
+        "figures": figures,
+        "transfers": transfers,
+        "batch": batch,
+        "tokens": tokens,
+        "gpu": gpu,
+    }
     (REPO / "results" / "figures.json").write_text(json.dumps(everything, indent=2))
-    write_markdown(figures, transfers, plots, batch, tokens)
+    write_markdown(figures, transfers, plots, batch, tokens, gpu)
     return 0
+
+
+def gpu_figures() -> dict[str, Any]:
+    """Each committed GPU ladder against its CPU runs (scripts/gpu_check.py compare), and the
+    transfer check the GPU sweep ran."""
+    out: dict[str, Any] = {"ladders": []}
+    for csv_name, study, other in GPU_CHECKS:
+        if not (DATA / csv_name).is_file():
+            print(f"docs/data/{csv_name} is not committed (scripts/gpu_check.py makes it)")
+            continue
+        json_out = REPO / "results" / f"gpu_check_{study}.json"
+        cmd = [sys.executable, str(REPO / "scripts" / "gpu_check.py"), "compare",
+               str(DATA / csv_name), "--reference", str(DATA / f"{study}.csv"),
+               "--study", f"studies/{study}.toml", "--json", str(json_out)]  # fmt: skip
+        if other:
+            cmd += ["--other", str(DATA / other)]
+        print("$ " + " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+        out["ladders"].append(json.loads(json_out.read_text()))
+    if (DATA / GPU_TRANSFER).is_file():
+        out["transfer"] = json.loads((DATA / GPU_TRANSFER).read_text())
+    return out
 
 
 # ---- docs/RESULTS.md ---------------------------------------------------------------------------
@@ -255,6 +292,7 @@ def write_markdown(
     plots: dict[str, str],
     batch: dict | None,
     tokens: dict | None,
+    gpu: dict[str, Any],
 ) -> None:
     lines = [
         "# Results: what Sweeper measured on this machine",
@@ -276,6 +314,8 @@ def write_markdown(
         lines += batch_section(batch, batch_plot(batch))
     if tokens is not None:
         lines += tokens_section(tokens)
+    if gpu["ladders"]:
+        lines += gpu_section(gpu)
     out = REPO / "docs" / "RESULTS.md"
     old = out.read_text() if out.exists() else ""
     notes = old.split(MARKER, 1)[1] if MARKER in old else "\n"
@@ -532,6 +572,80 @@ def tokens_section(t: dict[str, Any]) -> list[str]:
                 f"| {'yes' if q['batch_within_2x'] else 'no'} | {near} |"
             )
     return [*lines, ""]
+
+
+def gpu_section(gpu: dict[str, Any]) -> list[str]:
+    lines = [
+        "## The GPU path: CUDA with bf16 autocast against the CPU's fp32",
+        "",
+        f"The same trials (cell, LR, batch, seed) trained on {GPU_MACHINE}, on the CPU runs' "
+        "corpus, and compared with the committed CPU runs by `scripts/gpu_check.py compare`. "
+        "A difference is (GPU − CPU) / CPU in absolute value, one seed on each; beside it, the "
+        "difference between two CPU seeds at the same points (the median over points below each "
+        "cell's best CPU LR, and at or above it). Laws: the surface fit (1,000 resamples) on "
+        "each device's losses of these runs.",
+        "",
+        "| ladder | runs | GPU vs CPU: below the best LR | at or above it | two CPU seeds: below "
+        "| at or above | largest GPU vs CPU | best LR equal | LR exponent, GPU | CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for g in gpu["ladders"]:
+        lo, hi = g["by_side"]["below_best_lr"], g["by_side"]["at_or_above_best_lr"]
+        same = sum(c["grid_steps_apart"] == 0 for c in g["cells"])
+        lg, lc = g["laws"]["gpu"], g["laws"]["cpu"]
+        lines.append(
+            f"| {g['gpu_csv']} | {g['runs_compared']} "
+            f"| {100 * lo['gpu_vs_cpu_abs_rel_median']:.2f}% "
+            f"| {100 * hi['gpu_vs_cpu_abs_rel_median']:.2f}% "
+            f"| {100 * lo['cpu_seed_pairs_abs_rel_median']:.2f}% "
+            f"| {100 * hi['cpu_seed_pairs_abs_rel_median']:.2f}% "
+            f"| {100 * g['abs_rel_loss_diff_max']:.1f}% | {same} of {len(g['cells'])} cells "
+            f"| {lg['exponent']:+.3f} [{lg['ci'][0]:+.3f}, {lg['ci'][1]:+.3f}] "
+            f"| {lc['exponent']:+.3f} [{lc['ci'][0]:+.3f}, {lc['ci'][1]:+.3f}] |"
+        )
+    lines += ["", *_gpu_notes(gpu), ""]
+    return lines
+
+
+def _gpu_notes(gpu: dict[str, Any]) -> list[str]:
+    notes = []
+    for g in gpu["ladders"]:
+        tp = g["throughput"]
+        apart = [f"{c['cell']} {c['grid_steps_apart']:.0f}" for c in g["cells"]
+                 if c["grid_steps_apart"] > 0]  # fmt: skip
+        text = (
+            f"- {g['gpu_csv']}: diverged on one device only: {g['diverged_gpu_only']} (GPU), "
+            f"{g['diverged_cpu_only']} (CPU); best LR apart by sqrt(2) grid steps: "
+            f"{', '.join(apart) or 'none'}; GPU tokens/s {_span(tp, 'tokens_per_s_gpu')} against "
+            f"{_span(tp, 'tokens_per_s_cpu')} for one CPU thread"
+        )
+        reps = g["gpu_repeat_abs_rel_diff"]
+        if reps:
+            text += (
+                f"; {len(reps)} trials trained twice on the GPU differ by at most {max(reps):.1e}"
+            )
+        if "other_csv" in g:
+            text += (
+                f"; the Ray sweep's losses against the same trials run outside Ray "
+                f"({g['other_csv']}, {g['other_runs_matched']} runs): largest difference "
+                f"{g['other_max_abs_loss_diff']:.1e}"
+            )
+        notes.append(text + ".")
+    t = gpu.get("transfer")
+    if t:
+        notes.append(
+            f"- `sweeper validate-transfer {t['sweep']} --holdout largest --seeds 3` on the GPU: "
+            f"{t['holdout_cell']} ({t['extrapolation']['n_params']:.1f}x N) predicted at lr "
+            f"{t['predicted_lr']:.3g} (point {t['predicted_lr_point']:.3g}; measured optimum "
+            f"{t['measured_lr']:.3g}), regret {t['regret_pct']:+.2f}% of the best trained loss, "
+            f"log2 error {t['log2_error']:+.2f}; `docs/data/{GPU_TRANSFER}`."
+        )
+    return notes
+
+
+def _span(rows: list[dict[str, Any]], key: str) -> str:
+    v = [r[key] for r in rows]
+    return f"{min(v) / 1e3:.0f}k-{max(v) / 1e3:.0f}k"
 
 
 def _law_row(method: str, name: str, law: dict[str, Any]) -> str:
