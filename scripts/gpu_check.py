@@ -56,7 +56,7 @@ COLUMNS = (
 # ---- 1. plan (needs Sweeper installed) ---------------------------------------------------------
 def plan(study: str, out_dir: Path) -> list[dict[str, Any]]:
     from proxy_models.data import builtin_corpus
-    from sweeper.run.trainable import base_config
+    from sweeper.run.trainable import base_config, own_config
     from sweeper.study.ladder import cells
     from sweeper.study.space import grid_values, hparams_kwargs
     from sweeper.study.spec import load_study
@@ -80,7 +80,7 @@ def plan(study: str, out_dir: Path) -> list[dict[str, Any]]:
                 "model": cell.proxy_config_kwargs(),
                 "hparams": hparams_kwargs(spec, params),
                 "tokens": cell.tokens,
-                "own": {},
+                "own": own_config(spec),  # your builder or training function, as a sweep's
                 "meta": {
                     "width": cell.width,
                     "depth": cell.depth,
@@ -184,7 +184,7 @@ def compare(
         "abs_rel_loss_diff_max": float(finite["rel"].abs().max()),
         "by_side": _by_side(finite, ref),
         "gpu_repeat_abs_rel_diff": _repeat_spread(gpu),
-        "cells": _cell_optima(both),
+        "cells": _cell_optima(both, ref),
         "throughput": _throughput(both),
     }
     if other is not None:
@@ -193,7 +193,12 @@ def compare(
         out["other_csv"] = other.name
         out["other_runs_matched"] = len(pair)
         out["other_max_abs_loss_diff"] = float((pair["loss_x"] - pair["loss_y"]).abs().max())
-    out["laws"] = {device: _law(both, device) for device in ("gpu", "cpu")}
+    out["cells_missing"] = sorted(set(ref["cell"]) - set(both["cell"]))
+    partial = [c["cell"] for c in out["cells"] if c["partial"]] + out["cells_missing"]
+    if partial:  # a law over a cut grid is an artefact of the cut
+        out["laws"] = {"skipped": f"cells not trained or with fewer LRs: {', '.join(partial)}"}
+    else:
+        out["laws"] = {device: _law(both, device) for device in ("gpu", "cpu")}
     return out
 
 
@@ -234,6 +239,7 @@ def _by_side(finite: Any, ref: Any) -> dict[str, dict[str, float]]:
             "runs": len(f),
             "gpu_vs_cpu_abs_rel_median": float(np.median(np.abs(f["rel"]))),
             "cpu_seed_pairs_abs_rel_median": float(np.median(s["rel"])),
+            "cpu_seed_pairs": len(s),
         }
     return out
 
@@ -244,18 +250,27 @@ def _repeat_spread(gpu: Any) -> list[float]:
     return [float(abs(a - b) / b) for a, b in zip(merged["loss_x"], merged["loss_y"], strict=True)]
 
 
-def _cell_optima(both: Any) -> list[dict[str, Any]]:
+def _cell_optima(both: Any, ref: Any) -> list[dict[str, Any]]:
+    """Per cell, the best LR (of the seed means) on each device, over the LRs both trained; a cell
+    where the GPU trained fewer LRs than the reference holds is ``partial``, and its best LRs are
+    not compared."""
     rows = []
     for cell, g in both.groupby("cell", sort=False):
-        entry: dict[str, Any] = {"cell": cell, "seeds": int(g["seed"].nunique())}
+        n_ref = ref.loc[ref["cell"] == cell, "lr"].nunique()
+        entry: dict[str, Any] = {
+            "cell": cell,
+            "seeds": int(g["seed"].nunique()),
+            "lrs": int(g["lr"].nunique()),
+            "lrs_reference": int(n_ref),
+            "partial": bool(g["lr"].nunique() < n_ref),
+        }
         for device in ("gpu", "cpu"):
             ok = g[~g[f"diverged_{device}"]]
             means = ok.groupby("lr")[f"loss_{device}"].mean()
             entry[f"best_lr_{device}"] = float(means.idxmin())
             entry[f"best_loss_{device}"] = float(means.min())
-        entry["grid_steps_apart"] = round(
-            abs(math.log(entry["best_lr_gpu"] / entry["best_lr_cpu"])) / math.log(math.sqrt(2)), 2
-        )
+        octaves = abs(math.log2(entry["best_lr_gpu"] / entry["best_lr_cpu"]))
+        entry["octaves_apart"] = None if entry["partial"] else round(octaves, 2)
         rows.append(entry)
     return rows
 

@@ -126,11 +126,24 @@ BASELINE_NAMES = {
     "deepseek": "DeepSeek (published)",
     "porian": "Porian et al. (published)",
 }
-#: the GPU ladders (docs/data/<csv>, trained once on a lent GPU): (GPU runs, the study whose CPU
-#: runs they are compared with, the same trials trained outside Ray or None)
+#: the GPU ladders (docs/data/<csv>, trained once on a lent GPU): (GPU runs, the CPU runs of the
+#: same trials, their study, the same GPU trials trained outside Ray or None). The Hugging Face
+#: Llama's CPU runs were trained on the GPU machine's CPU (same torch and transformers).
 GPU_CHECKS = (
-    ("gpu_quickstart.csv", "quickstart", "gpu_quickstart_direct.csv"),
-    ("gpu_width_mup.csv", "width_mup", None),
+    (
+        "gpu_quickstart.csv",
+        "quickstart.csv",
+        "studies/quickstart.toml",
+        "gpu_quickstart_direct.csv",
+    ),
+    ("gpu_width_mup.csv", "width_mup.csv", "studies/width_mup.toml", None),
+    ("gpu_muon.csv", "muon.csv", "studies/muon.toml", None),
+    (
+        "gpu_own_hf_llama.csv",
+        "gpu_own_hf_llama_cpu.csv",
+        "studies/adapters/own_hf_llama.toml",
+        None,
+    ),
 )
 GPU_MACHINE = "one NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, Python 3.12.3), on 2026-11-27"
 GPU_TRANSFER = "transfer/gpu_quickstart.w128.json"
@@ -267,14 +280,14 @@ def gpu_figures() -> dict[str, Any]:
     """Each committed GPU ladder against its CPU runs (scripts/gpu_check.py compare), and the
     transfer check the GPU sweep ran."""
     out: dict[str, Any] = {"ladders": []}
-    for csv_name, study, other in GPU_CHECKS:
+    for csv_name, reference, study, other in GPU_CHECKS:
         if not (DATA / csv_name).is_file():
             print(f"docs/data/{csv_name} is not committed (scripts/gpu_check.py makes it)")
             continue
-        json_out = REPO / "results" / f"gpu_check_{study}.json"
+        json_out = REPO / "results" / f"gpu_check_{Path(csv_name).stem}.json"
         cmd = [sys.executable, str(REPO / "scripts" / "gpu_check.py"), "compare",
-               str(DATA / csv_name), "--reference", str(DATA / f"{study}.csv"),
-               "--study", f"studies/{study}.toml", "--json", str(json_out)]  # fmt: skip
+               str(DATA / csv_name), "--reference", str(DATA / reference),
+               "--study", study, "--json", str(json_out)]  # fmt: skip
         if other:
             cmd += ["--other", str(DATA / other)]
         print("$ " + " ".join(cmd[1:]), flush=True)
@@ -579,43 +592,51 @@ def gpu_section(gpu: dict[str, Any]) -> list[str]:
         "## The GPU path: CUDA with bf16 autocast against the CPU's fp32",
         "",
         f"The same trials (cell, LR, batch, seed) trained on {GPU_MACHINE}, on the CPU runs' "
-        "corpus, and compared with the committed CPU runs by `scripts/gpu_check.py compare`. "
+        "corpus, and compared with the committed CPU runs by `scripts/gpu_check.py compare` (the "
+        "Hugging Face Llama's CPU runs were trained on the GPU machine's CPU, which has "
+        "transformers). "
         "A difference is (GPU − CPU) / CPU in absolute value, one seed on each; beside it, the "
         "difference between two CPU seeds at the same points (the median over points below each "
         "cell's best CPU LR, and at or above it). Laws: the surface fit (1,000 resamples) on "
         "each device's losses of these runs.",
         "",
         "| ladder | runs | GPU vs CPU: below the best LR | at or above it | two CPU seeds: below "
-        "| at or above | largest GPU vs CPU | best LR equal | LR exponent, GPU | CPU |",
+        "(pairs) | at or above (pairs) | largest GPU vs CPU | best LR equal | LR exponent, GPU | "
+        "CPU |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for g in gpu["ladders"]:
         lo, hi = g["by_side"]["below_best_lr"], g["by_side"]["at_or_above_best_lr"]
-        same = sum(c["grid_steps_apart"] == 0 for c in g["cells"])
-        lg, lc = g["laws"]["gpu"], g["laws"]["cpu"]
+        full = [c for c in g["cells"] if not c["partial"]]
+        same = sum(c["octaves_apart"] == 0 for c in full)
         lines.append(
             f"| {g['gpu_csv']} | {g['runs_compared']} "
             f"| {100 * lo['gpu_vs_cpu_abs_rel_median']:.2f}% "
             f"| {100 * hi['gpu_vs_cpu_abs_rel_median']:.2f}% "
-            f"| {100 * lo['cpu_seed_pairs_abs_rel_median']:.2f}% "
-            f"| {100 * hi['cpu_seed_pairs_abs_rel_median']:.2f}% "
-            f"| {100 * g['abs_rel_loss_diff_max']:.1f}% | {same} of {len(g['cells'])} cells "
-            f"| {lg['exponent']:+.3f} [{lg['ci'][0]:+.3f}, {lg['ci'][1]:+.3f}] "
-            f"| {lc['exponent']:+.3f} [{lc['ci'][0]:+.3f}, {lc['ci'][1]:+.3f}] |"
+            f"| {100 * lo['cpu_seed_pairs_abs_rel_median']:.2f}% ({lo['cpu_seed_pairs']}) "
+            f"| {100 * hi['cpu_seed_pairs_abs_rel_median']:.2f}% ({hi['cpu_seed_pairs']}) "
+            f"| {100 * g['abs_rel_loss_diff_max']:.1f}% | {same} of {len(full)} full cells "
+            f"| {_gpu_law(g['laws'].get('gpu'))} | {_gpu_law(g['laws'].get('cpu'))} |"
         )
     lines += ["", *_gpu_notes(gpu), ""]
     return lines
+
+
+def _gpu_law(law: dict[str, Any] | None) -> str:
+    if law is None:
+        return "— (a partial grid)"
+    return f"{law['exponent']:+.3f} [{law['ci'][0]:+.3f}, {law['ci'][1]:+.3f}]"
 
 
 def _gpu_notes(gpu: dict[str, Any]) -> list[str]:
     notes = []
     for g in gpu["ladders"]:
         tp = g["throughput"]
-        apart = [f"{c['cell']} {c['grid_steps_apart']:.0f}" for c in g["cells"]
-                 if c["grid_steps_apart"] > 0]  # fmt: skip
+        apart = [f"{c['cell']} {c['octaves_apart']:.1f}" for c in g["cells"]
+                 if not c["partial"] and c["octaves_apart"] > 0]  # fmt: skip
         text = (
             f"- {g['gpu_csv']}: diverged on one device only: {g['diverged_gpu_only']} (GPU), "
-            f"{g['diverged_cpu_only']} (CPU); best LR apart by sqrt(2) grid steps: "
+            f"{g['diverged_cpu_only']} (CPU); best LR apart, in octaves: "
             f"{', '.join(apart) or 'none'}; GPU tokens/s {_span(tp, 'tokens_per_s_gpu')} against "
             f"{_span(tp, 'tokens_per_s_cpu')} for one CPU thread"
         )
@@ -630,6 +651,10 @@ def _gpu_notes(gpu: dict[str, Any]) -> list[str]:
                 f"({g['other_csv']}, {g['other_runs_matched']} runs): largest difference "
                 f"{g['other_max_abs_loss_diff']:.1e}"
             )
+        cut = [f"{c['cell']} ({c['lrs']} of {c['lrs_reference']} LRs)" for c in g["cells"]
+               if c["partial"]] + [f"{c} (none)" for c in g["cells_missing"]]  # fmt: skip
+        if cut:
+            text += f"; cut short by its device time: {', '.join(cut)}, so no law is fitted"
         notes.append(text + ".")
     t = gpu.get("transfer")
     if t:
@@ -644,8 +669,8 @@ def _gpu_notes(gpu: dict[str, Any]) -> list[str]:
 
 
 def _span(rows: list[dict[str, Any]], key: str) -> str:
-    v = [r[key] for r in rows]
-    return f"{min(v) / 1e3:.0f}k-{max(v) / 1e3:.0f}k"
+    lo, hi = (f"{f(r[key] for r in rows) / 1e3:.0f}k" for f in (min, max))
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def _law_row(method: str, name: str, law: dict[str, Any]) -> str:

@@ -75,7 +75,28 @@ def test_compare_pairs_trials_and_reads_each_side_of_the_optimum(
     out = gc.compare(tmp_path / "gpu.csv", tmp_path / "cpu.csv", study, tmp_path / "cpu.csv")
     assert out["runs_compared"] == 90 and out["gpu_repeat_abs_rel_diff"] == []
     assert out["by_side"]["below_best_lr"]["gpu_vs_cpu_abs_rel_median"] == pytest.approx(1e-4)
-    steps = {c["cell"]: c["grid_steps_apart"] for c in out["cells"]}
-    assert steps == {**dict.fromkeys(steps, 0.0), "w32-d2-t819k": 2.0}  # 0.0068 -> 0.0034
+    apart = {c["cell"]: c["octaves_apart"] for c in out["cells"]}
+    assert apart == {**dict.fromkeys(apart, 0.0), "w32-d2-t819k": 1.0}  # 0.0068 -> 0.0034
+    assert out["cells_missing"] == [] and not any(c["partial"] for c in out["cells"])
     assert out["other_max_abs_loss_diff"] == pytest.approx(0.1, abs=0.01)
     assert out["laws"]["cpu"]["exponent"] < 0
+
+
+def test_a_grid_cut_short_is_compared_point_by_point_without_a_law(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gc = _script()
+    monkeypatch.setattr(gc, "N_BOOT", 20)
+    ref = pd.read_csv(REPO / "docs" / "data" / "quickstart.csv")
+    ref = ref[ref["state"] == "COMPLETE"]
+    cut = ref[
+        (ref["cell"] != "w128-d2-t819k") & ~((ref["cell"] == "w96-d2-t819k") & (ref["lr"] > 0.005))
+    ]
+    cut.to_csv(tmp_path / "gpu.csv", index=False)
+    ref.to_csv(tmp_path / "cpu.csv", index=False)
+    out = gc.compare(tmp_path / "gpu.csv", tmp_path / "cpu.csv", "quickstart")
+    assert out["cells_missing"] == ["w128-d2-t819k"]
+    (w96,) = [c for c in out["cells"] if c["cell"] == "w96-d2-t819k"]
+    assert w96["partial"] and (w96["lrs"], w96["lrs_reference"]) == (4, 6)
+    assert w96["octaves_apart"] is None and "w96-d2-t819k" in out["laws"]["skipped"]
+    assert out["abs_rel_loss_diff_max"] == 0.0
