@@ -177,17 +177,10 @@ def _probe_params(spec: StudySpec) -> dict[str, Any]:
 def _probe_config(
     spec: StudySpec, cell: Cell, params: dict[str, Any], *, tokens: int
 ) -> dict[str, Any]:
-    from sweeper.run.trainable import base_config, data_source, own_config
-    from sweeper.study.space import hparams_kwargs
+    from sweeper.run.trainable import base_config, data_source, own_config, trial_config
 
-    return {
-        **base_config(spec, data_source(spec)),
-        "model": cell.proxy_config_kwargs(),
-        "hparams": hparams_kwargs(spec, params),
-        "tokens": tokens,
-        "seed": 0,
-        "own": own_config(spec),
-    }
+    base = {**base_config(spec, data_source(spec)), "own": own_config(spec)}
+    return trial_config(base, spec, cell, params, seed=0, tokens=tokens)
 
 
 def estimate_study(

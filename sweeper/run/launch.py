@@ -49,6 +49,7 @@ from ray.tune.schedulers import TrialScheduler
 
 from sweeper.errors import StudyError, SweeperError
 from sweeper.run.asha import PerCellASHA
+from sweeper.run.law_plan import LawPlanner
 from sweeper.run.progress import Progress
 from sweeper.run.searcher import CellSearcher
 from sweeper.run.trainable import METRIC, base_config, data_source, trainable_for, usable_cores
@@ -509,14 +510,12 @@ def _launch_held(
         storage.close()
 
 
-def _law_plan_ended(spec: StudySpec, cell_studies: list[CellStudy], held: HeldLease) -> str:
+def _law_plan_ended(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
     """Why a law study's plan has nothing left to run on its stored results ("" when it has, or
     for another sampler): a finished law study is relaunched without starting Ray."""
     if spec.sampler.kind != "law":
         return ""
-    return CellSearcher(
-        spec, cell_studies, max_concurrent=1, base_config={}, held=held
-    ).plan_ended()
+    return LawPlanner(spec, cell_studies).ended()
 
 
 def _launch_fenced(
@@ -554,7 +553,7 @@ def _launch_fenced(
     if all(cell_counts(cs.study, target).done for cs in cell_studies):
         logger.info("sweep %s: every cell has its %d trials; nothing to run", spec.name, target)
         return summary(None, 0)
-    ended = _law_plan_ended(spec, cell_studies, held)
+    ended = _law_plan_ended(spec, cell_studies)
     if ended:
         logger.info("sweep %s: the law sampler's plan has ended (%s); nothing to run", spec.name,
                     ended)  # fmt: skip

@@ -9,18 +9,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-import pandas as pd
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from ray.tune.search import Searcher
 
-from sweeper.fitting import allocation
-from sweeper.run.trainable import METRIC
+from sweeper.run.law_plan import LawPlanner, same_lr, waiting
+from sweeper.run.trainable import METRIC, trial_config
 from sweeper.study.lease import HeldLease, LeaseLost
-from sweeper.study.runs import COLUMNS, normalize_runs
 from sweeper.study.samplers import grid_points_left, requeue_point
-from sweeper.study.space import distributions, hparams_kwargs
-from sweeper.study.spec import StudySpec, law_lrs
+from sweeper.study.space import distributions
+from sweeper.study.spec import StudySpec
 from sweeper.study.sweep import CellStudy, cell_counts
 from sweeper.study.sweep_runs import aggregate_runs
 
@@ -76,22 +74,15 @@ class CellSearcher(Searcher):
     this launch as its target: a crash that repeats should not loop forever; relaunch to retry).
     ``on_progress(searcher, cell_index)`` is called after every finished run.
 
-    The law sampler (``sampler.kind = "law"``) replaces the choice of cell and point by
-    :func:`sweeper.fitting.allocation.plan`: each new point is planned from the runs table of the
-    stored COMPLETE trials and the open points (pending), with ``k=1``, ``seed=sampler.seed``,
-    ``budget_runs`` and ``stop_lr_interval_ratio``, enqueued in the planned cell's study and then
-    asked (the cell's :class:`~sweeper.study.samplers.PlannedOnlySampler` serves only queued
-    points). Queued points (planned before a driver died, queued again by ``reconcile``, or
-    queued again after their run failed) are asked before anything is planned (and nothing is
-    planned while one waits). Seeds: every point (Optuna trial) runs the study's
-    ``seeds_per_point`` seeds; the planner counts runs, so a point is ``seeds_per_point``
-    replicates, its training seeds are the planner's replicate indices (``first_seed`` = the runs
-    already counted at that (cell, LR), then the next ones; with one seed per point that is the
-    planner's ``Point.seed``), a point is planned only while it fits in the budget (the planner is
-    given ``budget_runs - seeds_per_point + 1``) and at most ``max(3, seeds_per_point)`` runs share
-    an LR. ``suggest`` says FINISHED when the plan stops (budget reached, target-LR interval
-    narrow enough, or no candidate left; ``law_stop`` holds why) and nothing is running. The plan
-    is a function of the stored results only, so a relaunch resumes it.
+    The law sampler (``sampler.kind = "law"``) replaces the choice of cell and point by its plan
+    (:class:`~sweeper.run.law_plan.LawPlanner`: the stored COMPLETE trials and the open points,
+    pending): the planned point is enqueued in its cell's study and then asked (the cell's
+    :class:`~sweeper.study.samplers.PlannedOnlySampler` serves only queued points). Queued points
+    (planned before a driver died, queued again by ``reconcile``, or queued again after their run
+    failed) are asked before anything is planned, and nothing is planned while one waits. A
+    point's training seeds are the planner's replicate indices (``LawPlanner.first_seed``).
+    ``suggest`` says FINISHED when the plan stops (budget reached, target-LR interval narrow
+    enough, or no candidate left; ``law_stop`` holds why) and nothing is running.
 
     ``held``: the launch's lease. Every write goes through a fenced storage
     (:class:`~sweeper.study.sweep.FencedStorage`); a write refused because the lease was taken
@@ -145,7 +136,7 @@ class CellSearcher(Searcher):
         self.law = spec.sampler.kind == "law"
         self.law_stop = ""  # why the law sampler's plan stopped ("" while it goes on)
         self.law_gave_up = False  # it stopped on repeated failures, not because the plan ended
-        self._law_cache: tuple[Any, allocation.Plan] | None = None
+        self.planner = LawPlanner(spec, cell_studies) if self.law else None
 
     # Tune pickles its config (search_alg included) into the experiment folder; the storage is the
     # record and Tuner.restore is never used, so only a stub is pickled.
@@ -260,13 +251,15 @@ class CellSearcher(Searcher):
         """A queued point first, else the plan's next point (see the class docstring)."""
         queued = False
         for i, c in enumerate(self.cells):
-            if _waiting(c.cs.study):
+            if waiting(c.cs):
                 if c.running < cap and c.failed_now < self.target:
                     return self._ask_law(trial_id, i)
                 queued = True
         if queued:  # plan nothing while a queued point waits (it would be planned twice)
             return Searcher.FINISHED if self.live == 0 and not self.points else None  # type: ignore[return-value]
-        plan = self._law_plan()
+        assert self.planner is not None
+        open_points = [(p.cell, float(p.trial.params["lr"])) for p in self.points.values()]
+        plan = self.planner.plan(open_points, told=self.points_told)
         if not plan.points:
             if plan.stop != self.law_stop:
                 logger.info("%s: the law sampler stops: %s", self.spec.name, plan.stop)
@@ -292,14 +285,6 @@ class CellSearcher(Searcher):
             return Searcher.FINISHED if self.lost else None  # type: ignore[return-value]
         return self._ask_law(trial_id, i)
 
-    def plan_ended(self) -> str:
-        """Before any trial runs: why the law plan has ended on the stored results ("" when a
-        point is left to run, queued or planned)."""
-        if not self.law or any(_waiting(c.cs.study) for c in self.cells):
-            return ""
-        plan = self._law_plan()
-        return "" if plan.points else plan.stop
-
     def _ask_law(self, trial_id: str, i: int) -> dict[str, Any] | None:
         """Ask the cell's oldest queued point and dispatch its first run."""
         c = self.cells[i]
@@ -309,7 +294,11 @@ class CellSearcher(Searcher):
             self._refused(f"{c.cs.cell.name}: ask", e)
             return Searcher.FINISHED if self.lost else None  # type: ignore[return-value]
         lr = float(trial.params["lr"])
-        first = self._first_seed(i, lr)
+        assert self.planner is not None
+        open_at_lr = sum(
+            p.cell == i and same_lr(p.trial.params.get("lr"), lr) for p in self.points.values()
+        )
+        first = self.planner.first_seed(i, lr, open_at_lr)
         key = (i, trial.number)
         p = _Point(
             cell=i, trial=trial, to_start=list(range(first, first + self.seeds)), first_seed=first
@@ -317,98 +306,6 @@ class CellSearcher(Searcher):
         self.points[key] = p
         c.open_points += 1
         return self._dispatch(trial_id, key, p)
-
-    def _first_seed(self, i: int, lr: float) -> int:
-        """The replicate index of a new point's first run at ``lr`` in cell ``i``: the runs
-        there that count for the plan (COMPLETE, or diverged) plus the open points' runs."""
-        c = self.cells[i]
-        n = 0
-        for t in c.cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if _same_lr(t.params.get("lr"), lr):
-                n += max(1, len(t.user_attrs.get("runs") or []))
-        for p in self.points.values():
-            if p.cell == i and _same_lr(p.trial.params.get("lr"), lr):
-                n += self.seeds
-        return n
-
-    def _law_plan(self) -> allocation.Plan:
-        """The plan's next point from the stored results and the open points (cached until a
-        point is told or opened)."""
-        pending: list[tuple[str, float]] = []
-        for p in self.points.values():
-            pending += [(self.cells[p.cell].cs.cell.name, float(p.trial.params["lr"]))] * self.seeds
-        key = (self.points_told, tuple(sorted(pending)))
-        if self._law_cache is not None and self._law_cache[0] == key:
-            return self._law_cache[1]
-        runs = self._law_runs()
-        scales = {
-            c.cs.cell.name: (float(c.cs.cell.n_params), float(c.cs.cell.tokens)) for c in self.cells
-        }
-        costs = allocation.cell_costs(runs, scales)
-        lrs = law_lrs(self.spec.search)
-        cells = sorted(
-            (allocation.CellPlan(n, s[0], s[1], lrs, costs[n]) for n, s in scales.items()),
-            key=lambda p: (p.cost, p.n_params, p.cell),
-        )
-        target = allocation.default_target(cells)
-        t = self.spec.target
-        if t is not None and t.params is not None:
-            target["n_params"] = float(t.params)
-        if t is not None and t.tokens is not None:
-            target["tokens"] = float(t.tokens)
-        sm = self.spec.sampler
-        assert sm.budget_runs is not None
-        plan = allocation.plan(
-            runs,
-            cells,
-            k=1,
-            seed=sm.seed,
-            budget_runs=sm.budget_runs - self.seeds + 1,
-            pending=pending,
-            target=target,
-            stop_lr_interval_ratio=sm.stop_lr_interval_ratio,
-            max_seeds=max(3, self.seeds),
-        )
-        self._law_cache = (key, plan)
-        return plan
-
-    def _law_runs(self) -> pd.DataFrame:
-        """The runs table of the stored COMPLETE trials (one row per seed), in a fixed order."""
-        rows: list[dict[str, Any]] = []
-        for c in self.cells:
-            cell = c.cs.cell
-            for t in c.cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-                base = {
-                    "cell": cell.name,
-                    "width": cell.width,
-                    "depth": cell.depth,
-                    "n_params": cell.n_params,
-                    "tokens": cell.tokens,
-                    "lr": t.params.get("lr"),
-                    "batch_size": t.params.get("batch_size"),
-                    "seq_len": cell.context,
-                    "state": t.state.name,
-                }
-                runs = t.user_attrs.get("runs") or [
-                    {
-                        "loss": t.value,
-                        "diverged": t.user_attrs.get("diverged", False),
-                        "wall_s": t.user_attrs.get("wall_s"),
-                    }
-                ]
-                for r in runs:
-                    loss = r.get("loss")
-                    rows.append(
-                        {
-                            **base,
-                            "loss": math.nan if loss is None else float(loss),
-                            "diverged": bool(r.get("diverged", False)),
-                            "seed": r.get("seed"),
-                            "wall_s": r.get("wall_s"),
-                        }
-                    )
-        df = pd.DataFrame(rows) if rows else pd.DataFrame({k: [] for k in COLUMNS})
-        return normalize_runs(df)
 
     def _dispatch(self, ray_id: str, key: tuple[int, int], p: _Point) -> dict[str, Any]:
         seed = p.to_start.pop(0)
@@ -419,16 +316,8 @@ class CellSearcher(Searcher):
         self.by_ray[ray_id] = (key, seed)
         self.live += 1
         c.running += 1
-        return {
-            **self.base_config,
-            "cell": cell.name,
-            "trial_number": p.trial.number,
-            "seed": seed,
-            "params": params,
-            "model": cell.proxy_config_kwargs(),
-            "hparams": hparams_kwargs(self.spec, params),
-            "tokens": cell.tokens,
-        }
+        config = trial_config(self.base_config, self.spec, cell, params, seed=seed)
+        return {**config, "trial_number": p.trial.number}
 
     # ---- results ----
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -565,14 +454,6 @@ class CellSearcher(Searcher):
         c.open_points -= 1
         self.points_told += 1
         del self.points[key]
-
-
-def _waiting(study: optuna.Study) -> bool:
-    return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-
-
-def _same_lr(a: Any, b: float) -> bool:
-    return a is not None and math.isclose(float(a), b, rel_tol=1e-9)
 
 
 class _CannotTell(Exception):

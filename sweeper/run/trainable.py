@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper.errors import StudyError
 
 if TYPE_CHECKING:
+    from sweeper.study.ladder import Cell
     from sweeper.study.spec import StudySpec
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "run_trial",
     "train_once",
     "trainable_for",
+    "trial_config",
     "usable_cores",
 ]
 
@@ -243,6 +245,31 @@ def base_config(spec: StudySpec, data: str) -> dict[str, Any]:
         "device": None if r.gpu > 0 else "cpu",
         "eval_batches": spec.train.eval_batches,
         "eval_every": None,
+    }
+
+
+def trial_config(
+    base: Mapping[str, Any],
+    spec: StudySpec,
+    cell: Cell,
+    params: Mapping[str, Any],
+    *,
+    seed: int,
+    tokens: int | None = None,
+) -> dict[str, Any]:
+    """One run's config, as a worker is given it: ``base`` (:func:`base_config`, and
+    :func:`own_config` where the study has its own code) with the cell's model, the point's
+    searched values and hyperparameters, the seed and the cell's budget (or ``tokens``)."""
+    from sweeper.study.space import hparams_kwargs  # not at the top: workers need no optuna here
+
+    return {
+        **base,
+        "cell": cell.name,
+        "seed": seed,
+        "params": dict(params),
+        "model": cell.proxy_config_kwargs(),
+        "hparams": hparams_kwargs(spec, params),
+        "tokens": cell.tokens if tokens is None else tokens,
     }
 
 

@@ -1,0 +1,156 @@
+"""The law sampler's plan, read from a launch's stored cell studies.
+
+:class:`LawPlanner` turns the stored COMPLETE trials (one runs-table row per seed) and the points a
+launch has open into :func:`sweeper.fitting.allocation.plan`'s next point, and says which training
+seeds a new point at an LR takes. The searcher (:mod:`sweeper.run.searcher`) asks, enqueues and
+dispatches what it plans; the launch asks it, before starting Ray, whether the plan has ended.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from optuna.trial import TrialState
+
+from sweeper.fitting import allocation
+from sweeper.study.runs import COLUMNS, normalize_runs
+from sweeper.study.spec import StudySpec, law_lrs
+from sweeper.study.sweep import CellStudy
+
+__all__ = ["LawPlanner", "same_lr", "waiting"]
+
+
+class LawPlanner:
+    """The plan over ``cell_studies`` (a launch's, in its order) of a ``kind = "law"`` study.
+
+    Every point runs the study's ``seeds_per_point`` seeds and the planner counts runs, so the
+    planner is given ``budget_runs - seeds_per_point + 1`` (a point is planned only while it fits)
+    and at most ``max(3, seeds_per_point)`` runs share an LR. The plan depends on the stored
+    results and the open points only, so a relaunch resumes it.
+    """
+
+    def __init__(self, spec: StudySpec, cell_studies: Sequence[CellStudy]) -> None:
+        if spec.sampler.budget_runs is None:
+            raise ValueError(f"{spec.name}: the law sampler needs sampler.budget_runs")
+        self.spec = spec
+        self.studies = list(cell_studies)
+        self.seeds = spec.sweep.seeds_per_point
+        self._cache: tuple[Any, allocation.Plan] | None = None
+
+    def plan(self, open_points: Sequence[tuple[int, float]], told: int) -> allocation.Plan:
+        """The plan from the stored results and the open points ((cell index, LR) each, every one
+        pending ``seeds_per_point`` runs); cached until ``told`` (points told so far) or the open
+        points change."""
+        pending = [
+            (self.studies[i].cell.name, lr) for i, lr in open_points for _ in range(self.seeds)
+        ]
+        key = (told, tuple(sorted(pending)))
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        runs = self.runs()
+        scales = {
+            cs.cell.name: (float(cs.cell.n_params), float(cs.cell.tokens)) for cs in self.studies
+        }
+        costs = allocation.cell_costs(runs, scales)
+        lrs = law_lrs(self.spec.search)
+        cells = sorted(
+            (allocation.CellPlan(n, s[0], s[1], lrs, costs[n]) for n, s in scales.items()),
+            key=lambda p: (p.cost, p.n_params, p.cell),
+        )
+        sm = self.spec.sampler
+        assert sm.budget_runs is not None  # checked in __init__
+        plan = allocation.plan(
+            runs,
+            cells,
+            k=1,
+            seed=sm.seed,
+            budget_runs=sm.budget_runs - self.seeds + 1,
+            pending=pending,
+            target=self._target(cells),
+            stop_lr_interval_ratio=sm.stop_lr_interval_ratio,
+            max_seeds=max(3, self.seeds),
+        )
+        self._cache = (key, plan)
+        return plan
+
+    def ended(self) -> str:
+        """Why the plan has nothing left to run on the stored results, with nothing open ("" when
+        a point is queued in a study or planned)."""
+        if any(waiting(cs) for cs in self.studies):
+            return ""
+        plan = self.plan((), told=-1)
+        return "" if plan.points else plan.stop
+
+    def first_seed(self, i: int, lr: float, open_at_lr: int) -> int:
+        """The replicate index of a new point's first run at ``lr`` in cell ``i``: the stored runs
+        there that count for the plan (COMPLETE, or diverged) plus the runs of the ``open_at_lr``
+        points open at that LR."""
+        n = 0
+        for t in self.studies[i].study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if same_lr(t.params.get("lr"), lr):
+                n += max(1, len(t.user_attrs.get("runs") or []))
+        return n + open_at_lr * self.seeds
+
+    def _target(self, cells: list[allocation.CellPlan]) -> dict[str, float]:
+        """The study's ``[target]``, each scale it leaves out the sampler's default."""
+        target = allocation.default_target(cells)
+        t = self.spec.target
+        if t is not None and t.params is not None:
+            target["n_params"] = float(t.params)
+        if t is not None and t.tokens is not None:
+            target["tokens"] = float(t.tokens)
+        return target
+
+    def runs(self) -> pd.DataFrame:
+        """The runs table of the stored COMPLETE trials (one row per seed), in a fixed order."""
+        rows: list[dict[str, Any]] = []
+        for cs in self.studies:
+            for t in cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+                rows += _trial_rows(cs, t)
+        df = pd.DataFrame(rows) if rows else pd.DataFrame({k: [] for k in COLUMNS})
+        return normalize_runs(df)
+
+
+def _trial_rows(cs: CellStudy, t: Any) -> list[dict[str, Any]]:
+    """One row per run of a COMPLETE trial (a trial from before per-seed records: one row)."""
+    cell = cs.cell
+    base = {
+        "cell": cell.name,
+        "width": cell.width,
+        "depth": cell.depth,
+        "n_params": cell.n_params,
+        "tokens": cell.tokens,
+        "lr": t.params.get("lr"),
+        "batch_size": t.params.get("batch_size"),
+        "seq_len": cell.context,
+        "state": t.state.name,
+    }
+    runs = t.user_attrs.get("runs") or [
+        {
+            "loss": t.value,
+            "diverged": t.user_attrs.get("diverged", False),
+            "wall_s": t.user_attrs.get("wall_s"),
+        }
+    ]
+    return [
+        {
+            **base,
+            "loss": math.nan if r.get("loss") is None else float(r["loss"]),
+            "diverged": bool(r.get("diverged", False)),
+            "seed": r.get("seed"),
+            "wall_s": r.get("wall_s"),
+        }
+        for r in runs
+    ]
+
+
+def waiting(cs: CellStudy) -> bool:
+    """The cell's study holds a queued (WAITING) point."""
+    return bool(cs.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
+def same_lr(a: Any, b: float) -> bool:
+    return a is not None and math.isclose(float(a), b, rel_tol=1e-9)
