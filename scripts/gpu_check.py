@@ -56,9 +56,9 @@ COLUMNS = (
 # ---- 1. plan (needs Sweeper installed) ---------------------------------------------------------
 def plan(study: str, out_dir: Path) -> list[dict[str, Any]]:
     from proxy_models.data import builtin_corpus
-    from sweeper.run.trainable import base_config, own_config
+    from sweeper.run.trainable import base_config, own_config, trial_config
     from sweeper.study.ladder import cells
-    from sweeper.study.space import grid_values, hparams_kwargs
+    from sweeper.study.space import grid_values
     from sweeper.study.spec import load_study
 
     spec = load_study(study)
@@ -68,28 +68,18 @@ def plan(study: str, out_dir: Path) -> list[dict[str, Any]]:
     points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
     first = spec.sweep.first_seed
     seeds = range(first, first + spec.sweep.seeds_per_point)
-    base = base_config(spec, "corpus.txt")  # the data path is resolved against DIR at train time
+    # the data path is resolved against DIR at train time; own: your builder or training function
+    base = {**base_config(spec, "corpus.txt"), "own": own_config(spec)}
     configs = []
     for seed, cell, params in itertools.product(seeds, cells(spec), points):
-        configs.append(
-            {
-                **base,
-                "cell": cell.name,
-                "seed": seed,
-                "params": params,
-                "model": cell.proxy_config_kwargs(),
-                "hparams": hparams_kwargs(spec, params),
-                "tokens": cell.tokens,
-                "own": own_config(spec),  # your builder or training function, as a sweep's
-                "meta": {
-                    "width": cell.width,
-                    "depth": cell.depth,
-                    "n_params": cell.n_params,
-                    "n_params_total": cell.n_params_total,
-                    "seq_len": cell.context,
-                },
-            }
-        )
+        meta = {
+            "width": cell.width,
+            "depth": cell.depth,
+            "n_params": cell.n_params,
+            "n_params_total": cell.n_params_total,
+            "seq_len": cell.context,
+        }
+        configs.append({**trial_config(base, spec, cell, params, seed=seed), "meta": meta})
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "corpus.txt").write_bytes(builtin_corpus().tobytes())
     (out_dir / "configs.json").write_text(json.dumps({"study": study, "trials": configs}))
@@ -164,10 +154,12 @@ def compare(
     """
     gpu = _runs(gpu_csv)
     ref = _runs(reference)
+    ref = ref[ref["repeat"] == 0]
     first = gpu[gpu["repeat"] == 0]
     cols = [*KEYS, "loss", "diverged", "tokens_per_s"]
     both = first.merge(ref[cols], on=list(KEYS), suffixes=("_gpu", "_cpu"))
     both = both.sort_values(["n_params", "lr", "batch_size", "seed"], ignore_index=True)
+    cells = _cell_optima(both, ref)
     finite = both[~both["diverged_gpu"] & ~both["diverged_cpu"]].copy()
     finite["rel"] = (finite["loss_gpu"] - finite["loss_cpu"]) / finite["loss_cpu"]
     out: dict[str, Any] = {
@@ -182,9 +174,11 @@ def compare(
         "rel_loss_diff_median": float(finite["rel"].median()),
         "abs_rel_loss_diff_median": float(finite["rel"].abs().median()),
         "abs_rel_loss_diff_max": float(finite["rel"].abs().max()),
-        "by_side": _by_side(finite, ref),
+        "by_side": _by_side(finite, ref, {c["cell"]: c["best_lr_cpu"] for c in cells}),
+        "cpu_seed_best_lr": _seed_best_lrs(ref),
         "gpu_repeat_abs_rel_diff": _repeat_spread(gpu),
-        "cells": _cell_optima(both, ref),
+        "cells": cells,
+        "cells_missing": sorted(set(ref["cell"]) - set(both["cell"])),
         "throughput": _throughput(both),
     }
     if other is not None:
@@ -193,10 +187,10 @@ def compare(
         out["other_csv"] = other.name
         out["other_runs_matched"] = len(pair)
         out["other_max_abs_loss_diff"] = float((pair["loss_x"] - pair["loss_y"]).abs().max())
-    out["cells_missing"] = sorted(set(ref["cell"]) - set(both["cell"]))
-    partial = [c["cell"] for c in out["cells"] if c["partial"]] + out["cells_missing"]
-    if partial:  # a law over a cut grid is an artefact of the cut
-        out["laws"] = {"skipped": f"cells not trained or with fewer LRs: {', '.join(partial)}"}
+        out["other_repeat_abs_rel_diff"] = _repeat_spread(o)
+    cut = [c["cell"] for c in cells if c["partial"]] + out["cells_missing"]
+    if cut:  # a law over a cut grid is an artefact of the cut
+        out["laws"] = {"skipped": f"cells not fully trained: {', '.join(cut)}"}
     else:
         out["laws"] = {device: _law(both, device) for device in ("gpu", "cpu")}
     return out
@@ -215,21 +209,20 @@ def _runs(path: Path) -> Any:
     return df.assign(diverged=df["diverged"].astype(bool))
 
 
-def _by_side(finite: Any, ref: Any) -> dict[str, dict[str, float]]:
-    """Median |GPU - CPU| / CPU below each cell's best CPU LR and at or above it, beside the median
-    difference between two CPU seeds at the same points (|a - b| / mean, every pair of seeds)."""
+def _by_side(finite: Any, ref: Any, best: dict[str, float | None]) -> dict[str, dict[str, Any]]:
+    """Median |GPU - CPU| / CPU (each GPU run against the CPU run of its seed) below each cell's
+    best CPU LR (over the trials both trained) and at or above it, beside the median difference
+    between two CPU seeds at the same (cell, LR) points: |a - b| / their mean, every pair."""
     import numpy as np
     import pandas as pd
 
-    ok = ref[~ref["diverged"]]
-    means = ok.groupby(["cell", "lr"])["loss"].mean()
-    best = means.groupby(level="cell").idxmin().map(lambda t: t[1])
+    points = set(zip(finite["cell"], finite["lr"], strict=True))
     pairs = []
-    for (cell, lr), g in ok.groupby(["cell", "lr"]):
-        v = g["loss"].to_numpy()
-        pairs += [
-            (cell, lr, abs(a - b) / ((a + b) / 2)) for i, a in enumerate(v) for b in v[i + 1 :]
-        ]
+    for (cell, lr), g in ref[~ref["diverged"]].groupby(["cell", "lr"]):
+        if (cell, lr) in points:
+            v = g["loss"].to_numpy()
+            pairs += [(cell, lr, abs(a - b) / ((a + b) / 2)) for i, a in enumerate(v)
+                      for b in v[i + 1 :]]  # fmt: skip
     seeds = pd.DataFrame(pairs, columns=["cell", "lr", "rel"])
     out = {}
     for side, below in (("below_best_lr", True), ("at_or_above_best_lr", False)):
@@ -237,40 +230,62 @@ def _by_side(finite: Any, ref: Any) -> dict[str, dict[str, float]]:
         s = seeds[(seeds["lr"] < seeds["cell"].map(best)) == below]
         out[side] = {
             "runs": len(f),
-            "gpu_vs_cpu_abs_rel_median": float(np.median(np.abs(f["rel"]))),
-            "cpu_seed_pairs_abs_rel_median": float(np.median(s["rel"])),
+            "gpu_vs_cpu_abs_rel_median": float(np.median(np.abs(f["rel"]))) if len(f) else None,
+            "cpu_seed_pairs_abs_rel_median": float(np.median(s["rel"])) if len(s) else None,
             "cpu_seed_pairs": len(s),
         }
     return out
 
 
-def _repeat_spread(gpu: Any) -> list[float]:
-    rep = gpu[gpu["repeat"] == 1]
-    merged = gpu[gpu["repeat"] == 0].merge(rep[[*KEYS, "loss"]], on=list(KEYS))
+def _seed_best_lrs(ref: Any) -> dict[str, int]:
+    """How often two CPU seeds of one cell (every LR trained on both) disagree on its best LR:
+    the baseline for the devices' disagreement."""
+    pairs = differ = 0
+    for _, g in ref[~ref["diverged"]].groupby("cell"):
+        per_seed = g.pivot_table(index="lr", columns="seed", values="loss").dropna()
+        best = [per_seed[s].idxmin() for s in per_seed.columns]
+        for i, a in enumerate(best):
+            for b in best[i + 1 :]:
+                pairs += 1
+                differ += int(a != b)
+    return {"pairs": pairs, "differ": differ}
+
+
+def _repeat_spread(runs: Any) -> list[float]:
+    rep = runs[runs["repeat"] == 1]
+    merged = runs[runs["repeat"] == 0].merge(rep[[*KEYS, "loss"]], on=list(KEYS))
     return [float(abs(a - b) / b) for a, b in zip(merged["loss_x"], merged["loss_y"], strict=True)]
 
 
 def _cell_optima(both: Any, ref: Any) -> list[dict[str, Any]]:
-    """Per cell, the best LR (of the seed means) on each device, over the LRs both trained; a cell
-    where the GPU trained fewer LRs than the reference holds is ``partial``, and its best LRs are
-    not compared."""
+    """Per cell, the best LR (of the seed means) on each device over the trials both trained; a
+    cell where the GPU trained fewer (LR, seed) trials than the reference holds is ``partial`` (no
+    law is fitted), one where it trained fewer LRs has no ``octaves_apart``, and a best LR at the
+    smallest or largest LR trained is ``at_edge`` (a bound, not an optimum)."""
     rows = []
     for cell, g in both.groupby("cell", sort=False):
-        n_ref = ref.loc[ref["cell"] == cell, "lr"].nunique()
+        r = ref[ref["cell"] == cell]
+        trials, trials_ref = len(g), len(set(zip(r["lr"], r["seed"], strict=True)))
         entry: dict[str, Any] = {
             "cell": cell,
-            "seeds": int(g["seed"].nunique()),
+            "trials": trials,
+            "trials_reference": trials_ref,
             "lrs": int(g["lr"].nunique()),
-            "lrs_reference": int(n_ref),
-            "partial": bool(g["lr"].nunique() < n_ref),
+            "lrs_reference": int(r["lr"].nunique()),
+            "seeds": int(g["seed"].nunique()),
+            "seeds_reference": int(r["seed"].nunique()),
+            "partial": trials < trials_ref,
         }
+        edges = (g["lr"].min(), g["lr"].max())
         for device in ("gpu", "cpu"):
-            ok = g[~g[f"diverged_{device}"]]
-            means = ok.groupby("lr")[f"loss_{device}"].mean()
-            entry[f"best_lr_{device}"] = float(means.idxmin())
-            entry[f"best_loss_{device}"] = float(means.min())
-        octaves = abs(math.log2(entry["best_lr_gpu"] / entry["best_lr_cpu"]))
-        entry["octaves_apart"] = None if entry["partial"] else round(octaves, 2)
+            means = g[~g[f"diverged_{device}"]].groupby("lr")[f"loss_{device}"].mean()
+            entry[f"best_lr_{device}"] = float(means.idxmin()) if len(means) else None
+            entry[f"best_loss_{device}"] = float(means.min()) if len(means) else None
+        lr_g, lr_c = entry["best_lr_gpu"], entry["best_lr_cpu"]
+        entry["at_edge"] = lr_g in edges or lr_c in edges
+        # the best LRs compare where every LR was trained (on the seeds both trained)
+        every_lr = entry["lrs"] == entry["lrs_reference"] and None not in (lr_g, lr_c)
+        entry["octaves_apart"] = round(abs(math.log2(lr_g / lr_c)), 2) if every_lr else None
         rows.append(entry)
     return rows
 

@@ -147,6 +147,8 @@ GPU_CHECKS = (
 )
 GPU_MACHINE = "one NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, Python 3.12.3), on 2026-11-27"
 GPU_TRANSFER = "transfer/gpu_quickstart.w128.json"
+#: the same check on the CPU runs, by the same (current default) fit
+GPU_TRANSFER_CPU = "transfer/quickstart.w128_surface.aprior.json"
 MARKER = "<!-- notes: written by hand, kept when this file is regenerated -->"
 
 
@@ -594,82 +596,105 @@ def gpu_section(gpu: dict[str, Any]) -> list[str]:
         f"The same trials (cell, LR, batch, seed) trained on {GPU_MACHINE}, on the CPU runs' "
         "corpus, and compared with the committed CPU runs by `scripts/gpu_check.py compare` (the "
         "Hugging Face Llama's CPU runs were trained on the GPU machine's CPU, which has "
-        "transformers). "
-        "A difference is (GPU − CPU) / CPU in absolute value, one seed on each; beside it, the "
-        "difference between two CPU seeds at the same points (the median over points below each "
-        "cell's best CPU LR, and at or above it). Laws: the surface fit (1,000 resamples) on "
-        "each device's losses of these runs.",
+        "transformers). Each GPU run is compared with the CPU run of the same seed: |GPU − CPU| "
+        "/ CPU, its median over the runs below each cell's best CPU LR and over those at or "
+        "above it; beside it, the same median between two CPU seeds at those points (|a − b| / "
+        "their mean, every pair of seeds). Laws: the surface fit with 1,000 resamples on each "
+        "device's losses of these runs (so the CPU's interval differs a little from the same "
+        "ladder's above, fitted with 200).",
         "",
         "| ladder | runs | GPU vs CPU: below the best LR | at or above it | two CPU seeds: below "
-        "(pairs) | at or above (pairs) | largest GPU vs CPU | best LR equal | LR exponent, GPU | "
-        "CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "(pairs) | at or above (pairs) | largest GPU vs CPU | same best LR (cells with every LR) "
+        "| two CPU seeds: same best LR | LR exponent, GPU | CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for g in gpu["ladders"]:
         lo, hi = g["by_side"]["below_best_lr"], g["by_side"]["at_or_above_best_lr"]
-        full = [c for c in g["cells"] if not c["partial"]]
+        full = [c for c in g["cells"] if c["octaves_apart"] is not None]
         same = sum(c["octaves_apart"] == 0 for c in full)
+        sb = g["cpu_seed_best_lr"]
         lines.append(
-            f"| {g['gpu_csv']} | {g['runs_compared']} "
-            f"| {100 * lo['gpu_vs_cpu_abs_rel_median']:.2f}% "
-            f"| {100 * hi['gpu_vs_cpu_abs_rel_median']:.2f}% "
-            f"| {100 * lo['cpu_seed_pairs_abs_rel_median']:.2f}% ({lo['cpu_seed_pairs']}) "
-            f"| {100 * hi['cpu_seed_pairs_abs_rel_median']:.2f}% ({hi['cpu_seed_pairs']}) "
-            f"| {100 * g['abs_rel_loss_diff_max']:.1f}% | {same} of {len(full)} full cells "
+            f"| {g['gpu_csv']} | {g['runs_compared']} | {_pct(lo['gpu_vs_cpu_abs_rel_median'])} "
+            f"| {_pct(hi['gpu_vs_cpu_abs_rel_median'])} "
+            f"| {_pct(lo['cpu_seed_pairs_abs_rel_median'])} ({lo['cpu_seed_pairs']}) "
+            f"| {_pct(hi['cpu_seed_pairs_abs_rel_median'])} ({hi['cpu_seed_pairs']}) "
+            f"| {100 * g['abs_rel_loss_diff_max']:.1f}% "
+            f"| {same} of {len(full)} cell{'s' * (len(full) != 1)} "
+            f"| {sb['pairs'] - sb['differ']} of {sb['pairs']} pairs "
             f"| {_gpu_law(g['laws'].get('gpu'))} | {_gpu_law(g['laws'].get('cpu'))} |"
         )
     lines += ["", *_gpu_notes(gpu), ""]
     return lines
 
 
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.2f}%"
+
+
 def _gpu_law(law: dict[str, Any] | None) -> str:
     if law is None:
-        return "— (a partial grid)"
+        return "— (a cut grid)"
     return f"{law['exponent']:+.3f} [{law['ci'][0]:+.3f}, {law['ci'][1]:+.3f}]"
 
 
 def _gpu_notes(gpu: dict[str, Any]) -> list[str]:
-    notes = []
-    for g in gpu["ladders"]:
-        tp = g["throughput"]
-        apart = [f"{c['cell']} {c['octaves_apart']:.1f}" for c in g["cells"]
-                 if not c["partial"] and c["octaves_apart"] > 0]  # fmt: skip
-        text = (
-            f"- {g['gpu_csv']}: diverged on one device only: {g['diverged_gpu_only']} (GPU), "
-            f"{g['diverged_cpu_only']} (CPU); best LR apart, in octaves: "
-            f"{', '.join(apart) or 'none'}; GPU tokens/s {_span(tp, 'tokens_per_s_gpu')} against "
-            f"{_span(tp, 'tokens_per_s_cpu')} for one CPU thread"
-        )
-        reps = g["gpu_repeat_abs_rel_diff"]
-        if reps:
-            text += (
-                f"; {len(reps)} trials trained twice on the GPU differ by at most {max(reps):.1e}"
-            )
-        if "other_csv" in g:
-            text += (
-                f"; the Ray sweep's losses against the same trials run outside Ray "
-                f"({g['other_csv']}, {g['other_runs_matched']} runs): largest difference "
-                f"{g['other_max_abs_loss_diff']:.1e}"
-            )
-        cut = [f"{c['cell']} ({c['lrs']} of {c['lrs_reference']} LRs)" for c in g["cells"]
-               if c["partial"]] + [f"{c} (none)" for c in g["cells_missing"]]  # fmt: skip
-        if cut:
-            text += f"; cut short by its device time: {', '.join(cut)}, so no law is fitted"
-        notes.append(text + ".")
+    notes = [_gpu_ladder_note(g) for g in gpu["ladders"]]
+    notes.append(
+        "- CPU tokens/s are one thread's on the machine the CPU runs were trained on (the Llama's: "
+        "the GPU machine), with other trials beside it: the quickstart's CPU runs shared their "
+        "cores more than width_mup's did (their w32 cells have the same shape)."
+    )
     t = gpu.get("transfer")
     if t:
+        cpu = json.loads((DATA / GPU_TRANSFER_CPU).read_text())
         notes.append(
             f"- `sweeper validate-transfer {t['sweep']} --holdout largest --seeds 3` on the GPU: "
-            f"{t['holdout_cell']} ({t['extrapolation']['n_params']:.1f}x N) predicted at lr "
-            f"{t['predicted_lr']:.3g} (point {t['predicted_lr_point']:.3g}; measured optimum "
-            f"{t['measured_lr']:.3g}), regret {t['regret_pct']:+.2f}% of the best trained loss, "
-            f"log2 error {t['log2_error']:+.2f}; `docs/data/{GPU_TRANSFER}`."
+            f"{t['holdout_cell']} ({t['extrapolation']['n_params']:.1f}x N, measured optimum lr "
+            f"{t['measured_lr']:.3g}): the recommended LR {t['predicted_lr']:.3g} costs "
+            f"{t['regret_pct']:+.2f}% of the best trained loss (log2 error "
+            f"{t['log2_error']:+.2f}), the law's point estimate {t['predicted_lr_point']:.3g} "
+            f"{t['regret_point_pct']:+.2f}% ({t['log2_error_point']:+.2f}); the same check on the "
+            f"CPU runs: {cpu['predicted_lr']:.3g}, {cpu['regret_pct']:+.2f}% "
+            f"({cpu['log2_error']:+.2f}), point {cpu['predicted_lr_point']:.3g} "
+            f"{cpu['regret_point_pct']:+.2f}% (`docs/data/{GPU_TRANSFER}`, "
+            f"`docs/data/{GPU_TRANSFER_CPU}`)."
         )
     return notes
 
 
+def _gpu_ladder_note(g: dict[str, Any]) -> str:
+    tp = g["throughput"]
+    apart = [f"{c['cell']} {c['octaves_apart']:.1f}" for c in g["cells"]
+             if c["octaves_apart"] is not None and c["octaves_apart"] > 0]  # fmt: skip
+    edge = [c["cell"] for c in g["cells"] if c["at_edge"]]
+    text = (
+        f"- {g['gpu_csv']}: diverged on one device only: {g['diverged_gpu_only']} (GPU), "
+        f"{g['diverged_cpu_only']} (CPU); best LR apart, in octaves: {', '.join(apart) or 'none'}"
+        f"; best LR at the edge of the LRs trained (a bound): {', '.join(edge) or 'none'}; GPU "
+        f"tokens/s {_span(tp, 'tokens_per_s_gpu')} against {_span(tp, 'tokens_per_s_cpu')} for "
+        "one CPU thread"
+    )
+    reps = g["gpu_repeat_abs_rel_diff"] + g.get("other_repeat_abs_rel_diff", [])
+    if reps:
+        most = f"{max(reps):.1e}" if max(reps) else "0 (bit for bit)"
+        text += f"; {len(reps)} trials trained twice on the GPU differ by at most {most}"
+    if "other_csv" in g:
+        text += (
+            f"; the Ray sweep's losses against the same trials run outside Ray "
+            f"({g['other_csv']}, {g['other_runs_matched']} runs): largest difference "
+            f"{g['other_max_abs_loss_diff']:.1e}".replace("0.0e+00", "0 (bit for bit)")
+        )
+    cut = [f"{c['cell']} ({c['trials']} of {c['trials_reference']} trials: {c['lrs']} of "
+           f"{c['lrs_reference']} LRs, {c['seeds']} of {c['seeds_reference']} seeds)"
+           for c in g["cells"] if c["partial"]]  # fmt: skip
+    cut += [f"{c} (none)" for c in g["cells_missing"]]
+    if cut:
+        text += f"; cut short by its device time: {', '.join(cut)}, so no law is fitted"
+    return text + "."
+
+
 def _span(rows: list[dict[str, Any]], key: str) -> str:
-    lo, hi = (f"{f(r[key] for r in rows) / 1e3:.0f}k" for f in (min, max))
+    lo, hi = (f"{f(r[key] for r in rows) / 1e3:.3g}k" for f in (min, max))
     return lo if lo == hi else f"{lo}-{hi}"
 
 

@@ -92,6 +92,7 @@ def test_a_grid_cut_short_is_compared_point_by_point_without_a_law(
     cut = ref[
         (ref["cell"] != "w128-d2-t819k") & ~((ref["cell"] == "w96-d2-t819k") & (ref["lr"] > 0.005))
     ]
+    cut = cut[(cut["cell"] != "w32-d2-t819k") | (cut["seed"] == 0)]  # every LR, one seed of three
     cut.to_csv(tmp_path / "gpu.csv", index=False)
     ref.to_csv(tmp_path / "cpu.csv", index=False)
     out = gc.compare(tmp_path / "gpu.csv", tmp_path / "cpu.csv", "quickstart")
@@ -99,4 +100,9 @@ def test_a_grid_cut_short_is_compared_point_by_point_without_a_law(
     (w96,) = [c for c in out["cells"] if c["cell"] == "w96-d2-t819k"]
     assert w96["partial"] and (w96["lrs"], w96["lrs_reference"]) == (4, 6)
     assert w96["octaves_apart"] is None and "w96-d2-t819k" in out["laws"]["skipped"]
+    (w32,) = [c for c in out["cells"] if c["cell"] == "w32-d2-t819k"]
+    assert w32["partial"] and (w32["trials"], w32["trials_reference"], w32["seeds"]) == (6, 18, 1)
     assert out["abs_rel_loss_diff_max"] == 0.0
+    # the seed baseline is read at the points both trained: w128's and w96's top LRs are not
+    pairs = sum(side["cpu_seed_pairs"] for side in out["by_side"].values())
+    assert pairs == 3 * (6 + 6 + 6 + 4)
