@@ -90,6 +90,7 @@ def optimum_row(o: CellOptimum) -> dict[str, Any]:
         "loss": o.loss,
         "usable": o.usable,
         "reason": o.reason,
+        "notes": list(o.notes),  # e.g. a fit that is not convex fell back to the best point
     }
 
 

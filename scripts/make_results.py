@@ -517,6 +517,7 @@ def batch_section(b: dict[str, Any], plot: str | None = None) -> list[str]:
     for o in b["optima"]:
         lo, hi = o["batch_tokens_ci"]
         use = "yes" if o["usable"] else f"no: {o['reason']}"
+        use += "".join(f"; {n}" for n in o.get("notes", []))
         lines.append(f"| {o['cell']} | {o['tokens']:.3g} | {o['batch_tokens']:.0f} | {lo:.0f}-{hi:.0f} "
                      f"| {o['lr']:.3g} | {use} |")  # fmt: skip
     lines += ["", "| method | law | exponent of tokens | 95% interval | excludes 0 | cells | "
