@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from optuna.trial import TrialState
 from ray import tune
 from ray.tune.schedulers import TrialScheduler
 
@@ -518,6 +519,27 @@ def _law_plan_ended(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
     return LawPlanner(spec, cell_studies).ended()
 
 
+def device_mix(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
+    """A warning when the sweep holds runs trained on another kind of device than this launch's
+    ("" when it does not): on CUDA a run trains under bf16 autocast, on the CPU in fp32, and near
+    and above the best LR their losses differ by up to about what a second seed does."""
+    here = "cuda" if spec.resources.gpu > 0 else "cpu"
+    seen: set[str] = set()
+    for cs in cell_studies:
+        for t in cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            seen |= {str(r["device"]).split(":")[0] for r in t.user_attrs.get("runs") or []
+                     if r.get("device")}  # fmt: skip
+    other = sorted(seen - {here})
+    if not other:
+        return ""
+    how = {"cuda": "bf16 autocast", "cpu": "fp32"}
+    return (
+        f"sweep {spec.name} holds runs trained on {', '.join(other)}, and this launch trains on "
+        f"{here} ({how.get(here, here)}): a law fitted on the sweep mixes the two; launch the "
+        "study under another sweep name to keep them apart"
+    )
+
+
 def _launch_fenced(
     spec: StudySpec,
     *,
@@ -559,6 +581,9 @@ def _launch_fenced(
                     ended)  # fmt: skip
         return replace(summary(None, 0), plan_stop=ended)
 
+    mixed = device_mix(spec, cell_studies)
+    if mixed:
+        logger.warning(mixed)
     _quiet_ray(verbose)
     started_ray = False
     ray_dir = tempfile.mkdtemp(prefix="sweeper-ray-")

@@ -10,10 +10,16 @@ from sweeper.study.spec import StudySpec
 
 
 def drive(
-    searcher: Any, *, crash: Any = lambda cfg: False, concurrent: int = 2, budget: int = 50
+    searcher: Any,
+    *,
+    crash: Any = lambda cfg: False,
+    concurrent: int = 2,
+    budget: int = 50,
+    extra: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Play Ray Tune's part: ask for runs while the searcher gives them, finish the oldest live one
-    (crashed when ``crash(config)``, else a final result), until the searcher says FINISHED."""
+    (crashed when ``crash(config)``, else a final result, with ``extra`` in it), until the
+    searcher says FINISHED."""
     from ray.tune.search import Searcher
 
     live: list[tuple[str, dict[str, Any]]] = []
@@ -35,6 +41,7 @@ def drive(
         else:
             loss = 3.0 + done["params"]["lr"]
             result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False}
+            result.update(extra or {})
             searcher.on_trial_complete(
                 rid, result={**result, "tokens": 16384, "wall_s": 1.0, "tokens_per_s": 1e4}
             )

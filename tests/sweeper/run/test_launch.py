@@ -631,3 +631,17 @@ def test_end_of_run_report_is_not_sent_to_tune(monkeypatch: pytest.MonkeyPatch) 
     sent.clear()
     launch.run_trial({**config, "eval_every": 3})
     assert [m["step"] for m in sent if not m["final"]] == [3, 6] and sent[-1]["final"]
+
+
+def test_a_launch_on_another_device_than_the_stored_runs_is_warned(sqlite_url: str) -> None:
+    """bf16 on CUDA and fp32 on the CPU give different losses near the best LR: a sweep that
+    would mix them says so (the runs record their device)."""
+    from sweeper.run.launch import device_mix
+    from sweeper.study.sweep import open_sweep
+
+    spec = parse_study_toml(GRID.format(name="mixed"))
+    drive(open_searcher(spec, sqlite_url), extra={"device": "cuda:0"})
+    message = device_mix(spec, open_sweep(spec, sqlite_url))
+    assert "holds runs trained on cuda" in message and "trains on cpu (fp32)" in message
+    on_gpu = parse_study_toml(GRID.format(name="mixed") + "\n[resources]\ngpu = 1\n")
+    assert device_mix(on_gpu, open_sweep(on_gpu, sqlite_url)) == ""
