@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,14 @@ from sweeper.run.asha import PerCellASHA
 from sweeper.run.law_plan import LawPlanner
 from sweeper.run.progress import Progress
 from sweeper.run.searcher import CellSearcher
-from sweeper.run.trainable import METRIC, base_config, data_source, trainable_for, usable_cores
+from sweeper.run.trainable import (
+    METRIC,
+    base_config,
+    data_source,
+    device_kind,
+    trainable_for,
+    usable_cores,
+)
 from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
 from sweeper.study.samplers import reconcile
@@ -519,24 +526,27 @@ def _law_plan_ended(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
     return LawPlanner(spec, cell_studies).ended()
 
 
-def device_mix(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
+def _device_mix(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
     """A warning when the sweep holds runs trained on another kind of device than this launch's
-    ("" when it does not): on CUDA a run trains under bf16 autocast, on the CPU in fp32, and near
-    and above the best LR their losses differ by up to about what a second seed does."""
-    here = "cuda" if spec.resources.gpu > 0 else "cpu"
+    ("" when it does not): on CUDA the built-in loop trains under bf16 autocast, on the CPU in
+    fp32, and near and above the best LR their losses differ by up to what a second seed does. A
+    study's own training function chooses its device and precision itself: not checked."""
+    if spec.train.function:
+        return ""
+    here = device_kind(spec)
     seen: set[str] = set()
     for cs in cell_studies:
         for t in cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             seen |= {str(r["device"]).split(":")[0] for r in t.user_attrs.get("runs") or []
-                     if r.get("device")}  # fmt: skip
+                     if isinstance(r, Mapping) and r.get("device")}  # fmt: skip
     other = sorted(seen - {here})
     if not other:
         return ""
-    how = {"cuda": "bf16 autocast", "cpu": "fp32"}
+    how = {"cuda": "bf16 autocast", "cpu": "fp32"}[here]
     return (
         f"sweep {spec.name} holds runs trained on {', '.join(other)}, and this launch trains on "
-        f"{here} ({how.get(here, here)}): a law fitted on the sweep mixes the two; launch the "
-        "study under another sweep name to keep them apart"
+        f"{here} ({how}): a law fitted on the sweep mixes the two; launch the study under another "
+        "sweep name to keep them apart"
     )
 
 
@@ -581,8 +591,7 @@ def _launch_fenced(
                     ended)  # fmt: skip
         return replace(summary(None, 0), plan_stop=ended)
 
-    mixed = device_mix(spec, cell_studies)
-    if mixed:
+    if mixed := _device_mix(spec, cell_studies):
         logger.warning(mixed)
     _quiet_ray(verbose)
     started_ray = False

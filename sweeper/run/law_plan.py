@@ -35,6 +35,7 @@ class LawPlanner:
     def __init__(self, spec: StudySpec, cell_studies: Sequence[CellStudy]) -> None:
         if spec.sampler.budget_runs is None:
             raise ValueError(f"{spec.name}: the law sampler needs sampler.budget_runs")
+        self.budget_runs: int = spec.sampler.budget_runs
         self.spec = spec
         self.studies = list(cell_studies)
         self.seeds = spec.sweep.seeds_per_point
@@ -61,13 +62,12 @@ class LawPlanner:
             key=lambda p: (p.cost, p.n_params, p.cell),
         )
         sm = self.spec.sampler
-        assert sm.budget_runs is not None  # checked in __init__
         plan = allocation.plan(
             runs,
             cells,
             k=1,
             seed=sm.seed,
-            budget_runs=sm.budget_runs - self.seeds + 1,
+            budget_runs=self.budget_runs - self.seeds + 1,
             pending=pending,
             target=self._target(cells),
             stop_lr_interval_ratio=sm.stop_lr_interval_ratio,

@@ -30,6 +30,7 @@ __all__ = [
     "TrialError",
     "base_config",
     "data_source",
+    "device_kind",
     "own_config",
     "run_trial",
     "train_once",
@@ -236,13 +237,20 @@ def data_source(spec: StudySpec) -> str:
     return path
 
 
+def device_kind(spec: StudySpec) -> str:
+    """The kind of device the study's trials train on: "cuda" when a trial asks for a GPU (under
+    bf16 autocast, in the built-in loop), else "cpu" (fp32)."""
+    return "cuda" if spec.resources.gpu > 0 else "cpu"
+
+
 def base_config(spec: StudySpec, data: str) -> dict[str, Any]:
     """What every trial of the study is given besides its cell and point."""
     r = spec.resources
     return {
         "data": data,
         "threads": max(1, math.floor(r.cpu)),
-        "device": None if r.gpu > 0 else "cpu",
+        # on a GPU trial, the trainer's own rule: CUDA when torch sees it, else the CPU
+        "device": None if device_kind(spec) == "cuda" else "cpu",
         "eval_batches": spec.train.eval_batches,
         "eval_every": None,
     }
@@ -257,9 +265,9 @@ def trial_config(
     seed: int,
     tokens: int | None = None,
 ) -> dict[str, Any]:
-    """One run's config, as a worker is given it: ``base`` (:func:`base_config`, and
-    :func:`own_config` where the study has its own code) with the cell's model, the point's
-    searched values and hyperparameters, the seed and the cell's budget (or ``tokens``)."""
+    """One run's config: ``base`` (:func:`base_config`, and :func:`own_config` where the study
+    has its own code) with the cell's model, the point's searched values and hyperparameters, the
+    seed and the cell's budget (or ``tokens``). The searcher adds the trial's number."""
     from sweeper.study.space import hparams_kwargs  # not at the top: workers need no optuna here
 
     return {

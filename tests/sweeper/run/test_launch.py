@@ -636,12 +636,33 @@ def test_end_of_run_report_is_not_sent_to_tune(monkeypatch: pytest.MonkeyPatch) 
 def test_a_launch_on_another_device_than_the_stored_runs_is_warned(sqlite_url: str) -> None:
     """bf16 on CUDA and fp32 on the CPU give different losses near the best LR: a sweep that
     would mix them says so (the runs record their device)."""
-    from sweeper.run.launch import device_mix
+    from sweeper.run.launch import _device_mix
     from sweeper.study.sweep import open_sweep
 
     spec = parse_study_toml(GRID.format(name="mixed"))
-    drive(open_searcher(spec, sqlite_url), extra={"device": "cuda:0"})
-    message = device_mix(spec, open_sweep(spec, sqlite_url))
+    drive(open_searcher(spec, sqlite_url), extra={"device": "cuda"})
+    message = _device_mix(spec, open_sweep(spec, sqlite_url))
     assert "holds runs trained on cuda" in message and "trains on cpu (fp32)" in message
     on_gpu = parse_study_toml(GRID.format(name="mixed") + "\n[resources]\ngpu = 1\n")
-    assert device_mix(on_gpu, open_sweep(on_gpu, sqlite_url)) == ""
+    assert _device_mix(on_gpu, open_sweep(on_gpu, sqlite_url)) == ""
+    # runs that do not say where they trained (a fake's, an import's) warn of nothing
+    quiet = parse_study_toml(GRID.format(name="quiet"))
+    drive(open_searcher(quiet, sqlite_url))
+    assert _device_mix(quiet, open_sweep(quiet, sqlite_url)) == ""
+
+
+def test_a_training_function_study_is_not_warned_of_a_device_it_chose(sqlite_url: str) -> None:
+    """Your own training function picks its device and precision: its runs record "cpu" (the
+    default), which says nothing of a GPU launch's."""
+    from sweeper.run.launch import _device_mix
+    from sweeper.study.space import distributions
+    from sweeper.study.sweep import open_sweep
+
+    text = (REPO / "studies" / "own_function.toml").read_text()
+    spec = parse_study_toml(text.replace("cpu = 1", "cpu = 1\ngpu = 1"))
+    assert spec.train.function and spec.resources.gpu == 1
+    cells = open_sweep(spec, sqlite_url)
+    trial = cells[0].study.ask(distributions(spec.search))
+    trial.set_user_attr("runs", [{"seed": 0, "loss": 3.0, "device": "cpu"}])
+    cells[0].study.tell(trial, 3.0)
+    assert _device_mix(spec, cells) == ""
