@@ -25,6 +25,15 @@ def _script() -> Any:
     return module
 
 
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The script with few law resamples, and the quickstart's committed CPU runs."""
+    gc = _script()
+    monkeypatch.setattr(gc, "N_BOOT", 20)
+    ref = pd.read_csv(REPO / "docs" / "data" / "quickstart.csv")
+    return gc, ref[ref["state"] == "COMPLETE"]
+
+
 def _key(c: dict[str, Any]) -> tuple[str, float, int]:
     return (c["cell"], c["params"]["lr"], c["seed"])
 
@@ -59,12 +68,9 @@ def test_a_planned_trial_trains_as_the_sweep_trains_it(tmp_path: Path) -> None:
 
 
 def test_compare_pairs_trials_and_reads_each_side_of_the_optimum(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, quick: Any
 ) -> None:
-    gc = _script()
-    monkeypatch.setattr(gc, "N_BOOT", 20)
-    ref = pd.read_csv(REPO / "docs" / "data" / "quickstart.csv")
-    ref = ref[ref["state"] == "COMPLETE"]
+    gc, ref = quick
     gpu = ref.copy()
     gpu["loss"] = gpu["loss"] * (1 + 1e-4)  # every run 0.01% worse on the "GPU"...
     hit = (gpu["cell"] == "w32-d2-t819k") & (gpu["lr"] == 0.0034)
@@ -83,12 +89,9 @@ def test_compare_pairs_trials_and_reads_each_side_of_the_optimum(
 
 
 def test_a_grid_cut_short_is_compared_point_by_point_without_a_law(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, quick: Any
 ) -> None:
-    gc = _script()
-    monkeypatch.setattr(gc, "N_BOOT", 20)
-    ref = pd.read_csv(REPO / "docs" / "data" / "quickstart.csv")
-    ref = ref[ref["state"] == "COMPLETE"]
+    gc, ref = quick
     cut = ref[
         (ref["cell"] != "w128-d2-t819k") & ~((ref["cell"] == "w96-d2-t819k") & (ref["lr"] > 0.005))
     ]
