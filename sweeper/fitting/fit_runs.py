@@ -34,6 +34,7 @@ from sweeper.fitting.loss_law import fit_loss_law
 from sweeper.fitting.methods import DEFAULT_METHOD, FIT_METHODS, METHOD_HELP, SURFACE_SETTINGS
 from sweeper.fitting.optimum import CellOptimum, estimate_optima
 from sweeper.fitting.power_law import fit_band_law, fit_power_law
+from sweeper.study.runs import device_kinds
 
 __all__ = [
     "FIT_METHODS",
@@ -96,6 +97,26 @@ def fit_runs(
     power law, the loss law's points (``best`` per cell or ``all``), the seed, and the surface
     method's named settings ``surface`` (:data:`sweeper.fitting.surface.SETTINGS`).
     """
+    outcome = _fit_targets(runs, conventions, source, target, predictors, options)
+    mixed = device_kinds(runs["device"]) if "device" in runs else set()
+    if len(mixed) < 2:
+        return outcome
+    doubt = (
+        f"the runs were trained on {' and '.join(sorted(mixed))} (bf16 autocast on CUDA, fp32 on "
+        "the CPU: near and above the best LR their losses differ by up to what a second seed "
+        "does); fit each device's runs apart to compare them"
+    )
+    return replace(outcome, warnings=(*outcome.warnings, doubt))
+
+
+def _fit_targets(
+    runs: pd.DataFrame,
+    conventions: Conventions,
+    source: str,
+    target: str | None,
+    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None,
+    options: FitOptions | None,
+) -> FitOutcome:
     opt = options or FitOptions()
     _check_options(opt, target)
     implicit = target is None

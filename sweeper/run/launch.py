@@ -63,6 +63,7 @@ from sweeper.run.trainable import (
 )
 from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
+from sweeper.study.runs import device_kinds
 from sweeper.study.samplers import reconcile
 from sweeper.study.spec import StudySpec, check_spec
 from sweeper.study.sweep import CellCounts, CellStudy, FencedStorage, cell_counts, open_sweep
@@ -537,8 +538,8 @@ def _device_mix(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
     seen: set[str] = set()
     for cs in cell_studies:
         for t in cs.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            seen |= {str(r["device"]).split(":")[0] for r in t.user_attrs.get("runs") or []
-                     if isinstance(r, Mapping) and r.get("device")}  # fmt: skip
+            records = [r for r in t.user_attrs.get("runs") or [] if isinstance(r, Mapping)]
+            seen |= device_kinds(r.get("device") for r in records)
     other = sorted(seen - {here})
     if not other:
         return ""

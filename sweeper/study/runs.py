@@ -11,7 +11,8 @@ validation loss in nats per token.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Iterable
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,7 @@ __all__ = [
     "COLUMNS",
     "NUMERIC_COLUMNS",
     "canonical_order",
+    "device_kinds",
     "empty_runs",
     "normalize_runs",
 ]
@@ -134,3 +136,9 @@ def canonical_order(runs: pd.DataFrame) -> pd.DataFrame:
     if not keys or runs.empty:
         return runs.reset_index(drop=True)
     return runs.sort_values(keys, kind="mergesort", na_position="last").reset_index(drop=True)
+
+
+def device_kinds(devices: Iterable[Any]) -> set[str]:
+    """The kinds of device ("cpu", "cuda", ...) among runs' recorded ``device`` values (torch's
+    names, e.g. "cuda:0"); missing or empty values say nothing."""
+    return {d.split(":")[0] for d in devices if isinstance(d, str) and d}

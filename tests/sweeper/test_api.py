@@ -179,3 +179,18 @@ def test_walkthrough_runs_end_to_end_on_the_smoke_study(tmp_path: Path) -> None:
     assert (tmp_path / "walkthrough" / "litgpt.yaml").read_text().strip()
     assert (tmp_path / "walkthrough" / "report" / "index.html").is_file()
     assert (tmp_path / "walkthrough" / "loss_vs_lr.png").stat().st_size > 1000
+
+
+def test_a_fit_of_runs_from_two_kinds_of_device_says_so() -> None:
+    """bf16 on CUDA and fp32 on the CPU move losses near the best LR: a law fitted on both is
+    flagged (a runs table with one device, or none recorded, is not)."""
+    runs = synthetic_sweep(seed=3)
+    kw = {"target": "lr", "method": "parabola", "store": False, "n_boot": 20}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FitWarning)
+        sweeper.fit(runs.assign(device="cpu"), **kw)
+        sweeper.fit(runs, **kw)
+    assert not [w for w in caught if "trained on" in str(w.message)]
+    mixed = runs.assign(device=["cpu", "cuda:0"] * (len(runs) // 2) + ["cpu"] * (len(runs) % 2))
+    with pytest.warns(FitWarning, match="trained on cpu and cuda"):
+        sweeper.fit(mixed, **kw)
