@@ -31,6 +31,7 @@ from sweeper.report.plots import (
     plot_residuals,
     plot_transfer,
 )
+from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -267,6 +268,14 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
     return figures
 
 
+def _trained_on(runs: pd.DataFrame) -> str:
+    """Where the runs trained, as their records say: ", trained on cpu (fp32)" ("" when none
+    say; a study's own training function records "cpu" whatever it chose)."""
+    kinds = sorted(device_kinds(runs["device"])) if "device" in runs else []
+    how = [f"{k} ({DEVICE_PRECISION[k]})" if k in DEVICE_PRECISION else k for k in kinds]
+    return f", trained on {' and '.join(how)}" if how else ""
+
+
 def _power_laws(inputs: ReportInputs) -> list[PowerLaw]:
     return [law for law in inputs.laws if isinstance(law, PowerLaw)]
 
@@ -278,7 +287,8 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         f"<!doctype html><html><head><meta charset='utf-8'><title>Sweeper report: "
         f"{html.escape(inputs.sweep)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Sweeper report: {html.escape(inputs.sweep)}</h1>",
-        f"<p class='muted'>{len(inputs.runs)} runs in {inputs.runs['cell'].nunique()} cells; "
+        f"<p class='muted'>{len(inputs.runs)} runs in {inputs.runs['cell'].nunique()} cells"
+        f"{html.escape(_trained_on(inputs.runs))}; "
         f"{sum(o.usable for o in inputs.optima)} cells usable for the fit.</p>",
     ]
     parts += [f"<div class='warn'>note: {html.escape(n)}</div>" for n in inputs.notes]

@@ -63,7 +63,7 @@ from sweeper.run.trainable import (
 )
 from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
-from sweeper.study.runs import device_kinds
+from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 from sweeper.study.samplers import reconcile
 from sweeper.study.spec import StudySpec, check_spec
 from sweeper.study.sweep import CellCounts, CellStudy, FencedStorage, cell_counts, open_sweep
@@ -543,7 +543,7 @@ def _device_mix(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
     other = sorted(seen - {here})
     if not other:
         return ""
-    how = {"cuda": "bf16 autocast", "cpu": "fp32"}[here]
+    how = DEVICE_PRECISION[here]
     return (
         f"sweep {spec.name} holds runs trained on {', '.join(other)}, and this launch trains on "
         f"{here} ({how}): a law fitted on the sweep mixes the two; launch the study under another "

@@ -20,6 +20,7 @@ import pandas as pd
 __all__ = [
     "CELL_KEYS",
     "COLUMNS",
+    "DEVICE_PRECISION",
     "NUMERIC_COLUMNS",
     "canonical_order",
     "device_kinds",
@@ -136,6 +137,10 @@ def canonical_order(runs: pd.DataFrame) -> pd.DataFrame:
     if not keys or runs.empty:
         return runs.reset_index(drop=True)
     return runs.sort_values(keys, kind="mergesort", na_position="last").reset_index(drop=True)
+
+
+#: the built-in training loop's precision on each kind of device (proxy_models.training)
+DEVICE_PRECISION: Final[dict[str, str]] = {"cpu": "fp32", "cuda": "bf16 autocast"}
 
 
 def device_kinds(devices: Iterable[Any]) -> set[str]:

@@ -6,6 +6,7 @@ import base64
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sweeper.cli import main
@@ -188,3 +189,13 @@ def test_a_law_whose_interval_overflows_is_still_drawn(spread: float) -> None:
     ends = [wild.predict({"n_params": x}) for x in (1e6 / 1.3, 1.3e12)]  # (the law line's)
     shown = [o.lr for o in optima if o.lr] + ends
     assert min(shown) / 10**BAND_DECADES <= lo and hi <= max(shown) * 10**BAND_DECADES * 1.01
+
+
+def test_the_page_says_where_its_runs_trained() -> None:
+    """bf16 on CUDA and fp32 on the CPU give different losses near the best LR: the page's header
+    says which the runs record (nothing when they record none, as imported runs)."""
+    from sweeper.report.page import _trained_on
+
+    both = pd.DataFrame({"device": ["cpu", "cuda:0", None]})
+    assert _trained_on(both) == ", trained on cpu (fp32) and cuda (bf16 autocast)"
+    assert _trained_on(pd.DataFrame({"loss": [2.0]})) == ""
