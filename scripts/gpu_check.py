@@ -124,6 +124,8 @@ def train(
 
 
 def _row(trial: dict[str, Any], r: dict[str, Any], rep: int) -> dict[str, Any]:
+    from sweeper.study.runs import DEVICE_PRECISION  # numpy and pandas only
+
     on_cuda = str(r["device"]).startswith("cuda")
     return {
         "cell": trial["cell"],
@@ -140,7 +142,7 @@ def _row(trial: dict[str, Any], r: dict[str, Any], rep: int) -> dict[str, Any]:
         "wall_s": r["wall_s"],
         "tokens_per_s": r["tokens_per_s"],
         "device": r["device"],
-        "precision": "bf16-autocast" if on_cuda else "fp32",  # proxy_models.training's rule
+        "precision": DEVICE_PRECISION["cuda" if on_cuda else "cpu"],
         "repeat": rep,
     }
 

@@ -34,7 +34,7 @@ from sweeper.fitting.loss_law import fit_loss_law
 from sweeper.fitting.methods import DEFAULT_METHOD, FIT_METHODS, METHOD_HELP, SURFACE_SETTINGS
 from sweeper.fitting.optimum import CellOptimum, estimate_optima
 from sweeper.fitting.power_law import fit_band_law, fit_power_law
-from sweeper.study.runs import device_kinds
+from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 
 __all__ = [
     "FIT_METHODS",
@@ -101,10 +101,11 @@ def fit_runs(
     mixed = device_kinds(runs["device"]) if "device" in runs else set()
     if len(mixed) < 2:
         return outcome
+    how = ", ".join(f"{k}: {DEVICE_PRECISION.get(k, 'unknown precision')}" for k in sorted(mixed))
     doubt = (
-        f"the runs were trained on {' and '.join(sorted(mixed))} (bf16 autocast on CUDA, fp32 on "
-        "the CPU: near and above the best LR their losses differ by up to what a second seed "
-        "does); fit each device's runs apart to compare them"
+        f"the runs were trained on {' and '.join(sorted(mixed))} ({how}; near and above the best "
+        "LR their losses differ by up to what a second seed does); fit each device's runs apart "
+        "to compare them"
     )
     return replace(outcome, warnings=(*outcome.warnings, doubt))
 
