@@ -36,10 +36,10 @@ import pandas as pd
 
 from sweeper.fitting import FitWarning, estimate_optima
 from sweeper.fitting.provenance import sweep_conventions
-from sweeper.report.holdout import cell_filter
-from sweeper.report.transfer import BASELINES, plan_transfer
 from sweeper.study import storage
 from sweeper.study.handle import Sweep
+from sweeper.transfer.holdout import cell_filter
+from sweeper.transfer.plan import BASELINES, plan_transfer
 
 
 def cell_runs(sw: Sweep, cell: str) -> pd.DataFrame:

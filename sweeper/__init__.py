@@ -12,8 +12,8 @@ The public API (every CLI verb is a thin layer over it; see :mod:`sweeper.api`):
 
 The package is laid out by stage: :mod:`sweeper.study` (a study and its runs), :mod:`sweeper.run`
 (Ray Tune + Optuna), :mod:`sweeper.fitting` (laws), :mod:`sweeper.recipe` (a recipe for a target
-and its exports), :mod:`sweeper.report` (evidence and reports); :mod:`sweeper.cli` is the command
-line. Names are imported on first use, so ``import sweeper`` loads neither torch nor ray.
+and its exports), :mod:`sweeper.transfer` (the held-out transfer check), :mod:`sweeper.report`
+(plots and the HTML page); :mod:`sweeper.cli` is the command line. Names are imported on first use, so ``import sweeper`` loads neither torch nor ray.
 """
 
 from __future__ import annotations

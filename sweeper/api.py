@@ -39,11 +39,11 @@ if TYPE_CHECKING:
     from sweeper.recipe.published_recipes import PublishedRecipe
     from sweeper.recipe.recipe import Recipe
     from sweeper.recipe.target import Target
-    from sweeper.report.transfer import TransferResult
     from sweeper.run.estimate import Estimate
     from sweeper.run.launch import LaunchSummary
     from sweeper.study.handle import Sweep
     from sweeper.study.spec import StudySpec
+    from sweeper.transfer.plan import TransferResult
 
 __all__ = [
     "Comparison",
@@ -453,11 +453,11 @@ def validate_transfer(
     the held-out one), predict the held-out cell (``"largest"`` outside the fit set, a cell of the
     sweep, or a new cell named like ``w256-d2-t819k``), train it at the prediction, the baselines
     and a sqrt(2) grid around them with ``seeds`` seeds, and report the regrets; see
-    :mod:`sweeper.report.transfer`. A check run again with more ``seeds`` trains only the missing
-    ones (:func:`~sweeper.report.transfer.seed_blocks`); with fewer it keeps the seeds it has;
+    :mod:`sweeper.transfer`. A check run again with more ``seeds`` trains only the missing
+    ones (:func:`~sweeper.transfer.run.seed_blocks`); with fewer it keeps the seeds it has;
     after the law moved (more runs, a refit) it keeps the runs it has and trains the new LRs.
     ``surface``: the surface method's settings (as :func:`fit`)."""
-    from sweeper.report.transfer import run_transfer
+    from sweeper.transfer.run import run_transfer
 
     if seeds < 1:
         raise SweeperError(f"--seeds must be at least 1, got {seeds}")

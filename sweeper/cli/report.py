@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from sweeper.report.transfer import TransferResult
+    from sweeper.transfer.plan import TransferResult
 
 __all__ = ["register"]
 
@@ -155,7 +155,7 @@ def _transfer_table(res: TransferResult) -> Table:
     """One row per trained point (the law's, each baseline's, the optimum), by LR."""
     from rich.table import Table
 
-    from sweeper.report.transfer import transfer_rows
+    from sweeper.transfer.plan import transfer_rows
 
     t = Table(
         "point", "lr", f"loss (mean of {res.seeds} seeds)", "sd", "regret % of best", "log2 error"

@@ -28,7 +28,7 @@ __all__ = ["BLOWUP", "Regret", "SurfaceLaw"]
 BLOWUP: Final[float] = 0.5
 
 #: how far (octaves) from the point estimate the risk-aware value is searched: the range the
-#: transfer check trains around a prediction (``GRID_CAP_OCTAVES`` in sweeper.report.transfer).
+#: transfer check trains around a prediction (``GRID_CAP_OCTAVES`` in sweeper.transfer.plan).
 #: Unbounded, the search spans 4 standard deviations of the draws, and a near-degenerate fit
 #: extrapolated far (a 36-run smoke study's law at a 2048-wide model: log-prefactor draws up to
 #: 2e7) stepped past exp's range: an OverflowError instead of a recipe

@@ -13,7 +13,7 @@
 
 Power Lines (arXiv:2505.13738) gives the exponent of the optimal batch, B ∝ D^0.383, but no
 prefactor that carries over: :data:`POWER_LINES_BATCH_EXPONENT` is used anchored at a measured
-optimum (see :mod:`sweeper.report.transfer`).
+optimum (see :mod:`sweeper.transfer`).
 """
 
 from __future__ import annotations

@@ -1,2 +1,3 @@
-"""Stage 4, evidence and reports: the held-out transfer check (:mod:`~sweeper.report.transfer`)
-and the PNG/HTML report (:mod:`~sweeper.report.page`)."""
+"""Stage 4, reports: the PNG plots (:mod:`~sweeper.report.plots`) and the self-contained HTML page
+(:mod:`~sweeper.report.page`) of a sweep, its laws and its transfer checks
+(:mod:`sweeper.transfer`)."""

@@ -35,7 +35,7 @@ def build_report(
     from sweeper.fitting.provenance import sweep_conventions
     from sweeper.fitting.store import list_laws
     from sweeper.report.page import ReportInputs, write_report
-    from sweeper.report.transfer import stored_transfer
+    from sweeper.transfer.run import stored_transfer
 
     if out.exists() and not out.is_dir():
         raise SweeperError(f"report: {out} exists and is not a folder")

@@ -143,7 +143,7 @@ def _kv_table(d: Mapping[str, Any]) -> str:
 
 def _transfer_html(t: Mapping[str, Any]) -> list[str]:
     """The check in one sentence, then one row per trained point."""
-    from sweeper.report.transfer import transfer_rows
+    from sweeper.transfer.plan import transfer_rows
 
     ext = ", ".join(f"{k} {v:.3g}×" for k, v in (t.get("extrapolation") or {}).items())
     pred, point = t["predicted_lr"], t.get("predicted_lr_point")

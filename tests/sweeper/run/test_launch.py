@@ -22,8 +22,8 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.fitting.methods import DEFAULT_METHOD
-from sweeper.report.transfer import transfer_sweep_name
 from sweeper.study.spec import StudySpec, load_study, parse_study_toml
+from sweeper.transfer.run import transfer_sweep_name
 from tests.sweeper.run.fake_tune import drive, open_searcher
 
 REPO = Path(__file__).resolve().parents[3]

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from sweeper.fitting.synthetic import synthetic_sweep
-from sweeper.report.transfer import plan_transfer, summarize_transfer
 from sweeper.study.runs import normalize_runs
+from sweeper.transfer.plan import plan_transfer, summarize_transfer
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -128,9 +128,9 @@ def test_the_cli_prints_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
 
 def test_the_report_page_shows_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
     """The report's transfer section: one sentence, then one row per trained point, the same
-    rows as the CLI's table (sweeper.report.transfer.transfer_rows), no Python reprs."""
+    rows as the CLI's table (sweeper.transfer.plan.transfer_rows), no Python reprs."""
     from sweeper.report.page import _transfer_html
-    from sweeper.report.transfer import transfer_rows
+    from sweeper.transfer.plan import transfer_rows
 
     plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
     res = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
@@ -149,7 +149,7 @@ def test_the_report_page_shows_a_result_as_a_table(sweep_runs: pd.DataFrame) -> 
 
 def test_cell_filter_and_cell_names() -> None:
     from sweeper.errors import SweeperError
-    from sweeper.report.holdout import cell_filter, parse_cell_name
+    from sweeper.transfer.holdout import cell_filter, parse_cell_name
 
     f = cell_filter("width<=64, tokens>=800k")
     assert f({"width": 64, "tokens": 819200, "depth": 2, "n_params": 1e5})
@@ -166,8 +166,8 @@ def test_cell_filter_and_cell_names() -> None:
 def test_fit_set_and_a_new_held_out_cell(sweep_runs: pd.DataFrame) -> None:
     """--fit-cells keeps the law to the small cells; a cell not in the sweep is built from the
     study (its N from the ladder's formula) and gets a sqrt(2) grid around the prediction."""
-    from sweeper.report.holdout import cell_filter
     from sweeper.study.spec import load_study
+    from sweeper.transfer.holdout import cell_filter
 
     small = cell_filter("n_params<=4e6")
     plan = plan_transfer(sweep_runs, sweep="syn", fit_cells=small, n_boot=50)
@@ -183,7 +183,7 @@ def test_fit_set_and_a_new_held_out_cell(sweep_runs: pd.DataFrame) -> None:
 
 
 def test_the_grid_grows_until_the_best_point_is_bracketed(sweep_runs: pd.DataFrame) -> None:
-    from sweeper.report.transfer import next_grid_step
+    from sweeper.transfer.plan import next_grid_step
 
     plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50).with_grid((-1, 1))
     center = plan.predicted_lr_point
@@ -233,8 +233,8 @@ def test_a_replanned_check_keeps_the_points_it_trained(sweep_runs: pd.DataFrame)
 def test_each_fit_set_and_method_has_its_own_check_sweep() -> None:
     """A check from another fit set or by another method must not start over (delete) the runs
     of an earlier one."""
-    from sweeper.report.transfer import transfer_sweep_name
     from sweeper.study.spec import NAME_RE
+    from sweeper.transfer.run import transfer_sweep_name
 
     default = transfer_sweep_name("width_sp", "w256-d2-t819k")
     small = transfer_sweep_name("width_sp", "w256-d2-t819k", "width<=64")
@@ -309,7 +309,10 @@ def test_a_check_whose_law_moved_keeps_its_runs_and_fills_beside_them(
     new plan's LRs are trained for its seeds in ``<block>.fill`` (a fill read only in turn gets
     its own). A block whose study measures something else (the sweep's model changed) is started
     over, as before."""
-    from sweeper.report.transfer import (
+    from sweeper.study.spec import load_study
+    from sweeper.study.storage import sweeps_table, transaction
+    from sweeper.study.sweep import open_sweep
+    from sweeper.transfer.run import (
         SeedBlock,
         _changed,
         _complete_lrs,
@@ -318,9 +321,6 @@ def test_a_check_whose_law_moved_keeps_its_runs_and_fills_beside_them(
         _transfer_spec,
         with_fills,
     )
-    from sweeper.study.spec import load_study
-    from sweeper.study.storage import sweeps_table, transaction
-    from sweeper.study.sweep import open_sweep
 
     url = f"sqlite:///{tmp_path / 'check.db'}"
     spec = load_study(REPO / "studies" / "quickstart.toml")
@@ -385,7 +385,8 @@ def test_grid_points_are_one_grid_whether_derived_before_or_after_rounding(
     grid step derived from that value rounds to 3.26677e-3 (trained), from its trained value
     (2.30995e-3) to 3.26676e-3, so the candidate LRs held both. Every grid LR now comes from the
     rounded point."""
-    from sweeper.report.transfer import _candidates, _rounded
+    from sweeper.transfer.plan import _rounded
+    from sweeper.transfer.run import _candidates
 
     plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50)
     plan = replace(plan, lrs={**plan.lrs, "law_point": 2.3099532e-3})
