@@ -363,10 +363,10 @@ def _fit_scaling(
     kw: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "level": level, "cv": cv}
     why = _f_test_says_one_width(data, level) if shape_scaling == "ftest" else ""
     if not shape_scaling or why:
-        fit = _solve(data, scaling=False, **kw)
+        plain = _solve(data, scaling=False, **kw)
         if why:
-            fit.notes.append(why)
-        return fit, False
+            plain.notes.append(why)
+        return plain, False
     tested = shape_scaling in ("auto", "ftest")
     first = kw | {"n_boot": 0, "cv": False} if tested else kw  # the test needs no bootstrap
     fit: sf.Result | None
