@@ -480,13 +480,14 @@ def write_report(
     out: str | Path,
     *,
     storage: str | None = None,
-    method: str = DEFAULT_METHOD,
+    method: str | None = None,
     recipe: Recipe | Mapping[str, Any] | None = None,
     bootstrap: int = 200,
 ) -> list[Path]:
     """PNG plots and a self-contained ``index.html`` for a sweep in folder ``out``; returns the
-    files written. ``recipe``: a recipe (or its JSON form) to show, with its target on the law
-    plot."""
+    files written. The laws shown are the latest stored per target; with ``method`` the latest
+    stored by that method, fitted for the report alone when none is. ``recipe``: a recipe (or its
+    JSON form) to show, with its target on the law plot."""
     from sweeper.recipe.recipe import Recipe
     from sweeper.report.build import build_report
 

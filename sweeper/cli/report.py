@@ -36,7 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sqlite:///sweeper.db)"
     )
-    p.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
+    p.add_argument(
+        "--method",
+        choices=FIT_METHODS,
+        default=None,
+        help="show the laws fitted by this method: the latest stored (fitted for the report "
+        "alone when none is); default: the latest stored law of each target, whatever its method",
+    )
     p.add_argument(
         "--recipe-json", help="a recipe saved with `sweeper export --format json` to show"
     )

@@ -1,5 +1,6 @@
-"""Gather what a sweep's report shows: its runs and cell optima, its latest laws (or one fitted for
-the report when none is stored), the recipe to mark, and the stored transfer check."""
+"""Gather what a sweep's report shows: its runs and cell optima, its latest laws (of one fitting
+method, if asked; one fitted for the report when none is stored), the recipe to mark, and the
+stored transfer check."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.errors import SweeperError
-from sweeper.fitting.methods import DEFAULT_METHOD
+from sweeper.errors import FitError, SweeperError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from sweeper.fitting import CellOptimum
     from sweeper.fitting.laws import Law
     from sweeper.study.handle import Sweep
 
@@ -24,16 +27,15 @@ def build_report(
     sw: Sweep,
     out: Path,
     *,
-    method: str = DEFAULT_METHOD,
+    method: str | None = None,
     recipe: Mapping[str, Any] | None = None,
     bootstrap: int = 200,
 ) -> list[Path]:
-    """Write the report of ``sw`` into ``out``; returns the files written. Notes about what the
-    report had to make up (an LR law fitted for the report alone) go into the page."""
-    from sweeper.fitting import estimate_optima, fit_power_law
+    """Write the report of ``sw`` into ``out``; returns the files written. The laws shown: the
+    latest stored per target, or with ``method`` the latest stored by that method (fitted for the
+    report alone when none is). Notes about what the report had to make up go into the page."""
+    from sweeper.fitting import estimate_optima
     from sweeper.fitting.laws import PowerLaw, law_from_dict
-    from sweeper.fitting.provenance import sweep_conventions
-    from sweeper.fitting.store import list_laws
     from sweeper.report.page import ReportInputs, write_report
     from sweeper.transfer.run import stored_transfer
 
@@ -44,14 +46,7 @@ def build_report(
     optima = estimate_optima(
         runs, method="band" if method == "band" else "parabola", n_boot=bootstrap
     )
-    laws = _latest_power_laws(list_laws(sw.name, sw.url))
-    notes: list[str] = []
-    if not laws:
-        usable = [o for o in optima if o.usable]
-        if len(usable) >= 3:
-            conv = sweep_conventions(sw)
-            laws = [fit_power_law(usable, target="lr", source=sw.name, conventions=conv)]
-            notes.append("no stored law: the LR law shown was fitted for this report only")
+    laws, notes = _report_laws(sw, runs, optima, method)
     target_scale = None
     if recipe is not None:
         target_scale = {
@@ -81,12 +76,34 @@ def build_report(
     return write_report(inputs, out)
 
 
-def _latest_power_laws(stored: list[Law]) -> list[Law]:
-    """The latest stored power law per target (later fits replace earlier ones)."""
+def _report_laws(
+    sw: Sweep, runs: pd.DataFrame, optima: list[CellOptimum], method: str | None
+) -> tuple[list[Law], list[str]]:
+    """The laws the report shows, and a note when they were fitted for it: the latest stored
+    power law per target (by ``method`` when it is given); when none is stored, the LR law fitted
+    here (by ``method``, or through the parabola optima drawn on the page)."""
+    from sweeper.fitting import fit_power_law
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
     from sweeper.fitting.laws import PowerLaw
+    from sweeper.fitting.provenance import sweep_conventions
+    from sweeper.fitting.store import latest_laws
 
-    latest: dict[str, Law] = {}
-    for law in stored:
-        if isinstance(law, PowerLaw):
-            latest[law.target] = law
-    return list(latest.values())
+    stored, _ = latest_laws(sw.name, sw.url, method=method)
+    latest = [law for law in stored.values() if isinstance(law, PowerLaw)]
+    if latest:
+        return latest, []
+    conv = sweep_conventions(sw)
+    by = f" by {method}" if method else ""
+    note = f"no stored law{by}: the LR law shown was fitted for this report only"
+    if method is not None:
+        try:
+            outcome = fit_runs(
+                runs, conventions=conv, source=sw.name, target="lr", options=FitOptions(method)
+            )
+        except FitError as e:
+            return [], [f"no stored law{by}, and none could be fitted here: {e}"]
+        return [law for law in outcome.laws if isinstance(law, PowerLaw)], [note]
+    usable = [o for o in optima if o.usable]
+    if len(usable) < 3:
+        return [], []
+    return [fit_power_law(usable, target="lr", source=sw.name, conventions=conv)], [note]

@@ -63,7 +63,10 @@ class ReportInputs:
 
 
 def _table(df: pd.DataFrame) -> str:
-    return df.to_html(
+    """``df`` as an HTML table; a missing value (NaN, None: a law fitted for the page has no id)
+    is an empty cell."""
+    shown = df.apply(lambda c: c.fillna("") if c.dtype == object else c)  # (na_rep skips None)
+    return shown.to_html(
         index=False, border=0, classes="t", na_rep="", float_format=lambda v: f"{v:.4g}"
     )
 
@@ -183,6 +186,11 @@ def _interval_text(iv: Mapping[str, Any], of_the_law: bool) -> str:
 
 
 def _fmt(v: Any) -> str:
+    """A value as a reader reads it: floats to 4 digits, no Python literals (None, True)."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
@@ -243,13 +251,20 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
             "cell's measured optimum, which the law had not seen.",
         )
     for law in _power_laws(inputs):
+        hedge = " (the recipe's peak LR can lie below it: its risk-aware choice)"
+        star = (
+            " The star is the law's point estimate at the recipe's target, with its interval, far"
+            f" to the right when the extrapolation is long{hedge if law.target == 'lr' else ''}."
+            if inputs.target_scale
+            else ""
+        )
         save(
             plot_law(inputs.optima, law, target_scale=inputs.target_scale),
             f"law_{law.target}.png",
             f"Optimal {law.target} against scale",
             "Cell optima with their 95% intervals; the line is the fitted power law and the band its 95% "
-            "prediction interval (the coefficients' sampling spread plus the scatter of the cells). The star "
-            "is the target, far to the right when the extrapolation is long.",
+            "prediction interval (the coefficients' sampling spread plus the scatter of the cells)."
+            + star,
         )
         save(
             plot_residuals(inputs.optima, law),
@@ -263,7 +278,8 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
             surface,
             "batch_surface.png",
             "Loss over LR and batch size",
-            "Colour is the final loss; contours are the 2-D quadratic fit; the star is the optimum.",
+            "Colour is the final loss; contours are the cell's 2-D quadratic fit, drawn where it "
+            "has one; the star is the cell's estimated optimum.",
         )
     return figures
 

@@ -301,7 +301,7 @@ def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> float:
         ms=12,
         color="tab:purple",
         capsize=3,
-        label=f"target: {yt:.3g}",
+        label=f"the law at the target: {yt:.3g}",
     )
     return float(yt)
 

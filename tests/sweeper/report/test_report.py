@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import re
 from pathlib import Path
 
@@ -62,6 +63,30 @@ def test_report_cli_writes_valid_pngs_and_html_that_embeds_them(
     assert "n_params" in page and "Cells and their optima" in page
 
 
+def test_report_method_picks_the_laws_shown(
+    stored_sweep: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report --method` used to change only the cell optima drawn: the laws table and the law
+    plot showed the latest stored law whatever its method. Now the method picks the latest
+    stored law fitted by it, and one is fitted for the page (and says so) when none is."""
+    sweep, url = stored_sweep
+    fit = ["fit", sweep, "--target", "lr", "--method", "parabola", "--storage", url]
+    assert main([*fit, "--bootstrap", "200"]) == 0
+    capsys.readouterr()
+
+    def page(*method: str) -> str:
+        out = tmp_path / f"report{'-'.join(method)}"
+        assert main(["report", sweep, "-o", str(out), "--storage", url, *method]) == 0
+        return (out / "index.html").read_text()
+
+    latest, same = page(), page("--method", "parabola")
+    assert "parabola+wls" in latest and "parabola+wls" in same
+    assert "fitted for this report only" not in latest + same
+    band = page("--method", "band")
+    assert "band0.0025" in band and "parabola+wls" not in band
+    assert "no stored law by band: the LR law shown was fitted for this report only" in band
+
+
 def test_the_recipe_shows_its_intervals_in_words() -> None:
     """The page printed the batch as "value=3.932e+05, low=4.419e+05, high=4.419e+05": the batch
     used, below the published law's degenerate "interval". Each value now says what its bounds
@@ -74,6 +99,31 @@ def test_the_recipe_shows_its_intervals_in_words() -> None:
     assert _interval_text(batch, of_the_law=True) == "3.932e+05 (no interval)"
     fitted = _interval_text({"value": 4096.0, "low": 1397.0, "high": 6247.0}, of_the_law=True)
     assert fitted.endswith("of the law)")
+
+
+def test_the_page_writes_no_python_literals_and_no_star_without_a_target(tmp_path: Path) -> None:
+    """A recipe's table printed "rampup|None" and "shape_inferred|True", and the law plot's caption
+    promised a star at the target on a page that had no target."""
+    from sweeper.report.page import _fmt
+
+    assert (_fmt(None), _fmt(True), _fmt(False), _fmt(0.000123456)) == ("—", "yes", "no", "0.0001235")
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=50)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=100)
+    recipe = {"n_params": 1e9, "rampup": None, "shape_inferred": True}
+    bare = ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law])
+    write_report(bare, tmp_path / "bare")
+    page = (tmp_path / "bare" / "index.html").read_text()
+    assert "The star" not in page
+    targeted = ReportInputs(
+        sweep="s", runs=runs, optima=optima, laws=[law], recipe=recipe,
+        target_scale={"n_params": 1e9},
+    )  # fmt: skip
+    write_report(targeted, tmp_path / "target")
+    page = html.unescape((tmp_path / "target" / "index.html").read_text())
+    assert "The star is the law's point estimate at the recipe's target" in page
+    assert "<td>None</td>" not in page and "<td>True</td>" not in page
+    assert "<th>rampup</th><td>—</td>" in page
 
 
 def test_batch_surface_drawn_when_batch_is_swept(tmp_path: Path) -> None:
