@@ -18,7 +18,7 @@ from sweeper.errors import TargetError
 
 if TYPE_CHECKING:
     from sweeper.recipe.check import CheckResult
-    from sweeper.recipe.recipe import Interval, Recipe
+    from sweeper.recipe.recipe import Recipe
 
 __all__ = ["register"]
 
@@ -133,7 +133,8 @@ def _add_export_parser(subparsers: Any) -> None:
         "--framework-version",
         metavar="V",
         help="the framework version to write for (megatron 0.16|0.17|0.18|0.19, torchtitan "
-        "0.2|0.3; default: the current release, megatron 0.19 and torchtitan 0.3)",
+        "0.2|0.3; default: the current release, megatron 0.19 and torchtitan 0.3); another "
+        "release of a series (0.19.1) is written for its checked release, with a warning",
     )
     p.add_argument(
         "--allow-inexpressible",
@@ -190,8 +191,25 @@ def register(subparsers: Any) -> None:
 # -------------------------------------------------------------------------------- law resolution
 
 
+def _published_key(text: str) -> str:
+    """``text`` as a published law set's name is matched ("Step-Law" is "steplaw")."""
+    return text.strip().lower().replace("-", "").replace("_", "")
+
+
+def _known_sweep(name: str, url: str | None) -> None:
+    """StorageError naming the known sweeps (the message of every verb) when ``name`` is neither a
+    stored sweep nor the source of stored laws: "no laws stored" is for a sweep that exists."""
+    from sweeper.fitting.store import latest_laws
+    from sweeper.study import storage
+    from sweeper.study.handle import Sweep
+
+    if storage.get_sweep(name, url) is None and latest_laws(name, url) == ({}, None):
+        Sweep.load(name, url)  # raises: no sweep NAME in URL; known sweeps: ...
+
+
 def _laws_arg(args: argparse.Namespace) -> Any:
-    """What ``--law``/SWEEP name, for :func:`sweeper.api.resolve_laws`: a sweep name, or the laws
+    """What ``--law``/SWEEP name, for :func:`sweeper.api.resolve_laws`: the stored sweep's
+    name (StorageError naming the known sweeps when there is none), a published name, or the laws
     given by id and published name."""
     from sweeper import api
     from sweeper.recipe.published import PUBLISHED_NAMES, published_laws
@@ -201,10 +219,12 @@ def _laws_arg(args: argparse.Namespace) -> Any:
     if not args.sweep and not args.law:
         raise TargetError(f"give a SWEEP or --law ID|{'|'.join(PUBLISHED_NAMES)}")
     if args.sweep:
+        if _published_key(args.sweep) not in PUBLISHED_NAMES:
+            _known_sweep(args.sweep, args.storage)
         return args.sweep
     laws: list[Any] = []
     for arg in args.law:
-        key = arg.strip().lower().replace("-", "").replace("_", "")
+        key = _published_key(arg)
         if key in PUBLISHED_NAMES:
             laws += list(published_laws(key).values())
         elif arg.strip().isdigit():
@@ -269,11 +289,6 @@ def _fmt_time(seconds: float | None) -> str:
 def _print_recipe(r: Recipe) -> None:
     from rich.table import Table
 
-    def iv(interval: Interval) -> str:
-        if interval.degenerate:
-            return "published: no interval"
-        return f"[{interval.low:.3g}, {interval.high:.3g}]"
-
     t = Table(title="Sweeper recipe", show_lines=False)
     t.add_column("setting")
     t.add_column("value", justify="right")
@@ -281,7 +296,7 @@ def _print_recipe(r: Recipe) -> None:
     shape = f"{r.depth} × {r.width}, {r.heads} heads" + (" (inferred)" if r.shape_inferred else "")
     t.add_row("model", f"N = {r.n_params:.4g}", shape)
     t.add_row("tokens", f"{r.tokens:.4g}", f"{r.tokens / r.n_params:.1f} per parameter")
-    t.add_row("peak LR", f"{r.lr.value:.4g}", iv(r.lr))
+    t.add_row("peak LR", f"{r.lr.value:.4g}", r.lr.text())
     if r.lr_point != r.lr.value or r.lr_regret_pct is not None:
         regret = (
             f"expected regret {r.lr_regret_pct:.2f}% of the loss (at the point: "
@@ -294,7 +309,7 @@ def _print_recipe(r: Recipe) -> None:
     t.add_row(
         "batch (tokens)",
         f"{r.batch_tokens.value:.4g}",
-        f"law {r.batch_tokens_law:.4g} {iv(r.batch_tokens)}",
+        f"law {r.batch_tokens_law:.4g}; {r.batch_tokens.text()}",
     )
     t.add_row(
         "global batch",

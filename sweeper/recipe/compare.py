@@ -28,7 +28,7 @@ from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION
 from sweeper.fitting.laws import KaplanLRLaw, Law, LossLaw, PowerLaw
 from sweeper.fitting.optimum import CellOptimum, optima_frame
 from sweeper.recipe.memory import train_flops
-from sweeper.recipe.scale import DEFAULT_SEQ_LEN, infer_shape, law_scale
+from sweeper.recipe.scale import DEFAULT_SEQ_LEN, block_n_params, infer_shape, law_scale
 
 __all__ = [
     "cell_points",
@@ -123,7 +123,7 @@ def target_point(
     if n_params is None:
         if width is None or depth is None:
             raise TargetError("give the target's --params, or its --width and --depth")
-        n_params = 12.0 * depth * width**2
+        n_params = block_n_params(width, depth)
     row = {
         "point": "target",
         "n_params": float(n_params),

@@ -10,7 +10,7 @@ from typing import Final
 
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import KaplanLRLaw, Law, PowerLaw
-from sweeper.recipe.scale import law_label
+from sweeper.recipe.scale import HELD_SLACK, law_label
 
 __all__ = [
     "FAR_FACTOR",
@@ -77,7 +77,9 @@ def check_parametrization(
 def extrapolation_summary(
     used: list[tuple[str, Law, Mapping[str, float]]], warnings: list[str]
 ) -> tuple[float | None, dict[str, float]]:
-    """Largest ratio of target to largest proxy per predictor over the laws used, and warnings."""
+    """Largest ratio of target to largest proxy per predictor over the laws used, and warnings:
+    a far extrapolation above the ladder, and a target below its smallest proxy (by more than
+    the slack :data:`~sweeper.recipe.scale.HELD_SLACK` between 12·L·d² and a counted N)."""
     ext: dict[str, float] = {}
     for role, law, scale in used:
         if not law.domain:
@@ -89,11 +91,8 @@ def extrapolation_summary(
         for p, r in law.extrapolation(own).items():
             ext[p] = max(ext.get(p, 0.0), r)
         for p, (lo, _hi) in law.domain.items():
-            if p in own and lo > 0 and own[p] < lo / FAR_FACTOR:
-                warnings.append(
-                    f"{role} law ({law_label(law)}): target {p}={own[p]:.3g} is more than "
-                    f"{FAR_FACTOR:.0f}× below the smallest proxy ({lo:.3g})"
-                )
+            if p in own and lo > 0 and own[p] < lo / HELD_SLACK:
+                warnings.append(_below_warning(role, law, p, own[p], lo))
     if not ext:
         return None, ext
     factor = max(ext.values())
@@ -107,6 +106,17 @@ def extrapolation_summary(
     elif factor >= FAR_FACTOR:
         warnings.append(f"far extrapolation: {factor:.3g}× beyond the largest proxy ({detail})")
     return factor, ext
+
+
+def _below_warning(role: str, law: Law, predictor: str, value: float, lo: float) -> str:
+    """The warning for a target below the smallest proxy: the law is extrapolated downward
+    (the extrapolation factor, target / largest proxy, is then below 1 and says nothing)."""
+    far = f" (more than {FAR_FACTOR:.0f}×)" if value < lo / FAR_FACTOR else ""
+    return (
+        f"{role} law ({law_label(law)}): target {predictor}={value:.3g} is {lo / value:.3g}× "
+        f"below the smallest proxy ({lo:.3g}){far}: below the ladder the law is extrapolated "
+        "too (confirm the LR with a short run)"
+    )
 
 
 def _warmup_text(fraction_or_steps: float) -> str:

@@ -175,11 +175,29 @@ def choose_batch(
         return micro, global_batch
     gbs = round_global_batch(want, unit)
     if gbs > 2.0 * want:
-        warnings.append(
-            f"micro batch {micro} × {dp} GPUs = {unit} sequences is {gbs / want:.1f}× the law's "
-            "batch: use fewer data-parallel GPUs or a smaller micro batch"
-        )
+        warnings.append(_batch_too_large(micro, dp, gbs / want, b_law, m.seq_len))
     return micro, gbs
+
+
+def _batch_too_large(micro: int, dp: int, factor: float, b_law: float, seq_len: int) -> str:
+    """The warning when the smallest global batch the hardware runs, micro × GPUs sequences, is
+    ``factor`` times the law's batch ``b_law`` (tokens): what can shrink, said only where it can
+    (one GPU and micro batch 1 leave only a shorter sequence, or the larger batch)."""
+    can = ["fewer data-parallel GPUs"] if dp > 1 else []
+    can += ["a smaller micro batch"] if micro > 1 else []
+    if b_law < seq_len:
+        shorter = f"a sequence length of at most {b_law:.0f} tokens (now {seq_len})"
+    else:
+        shorter = f"a shorter sequence (the law's batch is {b_law / seq_len:.1f} × {seq_len})"
+    if can:
+        fix = f"use {' or '.join(can)}, or {shorter}"
+    else:
+        fix = f"one sequence on one GPU is the smallest batch: use {shorter}, or accept the larger"
+        fix += " batch"
+    return (
+        f"micro batch {micro} × {dp} GPUs = {micro * dp} sequences is {factor:.1f}× the law's "
+        f"batch ({b_law:.3g} tokens): {fix}"
+    )
 
 
 def plan_rampup(

@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any, Final
 
 from sweeper.errors import SweeperError, TargetError
+from sweeper.recipe.scale import block_n_params
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,7 +86,7 @@ def _parse(name: str, raw: dict[str, Any]) -> tuple[PublishedRecipe | None, list
         return None, problems
     kw = dict(raw)
     if "n_params" not in kw:
-        kw["n_params"] = 12.0 * kw["layers"] * kw["d_model"] ** 2
+        kw["n_params"] = block_n_params(kw["d_model"], kw["layers"])
         kw["n_params_note"] = "computed: 12·L·d²"
     kw.setdefault("n_params_note", "published")
     for k in ("tokens", "lr", "batch_tokens", "n_params", "params_reported", "batch_tokens_start"):

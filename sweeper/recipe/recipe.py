@@ -34,6 +34,7 @@ from sweeper.recipe.target import Target
 __all__ = [
     "DERIVED",
     "FIELD_DOCS",
+    "NO_INTERVAL",
     "RECIPE_SCHEMA",
     "RECIPE_SCHEMA_VERSION",
     "Interval",
@@ -57,6 +58,8 @@ DERIVED: Final[tuple[str, ...]] = (
 )
 #: relative tolerance when a derived value is checked against the fields it comes from
 _REL: Final[float] = 1e-9
+#: how text writes a degenerate :class:`Interval` (low = high)
+NO_INTERVAL: Final[str] = "no interval: the law has no uncertainty"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,15 @@ class Interval:
     @property
     def degenerate(self) -> bool:
         return self.low == self.high
+
+    def text(self, digits: int = 3, label: str = "") -> str:
+        """The interval as every text output writes it: ``label [low, high]`` (``digits``
+        significant digits), or :data:`NO_INTERVAL` when degenerate (low = high: the law has no
+        uncertainty, a published law above all), never a zero-width ``[x, x]``."""
+        if self.degenerate:
+            return NO_INTERVAL
+        span = f"[{self.low:.{digits}g}, {self.high:.{digits}g}]"
+        return f"{label} {span}" if label else span
 
     def to_dict(self) -> dict[str, float]:
         return {"value": self.value, "low": self.low, "high": self.high}

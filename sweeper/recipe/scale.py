@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_SEQ_LEN",
     "DEFAULT_VOCAB",
     "ResolvedShape",
+    "block_n_params",
     "default_heads",
     "evaluate_law",
     "flops_convention_warnings",
@@ -83,6 +84,12 @@ def default_heads(width: int) -> int:
         if width % head_dim == 0 and width >= head_dim:
             return width // head_dim
     return 1
+
+
+def block_n_params(width: float, depth: float) -> float:
+    """12·L·d²: the non-embedding parameters of ``depth`` standard transformer blocks of width
+    ``width`` (attention 4·d², MLP 8·d²), the count Sweeper uses wherever only a shape is known."""
+    return 12.0 * depth * width**2
 
 
 def infer_shape(n_params: float) -> tuple[int, int]:
@@ -138,7 +145,7 @@ def resolve_shape(
         warnings.append(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}")
     shape_given = width is not None and depth is not None
     if width is not None and depth is not None:
-        n_params = n_params or 12.0 * depth * width**2
+        n_params = n_params or block_n_params(width, depth)
     else:
         if n_params is None:
             raise TargetError("give n_params, or width and depth")

@@ -5,21 +5,35 @@ hardware's sequence length and, where the target leaves N or D open, the loss la
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from proxy_models.rules import PARAMETRIZATIONS
 from sweeper.errors import TargetError
 from sweeper.recipe.compute_optimal import compute_optimal_n, compute_optimal_tokens
 from sweeper.recipe.hardware import positive
 from sweeper.recipe.memory import train_flops
-from sweeper.recipe.scale import DEFAULT_SEQ_LEN, ResolvedShape, resolve_shape
+from sweeper.recipe.scale import DEFAULT_SEQ_LEN, ResolvedShape, block_n_params, resolve_shape
 
 if TYPE_CHECKING:
     from sweeper.fitting.conventions import Conventions
     from sweeper.fitting.laws import LossLaw
     from sweeper.recipe.hardware import Hardware
 
-__all__ = ["CountedShape", "ResolvedTarget", "Target", "builder_counts", "resolve_target"]
+__all__ = [
+    "N_SHAPE_TOLERANCE",
+    "CountedShape",
+    "ResolvedTarget",
+    "Target",
+    "builder_counts",
+    "check_n_params_agrees",
+    "resolve_target",
+]
+
+#: a target giving both ``n_params`` and a shape is refused when N and the shape's non-embedding
+#: count are more than this factor apart. Real models sit well inside it against 12·L·d²
+#: (LLaMA-7B's SwiGLU: 6.48e9 against 6.44e9; Llama-3-8B's GQA and wider MLP: 6.98e9 against
+#: 6.44e9); a factor of 2 in N moves an LR law with exponent -0.3 by 23%.
+N_SHAPE_TOLERANCE: Final[float] = 2.0
 
 
 @dataclass(frozen=True)
@@ -27,7 +41,10 @@ class Target:
     """The model and budget to recommend for.
 
     Model: ``n_params`` (non-embedding N) and/or the shape ``width`` (d_model) and ``depth``
-    (layers), with optional ``heads``, ``vocab`` and ``context`` (sequence length T). Budget: one of
+    (layers), with optional ``heads``, ``vocab`` and ``context`` (sequence length T). Given both,
+    N is used as given, and must agree with the shape's non-embedding count (the LR law's builder
+    model's when it names one, else 12·L·d²) within :data:`N_SHAPE_TOLERANCE` (checked by
+    :func:`resolve_target`, TargetError otherwise). Budget: one of
     ``tokens`` (D, in the target's tokenizer tokens), ``compute`` (training FLOPs counted as
     6·N·D + 6·L·T·d·D with the given or inferred shape, Sweeper's "6ND" convention) or
     ``tokens_per_param`` (D = R·N); none of them means "the compute-optimal D from the loss law".
@@ -102,6 +119,8 @@ class CountedShape(ResolvedShape):
 
     counted_total: float = 0.0
     builder: str = ""
+    #: the builder model's non-embedding N (``n_params`` is the target's when it gives one)
+    counted_n: float = 0.0
 
     @property
     def n_params_total(self) -> float:
@@ -159,7 +178,25 @@ def _counted(
     fields = asdict(shape)
     if target.n_params is None:
         fields["n_params"] = float(n)
-    return CountedShape(**fields, counted_total=float(total), builder=b)
+    return CountedShape(**fields, counted_total=float(total), builder=b, counted_n=float(n))
+
+
+def check_n_params_agrees(n_params: float, shape: ResolvedShape) -> None:
+    """TargetError (one line) when a given N and a given shape disagree by more than
+    :data:`N_SHAPE_TOLERANCE`: the shape's N is the builder's count for a :class:`CountedShape`,
+    else 12·L·d². The recipe would otherwise write the shape with an LR meant for N."""
+    if isinstance(shape, CountedShape):
+        shape_n, how = shape.counted_n, f"counted on the law's builder {shape.builder!r}"
+    else:
+        shape_n, how = block_n_params(shape.width, shape.depth), "12·L·d²"
+    ratio = max(n_params / shape_n, shape_n / n_params)
+    if ratio > N_SHAPE_TOLERANCE:
+        raise TargetError(
+            f"n_params {n_params:.4g} disagrees with the shape {shape.depth} layers × d_model "
+            f"{shape.width}, whose non-embedding N is {shape_n:.4g} ({how}): {ratio:.3g}× apart, "
+            f"more than the {N_SHAPE_TOLERANCE:g}× allowed; give n_params or width and depth, "
+            "or both consistent"
+        )
 
 
 def resolve_target(
@@ -198,6 +235,8 @@ def resolve_target(
         warnings=warnings,
     )
     shape = _counted(shape, target, conventions, warnings)
+    if target.n_params is not None and shape.shape_given:
+        check_n_params_agrees(target.n_params, shape)
     return ResolvedTarget(
         shape=shape, tokens=_target_tokens(target, shape, loss_law, loss_factor, warnings)
     )

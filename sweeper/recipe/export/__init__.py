@@ -17,8 +17,10 @@ were read from):
 :func:`render` refuses (TargetError) an unknown format or framework version, a muP/CompleteP
 recipe (or a non-AdamW optimizer) where the format cannot express it unless
 ``allow_inexpressible``, and a muP/CompleteP recipe whose LR law records another or no
-parametrization unless ``force``. Importing this package imports no exporter (``sweeper export
---help`` reads :mod:`.versions` only).
+parametrization unless ``force``. Another release of a known series ("0.19.1" for megatron 0.19,
+checked at core_v0.19.0) is written for the checked release, said in a caution and the header.
+Importing this package imports no exporter (``sweeper export --help`` reads :mod:`.versions`
+only).
 """
 
 from __future__ import annotations
@@ -142,6 +144,8 @@ def render(
     missing = list(mod.missing(recipe, fv))
     _refuse(recipe, fmt, missing, allow_inexpressible, force)
     cautions = tuple(mod.cautions(recipe, fv)) if hasattr(mod, "cautions") else ()
+    if fv is not None and fv.caution is not None:
+        cautions = (fv.caution, *cautions)
     notes: tuple[str, ...] = ()
     if fmt in _NO_COMMENTS and fv is not None:
         from sweeper.recipe.export.header import lr_line

@@ -49,8 +49,8 @@ def lr_line(r: Recipe) -> str:
     else:
         which = f"the recipe's lr (recommended); the LR law's point estimate lr_point is {r.lr_point:.4g}"
     return (
-        f"peak LR {r.lr.value:.4g} ({r.optimizer}): {which}; {r.level:.0%} interval "
-        f"[{r.lr.low:.4g}, {r.lr.high:.4g}]; min LR {r.min_lr:.4g} = lr × min_lr_ratio "
+        f"peak LR {r.lr.value:.4g} ({r.optimizer}): {which}; "
+        f"{r.lr.text(4, f'{r.level:.0%} interval')}; min LR {r.min_lr:.4g} = lr × min_lr_ratio "
         f"{r.min_lr_ratio:g} (cosine)"
     )
 
@@ -63,14 +63,16 @@ def _target_lines(r: Recipe, fmt: str, fv: FrameworkVersion | None) -> list[str]
     ]
     if fv is not None:
         lines.append(f"load: {fv.load}")
+        if fv.caution is not None:
+            lines.append(f"CAUTION: {fv.caution}")
     lines += [
         f"N = {r.n_params:.4g} non-embedding parameters ({r.depth} layers × d_model {r.width}, "
         f"{r.heads} heads{', inferred from N' if r.shape_inferred else ''}), D = {r.tokens:.4g} "
         f"tokens, {r.parametrization}" + (f" (base width {r.base_width})" if r.base_width else ""),
         lr_line(r),
         f"batch {r.global_batch_sequences} × {r.seq_len} = {r.batch_tokens.value:.4g} tokens "
-        f"(law {r.batch_tokens_law:.4g}, interval [{r.batch_tokens.low:.4g}, "
-        f"{r.batch_tokens.high:.4g}]) = micro {r.micro_batch_size} × accumulation "
+        f"(law {r.batch_tokens_law:.4g}, {r.batch_tokens.text(4, f'{r.level:.0%} interval')}) "
+        f"= micro {r.micro_batch_size} × accumulation "
         f"{r.grad_accum_steps} × {r.data_parallel} GPUs; {r.total_steps} steps, warmup "
         f"{r.warmup_steps}; {r.precision}",
     ]

@@ -29,13 +29,14 @@ from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.header import comment, header_lines, num, toml_value
 from sweeper.recipe.export.versions import TORCHTITAN_LLAMA3, FrameworkVersion, TorchtitanFlavor
 from sweeper.recipe.recipe import Recipe
+from sweeper.recipe.scale import block_n_params
 
 __all__ = ["flavor", "missing", "render"]
 
 
 def flavor(r: Recipe) -> TorchtitanFlavor:
     """The llama3 flavor nearest to the recipe's model in non-embedding parameters (log scale)."""
-    n = 12.0 * r.depth * r.width**2
+    n = block_n_params(r.width, r.depth)
     return min(TORCHTITAN_LLAMA3, key=lambda f: abs(math.log(f.n_params / n)))
 
 

@@ -11,7 +11,7 @@ checks against (``scripts/export_checks/megatron_flags.json``) was read off the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 __all__ = [
@@ -30,14 +30,33 @@ __all__ = [
 @dataclass(frozen=True)
 class FrameworkVersion:
     """One framework version an export targets: ``version`` is what ``--framework-version``
-    takes, ``framework`` the release or commit the format was written and checked against,
-    ``load`` how a user hands the file to it, ``sources`` where its keys were read."""
+    takes (a release series, e.g. "0.19"), ``framework`` the release or commit the format was
+    written and checked against, ``load`` how a user hands the file to it, ``sources`` where its
+    keys were read, ``release`` the checked release's number ("0.19.0") or commit.
+
+    ``given`` is the ``--framework-version`` that chose it when that names another release of the
+    series ("0.19.1"): the export is then written for the checked release, and :attr:`caution`
+    says so."""
 
     format: str
     version: str
     framework: str
     load: str
     sources: tuple[str, ...]
+    release: str = ""
+    given: str | None = None
+
+    @property
+    def caution(self) -> str | None:
+        """What to say when ``--framework-version`` named another release than the checked one
+        (None when it named the checked release, its series, or nothing)."""
+        if self.given is None:
+            return None
+        return (
+            f"--framework-version {self.given} is not a release this export was checked "
+            f"against: written for {self.framework}, the checked release of the "
+            f"{self.version} series, assuming {self.given} reads the same keys (check them)"
+        )
 
 
 @dataclass(frozen=True)
@@ -97,7 +116,7 @@ class TorchtitanFlavor:
     @property
     def n_params(self) -> float:
         """12·L·d², the non-embedding parameters of the flavor (to pick the nearest)."""
-        return 12.0 * self.layers * self.dim**2
+        return 12.0 * self.layers * self.dim**2  # (scale.block_n_params: data-only module)
 
 
 #: torchtitan's llama3 models with a config function: torchtitan/models/llama3/__init__.py
@@ -125,6 +144,7 @@ def _megatron(v: str) -> FrameworkVersion:
         f"Megatron-LM {f.tag} ({f.commit[:12]}, {f.date})",
         "pretrain_gpt.py $(grep -v '^#' FILE) plus the data, tokenizer and parallelism arguments",
         _MEGATRON_SOURCES,
+        f.tag.removeprefix("core_v"),
     )
 
 
@@ -141,6 +161,7 @@ VERSIONS: Final[dict[str, tuple[FrameworkVersion, ...]]] = {
                 "litgpt 0.5.13 (PyPI) litgpt/pretrain.py (setup, fit, get_lr, initialize_weights), "
                 "litgpt/args.py (TrainArgs), litgpt/config.py (Config)",
             ),
+            "0.5.13",
         ),
     ),
     "hf": (
@@ -153,6 +174,7 @@ VERSIONS: Final[dict[str, tuple[FrameworkVersion, ...]]] = {
                 "transformers 5.23.0 (PyPI) transformers/training_args.py, trainer.py, "
                 "optimization.py (get_cosine_with_min_lr_schedule_with_warmup), hf_argparser.py",
             ),
+            "5.23.0",
         ),
     ),
     "deepspeed": (
@@ -165,6 +187,7 @@ VERSIONS: Final[dict[str, tuple[FrameworkVersion, ...]]] = {
                 "deepspeed 0.19.8 (PyPI) deepspeed/runtime/config.py (DeepSpeedConfig), "
                 "deepspeed/runtime/lr_schedules.py (WarmupCosineLR)",
             ),
+            "0.19.8",
         ),
     ),
     "megatron": tuple(_megatron(v) for v in MEGATRON),
@@ -178,6 +201,7 @@ VERSIONS: Final[dict[str, tuple[FrameworkVersion, ...]]] = {
                 "torchtitan 0.2.2 (PyPI) torchtitan/config/job_config.py, config/manager.py, "
                 "components/lr_scheduler.py, trainer.py",
             ),
+            "0.2.2",
         ),
         FrameworkVersion(
             "torchtitan",
@@ -189,6 +213,7 @@ VERSIONS: Final[dict[str, tuple[FrameworkVersion, ...]]] = {
                 "components/optimizer/optimizer.py (param_groups), components/optimizer/"
                 "lr_scheduler.py, models/llama3/config_registry.py, trainer.py",
             ),
+            "0.3.0",
         ),
     ),
     "nanogpt": (
@@ -198,6 +223,7 @@ VERSIONS: Final[dict[str, tuple[FrameworkVersion, ...]]] = {
             "nanoGPT karpathy/nanoGPT@3adf61e154c3 (2025-11-12)",
             "python train.py FILE (configurator.py execs it over train.py's globals)",
             ("karpathy/nanoGPT@3adf61e154c3 train.py, configurator.py, model.py",),
+            "3adf61e154c3",
         ),
     ),
     "json": (),
@@ -215,18 +241,33 @@ DEFAULT_VERSION: Final[dict[str, str | None]] = {
 }
 
 
+def _normal(given: str) -> str:
+    return given.strip().lower().removeprefix("core_v").removeprefix("v")
+
+
 def _matches(given: str, known: str) -> bool:
     """``given`` names ``known``: equal, a longer release of it ("0.19.0" for "0.19"), or
     (nanoGPT commits) a longer commit prefix."""
-    g = given.strip().lower().removeprefix("core_v").removeprefix("v")
+    g = _normal(given)
     if g == known or g.startswith(known + "."):
         return True
     return len(g) >= 7 and (g.startswith(known) or known.startswith(g))
 
 
+def _names_release(given: str, release: str) -> bool:
+    """``given`` names the checked ``release`` itself, or only a series it belongs to ("0.19"
+    and "0.19.0" name "0.19.0"; "0.19.1" does not), or the same commit."""
+    g = _normal(given)
+    if g == release or release.startswith(g + "."):
+        return True
+    return len(g) >= 7 and (g.startswith(release) or release.startswith(g))
+
+
 def resolve_version(fmt: str, given: str | None) -> FrameworkVersion | None:
     """The version of ``fmt`` an export targets: ``given`` (``--framework-version``) or the
-    default. None for json. ValueError naming the known versions when ``given`` is unknown."""
+    default. None for json. ValueError naming the known versions when ``given`` is in no known
+    series; another release of a known series ("0.19.1" for 0.19, checked at 0.19.0) is written
+    for the checked release, with ``given`` set (its :attr:`FrameworkVersion.caution` says so)."""
     known = VERSIONS[fmt]
     if given is None:
         want = DEFAULT_VERSION[fmt]
@@ -235,7 +276,7 @@ def resolve_version(fmt: str, given: str | None) -> FrameworkVersion | None:
         raise ValueError(f"--framework-version {given!r}: {fmt} has no framework versions")
     for v in known:
         if _matches(given, v.version):
-            return v
+            return v if _names_release(given, v.release) else replace(v, given=given.strip())
     names = ", ".join(v.version for v in known)
     raise ValueError(
         f"unknown --framework-version {given!r} for {fmt}; known: {names} "

@@ -269,6 +269,11 @@ BAD = [
          "--framework-version", "2"],
     ),
     (
+        "params contradicting the shape",
+        ["export", "--law", "steplaw", "--params", "1e9", "--width", "64", "--depth", "2",
+         "--tokens", "2e10", "--format", "litgpt"],
+    ),
+    (
         "output in a missing directory",
         ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format", "hf",
          "-o", "/nonexistent-dir/cfg.json"],
@@ -285,12 +290,43 @@ def test_bad_input_is_one_line_and_exit_2(run, what: str, argv: list[str]) -> No
 
 
 def test_no_laws_stored_for_sweep(run, tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    """A sweep that exists without laws: "no laws stored" (run `sweeper fit`)."""
+    import pandas as pd
+
+    from sweeper.study.importer import import_runs
+
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    runs = pd.DataFrame(
+        {"n_params": [1e6] * 2, "tokens": [1e8] * 2, "lr": [1e-3, 2e-3], "batch_size": [32] * 2,
+         "loss": [3.1, 3.0]}
+    )  # fmt: skip
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    import_runs(tmp_path / "runs.csv", sweep="unfitted", url=url)
     code, _, err = run(
-        "recommend", "nosuch", "--storage", url, "--params", "1e9", "--tokens", "1e10"
+        "recommend", "unfitted", "--storage", url, "--params", "1e9", "--tokens", "1e10"
     )
-    assert code == 2 and "no laws stored for sweep 'nosuch'" in err
+    assert code == 2 and "no laws stored for sweep 'unfitted'" in err
     assert len(err.strip().splitlines()) == 1
+    # a sweep that does not exist is said not to exist, with the known ones (every verb's message)
+    for verb in (
+        ["recommend", "--params", "1e9", "--tokens", "1e10"],
+        ["export", "--params", "1e9", "--tokens", "1e10", "--format", "json"],
+        ["check", "--recipe", "gpt3-125m"],
+    ):
+        code, out, err = run(verb[0], "nope", "--storage", url, *verb[1:])
+        assert code == 2 and out == "", verb
+        assert err.strip().splitlines() == [
+            f"sweeper: error: no sweep 'nope' in {url}; known sweeps: unfitted"
+        ], verb
+
+
+def test_laws_stored_without_a_sweep_row_are_used(run, storage) -> None:
+    """Laws stored under a name with no sweep row (put_law) still serve that name."""
+    url, _ids = storage
+    code, _, _ = run("recommend", "s1", "--storage", url, "--params", "1e8", "--tokens", "1e10")
+    assert code == 0
+    code, _, err = run("recommend", "s2", "--storage", url, "--params", "1e8", "--tokens", "1e10")
+    assert code == 2 and "no sweep 's2'" in err and "holds no sweeps" in err
 
 
 def test_verbs_do_not_import_heavy_modules() -> None:
@@ -418,3 +454,42 @@ def test_litgpt_warns_that_the_architecture_is_litgpts_default(run) -> None:
     want = "sweeper: warning: litgpt: model_config sets n_layer/n_embd/n_head/vocab_size/block_size"
     assert want in err and "mlp_class_name GptNeoxMLP" in err and "LayerNorm" in err
     assert "# CAUTION: model_config sets" in out
+
+
+def test_other_release_of_a_series_is_said_on_stderr(run) -> None:
+    """--framework-version 0.19.1 (megatron 0.19 checked at core_v0.19.0) and 5.0 (hf 5 checked
+    at 5.23.0): written for the checked release, and a warning says so; the checked one: none."""
+    base = ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format"]
+    code, out, err = run(*base, "megatron", "--framework-version", "0.19.1")
+    assert code == 0 and "# CAUTION: --framework-version 0.19.1 is not a release" in out
+    assert "sweeper: warning: megatron: --framework-version 0.19.1 is not a release" in err
+    assert "written for Megatron-LM core_v0.19.0" in err
+    code, out, err = run(*base, "hf", "--framework-version", "5.0")
+    assert code == 0 and "sweeper: warning: hf: --framework-version 5.0 is not a release" in err
+    assert "written for transformers 5.23.0" in err
+    for fmt, v in (("megatron", "core_v0.19.0"), ("megatron", "0.19"), ("hf", "5.23.0")):
+        code, out, err = run(*base, fmt, "--framework-version", v)
+        assert code == 0 and "is not a release" not in out + err, (fmt, v)
+
+
+def test_recommend_table_says_no_interval_for_a_published_law(run) -> None:
+    code, out, _ = run("recommend", "--law", "steplaw", "--params", "1e9", "--tokens", "2e10")
+    assert code == 0
+    batch = next(line for line in out.splitlines() if "batch (tokens)" in line)
+    assert "no interval: the law has no uncertainty" in batch
+    lr = next(line for line in out.splitlines() if "peak LR" in line)
+    assert "no interval" in lr and "[" not in lr
+
+
+def test_batch_warning_says_what_can_shrink(run) -> None:
+    """One GPU and micro batch 1 cannot shrink: the advice is a shorter sequence, or the larger
+    batch; with several GPUs and micro batches, those."""
+    argv = ["recommend", "--law", "steplaw", "--params", "1e4", "--tokens", "1e5", "--json"]
+    code, out, _ = run(*argv)
+    assert code == 0
+    (w,) = [w for w in json.loads(out)["warnings"] if w.startswith("micro batch 1 × 1 GPUs")]
+    assert "fewer data-parallel GPUs" not in w and "smaller micro batch" not in w
+    assert "use a sequence length of at most 415 tokens (now 2048), or accept the larger" in w
+    code, out, _ = run(*argv, "--gpus", "4", "--micro-batch", "2")
+    (w,) = [w for w in json.loads(out)["warnings"] if w.startswith("micro batch 2 × 4 GPUs")]
+    assert "use fewer data-parallel GPUs or a smaller micro batch, or a sequence length" in w

@@ -28,7 +28,7 @@ from sweeper.recipe.export import FORMATS, cannot_carry, export_recipe, render
 from sweeper.recipe.export.megatron import step_schedule
 from sweeper.recipe.hardware import Hardware
 from sweeper.recipe.published import published_laws
-from sweeper.recipe.recipe import Recipe, recipe_from_dict
+from sweeper.recipe.recipe import NO_INTERVAL, Interval, Recipe, recipe_from_dict
 from sweeper.recipe.recommend import recommend
 from sweeper.recipe.target import Target
 
@@ -336,7 +336,9 @@ def test_header_carries_target_provenance_and_interval(recipe: Recipe, fmt: str)
     joined = "\n".join(header)
     assert header[0].startswith("# Sweeper recipe (") and "load: " in joined
     assert "source deepseek" in joined and "method published" in joined
-    assert "interval [" in joined and "extrapolation factor" in joined
+    # DeepSeek's laws are published: the header says they have no interval (not [x, x])
+    assert NO_INTERVAL in joined and "interval [" not in joined
+    assert "extrapolation factor" in joined
     assert "the recipe's lr = the LR law's point estimate (lr_point)" in joined
     assert any("WARNING: very far extrapolation" in ln for ln in header)
     for m in cannot_carry(recipe, fmt):
@@ -384,6 +386,36 @@ def test_unknown_format_and_version(small: Recipe) -> None:
         export_recipe(small, "json", "2")
     assert render(small, "megatron", "core_v0.17.1").version.version == "0.17"  # type: ignore[union-attr]
     assert render(small, "torchtitan").version.version == "0.3"  # type: ignore[union-attr]
+
+
+def test_other_release_of_a_series_is_written_for_the_checked_one(small: Recipe) -> None:
+    """0.19.1 is not the checked core_v0.19.0: the file is for core_v0.19.0 and says so (header
+    and cautions); the checked release, however spelled, says nothing."""
+    r = render(small, "megatron", "0.19.1")
+    assert r.version is not None and r.version.version == "0.19" and r.version.given == "0.19.1"
+    note = r.version.caution
+    assert note is not None and note in r.cautions and f"# CAUTION: {note}\n" in r.text
+    assert "written for Megatron-LM core_v0.19.0" in note
+    for fmt, v in (("megatron", "0.19"), ("megatron", "core_v0.19.0"), ("hf", "5"),
+                   ("hf", "5.23.0"), ("litgpt", "0.5.13"), ("nanogpt", "3adf61e154c3")):  # fmt: skip
+        got = render(small, fmt, v)
+        assert got.version is not None and got.version.caution is None, (fmt, v)
+        assert "is not a release" not in got.text + "".join(got.cautions), (fmt, v)
+    hf = render(small, "hf", "5.0")
+    assert any("--framework-version 5.0 is not a release" in c for c in hf.cautions)
+
+
+def test_degenerate_interval_is_written_as_none(small: Recipe, recipe: Recipe) -> None:
+    """A published law's interval is the point: the header says there is none, never [x, x]."""
+    assert small.lr.degenerate and small.batch_tokens.degenerate
+    text = export_recipe(small, "litgpt")
+    lr = next(line for line in text.splitlines() if line.startswith("# peak LR"))
+    batch = next(line for line in text.splitlines() if line.startswith("# batch "))
+    for line in (lr, batch):
+        assert NO_INTERVAL in line and "interval [" not in line, line
+    assert render(small, "hf").notes[1] == lr.removeprefix("# ")
+    assert Interval(2.0, 1.0, 4.0).text(3, "95% interval") == "95% interval [1, 4]"
+    assert Interval(2.0, 2.0, 2.0).text(3, "95% interval") == NO_INTERVAL
 
 
 def test_mup_init_std_is_the_proxies(checks: SimpleNamespace, mup: Recipe) -> None:

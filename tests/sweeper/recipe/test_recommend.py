@@ -19,7 +19,12 @@ from sweeper.recipe.published import published_laws
 from sweeper.recipe.recipe import Recipe, recipe_from_dict
 from sweeper.recipe.recommend import recommend
 from sweeper.recipe.scale import infer_shape, law_scale
-from sweeper.recipe.target import Target
+from sweeper.recipe.target import (
+    N_SHAPE_TOLERANCE,
+    CountedShape,
+    Target,
+    check_n_params_agrees,
+)
 
 DEEPSEEK_7B = Target(width=4096, depth=30, heads=32, vocab=102400, context=4096, tokens=2e12)
 #: a hand-made law's conventions: N non-embedding, D and batch in tokenizer tokens, the schedule
@@ -383,6 +388,41 @@ def test_poorly_constrained_law_warns() -> None:
     assert any("exponent of n_params" in w for w in r.warnings)
     wide = recommend(sp_laws(spread=0.5), Target(n_params=5e7, tokens=5e9))
     assert any("interval spans" in w for w in wide.warnings)
+
+
+def test_n_params_must_agree_with_a_given_shape() -> None:
+    """n_params with a shape whose 12·L·d² is 1e4× smaller is refused (the recipe would write
+    that shape with an LR meant for N); within the tolerance N is used as given."""
+    with pytest.raises(TargetError, match=r"n_params 1e\+09 disagrees with the shape 2 layers"):
+        recommend(sp_laws(), Target(n_params=1e9, width=64, depth=2, tokens=2e10))
+    r = recommend(sp_laws(), Target(n_params=1.2e9, width=2048, depth=20, tokens=2e10))
+    assert r.n_params == 1.2e9 and (r.width, r.depth) == (2048, 20)
+    off = 12 * 20 * 2048**2 / (N_SHAPE_TOLERANCE * 1.01)
+    with pytest.raises(TargetError, match="more than the 2× allowed"):
+        recommend(sp_laws(), Target(n_params=off, width=2048, depth=20, tokens=2e10))
+
+
+def test_n_params_checked_against_the_builders_count() -> None:
+    """With a law measured on a builder, the shape's N is the builder's count, not 12·L·d²."""
+    shape = CountedShape(
+        1e9, 64, 2, 1, 256, 64, True, counted_total=2e9, builder="b", counted_n=8e8
+    )
+    check_n_params_agrees(1e9, shape)  # 12·L·d² = 9.8e4, but the builder counts 8e8
+    with pytest.raises(TargetError, match="counted on the law's builder 'b'"):
+        check_n_params_agrees(1e8, shape)
+
+
+def test_target_below_the_smallest_proxy_warns() -> None:
+    """Below the ladder is an extrapolation too: the factor (target / largest proxy) is < 1."""
+    laws = sp_laws()  # lr law: n_params 1e6-1e8
+    low = recommend(laws, Target(n_params=4e5, tokens=4e9))
+    (w,) = [w for w in low.warnings if "below the smallest proxy" in w]
+    assert "n_params=4e+05 is 2.5× below the smallest proxy (1e+06): below the ladder" in w
+    assert "more than 10×" not in w
+    very = recommend(laws, Target(n_params=5e4, tokens=4e9))
+    assert any("20× below the smallest proxy (1e+06) (more than 10×)" in w for w in very.warnings)
+    inside = recommend(laws, Target(n_params=9e5, tokens=4e9))  # within the 1.25 slack
+    assert not any("below the smallest proxy" in w for w in inside.warnings)
 
 
 def test_missing_batch_law_uses_named_step_law_fallback() -> None:
