@@ -78,6 +78,10 @@ class BuilderError(ValueError):
         self.key = key
         self.message = message
 
+    def __reduce__(self) -> tuple[type[BuilderError], tuple[str, str]]:
+        # (rebuilt from both arguments: a Ray worker's error crosses to the driver as a pickle)
+        return type(self), (self.key, self.message)
+
 
 def load_callable(path: str, key: str = "model.builder") -> Callable[..., Any]:
     """The function at ``"package.module:function"`` (``a.b:C.f`` for an attribute path); ``key``

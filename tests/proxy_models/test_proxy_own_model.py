@@ -195,3 +195,14 @@ def test_cli_trial_takes_an_optimizer(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit) as e:  # argparse refuses an unknown choice: exit 2
         cli.main([a if a != "muon" else "lion" for a in argv])
     assert e.value.code == 2
+
+
+def test_a_builder_error_survives_the_trip_from_a_ray_worker() -> None:
+    """A training function that returned no val_loss failed in the worker with a BuilderError
+    that could not be unpickled on the driver: the trial's error read "TypeError:
+    BuilderError.__init__() missing 1 required positional argument" instead of the message."""
+    import pickle
+
+    e = pickle.loads(pickle.dumps(BuilderError("train.function", "returned no 'val_loss'")))
+    assert isinstance(e, BuilderError)
+    assert (e.key, str(e)) == ("train.function", "train.function: returned no 'val_loss'")
