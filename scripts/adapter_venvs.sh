@@ -5,7 +5,7 @@
 # there) and adds its framework with torch held at the main venv's version.
 #
 #   bash scripts/adapter_venvs.sh            # -> .cache/adapter-venvs/{hf,litgpt}
-#   .cache/adapter-venvs/hf/bin/sweeper validate studies/own_hf_llama.toml
+#   .cache/adapter-venvs/hf/bin/sweeper validate studies/adapters/own_hf_llama.toml
 #   .cache/adapter-venvs/hf/bin/python -m pytest tests/sweeper/adapters
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 
 Examples::
 
-    sweeper coord-check studies/own_hf_llama.toml -o coord/      # RMS per role across widths
+    sweeper coord-check studies/adapters/own_hf_llama.toml -o coord/      # RMS per role across widths
     sweeper diff qknorm_off qknorm_on --json                      # B against A, with intervals
     sweeper diff adamw muon --params 1e9 --tokens 2e10 --plot diff.png
 
@@ -117,8 +117,12 @@ def cmd_coord_check(args: argparse.Namespace) -> int:
     for r in res["rows"]:
         print(f"  {r['width']:>6}  " + "  ".join(f"{r['rms'].get(q, math.nan):>12.4g}" for q in qs))
     print(f"  {'slope':>6}  " + "  ".join(f"{res['slopes'][q]:>+12.3f}" for q in qs))
-    verdict = "width-stable" if res["stable"] else "NOT width-stable"
-    print(f"  {verdict}: |d log RMS / d log width| <= {res['stable_slope']} for every quantity")
+    bound = f"|d log RMS / d log width| <= {res['stable_slope']}"
+    if res["stable"]:
+        print(f"  width-stable: {bound} for every quantity")
+    else:
+        over = [q for q, s in res["slopes"].items() if abs(s) > res["stable_slope"]]  # (NaN: no)
+        print(f"  NOT width-stable: {bound} fails for {', '.join(over)}")
     for f in res.get("files", []):
         print(f"  wrote {f}")
     return 0

@@ -297,4 +297,9 @@ def test_coord_check_tells_mup_from_sp(tmp_path: Path, capsys: pytest.CaptureFix
     sp = json.loads(out)
     assert not sp["stable"] and sp["slopes"]["hidden"] > 0.5
     code, out, _ = run_cli(capsys, *argv)
-    assert "width-stable" in out and "slope" in out
+    assert "width-stable: |d log RMS / d log width| <= 0.2 for every quantity" in out
+    # the verdict names what failed (it read as the criterion holding: "NOT width-stable: |...|
+    # <= 0.2 for every quantity")
+    code, out, _ = run_cli(capsys, *argv, "--parametrization", "sp")
+    assert "NOT width-stable: |d log RMS / d log width| <= 0.2 fails for " in out
+    assert "hidden" in out.split("fails for ")[1]
