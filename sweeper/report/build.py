@@ -89,7 +89,7 @@ def _report_laws(
     from sweeper.fitting.store import latest_laws
 
     stored, _ = latest_laws(sw.name, sw.url, method=method)
-    latest = [law for law in stored.values() if isinstance(law, PowerLaw)]
+    latest: list[Law] = [law for law in stored.values() if isinstance(law, PowerLaw)]
     if latest:
         return latest, []
     conv = sweep_conventions(sw)
