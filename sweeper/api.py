@@ -198,6 +198,7 @@ def fit(
     from sweeper.fitting.store import put_law
     from sweeper.study.runs import normalize_runs
 
+    _check_fit_options(options)
     sw = None if isinstance(data, pd.DataFrame) else _sweep(data, storage)
     surface = _surface_settings(sw, options.pop("surface", None))
     opts = FitOptions(method=method, surface=surface, **options)
@@ -221,6 +222,32 @@ def fit(
     if store and where is not None:
         fitted = [put_law(law, where.url) for law in fitted]
     return fitted
+
+
+def _check_fit_options(options: Mapping[str, Any]) -> None:
+    """SweeperError naming the valid fit options when ``options`` holds another key (``method``
+    is :func:`fit`'s own argument)."""
+    from dataclasses import fields
+
+    from sweeper.fitting.fit_runs import FitOptions
+
+    _check_options("fit", options, [f.name for f in fields(FitOptions) if f.name != "method"])
+
+
+def _check_options(what: str, options: Mapping[str, Any], valid: Sequence[str]) -> None:
+    """SweeperError naming the ``valid`` options of ``what`` (and the nearest one) when
+    ``options`` holds another key: a misspelt option is bad input, not a TypeError."""
+    import difflib
+
+    bad = [k for k in options if k not in valid]
+    if not bad:
+        return
+    close = difflib.get_close_matches(bad[0], valid, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise SweeperError(
+        f"unknown {what} option{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}{hint}; "
+        f"the options are: {', '.join(valid)}"
+    )
 
 
 def laws(sweep: str | Sweep | None = None, *, storage: str | None = None) -> list[Law]:
@@ -248,7 +275,8 @@ def resolve_laws(
 ) -> tuple[dict[str, Law], LossLaw | None]:
     """Laws keyed by target ("lr", "batch_tokens") and the loss law, from: a sweep (its latest
     stored laws), a published name (``deepseek``, ``steplaw``, ``kaplan``), one law, a list of
-    laws (one per target), or a mapping target → law."""
+    laws (one per target), or a mapping target → law. StorageError for a name that is no sweep
+    (naming the known ones, as every verb does) and for a sweep without stored laws."""
     from sweeper.fitting.laws import Law
     from sweeper.fitting.store import latest_laws
     from sweeper.recipe.published import PUBLISHED_NAMES, published_laws
@@ -269,8 +297,10 @@ def resolve_laws(
         return _keyed(list(given))
     found, loss = latest_laws(name, url)
     if not found and loss is None:
-        from sweeper.study.storage import resolve_url, safe_url
+        from sweeper.study.storage import get_sweep, resolve_url, safe_url
 
+        if get_sweep(name, url) is None:
+            Sweep.load(name, url)  # raises: no sweep NAME in URL; known sweeps: ...
         raise StorageError(
             f"no laws stored for sweep {name!r} in {safe_url(resolve_url(url))} (run `sweeper "
             f"fit {name}`, or use a published law: {'|'.join(PUBLISHED_NAMES)})"
@@ -308,19 +338,30 @@ def _name(law: Law) -> str:
 # ---- stage 3: a recipe for a target ---------------------------------------------------------------
 def recommend(
     laws: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
-    at: Target,
+    at: Target | Mapping[str, Any],
     hardware: Hardware | None = None,
     *,
     storage: str | None = None,
     **options: Any,
 ) -> Recipe:
-    """The recipe for the target model ``at`` from ``laws`` (see :func:`resolve_laws`), on
-    ``hardware``. ``options``: global_batch, rampup, force, level, bytes_per_token, defaults (see
-    :func:`sweeper.recipe.recommend.recommend`)."""
-    from sweeper.recipe.recommend import recommend as _recommend
+    """The recipe for the target model ``at`` (a :class:`~sweeper.recipe.target.Target`, or a
+    mapping of its fields: ``{"n_params": 1e9, "tokens": 2e10}``) from ``laws`` (see
+    :func:`resolve_laws`), on ``hardware``. ``options``: global_batch, rampup, force, level,
+    bytes_per_token, defaults (see :func:`sweeper.recipe.recommend.recommend`)."""
+    import inspect
 
+    from sweeper.recipe.recommend import recommend as _recommend
+    from sweeper.recipe.target import as_target
+
+    params = inspect.signature(_recommend).parameters.values()
+    _check_options(
+        "recommend",
+        options,
+        [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "loss_law"],
+    )
+    target = as_target(at)
     found, loss = resolve_laws(laws, storage=storage)
-    return _recommend(found, at, hardware, loss_law=loss, **options)
+    return _recommend(found, target, hardware, loss_law=loss, **options)
 
 
 @dataclass(frozen=True)
@@ -413,12 +454,13 @@ class Comparison:
 def compare(
     sweep: str | Sweep,
     *,
-    at: Mapping[str, float] | None = None,
+    at: Target | Mapping[str, Any] | None = None,
     published: Sequence[str] = ("deepseek", "steplaw", "kaplan"),
     storage: str | None = None,
 ) -> Comparison:
     """The sweep's latest lr/batch laws beside the ``published`` ones, evaluated at its cells and
-    at the target ``at`` (keys tokens and n_params, or width/depth/context)."""
+    at the target ``at`` (a Target, or a mapping of its fields as :func:`recommend` takes: tokens
+    and n_params, or width/depth/context)."""
     from sweeper.recipe.compare import compare_sweep_laws
 
     sw = _sweep(sweep, storage)
@@ -519,6 +561,7 @@ def diff(
     conventions must agree)."""
     from sweeper.fitting.diff import diff_runs
 
+    _check_fit_options(options)
     runs_a, conv_a, name_a = _joined_runs(sweep_a, storage)
     runs_b, conv_b, name_b = _joined_runs(sweep_b, storage)
     target = {k: v for k, v in (("n_params", params), ("tokens", tokens)) if v is not None}

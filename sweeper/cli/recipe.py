@@ -196,21 +196,10 @@ def _published_key(text: str) -> str:
     return text.strip().lower().replace("-", "").replace("_", "")
 
 
-def _known_sweep(name: str, url: str | None) -> None:
-    """StorageError naming the known sweeps (the message of every verb) when ``name`` is neither a
-    stored sweep nor the source of stored laws: "no laws stored" is for a sweep that exists."""
-    from sweeper.fitting.store import latest_laws
-    from sweeper.study import storage
-    from sweeper.study.handle import Sweep
-
-    if storage.get_sweep(name, url) is None and latest_laws(name, url) == ({}, None):
-        Sweep.load(name, url)  # raises: no sweep NAME in URL; known sweeps: ...
-
-
 def _laws_arg(args: argparse.Namespace) -> Any:
     """What ``--law``/SWEEP name, for :func:`sweeper.api.resolve_laws`: the stored sweep's
-    name (StorageError naming the known sweeps when there is none), a published name, or the laws
-    given by id and published name."""
+    name or a published name (resolve_laws says when there is no such sweep, naming the known
+    ones), or the laws given by id and published name."""
     from sweeper import api
     from sweeper.recipe.published import PUBLISHED_NAMES, published_laws
 
@@ -219,8 +208,6 @@ def _laws_arg(args: argparse.Namespace) -> Any:
     if not args.sweep and not args.law:
         raise TargetError(f"give a SWEEP or --law ID|{'|'.join(PUBLISHED_NAMES)}")
     if args.sweep:
-        if _published_key(args.sweep) not in PUBLISHED_NAMES:
-            _known_sweep(args.sweep, args.storage)
         return args.sweep
     laws: list[Any] = []
     for arg in args.law:
@@ -399,7 +386,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise TargetError(f"unknown export format {args.format!r}; known: {', '.join(FORMATS)}")
     try:
-        resolve_version(args.format, args.framework_version)
+        resolve_version(args.format, args.framework_version, option="--framework-version")
     except ValueError as e:
         raise TargetError(str(e)) from None
     _check_output(args.output)

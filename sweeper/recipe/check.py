@@ -212,7 +212,14 @@ def check_recipe(
     items: list[CheckItem] = []
     used: list[tuple[str, Law, Mapping[str, float]]] = []
     for quantity, law in roles:
-        check_parametrization(law, quantity, v.parametrization, force=force, warnings=warnings)
+        check_parametrization(
+            law,
+            quantity,
+            v.parametrization,
+            force=force,
+            warnings=warnings,
+            subject=f"recipe {v.name}",
+        )
         warnings += flops_convention_warnings(law, quantity)
         scale = law_scale(
             law,

@@ -29,6 +29,7 @@ from sweeper.fitting.laws import KaplanLRLaw, Law, LossLaw, PowerLaw
 from sweeper.fitting.optimum import CellOptimum, optima_frame
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.scale import DEFAULT_SEQ_LEN, block_n_params, infer_shape, law_scale
+from sweeper.recipe.target import Target, as_target
 
 __all__ = [
     "cell_points",
@@ -122,7 +123,7 @@ def target_point(
         raise TargetError(f"target context must be positive, got {context}")
     if n_params is None:
         if width is None or depth is None:
-            raise TargetError("give the target's --params, or its --width and --depth")
+            raise TargetError("give the target's n_params (--params), or its width and depth")
         n_params = block_n_params(width, depth)
     row = {
         "point": "target",
@@ -282,18 +283,22 @@ def compare_sweep_laws(
     runs: pd.DataFrame,
     fitted: Sequence[Law],
     published: Sequence[str],
-    at: Mapping[str, float] | None = None,
+    at: Target | Mapping[str, Any] | None = None,
 ) -> tuple[list[Law], pd.DataFrame, pd.DataFrame]:
     """A sweep's ``fitted`` lr/batch laws beside the ``published`` ones (by name): (every law,
     :func:`compare_exponents`, :func:`compare_laws` at the sweep's cells and at the target ``at``).
 
     The cells' measured optima come from the same estimator as the fitted laws (the band of the
-    latest band law, else the parabola). ``at`` has ``tokens`` and ``n_params``, or ``width`` and
+    latest band law, else the parabola). ``at`` (a Target, or a mapping of its fields: see
+    :func:`~sweeper.recipe.target.as_target`) has ``tokens`` and ``n_params``, or ``width`` and
     ``depth`` (and optionally ``context``).
     """
     from sweeper.fitting import estimate_optima
     from sweeper.recipe.published import published_laws
 
+    target = as_target(at) if at else None
+    if target is not None and target.tokens is None:
+        raise TargetError("a target needs tokens (with n_params, or width and depth)")
     band_methods = [law.method for law in fitted if law.method.startswith("band")]
     if band_methods:
         match = re.match(r"band(\d+(?:\.\d*)?(?:e[+-]?\d+)?)", band_methods[-1])
@@ -302,15 +307,13 @@ def compare_sweep_laws(
     else:
         optima = estimate_optima(runs, method="parabola", n_boot=0, keep_edge=True)
     points = cell_points(optima)
-    if at:
-        if at.get("tokens") is None:
-            raise TargetError("a target needs tokens (with n_params, or width and depth)")
+    if target is not None and target.tokens is not None:
         tp = target_point(
-            tokens=at["tokens"],
-            n_params=at.get("n_params"),
-            width=at.get("width"),
-            depth=at.get("depth"),
-            context=at.get("context"),
+            tokens=target.tokens,
+            n_params=target.n_params,
+            width=target.width,
+            depth=target.depth,
+            context=target.context,
         )
         points = pd.concat([points, tp], ignore_index=True)
     pub: list[Law] = []

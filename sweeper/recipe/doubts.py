@@ -42,7 +42,7 @@ def quality_warnings(law: Law, role: str, interval: tuple[float, float]) -> list
             out.append(f"{name} {what} error is ±{math.expm1(err):.0%} (poorly constrained)")
     lo, hi = interval
     if lo > 0 and hi / lo > WIDE_INTERVAL:
-        out.append(f"{name} 95% interval spans {hi / lo:.1f}× at the target (poorly constrained)")
+        out.append(f"{name} 95% interval {_span(hi / lo)} at the target (poorly constrained)")
     for p, (clo, chi) in law.exponents_ci.items():
         b = law.exponents.get(p, 0.0)
         if (clo < 0 < chi and b != 0.0) or chi - clo > 0.5:
@@ -52,11 +52,25 @@ def quality_warnings(law: Law, role: str, interval: tuple[float, float]) -> list
     return out
 
 
+def _span(ratio: float) -> str:
+    """How wide an interval is, as its high/low ratio ("spans 14×", "spans 5.93e+35×"), or
+    "is unbounded" when its high end is infinite."""
+    return "is unbounded" if math.isinf(ratio) else f"spans {ratio:.3g}×"
+
+
 def check_parametrization(
-    law: Law, role: str, parametrization: str, *, force: bool, warnings: list[str]
+    law: Law,
+    role: str,
+    parametrization: str,
+    *,
+    force: bool,
+    warnings: list[str],
+    subject: str = "the target",
 ) -> tuple[int | None, int | None]:
     """Refuse (TargetError) a law fitted under another parametrization than ``parametrization``
-    unless ``force`` (then warn); return the law's base width and depth."""
+    (that of ``subject``: "the target" of a recommendation, or a recipe being checked) unless
+    ``force`` (then warn); return the law's base width and depth. For the target the refusal
+    names the fix first: give the target the law's parametrization."""
     p = law.parametrization
     if p is None:
         warnings.append(
@@ -65,12 +79,21 @@ def check_parametrization(
         return None, None
     if p != parametrization:
         msg = (
-            f"{role} law ({law_label(law)}) was fitted under {p} but the target is "
-            f"{parametrization}: a {p} law transfers only to a {p} target"
+            f"{role} law ({law_label(law)}) was fitted under {p} but {subject} is {parametrization}"
         )
-        if not force:
-            raise TargetError(msg + " (force to override)")
-        warnings.append(msg + " (forced)")
+        if force:
+            warnings.append(f"{msg}: a {p} law transfers only to a {p} model (forced)")
+        elif subject == "the target":
+            raise TargetError(
+                f"{msg}: for a {p} model set the target's parametrization "
+                f"(Target(parametrization={p!r}), --parametrization {p}); a {p} law transfers "
+                f"only to a {p} model (to use it for {parametrization} anyway: force=True, --force)"
+            )
+        else:
+            raise TargetError(
+                f"{msg}: a {p} law transfers only to a {p} model (force=True, --force: use it "
+                "anyway)"
+            )
     return law.base_width, law.base_depth
 
 

@@ -4,7 +4,10 @@ hardware's sequence length and, where the target leaves N or D open, the loss la
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import difflib
+import numbers
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from proxy_models.rules import PARAMETRIZATIONS
@@ -24,6 +27,7 @@ __all__ = [
     "CountedShape",
     "ResolvedTarget",
     "Target",
+    "as_target",
     "builder_counts",
     "check_n_params_agrees",
     "resolve_target",
@@ -102,6 +106,46 @@ class Target:
     @property
     def has_model(self) -> bool:
         return self.n_params is not None or self.width is not None
+
+
+#: the fields of :class:`Target` that take a whole number
+_WHOLE_FIELDS: Final = ("width", "depth", "heads", "vocab", "context", "base_width", "base_depth")
+
+
+def as_target(at: Target | Mapping[str, Any]) -> Target:
+    """``at`` as a :class:`Target`: a Target as it is, or one built from a mapping of its fields
+    (``{"n_params": 1e9, "tokens": 2e10}``; a whole float such as 512.0 is taken for an integer
+    field). TargetError naming the fields for an unknown key, and for anything else."""
+    if isinstance(at, Target):
+        return at
+    names = [f.name for f in fields(Target)]
+    if not isinstance(at, Mapping):
+        raise TargetError(
+            f"a target is a Target or a mapping of its fields ({', '.join(names)}), "
+            f"got {type(at).__name__}"
+        )
+    bad = [str(k) for k in at if k not in names]
+    if bad:
+        close = difflib.get_close_matches(bad[0], names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise TargetError(
+            f"unknown target field{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}"
+            f"{hint}; a target takes: {', '.join(names)}"
+        )
+    given = {str(k): _whole(v) if k in _WHOLE_FIELDS else v for k, v in at.items()}
+    return Target(**given)
+
+
+def _whole(v: Any) -> Any:
+    """``v`` as an int when it is a whole number (512.0, numpy.int64(512)); else as given (the
+    Target then says what is wrong with it)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real) and float(v).is_integer():
+        return int(float(v))
+    return v
 
 
 @dataclass(frozen=True)

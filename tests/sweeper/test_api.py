@@ -185,7 +185,7 @@ def test_a_fit_of_runs_from_two_kinds_of_device_says_so() -> None:
     """bf16 on CUDA and fp32 on the CPU move losses near the best LR: a law fitted on both is
     flagged (a runs table with one device, or none recorded, is not)."""
     runs = synthetic_sweep(seed=3)
-    kw = {"target": "lr", "method": "parabola", "store": False, "n_boot": 20}
+    kw = {"target": "lr", "method": "parabola", "store": False, "n_boot": 40}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FitWarning)
         sweeper.fit(runs.assign(device="cpu"), **kw)
@@ -194,3 +194,47 @@ def test_a_fit_of_runs_from_two_kinds_of_device_says_so() -> None:
     mixed = runs.assign(device=["cpu", "cuda:0"] * (len(runs) // 2) + ["cpu"] * (len(runs) % 2))
     with pytest.warns(FitWarning, match="trained on cpu and cuda"):
         sweeper.fit(mixed, **kw)
+
+
+def test_bad_options_and_targets_are_sweeper_errors_naming_what_is_valid() -> None:
+    """The module promises SweeperError for bad input: a misspelt fit or recommend option names
+    the valid ones (and the nearest), not a TypeError; a target may be a mapping of Target's
+    fields (as compare's ``at=``), and a misspelt field is named, not an AttributeError."""
+    from sweeper.errors import SweeperError, TargetError
+
+    runs = synthetic_sweep(seed=3)
+    with pytest.raises(SweeperError, match=r"unknown fit option 'n_bootstrap' \(did you mean "
+                       r"n_boot\?\); the options are: band, n_boot, cell_boot"):  # fmt: skip
+        sweeper.fit(runs, store=False, n_bootstrap=10)
+    with pytest.raises(SweeperError, match="unknown fit option 'bootstrap'"):
+        sweeper.diff("a", "b", bootstrap=10)  # refused before any storage is read
+    at = {"n_params": 1e9, "tokens": 2e10}
+    by_mapping = sweeper.recommend("deepseek", at=at)
+    assert by_mapping == sweeper.recommend("deepseek", at=sweeper.Target(**at))
+    shaped = sweeper.recommend("deepseek", at={"width": 2048.0, "depth": 16, "tokens": 2e10})
+    assert (shaped.width, shaped.depth) == (2048, 16)
+    with pytest.raises(TargetError, match=r"unknown target field 'params' \(did you mean "
+                       r"n_params\?\); a target takes: n_params, width, depth"):  # fmt: skip
+        sweeper.recommend("deepseek", at={"params": 1e9, "tokens": 2e10})
+    with pytest.raises(TargetError, match="a target is a Target or a mapping of its fields"):
+        sweeper.recommend("deepseek", at=1e9)  # type: ignore[arg-type]
+    with pytest.raises(SweeperError, match=r"unknown recommend option 'global_batch_size' \(did "
+                       "you mean global_batch"):  # fmt: skip
+        sweeper.recommend("deepseek", at=at, global_batch_size=512)
+
+
+def test_recommend_from_a_sweep_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    """A name that is no sweep (and no published law): "no sweep ...; known sweeps: ...", the
+    message of every verb; "no laws stored" only for a sweep that exists without laws."""
+    from sweeper.errors import StorageError
+
+    csv = tmp_path / "runs.csv"
+    synthetic_sweep(seed=3).to_csv(csv, index=False)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    sweeper.import_runs(csv, sweep="s", storage=url)
+    at = sweeper.Target(n_params=1e9, tokens=2e10)
+    with pytest.raises(StorageError) as e:
+        sweeper.recommend("nope", at=at, storage=url)
+    assert str(e.value) == f"no sweep 'nope' in {url}; known sweeps: s"
+    with pytest.raises(StorageError, match="no laws stored for sweep 's'"):
+        sweeper.recommend("s", at=at, storage=url)

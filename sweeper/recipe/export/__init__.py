@@ -119,13 +119,13 @@ def _refuse(
     if p != "sp" and law_p != p and not force:
         raise TargetError(
             f"the lr law records {law_p or 'no parametrization'}, the recipe is {p}: a {p} "
-            f"export from it is refused (--force to export anyway)"
+            f"export from it is refused (force=True, --force: export anyway)"
         )
     blocking = [m.text for m in missing if m.refuse]
     if blocking and not allow_inexpressible:
         raise TargetError(
-            f"{fmt} cannot express {'; '.join(blocking)}: refused (--allow-inexpressible writes "
-            "the file anyway, with a warning)"
+            f"{fmt} cannot express {'; '.join(blocking)}: refused (allow_inexpressible=True, "
+            "--allow-inexpressible: write the file anyway, with a warning)"
         )
 
 

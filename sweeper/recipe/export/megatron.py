@@ -160,7 +160,7 @@ def _notes(r: Recipe, facts: MegatronFacts) -> list[str]:
             "Megatron-LM >= core 0.18; --rampup-batch-size is parsed and ignored there)"
             if facts.step_schedule
             else "batch ramp-up as --rampup-batch-size START INCREMENT SAMPLES (Megatron-LM < core "
-            "0.18; from core 0.18 it is ignored: export with --framework-version 0.18 or later)"
+            "0.18; from core 0.18 it is ignored: export for framework version 0.18 or later)"
         )
     if r.hardware.zero_stage >= 2:
         notes.append(

@@ -53,7 +53,7 @@ class FrameworkVersion:
         if self.given is None:
             return None
         return (
-            f"--framework-version {self.given} is not a release this export was checked "
+            f"framework version {self.given} is not a release this export was checked "
             f"against: written for {self.framework}, the checked release of the "
             f"{self.version} series, assuming {self.given} reads the same keys (check them)"
         )
@@ -263,24 +263,27 @@ def _names_release(given: str, release: str) -> bool:
     return len(g) >= 7 and (g.startswith(release) or release.startswith(g))
 
 
-def resolve_version(fmt: str, given: str | None) -> FrameworkVersion | None:
-    """The version of ``fmt`` an export targets: ``given`` (``--framework-version``) or the
-    default. None for json. ValueError naming the known versions when ``given`` is in no known
-    series; another release of a known series ("0.19.1" for 0.19, checked at 0.19.0) is written
-    for the checked release, with ``given`` set (its :attr:`FrameworkVersion.caution` says so)."""
+def resolve_version(
+    fmt: str, given: str | None, *, option: str = "framework version"
+) -> FrameworkVersion | None:
+    """The version of ``fmt`` an export targets: ``given`` (``framework_version``,
+    ``--framework-version``) or the default. None for json. ValueError naming the known versions
+    when ``given`` is in no known series, calling the option ``option`` (the caller's spelling: the
+    CLI's is ``--framework-version``); another release of a known series ("0.19.1" for 0.19,
+    checked at 0.19.0) is written for the checked release, with ``given`` set (its
+    :attr:`FrameworkVersion.caution` says so)."""
     known = VERSIONS[fmt]
     if given is None:
         want = DEFAULT_VERSION[fmt]
         return next(v for v in known if v.version == want) if want is not None else None
     if not known:
-        raise ValueError(f"--framework-version {given!r}: {fmt} has no framework versions")
+        raise ValueError(f"{option} {given!r}: {fmt} has no framework versions")
     for v in known:
         if _matches(given, v.version):
             return v if _names_release(given, v.release) else replace(v, given=given.strip())
     names = ", ".join(v.version for v in known)
     raise ValueError(
-        f"unknown --framework-version {given!r} for {fmt}; known: {names} "
-        f"(default {DEFAULT_VERSION[fmt]})"
+        f"unknown {option} {given!r} for {fmt}; known: {names} (default {DEFAULT_VERSION[fmt]})"
     )
 
 

@@ -114,8 +114,9 @@ def test_extrapolation_reported() -> None:
 
 
 def test_mup_law_refused_for_published_sp_recipes() -> None:
-    with pytest.raises(TargetError, match="fitted under mup"):
+    with pytest.raises(TargetError, match="fitted under mup but recipe gpt3-125m is sp") as e:
         check_recipe({"lr": lr_law(parametrization="mup")}, get_recipe("gpt3-125m"))
+    assert "Target(" not in str(e.value)  # a published recipe's parametrization is not a knob
     forced = check_recipe(
         {"lr": lr_law(parametrization="mup")}, get_recipe("gpt3-125m"), force=True
     )

@@ -456,16 +456,28 @@ def test_litgpt_warns_that_the_architecture_is_litgpts_default(run) -> None:
     assert "# CAUTION: model_config sets" in out
 
 
+def test_cli_names_its_own_flag_for_an_unknown_version(run) -> None:
+    """The library says "framework version"; the CLI, which checks the version first, names its
+    flag in the same message."""
+    code, out, err = run("export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11",
+                         "--format", "megatron", "--framework-version", "9.9")  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "sweeper: error: unknown --framework-version '9.9' for megatron; known: 0.16, 0.17, 0.18, "
+        "0.19 (default 0.19)"
+    )
+
+
 def test_other_release_of_a_series_is_said_on_stderr(run) -> None:
     """--framework-version 0.19.1 (megatron 0.19 checked at core_v0.19.0) and 5.0 (hf 5 checked
     at 5.23.0): written for the checked release, and a warning says so; the checked one: none."""
     base = ["export", "--law", "steplaw", "--params", "1e9", "--tokens", "1e11", "--format"]
     code, out, err = run(*base, "megatron", "--framework-version", "0.19.1")
-    assert code == 0 and "# CAUTION: --framework-version 0.19.1 is not a release" in out
-    assert "sweeper: warning: megatron: --framework-version 0.19.1 is not a release" in err
+    assert code == 0 and "# CAUTION: framework version 0.19.1 is not a release" in out
+    assert "sweeper: warning: megatron: framework version 0.19.1 is not a release" in err
     assert "written for Megatron-LM core_v0.19.0" in err
     code, out, err = run(*base, "hf", "--framework-version", "5.0")
-    assert code == 0 and "sweeper: warning: hf: --framework-version 5.0 is not a release" in err
+    assert code == 0 and "sweeper: warning: hf: framework version 5.0 is not a release" in err
     assert "written for transformers 5.23.0" in err
     for fmt, v in (("megatron", "core_v0.19.0"), ("megatron", "0.19"), ("hf", "5.23.0")):
         code, out, err = run(*base, fmt, "--framework-version", v)

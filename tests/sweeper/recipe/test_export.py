@@ -258,6 +258,26 @@ def test_megatron_016_has_no_mup(checks: SimpleNamespace, mup: Recipe) -> None:
     assert not hasattr(ns, "use_mup") or not ns.use_mup
 
 
+def test_library_refusals_name_the_option_as_python_and_cli_spell_it(
+    recipe: Recipe, small: Recipe, mup: Recipe
+) -> None:
+    """``sweeper.export`` is Python: its refusals name the keyword (and the flag beside it), and
+    a bad version is "framework version", not a bare ``--framework-version``."""
+    import sweeper
+
+    with pytest.raises(TargetError) as e:
+        sweeper.export(mup, "litgpt")
+    assert "(allow_inexpressible=True, --allow-inexpressible: write the file anyway" in str(e.value)
+    with pytest.raises(TargetError) as e:
+        sweeper.export(small, "litgpt", framework_version="9.9")
+    assert str(e.value).startswith("unknown framework version '9.9' for litgpt; known: 0.5")
+    with pytest.raises(TargetError, match=r"^framework version '2': json has no"):
+        sweeper.export(small, "json", framework_version="2")
+    text = export_recipe(recipe, "megatron", "0.16")  # ramp-up: a note on newer versions
+    assert "export for framework version 0.18 or later" in text
+    assert "--framework-version" not in text
+
+
 def test_step_schedule_keeps_the_larger_batch_on_equal_thresholds(recipe: Recipe) -> None:
     import dataclasses
 
@@ -378,9 +398,7 @@ def test_every_format_exports(small: Recipe) -> None:
 def test_unknown_format_and_version(small: Recipe) -> None:
     with pytest.raises(TargetError, match="unknown export format 'keras'"):
         export_recipe(small, "keras")
-    with pytest.raises(
-        TargetError, match=r"unknown --framework-version '0.15' for megatron; known"
-    ):
+    with pytest.raises(TargetError, match=r"unknown framework version '0.15' for megatron; known"):
         export_recipe(small, "megatron", "0.15")
     with pytest.raises(TargetError, match="json has no framework versions"):
         export_recipe(small, "json", "2")
@@ -402,7 +420,7 @@ def test_other_release_of_a_series_is_written_for_the_checked_one(small: Recipe)
         assert got.version is not None and got.version.caution is None, (fmt, v)
         assert "is not a release" not in got.text + "".join(got.cautions), (fmt, v)
     hf = render(small, "hf", "5.0")
-    assert any("--framework-version 5.0 is not a release" in c for c in hf.cautions)
+    assert any(c.startswith("framework version 5.0 is not a release") for c in hf.cautions)
 
 
 def test_degenerate_interval_is_written_as_none(small: Recipe, recipe: Recipe) -> None:

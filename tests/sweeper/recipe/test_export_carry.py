@@ -148,7 +148,7 @@ def test_mup_from_a_law_without_parametrization_needs_force(run, law_db, tmp_pat
     assert code == 2 and not out.exists()
     assert err.strip() == (
         "sweeper: error: the lr law records no parametrization, the recipe is mup: a mup export "
-        "from it is refused (--force to export anyway)"
+        "from it is refused (force=True, --force: export anyway)"
     )
     code, _, err = run(*argv, "--force")
     assert code == 0 and out.exists(), err

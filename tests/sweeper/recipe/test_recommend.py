@@ -13,6 +13,7 @@ import pytest
 from sweeper.errors import TargetError
 from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION, Conventions
 from sweeper.fitting.laws import LossLaw, PowerLaw
+from sweeper.recipe.doubts import quality_warnings
 from sweeper.recipe.hardware import Hardware, round_global_batch
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.published import published_laws
@@ -236,6 +237,29 @@ def test_mup_law_refused_for_sp_target_and_vice_versa() -> None:
         )
     forced = recommend(mup, Target(n_params=1e8, tokens=1e10), force=True)
     assert any("(forced)" in w for w in forced.warnings)
+
+
+def test_parametrization_refusal_names_the_target_fix_before_force() -> None:
+    """A muP law for an SP target (the default): the fix is the target's parametrization, said
+    first, in Python's and the CLI's spelling; force comes last, as the way around."""
+    with pytest.raises(TargetError) as e:
+        recommend(sp_laws(parametrization="mup", base_width=256), Target(n_params=1e8, tokens=1e10))
+    msg = str(e.value)
+    fix = msg.index("set the target's parametrization (Target(parametrization='mup'), ")
+    assert "--parametrization mup)" in msg
+    assert fix < msg.index("force=True, --force") and "(force to override)" not in msg
+
+
+def test_a_very_wide_or_unbounded_interval_is_said_readably() -> None:
+    """The interval's high/low ratio in 3 significant digits (not 40 digits of ``.1f``), and
+    "unbounded" for an infinite high end."""
+    law = power_law("lr", 2.0, {"n_params": -0.3})
+    wide = quality_warnings(law, "lr", (1e-3, 5.928e32))
+    assert any("95% interval spans 5.93e+35× at the target" in w for w in wide), wide
+    assert any("95% interval spans 14× at the target" in w for w in quality_warnings(
+        law, "lr", (1.0, 14.0)))  # fmt: skip
+    inf = quality_warnings(law, "lr", (1e-3, math.inf))
+    assert any("95% interval is unbounded at the target" in w for w in inf), inf
 
 
 def test_mup_recipe_records_base_width() -> None:
