@@ -126,10 +126,14 @@ def _register_fit(sub: Any) -> None:
         "--bootstrap",
         type=int,
         default=None,
-        help="law resamples (surface: 200; parabola, band: 1000, t draws below 7 cells; loss: 100)",
+        help="law resamples, 0 or at least 40 (surface: 200, 0 for Laplace intervals; parabola, "
+        "band: 1000, t draws below 7 cells; loss: 100)",
     )
     p.add_argument(
-        "--cell-bootstrap", type=int, default=200, help="resamples per cell optimum (parabola)"
+        "--cell-bootstrap",
+        type=int,
+        default=200,
+        help="resamples per cell optimum (parabola), 0 or at least 40",
     )
     p.add_argument("--min-runs", type=int, default=4, help="completed runs a cell needs")
     p.add_argument("--keep-edge", action="store_true", help="keep cells optimal on a range edge")

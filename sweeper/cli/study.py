@@ -146,11 +146,9 @@ def _runs_line(spec: Any, n_cells: int) -> str:
     return f"{cells_word} × {spec.trials_per_cell} trials × {seed_word} = {runs} runs"
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
 def _print_estimate(est: Any) -> None:
+    from sweeper.run.estimate import duration
+
     probes = ", ".join(
         f"{p.cell} {1 / p.s_per_token:,.0f} tok/s + {p.fixed_s:.1f} s" for p in est.probes
     )
@@ -161,7 +159,7 @@ def _print_estimate(est: Any) -> None:
     lo, hi = est.core_s
     wlo, whi = est.wall_s
     span = f"{lo:,.0f}" if lo == hi else f"{lo:,.0f}-{hi:,.0f}"
-    wall = _hours(wlo) if lo == hi else f"{_hours(wlo)} to {_hours(whi)}"
+    wall = duration(wlo) if lo == hi else f"{duration(wlo)} to {duration(whi)}"
     print(f"  total: {est.runs} runs, {span} core-s ({lo / 3600:.2g}"
           f"{'' if lo == hi else f'-{hi / 3600:.2g}'} core-h); about {wall} wall with "
           f"{est.concurrent} trial(s) at once on this machine")  # fmt: skip
@@ -248,6 +246,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, default=_json_default))
         return 0
+    if status.get("kind") == "imported":
+        _print_imported(status)
+        return 0
     print(f"sweep {status['sweep']}" + _driver_text(status["driver"]))
     for c in status["cells"]:
         print(
@@ -265,6 +266,29 @@ def cmd_status(args: argparse.Namespace) -> int:
             + (f", {c['running']} running" if c["running"] else "")
         )
     return 0
+
+
+def _print_imported(status: dict[str, Any]) -> None:
+    """An imported sweep's cells: its runs as imported (nothing runs, nothing to launch)."""
+    imp = status["imported"]
+    cells = status["cells"]
+    n_runs = sum(c["runs"] for c in cells)
+    source = f" from {imp['file']}" if imp.get("file") else ""
+    when = f" on {imp['created_at'][:10]}" if imp.get("created_at") else ""
+    print(f"sweep {status['sweep']}: imported{source}{when}, {n_runs} runs in {len(cells)} "
+          f"cell{'s' if len(cells) != 1 else ''} (not launched: no driver, no target)")  # fmt: skip
+    for c in cells:
+        counts = (c["diverged"], "diverged"), (c["failed"], "failed"), (c["pruned"], "pruned")
+        extra = "".join(f", {n} {what}" for n, what in counts if n)
+        if c["best_loss"] is None:
+            best = "no complete run"
+        else:
+            best = f"best loss {c['best_loss']:.4f}"
+            if c["best_lr"] is not None:
+                best += f" at lr {c['best_lr']:.3g}"
+            if c["best_batch_size"] is not None:
+                best += f", batch {c['best_batch_size']}"
+        print(f"  {c['cell']:<20} {c['runs']} runs, {c['complete']} complete{extra}; {best}")
 
 
 def _driver_text(driver: dict[str, Any] | None) -> str:

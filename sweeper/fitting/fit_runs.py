@@ -18,6 +18,7 @@ Pure: a runs table in, frozen laws out (storing them is :mod:`sweeper.fitting.st
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -41,12 +42,16 @@ __all__ = [
     "METHOD_HELP",
     "FitOutcome",
     "batch_varies",
+    "check_resamples",
     "default_predictors",
     "fit_runs",
+    "min_resamples",
 ]
 
 FIT_TARGETS: Final[tuple[str, ...]] = ("lr", "batch_tokens", "loss")
 _SCALE_VARS: Final[tuple[str, ...]] = ("n_params", "tokens")
+#: the coverage of every interval the fits give (law coefficients, cell optima, the loss law)
+INTERVAL_LEVEL: Final[float] = 0.95
 
 
 @dataclass(frozen=True)
@@ -211,8 +216,10 @@ def _check_options(opt: FitOptions, target: str | None) -> None:
         raise FitError(f"unknown surface settings {opt.surface!r}; known: {known}")
     if target is not None and target not in FIT_TARGETS:
         raise FitError(f"unknown target {target!r}; known: {', '.join(FIT_TARGETS)}")
-    if opt.n_boot is not None and opt.n_boot < 0:
-        raise FitError(f"`--bootstrap >= 0` must hold, but got {opt.n_boot}")
+    if opt.n_boot is not None:
+        check_resamples(opt.n_boot, "--bootstrap (n_boot)")
+    if opt.method == "parabola" and target != "loss":  # (the only fit that resamples cells)
+        check_resamples(opt.cell_boot, "--cell-bootstrap (cell_boot)")
     two_stage = {
         "--keep-edge": opt.keep_edge,
         "--huber": opt.huber,
@@ -222,6 +229,28 @@ def _check_options(opt: FitOptions, target: str | None) -> None:
     if opt.method == "surface" and target != "loss" and any(two_stage.values()):
         named = ", ".join(k for k, on in two_stage.items() if on)
         raise FitError(f"{named}: options of --method parabola or band, not of surface")
+
+
+def min_resamples(level: float = INTERVAL_LEVEL) -> int:
+    """The fewest resamples whose percentile interval at ``level`` rests on data: at least one
+    resample in each tail, B·(1 − level)/2 ≥ 1 (40 at 95%). Fewer give bounds that are the
+    extreme resamples (or interpolations between them), which can leave out the estimate."""
+    return math.ceil(round(2.0 / (1.0 - level), 9))
+
+
+def check_resamples(n: int, option: str, level: float = INTERVAL_LEVEL) -> None:
+    """FitError unless ``n`` resamples can give intervals at ``level``: 0 (no resampling: the
+    surface's Laplace intervals, none for the other fits) or at least :func:`min_resamples`. The
+    one rule for every bootstrap option of the fits (``--bootstrap``/``n_boot``,
+    ``--cell-bootstrap``/``cell_boot``)."""
+    least = min_resamples(level)
+    if n == 0 or n >= least:
+        return
+    raise FitError(
+        f"{option} must be 0 (no resampling) or at least {least}, got {n}: "
+        f"{level:.0%} percentile intervals need at least one resample in each "
+        f"{(1 - level) / 2:.1%} tail"
+    )
 
 
 def _optima(runs: pd.DataFrame, opt: FitOptions) -> list[CellOptimum]:

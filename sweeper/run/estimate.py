@@ -40,6 +40,7 @@ __all__ = [
     "CellCost",
     "Estimate",
     "Probe",
+    "duration",
     "estimate_study",
     "probe_cell",
     "probe_loaded",
@@ -47,6 +48,17 @@ __all__ = [
 
 #: optimizer steps of a timed probe (after one untimed warm-up step)
 PROBE_STEPS = 12
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` for people: seconds below a minute, minutes below 1.5 hours, then hours."""
+    if seconds < 0.95:
+        return f"{seconds:.1g} s"
+    if seconds < 59.5:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @dataclass(frozen=True)

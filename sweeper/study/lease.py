@@ -196,6 +196,7 @@ def acquire(
     t = st.leases_table
     host, pid = socket.gethostname(), os.getpid()
     owner = f"{host}:{pid}:{uuid.uuid4().hex[:12]}"
+    st.get_engine(url, new=True)  # a launch creates the database: its lease is the first write
     for _ in range(5):  # an insert or a takeover can lose a race; look again
         now = time.time()
         current = _row(sweep, url)

@@ -2,8 +2,11 @@
 
 The default is ``sqlite:///sweeper.db`` in the working directory (or ``$SWEEPER_STORAGE``); one
 driver writes, so SQLite is safe. PostgreSQL (``postgresql+psycopg://...``) serves several drivers
-or a cluster. Optuna keeps its own tables in the same database (one Optuna study per cell, named
-``<sweep>/<cell>``); Sweeper's own tables are prefixed ``sweeper_``:
+or a cluster. A SQLite file is created only by what writes (a launch, an import, a stored law);
+what only reads refuses a file that does not exist (:func:`get_engine`), so that a mistyped URL
+is said to be one instead of leaving an empty database behind. Optuna keeps its own tables in
+the same database (one Optuna study per cell, named ``<sweep>/<cell>``); Sweeper's own tables are
+prefixed ``sweeper_``:
 
 - ``sweeper_sweeps``: one row per sweep (launched or imported) with its resolved study file
 - ``sweeper_runs``: imported runs, one JSON row each (unknown columns kept)
@@ -41,10 +44,12 @@ __all__ = [
     "leases_table",
     "list_sweeps",
     "metadata",
+    "missing_database",
     "redact",
     "resolve_url",
     "runs_table",
     "safe_url",
+    "sqlite_file",
     "sweeps_table",
     "transaction",
     "url_password",
@@ -170,9 +175,51 @@ def resolve_url(url: str | None = None) -> str:
     return url or os.environ.get("SWEEPER_STORAGE") or DEFAULT_URL
 
 
-def get_engine(url: str | None = None, *, create: bool = True) -> Engine:
-    """A cached engine for ``url`` with Sweeper's tables created (when ``create``)."""
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite ``url`` names (as SQLite resolves it: a relative path from the working
+    directory), or None: not SQLite, an in-memory database (``sqlite://``, ``:memory:``, a URI
+    with ``mode=memory``), or not a URL SQLAlchemy parses (:func:`get_engine` then says so)."""
+    try:
+        u = sa.engine.make_url(url)
+    except Exception:
+        return None
+    if u.get_backend_name() != "sqlite":
+        return None
+    path = u.database or ""
+    if str(u.query.get("uri", "")).lower() in ("true", "1") and path.startswith("file:"):
+        if u.query.get("mode") == "memory":
+            return None
+        path = path[len("file:") :]
+        if path.startswith("//"):  # file://[host]/path
+            path = "/" + path[2:].partition("/")[2]
+    if path in ("", ":memory:"):
+        return None
+    return path
+
+
+def missing_database(url: str) -> str | None:
+    """Why ``url`` cannot be read: its SQLite file does not exist (None when it does, or when
+    ``url`` is not a SQLite file). Opening it would create an empty database there."""
+    path = sqlite_file(url)
+    if path is None or os.path.exists(path):
+        return None
+    return (
+        f"no database at {os.path.abspath(path)}: `sweeper launch` or `sweeper import` creates "
+        "one (check --storage or $SWEEPER_STORAGE)"
+    )
+
+
+def get_engine(url: str | None = None, *, create: bool = True, new: bool = False) -> Engine:
+    """A cached engine for ``url`` with Sweeper's tables created (when ``create``).
+
+    ``new``: the caller may create the database (it launches or imports a sweep, or writes).
+    Without it, a SQLite file that does not exist raises StorageError (:func:`missing_database`)
+    instead of being created empty: the verbs that only read (status, fit, laws, recommend, ...)
+    never leave a database behind a mistyped URL. Other databases (PostgreSQL) are created by
+    their administrator: ``new`` does not apply to them."""
     url = resolve_url(url)
+    if not new and (why := missing_database(url)):
+        raise StorageError(why)
     if url in _engines:
         return _engines[url]
     try:
@@ -235,8 +282,9 @@ def _migrate(engine: Engine) -> None:
 
 @contextmanager
 def transaction(url: str | None = None) -> Iterator[Connection]:
-    """A connection inside one transaction (committed on success, rolled back on error)."""
-    with get_engine(url).begin() as conn:
+    """A connection inside one transaction (committed on success, rolled back on error). A write:
+    it may create the database (``get_engine(new=True)``)."""
+    with get_engine(url, new=True).begin() as conn:
         yield conn
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 from optuna.trial import TrialState
 
+from sweeper.errors import StorageError
+from sweeper.study import storage as st
 from sweeper.study.runs import normalize_runs
 from sweeper.study.sweep import cell_studies, resolve_sweep_name
 
@@ -58,6 +60,12 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
     ``parametrization``.
     """
     name = resolve_sweep_name(name, url)
+    row = st.get_sweep(name, url)
+    if row is not None and row["kind"] != "launched":
+        raise StorageError(
+            f"sweep {name!r} was imported, not launched: read its runs with "
+            "sweeper.study.importer.load_runs (or sweeper.runs)"
+        )
     rows: list[dict[str, Any]] = []
     for s in cell_studies(name, url):
         a = s.user_attrs

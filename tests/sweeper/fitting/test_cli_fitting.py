@@ -88,7 +88,7 @@ def test_fit_one_target_and_laws_listing(sweep: str, sqlite_url: str, cli) -> No
     assert law["method"].startswith("band0.0025")
 
     code, out, err = cli(
-        "fit", sweep, "--target", "loss", "--bootstrap", "5", "--json", "--storage", sqlite_url
+        "fit", sweep, "--target", "loss", "--bootstrap", "40", "--json", "--storage", sqlite_url
     )
     assert code == 0, err
     loss = json.loads(out)
@@ -145,7 +145,7 @@ def test_two_stage_options_are_refused_by_the_surface(sweep: str, sqlite_url: st
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("sweeper: error: ")
     assert "--keep-edge, --huber: options of --method parabola or band, not of surface" in err
     assert list_laws(sweep, sqlite_url) == []  # nothing stored
-    argv = ("fit", sweep, "--method", "band", "--keep-edge", "--bootstrap", "20", "--no-store")
+    argv = ("fit", sweep, "--method", "band", "--keep-edge", "--bootstrap", "40", "--no-store")
     assert cli(*argv, "--storage", sqlite_url)[0] == 0
 
 

@@ -95,5 +95,5 @@ def test_cli_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     capsys.readouterr()
     # a side may join sweeps of the same study on other LRs
     assert cli.main(["diff", "ref+ref", "new", "--storage", url, "--json", "--bootstrap", "300",
-                     "--cell-bootstrap", "30"]) == 0  # fmt: skip
+                     "--cell-bootstrap", "40"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["a"] == "ref+ref"

@@ -145,6 +145,10 @@ def test_batch_surface_drawn_when_batch_is_swept(tmp_path: Path) -> None:
 def test_report_of_unknown_sweep_is_one_line_exit_2(
     sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from sweeper.study import storage
+
+    with storage.transaction(sqlite_url):  # (a store without that sweep; a missing one is refused)
+        pass
     assert main(["report", "nope", "-o", str(tmp_path / "r"), "--storage", sqlite_url]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope" in err[0]

@@ -162,3 +162,29 @@ def test_validate_says_a_law_studys_budget(tmp_path: Path, cli: CliRunner) -> No
     assert code == 0 and "law sampler: 7 runs at most" in out and "trials ×" not in out
     code, out, _ = cli("validate", path, "--json")
     assert json.loads(out)["budget_runs"] == 7
+
+
+def test_durations_read_in_seconds_below_a_minute() -> None:
+    from sweeper.run.estimate import duration
+
+    assert [duration(s) for s in (0.25, 12.4, 59.4, 59.6, 600, 5399, 5400, 9000)] == [
+        "0.2 s", "12 s", "59 s", "1 min", "10 min", "90 min", "1.5 h", "2.5 h",
+    ]  # fmt: skip
+
+
+def test_validate_estimate_of_a_study_of_seconds_says_seconds(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sweeper.api as api
+
+    def fast(spec: StudySpec | str | Path, **_: object):  # type: ignore[no-untyped-def]
+        spec = api.load_study(spec) if isinstance(spec, (str, Path)) else spec
+        return estimate_study(spec, cores=1, probe=fake_probe(1e-5, 2e-5, fixed=0.5))
+
+    monkeypatch.setattr(api, "estimate", fast)  # no training: a probe with known figures
+    path = tmp_path / "est.toml"
+    path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"'))
+    code, out, _ = cli("validate", path, "--estimate")
+    assert code == 0
+    wall = out.split("about ", 1)[1].split(" wall", 1)[0]
+    assert wall.endswith(" s") and float(wall[:-2]) > 0, out  # not "0 min"

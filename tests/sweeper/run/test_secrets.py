@@ -34,14 +34,14 @@ def _verbs(tmp: Path, csv: Path) -> list[list[str]]:
         ["-v", "status", "launched"],
         ["trials", "launched", "-o", str(tmp / "trials.csv")], ["trials", "nope"],
         ["import", str(csv), "--sweep", "imp"], ["import", str(csv), "--sweep", "imp", "--json"],
-        ["fit", "launched", "--target", "lr", "--bootstrap", "20", "--json"], ["fit", "nope"],
+        ["fit", "launched", "--target", "lr", "--bootstrap", "40", "--json"], ["fit", "nope"],
         ["laws"], ["laws", "launched", "--json"], ["laws", "show", "1"], ["laws", "show", "999"],
         ["compare", "launched"], ["compare", "nope"],
         ["recommend", "launched", *target], ["recommend", "nope", *target],
         ["recommend", "launched", *target, "--json"],
         ["export", "launched", *target, "--format", "json", "-o", str(tmp / "recipe.json")],
         ["check", "launched", "--recipe", "llama2-7b"], ["check", "nope", "--recipe", "llama2-7b"],
-        ["report", "launched", "-o", str(tmp / "report"), "--bootstrap", "20"],
+        ["report", "launched", "-o", str(tmp / "report"), "--bootstrap", "40"],
         ["report", "nope", "-o", str(tmp / "report2")],
         ["validate-transfer", "nope"],
     ]  # fmt: skip
@@ -136,7 +136,7 @@ def test_no_verb_shows_the_password_of_a_reachable_storage(
         assert code in (0, 2), (argv, code, text)  # never an internal error
     assert (
         by["status launched"][0] == 0
-        and by["fit launched --target lr --bootstrap 20 --json"][0] == 0
+        and by["fit launched --target lr --bootstrap 40 --json"][0] == 0
     )
     assert "postgresql+psycopg://postgres:***@" in by["fit nope"][1]  # the URL, masked
     # a real launch through Ray, its session logs in a folder of this test

@@ -43,6 +43,7 @@ def _dead_pid() -> int:
 
 
 def test_acquire_holder_release(sqlite_url: str) -> None:
+    st.get_engine(sqlite_url, new=True)  # (reading a lease needs a database: acquire creates one)
     assert holder("s", sqlite_url) is None
     lease = acquire("s", sqlite_url)
     got = holder("s", sqlite_url)

@@ -430,6 +430,7 @@ def test_runs_table_has_one_row_per_seed_and_status_counts(sqlite_url: str) -> N
 
 
 def test_resolve_sweep_name(sqlite_url: str) -> None:
+    st.get_engine(sqlite_url, new=True)  # an empty database
     with pytest.raises(StorageError, match="no launched sweep"):
         resolve_sweep_name(None, sqlite_url)
     open_sweep(_spec("one"), sqlite_url)

@@ -292,7 +292,7 @@ def test_the_fit_set_counts_a_cell_by_the_runs_its_method_needs(law_study) -> No
 
     sweep, url = law_study
     sw = Sweep.load(sweep, url)
-    kw = {"sweep": sweep, "spec": sw.spec, "conventions": sweep_conventions(sw), "n_boot": 20}
+    kw = {"sweep": sweep, "spec": sw.spec, "conventions": sweep_conventions(sw), "n_boot": 40}
     parabola = plan_transfer(sw.runs(), method="parabola", **kw)
     surface = plan_transfer(sw.runs(), method="surface", surface="planner", **kw)
     assert "w48-d2-t819k" not in parabola.fit_cells
