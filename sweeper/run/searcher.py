@@ -447,7 +447,8 @@ class CellSearcher(Searcher):
             _tell(study, p.trial, value)
             c.complete += 1
             c.finished += 1
-            if c.best_loss is None or value < c.best_loss:
+            diverged = any(r.get("diverged") for r in runs)  # (a bound on the range, not a best)
+            if not diverged and (c.best_loss is None or value < c.best_loss):
                 c.best_loss = value
                 c.best_lr = float(p.trial.params["lr"])
                 c.best_batch = int(p.trial.params["batch_size"])

@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 import sqlalchemy as sa
@@ -38,6 +38,9 @@ from sweeper.study.samplers import cell_key, make_sampler
 from sweeper.study.spec import StudySpec, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "CellCounts",
     "CellStudy",
@@ -46,6 +49,7 @@ __all__ = [
     "cell_counts",
     "cell_studies",
     "delete_sweep",
+    "imported_status",
     "launched_sweeps",
     "open_sweep",
     "optuna_storage",
@@ -78,6 +82,8 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
 def optuna_storage(url: str | None = None) -> RDBStorage:
     """A cached Optuna RDBStorage on ``url`` (Optuna creates its tables beside Sweeper's)."""
     url = st.resolve_url(url)
+    if why := st.missing_database(url):  # (Optuna would create it; a launch did, through ours)
+        raise StorageError(why)
     if url in _storages:
         return _storages[url]
     # Optuna logs every study it creates at INFO on its own handler; the CLI reports progress itself
@@ -206,6 +212,7 @@ def open_sweep(
     """
     cell_list = cells(spec)
     url = st.resolve_url(url)
+    st.get_engine(url, new=True)  # a launch creates the database
     existing = _existing_row(spec, url, force_new=force_new, held=held)
     _write_row(spec, url, cell_list, existing, held=held)
     storage = storage or optuna_storage(url)
@@ -281,7 +288,7 @@ def _write_row(
     read, so it must be the current one; keys other modules added to the metadata (a transfer
     result) are kept."""
     h, text, meta = spec_hash(spec), study_toml(spec), study_meta(spec, cell_list)
-    engine = st.get_engine(url)
+    engine = st.get_engine(url, new=True)
     if existing is None:
         with engine.begin() as conn:
             if held is not None:
@@ -412,7 +419,8 @@ def cell_counts(study: optuna.Study, target: int, cell: str | None = None) -> Ce
     for t in trials:
         by[t.state] += 1
     complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    best = min(complete, key=lambda t: t.value) if complete else None  # type: ignore[arg-type,return-value]
+    optima = [t for t in complete if not t.user_attrs.get("diverged")]  # (diverged: a bound)
+    best = min(optima, key=lambda t: t.value) if optima else None  # type: ignore[arg-type,return-value]
     return CellCounts(
         cell=cell or study.user_attrs.get("cell") or study.study_name.split("/", 1)[-1],
         complete=by[TrialState.COMPLETE],
@@ -433,7 +441,8 @@ def launched_sweeps(url: str | None = None) -> list[str]:
 
 
 def resolve_sweep_name(name: str | None, url: str | None = None) -> str:
-    """``name`` if it is a launched sweep in the storage, or the only one when ``name`` is None."""
+    """``name`` if it is a sweep in the storage (launched or imported), or the only launched one
+    when ``name`` is None."""
     url = st.resolve_url(url)
     names = launched_sweeps(url)
     if name is None:
@@ -442,12 +451,10 @@ def resolve_sweep_name(name: str | None, url: str | None = None) -> str:
         if not names:
             raise StorageError(f"no launched sweep in {st.safe_url(url)}")
         raise StorageError(f"several sweeps in {st.safe_url(url)}; name one of: {', '.join(names)}")
-    if name not in names:
-        row = st.get_sweep(name, url)
-        if row is not None:
-            raise StorageError(f"sweep {name!r} was imported, not launched")
-        known = f" (sweeps: {', '.join(names)})" if names else ""
-        raise StorageError(f"no sweep {name!r} in {st.safe_url(url)}{known}")
+    if name not in names and st.get_sweep(name, url) is None:
+        known = [r["name"] for r in st.list_sweeps(url)]
+        listed = f" (sweeps: {', '.join(known)})" if known else ""
+        raise StorageError(f"no sweep {name!r} in {st.safe_url(url)}{listed}")
     return name
 
 
@@ -478,8 +485,12 @@ def sweep_cells(name: str, url: str | None = None) -> list[dict[str, Any]]:
 
 
 def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
-    """``{"sweep": name, "cells": [{cell, width, depth, tokens, complete, running, failed, pruned,
-    waiting, target, best_loss, best_lr, best_batch_size}]}``."""
+    """``{"sweep": name, "kind": "launched", "cells": [{cell, width, depth, tokens, complete,
+    running, failed, pruned, waiting, target, best_loss, best_lr, best_batch_size}]}``; for an
+    imported sweep, :func:`imported_status`."""
+    row = st.get_sweep(name, url)
+    if row is not None and row["kind"] == "imported":
+        return imported_status(name, url, row)
     rows = []
     for s in cell_studies(name, url):
         a = s.user_attrs
@@ -501,4 +512,81 @@ def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
                 "best_batch_size": c.best_batch_size,
             }
         )
-    return {"sweep": name, "cells": rows}
+    return {"sweep": name, "kind": "launched", "cells": rows}
+
+
+def imported_status(
+    name: str, url: str | None = None, row: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The status of an imported sweep, as far as its runs tell: ``{"sweep", "kind": "imported",
+    "imported": {file, n_rows, created_at}, "cells": [{cell, width, depth, tokens, runs, complete,
+    diverged, failed, pruned, running, waiting, target, best_loss, best_lr, best_batch_size}]}``
+    with one row per cell (smallest first). Nothing runs or waits, and there is no target: a
+    run is ``complete`` with a loss (COMPLETE, or no state recorded) and not diverged. The best
+    loss is the lowest mean over the seeds of a point (lr, batch size), as a launched trial's."""
+    from sweeper.study.importer import load_runs
+
+    row = row if row is not None else st.get_sweep(name, url)
+    meta = dict((row or {}).get("meta") or {})
+    runs = load_runs(name, url)
+    out = []
+    if not runs.empty:
+        order = runs.groupby("cell", sort=False)[["n_params", "tokens"]].first()
+        cells_by_size = order.sort_values(["n_params", "tokens"], na_position="last").index
+        for cell in cells_by_size:
+            out.append(_imported_cell(str(cell), runs[runs["cell"] == cell]))
+    created = (row or {}).get("created_at")
+    imported = {
+        "file": meta.get("file"),
+        "n_rows": meta.get("n_rows", len(runs)),
+        "created_at": created.isoformat() if created is not None else None,
+    }
+    return {"sweep": name, "kind": "imported", "imported": imported, "cells": out}
+
+
+def _imported_cell(cell: str, runs: pd.DataFrame) -> dict[str, Any]:
+    """One cell's line of :func:`imported_status` from its runs (a runs table)."""
+    import pandas as pd
+
+    state = runs["state"].fillna("COMPLETE").astype(str)
+    diverged = runs["diverged"].fillna(False).astype(bool)
+    done = runs[(state == "COMPLETE") & ~diverged & runs["loss"].notna()]
+    best: dict[str, Any] = {"best_loss": None, "best_lr": None, "best_batch_size": None}
+    if not done.empty:
+        keys = [k for k in ("lr", "batch_size") if done[k].notna().any()]
+        points = (
+            done.groupby(keys, dropna=False)["loss"].mean().reset_index()
+            if keys
+            else done[["loss"]]
+        )
+        top = points.loc[points["loss"].idxmin()]
+        best["best_loss"] = float(top["loss"])
+        if "lr" in keys and pd.notna(top["lr"]):
+            best["best_lr"] = float(top["lr"])
+        if "batch_size" in keys and pd.notna(top["batch_size"]):
+            best["best_batch_size"] = int(top["batch_size"])
+
+    def first(col: str) -> int | float | None:
+        if col not in runs:
+            return None
+        vals = pd.to_numeric(runs[col], errors="coerce").dropna()
+        if vals.empty:
+            return None
+        v = float(vals.iloc[0])
+        return int(v) if v.is_integer() else v
+
+    return {
+        "cell": cell,
+        "width": first("width"),
+        "depth": first("depth"),
+        "tokens": first("tokens"),
+        "runs": len(runs),
+        "complete": len(done),
+        "diverged": int(diverged.sum()),
+        "failed": int((state == "FAIL").sum()),
+        "pruned": int((state == "PRUNED").sum()),
+        "running": 0,
+        "waiting": 0,
+        "target": None,
+        **best,
+    }

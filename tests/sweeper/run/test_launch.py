@@ -666,3 +666,15 @@ def test_a_training_function_study_is_not_warned_of_a_device_it_chose(sqlite_url
     trial.set_user_attr("runs", [{"seed": 0, "loss": 3.0, "device": "cpu"}])
     cells[0].study.tell(trial, 3.0)
     assert _device_mix(spec, cells) == ""
+
+
+def test_a_diverged_point_is_never_a_cells_best(sqlite_url: str) -> None:
+    """The progress line printed "best 42.9582 (lr 3, ...)" for a diverged run: a diverged point
+    bounds the LR range, it is not an optimum, in the live count nor in the one read back on a
+    relaunch."""
+    spec = parse_study_toml(GRID.format(name="griddiv"))
+    searcher = open_searcher(spec, sqlite_url)
+    drive(searcher, extra={"diverged": True})
+    assert [c.complete for c in searcher.cells] == [3]
+    assert [c.best_loss for c in searcher.cells] == [None]
+    assert [c.best_loss for c in open_searcher(spec, sqlite_url).cells] == [None]
