@@ -29,7 +29,7 @@ def _script() -> Any:
 def quick(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The script with few law resamples, and the quickstart's committed CPU runs."""
     gc = _script()
-    monkeypatch.setattr(gc, "N_BOOT", 20)
+    monkeypatch.setattr(gc, "N_BOOT", 40)
     ref = pd.read_csv(REPO / "docs" / "data" / "quickstart.csv")
     return gc, ref[ref["state"] == "COMPLETE"]
 
