@@ -83,6 +83,29 @@ class BuilderError(ValueError):
         return type(self), (self.key, self.message)
 
 
+def _check_roles(roles: Mapping[str, Any], names: set[str]) -> None:
+    """BuilderError (one line) unless every role of a ``param_roles`` result is one it may give
+    (:data:`proxy_models.roles.OWN_ROLES`) and every name a parameter of the model: a typo would
+    drop the parameter out of N, or leave its role to the rules, without a word."""
+    from proxy_models.roles import OWN_ROLES
+
+    bad = [f"{n!r}: {r!r}" for n, r in roles.items() if r not in OWN_ROLES]
+    if bad:
+        raise BuilderError(
+            "model.param_roles", f"unknown role {', '.join(bad)}; roles: {', '.join(OWN_ROLES)}"
+        )
+    unknown = sorted(set(roles) - names)
+    if unknown:
+        import difflib
+
+        near = difflib.get_close_matches(unknown[0], names, n=1)
+        raise BuilderError(
+            "model.param_roles",
+            f"no parameter named {', '.join(map(repr, unknown))} in the model"
+            + (f" (did you mean {near[0]!r}?)" if near else ""),
+        )
+
+
 def load_callable(path: str, key: str = "model.builder") -> Callable[..., Any]:
     """The function at ``"package.module:function"`` (``a.b:C.f`` for an attribute path); ``key``
     is the study key that names it (for the error)."""
@@ -147,6 +170,7 @@ class Builder:
             raise BuilderError(
                 "model.param_roles", f"param_roles must return a dict, got {type(out).__name__}"
             )
+        _check_roles(dict(out), {n for n, _ in model.named_parameters(remove_duplicate=False)})
         return dict(out)
 
     def build(self, cfg: ProxyConfig) -> nn.Module:

@@ -120,6 +120,22 @@ _settled.param_roles = ambiguous_roles  # type: ignore[attr-defined]
 settled = _settled
 
 
+def _typo_role(**kw: Any) -> nn.Module:
+    return ambiguous(**kw)
+
+
+_typo_role.param_roles = lambda model: {"squeeze": "hiddden", "expand": "hidden"}  # type: ignore[attr-defined]
+typo_role = _typo_role
+
+
+def _typo_name(**kw: Any) -> nn.Module:
+    return ambiguous(**kw)
+
+
+_typo_name.param_roles = lambda model: {"squeez": "hidden", "expand": "hidden"}  # type: ignore[attr-defined]
+typo_name = _typo_name
+
+
 # ---- training functions ------------------------------------------------------------------------
 def loop(*, hparams: dict[str, Any], shape: dict[str, int], report: Any) -> dict[str, float]:
     """A fake training loop: the loss falls from 5 towards 2 at a rate set by lr; an lr above 1

@@ -104,6 +104,22 @@ def test_bad_builders_say_what_is_wrong_in_one_line(path: str, par: str, needle:
     assert msg.startswith("model.builder: ") and needle in msg and "\n" not in msg
 
 
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [
+        ("tests.own_builders:typo_role", "unknown role 'squeeze': 'hiddden'; roles: embedding"),
+        ("tests.own_builders:typo_name", "no parameter named 'squeez' in the model (did you mean "
+         "'squeeze'?)"),
+    ],
+)  # fmt: skip
+def test_a_typo_in_param_roles_is_one_line(path: str, needle: str) -> None:
+    """A typo in param_roles passed validate (the typo'd parameter silently left N), then
+    coord-check died with "KeyError: 'hiddden'"."""
+    with pytest.raises(BuilderError) as e:
+        prepare(Builder(path), cfg(par="mup"), seed=0)
+    assert str(e.value).startswith("model.param_roles: ") and needle in str(e.value)
+
+
 def test_param_roles_settles_an_ambiguous_model() -> None:
     own = prepare(Builder("tests.own_builders:settled"), cfg(par="mup"), seed=0)
     assert own.roles.roles["squeeze"] == "hidden" and own.roles.how["squeeze"] == "param_roles"
