@@ -206,7 +206,10 @@ def _classify_cells(df: pd.DataFrame, min_runs: int) -> tuple[list[str], list[st
         elif g["_div"].any():
             bound.append(str(name))
         else:
-            left.append(f"{name}: {len(d)} completed runs at {n_lr} LRs")
+            left.append(
+                f"{name}: {len(d)} completed runs at {n_lr} LRs (needs min_runs={min_runs} "
+                "at 2 or more LRs)"
+            )
     if not lr_varies:
         raise FitError("lr does not vary within any cell: the surface needs several LRs per cell")
     return usable, bound, left

@@ -488,3 +488,17 @@ def test_a_scaled_fit_that_did_not_converge_leaves_no_unconverged_mark(
     assert law.shape_predictors == ()
     assert any("stopped short of converging" in n for n in law.notes)
     assert not any("did not converge" in n for n in law.notes)
+
+
+def test_a_cell_left_out_says_the_rule_it_missed() -> None:
+    """The surface fit's "left out w16-d2-t16.4k: 3 completed runs at 3 LRs" (min_runs 4 in
+    `sweeper fit`) did not say what a cell needs (the parabola's message names min_runs)."""
+    from sweeper.fitting import fit_surface
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7, 6.4e7), tokens=(4e8,), seed=1)
+    small = runs["cell"] == runs["cell"].iloc[0]
+    thin = pd.concat([runs[~small], runs[small].head(2)], ignore_index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        law = fit_surface(thin, predictors=("n_params",), n_boot=0)
+    assert any("(needs min_runs=3 at 2 or more LRs)" in n for n in law.notes), law.notes
