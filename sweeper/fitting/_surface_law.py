@@ -88,8 +88,8 @@ class SurfaceLaw(PowerLaw):
 
     shape_names: tuple[str, ...] = ()
     shape_params: tuple[float, ...] = ()
-    shape_draws: tuple[tuple[float, ...], ...] = ()
-    shape_cov: tuple[tuple[float, ...], ...] = ()
+    shape_draws: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+    shape_cov: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
     shape_predictors: tuple[str, ...] = ()
     interval_method: str = ""
     noise: Mapping[str, float] = field(default_factory=dict)

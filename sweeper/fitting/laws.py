@@ -141,7 +141,7 @@ class PowerLaw(Law):
     exponents: Mapping[str, float] = field(default_factory=dict)
     exponents_ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     prefactor_ci: tuple[float, float] | None = None
-    boot_coefs: tuple[tuple[float, ...], ...] = ()
+    boot_coefs: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
     residual_std: float = 0.0
     n_cells: int = 0
     n_points: int = 0

@@ -502,3 +502,16 @@ def test_a_cell_left_out_says_the_rule_it_missed() -> None:
         warnings.simplefilter("ignore", FitWarning)
         law = fit_surface(thin, predictors=("n_params",), n_boot=0)
     assert any("(needs min_runs=3 at 2 or more LRs)" in n for n in law.notes), law.notes
+
+
+def test_a_laws_repr_leaves_out_its_draws() -> None:
+    """repr(law) of a stored surface law ran to 29k characters of bootstrap coefficients and
+    shape draws; the draws stay in the law (and its JSON), out of its repr."""
+    from sweeper.fitting import fit_surface
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7, 6.4e7), tokens=(4e8,), seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        law = fit_surface(runs, predictors=("n_params",), n_boot=40)
+    assert len(law.boot_coefs) > 2 and len(repr(law)) < 4000, len(repr(law))
+    assert "boot_coefs" not in repr(law) and "shape_draws" not in repr(law)
