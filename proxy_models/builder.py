@@ -184,7 +184,12 @@ class Builder:
             _check_signature(fn, self.path, dict(self.args))
             raise BuilderError(KEY, f"{self.path!r} raised TypeError: {e}") from e
         except ImportError as e:
-            extra = " (sweeper.adapters need their extra: pip install 'sweeper[hf]' or '[litgpt]')"
+            extra = (
+                " (sweeper.adapters need their extra, each in its own virtualenv since the two pin "
+                "transformers apart: bash scripts/adapter_venvs.sh, then "
+                ".cache/adapter-venvs/{hf,litgpt}/bin/sweeper; or pip install 'sweeper[hf]' or "
+                "'sweeper[litgpt]')"
+            )
             raise BuilderError(
                 KEY,
                 f"{self.path!r} needs a module this environment lacks ({type(e).__name__}: {e})"

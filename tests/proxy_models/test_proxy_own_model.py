@@ -222,3 +222,24 @@ def test_a_builder_error_survives_the_trip_from_a_ray_worker() -> None:
     e = pickle.loads(pickle.dumps(BuilderError("train.function", "returned no 'val_loss'")))
     assert isinstance(e, BuilderError)
     assert (e.key, str(e)) == ("train.function", "train.function: returned no 'val_loss'")
+
+
+def test_an_adapter_without_its_framework_points_to_the_adapter_virtualenvs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hint named only `pip install 'sweeper[hf]'`, though the two extras pin transformers
+    apart and the documented route is one virtualenv each (scripts/adapter_venvs.sh)."""
+    import sys
+    import types
+
+    def llama(**kw: object) -> None:
+        raise ModuleNotFoundError("No module named 'transformers'")
+
+    fake = types.ModuleType("sweeper.adapters.fake_missing")
+    fake.llama = llama  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sweeper.adapters.fake_missing", fake)
+    with pytest.raises(BuilderError) as e:
+        prepare(Builder("sweeper.adapters.fake_missing:llama"), cfg(par="sp"), seed=0)
+    msg = str(e.value)
+    assert "No module named 'transformers'" in msg and "bash scripts/adapter_venvs.sh" in msg
+    assert "\n" not in msg
