@@ -121,9 +121,18 @@ def _shape_of(meta: Any) -> dict[str, Any]:
 
 def _own_code(spec: StudySpec) -> dict[str, Any]:
     """The builder, the parametrization variant applied to it, the training function, the
-    optimizer and the decay timescale of a launched study."""
+    optimizer and the decay timescale of a launched study. What the user's code decides is
+    unknown (None): the optimizer of a training function that does not honour ``optimizer``, and
+    the init std of a function that does not honour ``init_std`` or of a builder's model under SP
+    (it keeps its own init)."""
     m, t = spec.model, spec.train
     out: dict[str, Any] = {"optimizer": t.optimizer, "weight_decay_tau": t.weight_decay_tau}
+    honoured = _honoured(spec)
+    if honoured is not None and "optimizer" not in honoured:
+        out["optimizer"] = None
+    own_init = m.builder is not None and m.parametrization == "sp"
+    if own_init or (honoured is not None and "init_std" not in honoured):
+        out["init_std"] = None
     if m.builder is not None:
         from proxy_models.builder import VARIANTS
 

@@ -385,7 +385,13 @@ def _optimizer(lr_law: Law, warnings: list[str]) -> str:
     with a warning: the optimal LR is a property of the optimizer)."""
     from proxy_models.hparams import OPTIMIZERS
 
-    name = (lr_law.conventions.optimizer or "adamw").lower()
+    if lr_law.conventions.optimizer is None:
+        warnings.append(
+            f"lr law ({law_label(lr_law)}) records no optimizer (its training function chose "
+            "its own): this recipe runs AdamW (confirm the LR with a short run)"
+        )
+        return "adamw"
+    name = lr_law.conventions.optimizer.lower()
     if name in OPTIMIZERS:
         return name
     warnings.append(

@@ -241,6 +241,13 @@ def test_conventions_record_the_builder_optimizer_and_variant(tmp_path: Path) ->
     fn = load_study(write(tmp_path, "", 'function = "tests.own_builders:loop"'))
     s = _schedule(fn)
     assert s["schedule"] is None and s["warmup"] is not None and "training function" in s["lr"]
+    # what the function decides itself is not claimed: its optimizer and init (they read
+    # "adamw" and 0.02 before), nor the init of a builder's model under sp (it keeps its own)
+    own = _own_code(fn)
+    assert own["optimizer"] is None and own["init_std"] is None
+    sp = load_study(write(tmp_path, 'builder = "tests.own_builders:tiny"'))
+    assert _own_code(sp)["init_std"] is None and _own_code(sp)["optimizer"] == "adamw"
+    assert "init_std" not in _own_code(spec)  # (muP: Sweeper sets the init by role)
 
 
 def test_recommend_counts_the_target_on_the_builders_model() -> None:
@@ -303,3 +310,19 @@ def test_coord_check_tells_mup_from_sp(tmp_path: Path, capsys: pytest.CaptureFix
     code, out, _ = run_cli(capsys, *argv, "--parametrization", "sp")
     assert "NOT width-stable: |d log RMS / d log width| <= 0.2 fails for " in out
     assert "hidden" in out.split("fails for ")[1]
+
+
+def test_a_law_without_an_optimizer_recommends_adamw_with_a_warning() -> None:
+    """A law from a training function that chose its own optimizer records none; the recipe runs
+    AdamW and says that its LR was not measured for it."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.recipe.recommend import recommend
+    from sweeper.recipe.target import Target
+
+    law = PowerLaw(target="lr", predictors=("n_params",), source="own",
+                   conventions=Conventions(optimizer=None, train_function="m:f"),
+                   log_prefactor=math.log(0.2), exponents={"n_params": -0.3})  # fmt: skip
+    r = recommend({"lr": law}, Target(n_params=1e8, tokens=2e9))
+    assert r.optimizer == "adamw"
+    assert any("records no optimizer (its training function chose its own)" in w for w in r.warnings)
