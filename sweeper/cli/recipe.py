@@ -431,7 +431,7 @@ def _check_table(results: list[CheckResult], title: str) -> None:
         if item is None:
             return ["-", "-", "-", "-"]
         inside = {None: "-", True: "yes", False: "no"}[item.inside]
-        return [f"{item.actual:.3g}", f"{item.predicted:.3g}", f"{item.ratio:.2f}", inside]
+        return [f"{item.actual:.3g}", f"{item.predicted:.3g}", f"{item.ratio:.3g}", inside]
 
     for res in results:
         pen = "-" if res.loss_penalty is None else f"{res.loss_penalty:.2%}"

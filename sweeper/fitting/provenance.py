@@ -35,7 +35,10 @@ __all__ = ["runs_conventions", "sweep_conventions", "token_unit"]
 def sweep_conventions(sweep: Sweep) -> Conventions:
     """What the numbers of ``sweep`` mean (see :mod:`sweeper.fitting.conventions`)."""
     if not sweep.launched and sweep.spec is None:
-        return replace(runs_conventions(sweep.runs()), **_shape_of(sweep.meta))
+        conv = runs_conventions(sweep.runs())
+        shape = _shape_of(sweep.meta)  # (an import's metadata names no parametrization: the runs')
+        shape["parametrization"] = shape["parametrization"] or conv.parametrization
+        return replace(conv, **shape)
     meta = sweep.meta if sweep.launched else _imported_study_meta(sweep)
     data = str(meta.get("data") or "builtin")
     vocab = meta.get("vocab_size")
@@ -79,7 +82,19 @@ def runs_conventions(runs: pd.DataFrame) -> Conventions:
         warmup=None,
         z_loss=None,
         init_std=None,
+        parametrization=_one_parametrization(runs),
     )
+
+
+def _one_parametrization(runs: pd.DataFrame) -> str | None:
+    """The parametrization the runs' own column names, when every run names the same known one
+    (None otherwise: a mixed or unknown column says nothing the law can carry)."""
+    from proxy_models.rules import PARAMETRIZATIONS
+
+    if "parametrization" not in runs:
+        return None
+    named = {str(v).lower() for v in runs["parametrization"].dropna()}
+    return named.pop() if len(named) == 1 and named <= set(PARAMETRIZATIONS) else None
 
 
 def token_unit(data: str, vocab: Any) -> str:

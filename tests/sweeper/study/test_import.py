@@ -291,3 +291,22 @@ def test_a_trials_csv_imports_with_its_study(tmp_path: Path, sqlite_url: str) ->
     with pytest.raises(ImportDataError, match=r"--study .*no cell w16-d2-t32.8k"):
         import_runs(path, sweep="q", url=sqlite_url, study=repo / "studies/quickstart.toml")
     assert storage.get_sweep("q", sqlite_url) is None
+
+
+@pytest.mark.parametrize(("column", "recorded"), [(["mup"] * 4, "mup"), (["sp", "mup"] * 2, None)])
+def test_the_runs_parametrization_column_reaches_the_law(
+    tmp_path: Path, sqlite_url: str, column: list[str], recorded: str | None
+) -> None:
+    """docs/data/batch_ladder.csv names sp on every row, yet `check` warned "records no
+    parametrization: assumed sp": a file imported without its study now carries its runs' own
+    parametrization when every run names the same one (a mixed column says nothing)."""
+    from sweeper.fitting.provenance import sweep_conventions
+    from sweeper.study.handle import Sweep
+
+    rows = pd.DataFrame(
+        {"n_params": [1e6, 1e6, 4e6, 4e6], "tokens": 1e8, "lr": [1e-3, 2e-3] * 2,
+         "loss": [3.1, 3.0, 2.9, 2.95], "parametrization": column}
+    )  # fmt: skip
+    rows.to_csv(tmp_path / "runs.csv", index=False)
+    import_runs(tmp_path / "runs.csv", sweep="p", url=sqlite_url)
+    assert sweep_conventions(Sweep.load("p", sqlite_url)).parametrization == recorded
