@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from sweeper.errors import FitError  # noqa: E402
 from sweeper.fitting import FitWarning  # noqa: E402
 from sweeper.fitting.conventions import Conventions  # noqa: E402
-from sweeper.fitting.fit_runs import FitOptions, fit_runs  # noqa: E402
+from sweeper.fitting.fit_runs import FitOptions, fit_runs, min_resamples  # noqa: E402
 from sweeper.fitting.methods import SURFACE_SETTINGS  # noqa: E402
 from sweeper.fitting.synthetic import synthetic_sweep  # noqa: E402
 
@@ -61,7 +61,7 @@ def sweep(rep: int) -> Any:
 
 def fit_one(rep: int, method: str, n_boot: int, surface: str = "standard") -> dict[str, Any]:
     """Both laws of replicate ``rep`` by ``method``: {(target, predictor): (b, lo, hi)}."""
-    opts = FitOptions(method=method, n_boot=n_boot, cell_boot=max(n_boot, 20), seed=rep,
+    opts = FitOptions(method=method, n_boot=n_boot, cell_boot=max(n_boot, min_resamples()), seed=rep,
                       surface=surface)  # fmt: skip
     t0 = time.perf_counter()
     try:

@@ -121,8 +121,7 @@ def cmd_coord_check(args: argparse.Namespace) -> int:
     if res["stable"]:
         print(f"  width-stable: {bound} for every quantity")
     else:
-        over = [q for q, s in res["slopes"].items() if abs(s) > res["stable_slope"]]  # (NaN: no)
-        print(f"  NOT width-stable: {bound} fails for {', '.join(over)}")
+        print(f"  NOT width-stable: {bound} fails for {', '.join(res['unstable'])}")
     for f in res.get("files", []):
         print(f"  wrote {f}")
     return 0

@@ -42,6 +42,7 @@ __all__ = [
     "METHOD_HELP",
     "FitOutcome",
     "batch_varies",
+    "check_method",
     "check_resamples",
     "default_predictors",
     "fit_runs",
@@ -208,9 +209,14 @@ def _fit_surface(
     return FitOutcome(laws=laws, skipped=skipped, warnings=doubts)
 
 
+def check_method(method: str) -> None:
+    """FitError unless ``method`` is a fitting method (:data:`FIT_METHODS`)."""
+    if method not in FIT_METHODS:
+        raise FitError(f"unknown method {method!r}; known: {', '.join(FIT_METHODS)}")
+
+
 def _check_options(opt: FitOptions, target: str | None) -> None:
-    if opt.method not in FIT_METHODS:
-        raise FitError(f"unknown method {opt.method!r}; known: {', '.join(FIT_METHODS)}")
+    check_method(opt.method)
     if opt.surface not in SURFACE_SETTINGS:
         known = ", ".join(SURFACE_SETTINGS)
         raise FitError(f"unknown surface settings {opt.surface!r}; known: {known}")

@@ -35,7 +35,7 @@ def build_report(
     latest stored per target, or with ``method`` the latest stored by that method (fitted for the
     report alone when none is). Notes about what the report had to make up go into the page."""
     from sweeper.fitting import estimate_optima
-    from sweeper.fitting.fit_runs import check_resamples
+    from sweeper.fitting.fit_runs import check_method, check_resamples
     from sweeper.fitting.laws import PowerLaw, law_from_dict
     from sweeper.report.page import ReportInputs, write_report
     from sweeper.transfer.run import stored_transfer
@@ -43,6 +43,8 @@ def build_report(
     if out.exists() and not out.is_dir():
         raise SweeperError(f"report: {out} exists and is not a folder")
     check_resamples(bootstrap, "--bootstrap (bootstrap)")
+    if method is not None:
+        check_method(method)
     runs = sw.runs()
     # the points drawn per cell: a surface law has no optimum-per-cell step, so parabola optima
     optima = estimate_optima(

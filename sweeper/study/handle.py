@@ -47,13 +47,7 @@ class Sweep:
         url = storage.resolve_url(storage_url)
         row = storage.get_sweep(name, url)
         if row is None:
-            known = [s["name"] for s in storage.list_sweeps(url)]
-            where = storage.safe_url(url)
-            if known:
-                raise StorageError(
-                    f"no sweep {name!r} in {where}; known sweeps: {', '.join(known)}"
-                )
-            raise StorageError(f"no sweep {name!r} in {where}: the storage holds no sweeps")
+            raise storage.no_sweep(name, url)
         spec, error = None, None
         if row.get("study_toml"):  # launched, or imported with the study it was trained from
             try:

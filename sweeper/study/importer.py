@@ -43,7 +43,7 @@ from sweeper.study import storage
 from sweeper.study.runs import NUMERIC_COLUMNS, STATES, normalize_runs
 from sweeper.study.spec import NAME_RE
 
-__all__ = ["REQUIRED_COLUMNS", "import_runs", "load_runs", "read_runs_file"]
+__all__ = ["REQUIRED_COLUMNS", "import_runs", "imported_status", "load_runs", "read_runs_file"]
 
 REQUIRED_COLUMNS: Final[tuple[str, ...]] = ("n_params", "tokens", "loss")
 _NON_NEGATIVE: Final[tuple[str, ...]] = ("seed", "wall_s")
@@ -252,11 +252,7 @@ def load_runs(sweep: str, url: str | None = None) -> pd.DataFrame:
     """
     row = storage.get_sweep(sweep, url)
     if row is None:
-        known = [s["name"] for s in storage.list_sweeps(url)]
-        where = storage.safe_url(storage.resolve_url(url))
-        if known:
-            raise StorageError(f"no sweep {sweep!r} in {where}; known sweeps: {', '.join(known)}")
-        raise StorageError(f"no sweep {sweep!r} in {where}: the storage holds no sweeps")
+        raise storage.no_sweep(sweep, url)
     if row["kind"] == "launched":
         try:
             from sweeper.study.sweep_runs import load_sweep_runs
@@ -389,3 +385,79 @@ def _jsonable(v: Any) -> Any:
     except (TypeError, ValueError):
         pass
     return str(v)
+
+
+def imported_status(
+    name: str, url: str | None = None, row: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The status of an imported sweep, as far as its runs tell: ``{"sweep", "kind": "imported",
+    "imported": {file, n_rows, created_at}, "cells": [{cell, width, depth, tokens, runs, complete,
+    diverged, failed, pruned, running, waiting, target, best_loss, best_lr, best_batch_size}]}``
+    with one row per cell (smallest first). Nothing runs or waits, and there is no target: a
+    run is ``complete`` with a loss (COMPLETE, or no state recorded) and not diverged. The best
+    loss is the lowest mean over the seeds of a point (lr, batch size), as a launched trial's."""
+    row = row if row is not None else storage.get_sweep(name, url)
+    meta = dict((row or {}).get("meta") or {})
+    runs = load_runs(name, url)
+    out = []
+    if not runs.empty:
+        order = runs.groupby("cell", sort=False)[["n_params", "tokens"]].first()
+        cells_by_size = order.sort_values(["n_params", "tokens"], na_position="last").index
+        for cell in cells_by_size:
+            out.append(_imported_cell(str(cell), runs[runs["cell"] == cell]))
+    created = (row or {}).get("created_at")
+    imported = {
+        "file": meta.get("file"),
+        "n_rows": meta.get("n_rows", len(runs)),
+        "created_at": created.isoformat() if created is not None else None,
+    }
+    return {"sweep": name, "kind": "imported", "imported": imported, "cells": out}
+
+
+def _imported_cell(cell: str, runs: pd.DataFrame) -> dict[str, Any]:
+    """One cell's line of :func:`imported_status` from its runs (a runs table)."""
+    state = runs["state"].fillna("COMPLETE").astype(str)
+    diverged = runs["diverged"].fillna(False).astype(bool)
+    done = runs[(state == "COMPLETE") & ~diverged & runs["loss"].notna()]
+    best: dict[str, Any] = {"best_loss": None, "best_lr": None, "best_batch_size": None}
+    keys = [k for k in ("lr", "batch_size") if runs[k].notna().any()]
+    if keys:  # a point with a diverged seed bounds the range, as a launched trial's (no best)
+        bound = runs[diverged].set_index(keys).index
+        done = done[~done.set_index(keys).index.isin(bound)]
+    if not done.empty:
+        points = (
+            done.groupby(keys, dropna=False)["loss"].mean().reset_index()
+            if keys
+            else done[["loss"]]
+        )
+        top = points.loc[points["loss"].idxmin()]
+        best["best_loss"] = float(top["loss"])
+        if "lr" in keys and pd.notna(top["lr"]):
+            best["best_lr"] = float(top["lr"])
+        if "batch_size" in keys and pd.notna(top["batch_size"]):
+            best["best_batch_size"] = int(top["batch_size"])
+
+    def first(col: str) -> int | float | None:
+        if col not in runs:
+            return None
+        vals = pd.to_numeric(runs[col], errors="coerce").dropna()
+        if vals.empty:
+            return None
+        v = float(vals.iloc[0])
+        return int(v) if v.is_integer() else v
+
+    return {
+        "cell": cell,
+        "width": first("width"),
+        "depth": first("depth"),
+        "tokens": first("tokens"),
+        "runs": len(runs),
+        "complete": len(done),
+        "diverged": int(diverged.sum()),
+        "failed": int((state == "FAIL").sum()),
+        "pruned": int((state == "PRUNED").sum()),
+        "running": 0,
+        "waiting": 0,
+        "target": None,
+        **best,
+    }

@@ -176,6 +176,7 @@ def coord_check_study(
         builder=builder_of(spec),
     )
     sl = slopes(rows)
+    unstable = [q for q, v in sl.items() if abs(v) > STABLE_SLOPE]  # (a NaN slope: not judged)
     return {
         "study": spec.name,
         "model": spec.model.builder or "built-in proxy",
@@ -191,7 +192,8 @@ def coord_check_study(
         "rows": [{"width": r.width, "rms": r.rms, "rms_init": r.rms_init} for r in rows],
         "slopes": sl,
         "stable_slope": STABLE_SLOPE,
-        "stable": all(abs(v) <= STABLE_SLOPE for v in sl.values() if math.isfinite(v)),
+        "stable": not unstable,
+        "unstable": unstable,
     }
 
 

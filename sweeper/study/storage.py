@@ -45,6 +45,7 @@ __all__ = [
     "list_sweeps",
     "metadata",
     "missing_database",
+    "no_sweep",
     "redact",
     "resolve_url",
     "runs_table",
@@ -290,6 +291,17 @@ def transaction(url: str | None = None) -> Iterator[Connection]:
 
 def now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def no_sweep(name: str, url: str | None = None) -> StorageError:
+    """The error for a sweep ``name`` that ``url`` does not hold, naming the sweeps it does (the
+    one wording of every verb that looks a sweep up)."""
+    url = resolve_url(url)
+    known = [s["name"] for s in list_sweeps(url)]
+    where = safe_url(url)
+    if known:
+        return StorageError(f"no sweep {name!r} in {where}; known sweeps: {', '.join(known)}")
+    return StorageError(f"no sweep {name!r} in {where}: the storage holds no sweeps")
 
 
 def get_sweep(name: str, url: str | None = None) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ from sweeper.study.spec import StudySpec, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 __all__ = [
     "CellCounts",
@@ -49,7 +49,6 @@ __all__ = [
     "cell_counts",
     "cell_studies",
     "delete_sweep",
-    "imported_status",
     "launched_sweeps",
     "open_sweep",
     "optuna_storage",
@@ -82,8 +81,7 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
 def optuna_storage(url: str | None = None) -> RDBStorage:
     """A cached Optuna RDBStorage on ``url`` (Optuna creates its tables beside Sweeper's)."""
     url = st.resolve_url(url)
-    if why := st.missing_database(url):  # (Optuna would create it; a launch did, through ours)
-        raise StorageError(why)
+    st.get_engine(url)  # (a missing SQLite file is refused there: Optuna would create it)
     if url in _storages:
         return _storages[url]
     # Optuna logs every study it creates at INFO on its own handler; the CLI reports progress itself
@@ -288,7 +286,7 @@ def _write_row(
     read, so it must be the current one; keys other modules added to the metadata (a transfer
     result) are kept."""
     h, text, meta = spec_hash(spec), study_toml(spec), study_meta(spec, cell_list)
-    engine = st.get_engine(url, new=True)
+    engine = st.get_engine(url)  # (open_sweep made the database)
     if existing is None:
         with engine.begin() as conn:
             if held is not None:
@@ -452,9 +450,7 @@ def resolve_sweep_name(name: str | None, url: str | None = None) -> str:
             raise StorageError(f"no launched sweep in {st.safe_url(url)}")
         raise StorageError(f"several sweeps in {st.safe_url(url)}; name one of: {', '.join(names)}")
     if name not in names and st.get_sweep(name, url) is None:
-        known = [r["name"] for r in st.list_sweeps(url)]
-        listed = f" (sweeps: {', '.join(known)})" if known else ""
-        raise StorageError(f"no sweep {name!r} in {st.safe_url(url)}{listed}")
+        raise st.no_sweep(name, url)
     return name
 
 
@@ -462,7 +458,7 @@ def stored_spec(name: str, url: str | None = None) -> StudySpec:
     """The study a sweep was launched from, as stored with it."""
     row = st.get_sweep(name, url)
     if row is None:
-        raise StorageError(f"no sweep {name!r} in {st.safe_url(st.resolve_url(url))}")
+        raise st.no_sweep(name, url)
     return parse_study_toml(row["study_toml"], source=f"sweep:{name}")
 
 
@@ -487,9 +483,11 @@ def sweep_cells(name: str, url: str | None = None) -> list[dict[str, Any]]:
 def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
     """``{"sweep": name, "kind": "launched", "cells": [{cell, width, depth, tokens, complete,
     running, failed, pruned, waiting, target, best_loss, best_lr, best_batch_size}]}``; for an
-    imported sweep, :func:`imported_status`."""
+    imported sweep, :func:`sweeper.study.importer.imported_status`."""
     row = st.get_sweep(name, url)
     if row is not None and row["kind"] == "imported":
+        from sweeper.study.importer import imported_status
+
         return imported_status(name, url, row)
     rows = []
     for s in cell_studies(name, url):
@@ -513,80 +511,3 @@ def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
             }
         )
     return {"sweep": name, "kind": "launched", "cells": rows}
-
-
-def imported_status(
-    name: str, url: str | None = None, row: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The status of an imported sweep, as far as its runs tell: ``{"sweep", "kind": "imported",
-    "imported": {file, n_rows, created_at}, "cells": [{cell, width, depth, tokens, runs, complete,
-    diverged, failed, pruned, running, waiting, target, best_loss, best_lr, best_batch_size}]}``
-    with one row per cell (smallest first). Nothing runs or waits, and there is no target: a
-    run is ``complete`` with a loss (COMPLETE, or no state recorded) and not diverged. The best
-    loss is the lowest mean over the seeds of a point (lr, batch size), as a launched trial's."""
-    from sweeper.study.importer import load_runs
-
-    row = row if row is not None else st.get_sweep(name, url)
-    meta = dict((row or {}).get("meta") or {})
-    runs = load_runs(name, url)
-    out = []
-    if not runs.empty:
-        order = runs.groupby("cell", sort=False)[["n_params", "tokens"]].first()
-        cells_by_size = order.sort_values(["n_params", "tokens"], na_position="last").index
-        for cell in cells_by_size:
-            out.append(_imported_cell(str(cell), runs[runs["cell"] == cell]))
-    created = (row or {}).get("created_at")
-    imported = {
-        "file": meta.get("file"),
-        "n_rows": meta.get("n_rows", len(runs)),
-        "created_at": created.isoformat() if created is not None else None,
-    }
-    return {"sweep": name, "kind": "imported", "imported": imported, "cells": out}
-
-
-def _imported_cell(cell: str, runs: pd.DataFrame) -> dict[str, Any]:
-    """One cell's line of :func:`imported_status` from its runs (a runs table)."""
-    import pandas as pd
-
-    state = runs["state"].fillna("COMPLETE").astype(str)
-    diverged = runs["diverged"].fillna(False).astype(bool)
-    done = runs[(state == "COMPLETE") & ~diverged & runs["loss"].notna()]
-    best: dict[str, Any] = {"best_loss": None, "best_lr": None, "best_batch_size": None}
-    if not done.empty:
-        keys = [k for k in ("lr", "batch_size") if done[k].notna().any()]
-        points = (
-            done.groupby(keys, dropna=False)["loss"].mean().reset_index()
-            if keys
-            else done[["loss"]]
-        )
-        top = points.loc[points["loss"].idxmin()]
-        best["best_loss"] = float(top["loss"])
-        if "lr" in keys and pd.notna(top["lr"]):
-            best["best_lr"] = float(top["lr"])
-        if "batch_size" in keys and pd.notna(top["batch_size"]):
-            best["best_batch_size"] = int(top["batch_size"])
-
-    def first(col: str) -> int | float | None:
-        if col not in runs:
-            return None
-        vals = pd.to_numeric(runs[col], errors="coerce").dropna()
-        if vals.empty:
-            return None
-        v = float(vals.iloc[0])
-        return int(v) if v.is_integer() else v
-
-    return {
-        "cell": cell,
-        "width": first("width"),
-        "depth": first("depth"),
-        "tokens": first("tokens"),
-        "runs": len(runs),
-        "complete": len(done),
-        "diverged": int(diverged.sum()),
-        "failed": int((state == "FAIL").sum()),
-        "pruned": int((state == "PRUNED").sum()),
-        "running": 0,
-        "waiting": 0,
-        "target": None,
-        **best,
-    }

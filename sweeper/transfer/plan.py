@@ -67,8 +67,8 @@ BASELINES: Final[dict[str, str]] = {
 }
 #: hyperparameter columns that tell two points of a sweep apart (the seeds of one point are averaged)
 _POINT_KEYS: Final[tuple[str, ...]] = ("lr", "batch_size", "warmup", "weight_decay", "beta2")
-#: LRs within this relative distance are one point
-_SAME: Final[float] = 1e-6
+#: LRs within this relative distance are one point (the check and its runs share it)
+SAME: Final[float] = 1e-6
 #: a law LR this close (relative) to one the check trained is that one (see TransferPlan.snapped)
 SNAP: Final[float] = 0.01
 #: the planned points that come from the law's draws (the rest are deterministic)
@@ -109,7 +109,11 @@ class TransferPlan:
         """The point estimate as trained: every grid LR is a power of sqrt(2) from it (from the
         unrounded value, a grid point could differ from the same point re-derived later in its
         6th digit)."""
-        return _as_trained(self.predicted_lr_point)
+        return as_trained(self.predicted_lr_point)
+
+    def rounded(self) -> TransferPlan:
+        """The plan with its LRs as trained (:func:`as_trained`)."""
+        return replace(self, lrs={k: as_trained(v) for k, v in self.lrs.items()})
 
     def snapped(self, trained: Sequence[float]) -> TransferPlan:
         """The plan with the law's LRs (recommended and point), then the grid rebuilt around the
@@ -122,7 +126,7 @@ class TransferPlan:
         done = [
             lr
             for lr in {float(x) for x in trained if x > 0}
-            if not any(math.isclose(_as_trained(lr), _as_trained(f), rel_tol=_SAME) for f in fixed)
+            if not any(math.isclose(as_trained(lr), as_trained(f), rel_tol=SAME) for f in fixed)
         ]
 
         def snap(lrs: dict[str, float], names: Sequence[str]) -> dict[str, float]:
@@ -147,7 +151,7 @@ class TransferPlan:
         steps = []
         for lr in lrs:
             k = round(math.log(lr / center) / math.log(GRID_STEP))
-            if k and math.isclose(lr, _as_trained(center * GRID_STEP**k), rel_tol=1e-6):
+            if k and math.isclose(lr, as_trained(center * GRID_STEP**k), rel_tol=1e-6):
                 steps.append(k)
         return self.with_grid(steps)
 
@@ -155,18 +159,13 @@ class TransferPlan:
         """The plan with the grid points ``grid±k`` for every k in ``steps`` (k ≠ 0)."""
         center = self.grid_center
         # rounded as trained (6 significant digits): a re-derived point must match its runs
-        extra = {_grid_name(k): _as_trained(center * GRID_STEP**k) for k in steps if k != 0}
+        extra = {_grid_name(k): as_trained(center * GRID_STEP**k) for k in steps if k != 0}
         return replace(self, lrs={**self.lrs, **extra})
 
 
-def _as_trained(lr: float) -> float:
+def as_trained(lr: float) -> float:
     """An LR as the check trains it (6 significant digits)."""
     return float(f"{lr:.6g}")
-
-
-def _rounded(plan: TransferPlan) -> TransferPlan:
-    """``plan`` with its LRs as trained."""
-    return replace(plan, lrs={k: _as_trained(v) for k, v in plan.lrs.items()})
 
 
 def _grid_name(k: int) -> str:
@@ -272,7 +271,7 @@ def plan_transfer(
     point = law.predict(scale)
     risk = getattr(law, "risk_optimal_lr", None)
     lrs: dict[str, float] = {"law": float(risk(scale)) if risk is not None else point}
-    if not math.isclose(lrs["law"], point, rel_tol=_SAME):
+    if not math.isclose(lrs["law"], point, rel_tol=SAME):
         lrs["law_point"] = point
     lrs.update(_baselines(fitted, held, conventions))
     own = next((o for o in optima if o.cell == held.name and o.lr), None)
@@ -559,9 +558,9 @@ def _trained_losses(
             if len(trained)
             else trained
         )
-        if row.empty or abs(math.log(float(row["lr"].iloc[0]) / lr)) > _SAME:
+        if row.empty or abs(math.log(float(row["lr"].iloc[0]) / lr)) > SAME:
             div = transfer_runs[
-                np.isclose(transfer_runs["lr"], lr, rtol=_SAME) & transfer_runs["diverged"]
+                np.isclose(transfer_runs["lr"], lr, rtol=SAME) & transfer_runs["diverged"]
             ]
             if len(div):
                 notes.append(f"{name}: diverged at lr {lr:.3g}")
@@ -585,10 +584,10 @@ def next_grid_step(plan: TransferPlan, cell_runs: pd.DataFrame) -> int | None:
     lrs = points["lr"].to_numpy(dtype=float)
     div = cell_runs.loc[cell_runs["diverged"].astype(bool), "lr"].to_numpy(dtype=float)
     reach = GRID_STEP * 1.01
-    below = bool(np.any((lrs < best_lr * (1 - _SAME)) & (lrs >= best_lr / reach)))
+    below = bool(np.any((lrs < best_lr * (1 - SAME)) & (lrs >= best_lr / reach)))
     above = bool(
-        np.any((lrs > best_lr * (1 + _SAME)) & (lrs <= best_lr * reach))
-        or np.any((div > best_lr * (1 + _SAME)) & (div <= best_lr * reach))
+        np.any((lrs > best_lr * (1 + SAME)) & (lrs <= best_lr * reach))
+        or np.any((div > best_lr * (1 + SAME)) & (div <= best_lr * reach))
     )
     if below and above:
         return None

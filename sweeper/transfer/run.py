@@ -24,13 +24,12 @@ from sweeper.errors import SweeperError
 from sweeper.fitting.methods import DEFAULT_METHOD
 from sweeper.study import storage
 from sweeper.transfer.plan import (
-    _SAME,
     GRID_CAP_OCTAVES,
     GRID_STEP,
+    SAME,
     TransferPlan,
     TransferResult,
-    _as_trained,
-    _rounded,
+    as_trained,
     next_grid_step,
     plan_transfer,
     summarize_transfer,
@@ -115,7 +114,7 @@ def run_transfer(
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
     stored = _check_runs(name, sw.url)  # (read once: a read-only block is never trained)
     known = [lr for t in stored.values() for lr in t["lr"].dropna().unique()]
-    plan = _rounded(plan.snapped(known).with_trained(known))  # (a new block trains them all)
+    plan = plan.snapped(known).with_trained(known).rounded()  # (a new block trains them all)
 
     spec = sw.spec
 
@@ -131,7 +130,7 @@ def run_transfer(
         return _one_run_per_seed(pd.concat(tables, ignore_index=True))
 
     for launch in range(1, max_rounds + 1):
-        plan = _rounded(plan)
+        plan = plan.rounded()
         for block in blocks:
             if not block.read_only:
                 skip = done.get(block.fills or "", [])
@@ -314,7 +313,7 @@ def _train_points(
     lrs = sorted(
         lr
         for lr in set(plan.lrs.values())
-        if not any(math.isclose(lr, s, rel_tol=_SAME) for s in skip)
+        if not any(math.isclose(lr, s, rel_tol=SAME) for s in skip)
     )
     if not lrs:
         return  # (a fill block with nothing to fill)
@@ -392,7 +391,7 @@ def _candidates(plan: TransferPlan) -> list[float]:
     cap (a grid sampler needs them all up front; only the queued ones are asked)."""
     center = plan.grid_center
     n = int(GRID_CAP_OCTAVES * 2)
-    grid = [_as_trained(center * GRID_STEP**k) for k in range(-n, n + 1)]
+    grid = [as_trained(center * GRID_STEP**k) for k in range(-n, n + 1)]
     return sorted({*grid, *plan.lrs.values()})
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import sweeper
 from sweeper.cli import main
+from sweeper.errors import FitError
 from sweeper.fitting import estimate_optima, fit_power_law, synthetic_sweep
 from sweeper.report.page import ReportInputs, write_report
 from sweeper.study.importer import import_runs
@@ -82,6 +84,9 @@ def test_report_method_picks_the_laws_shown(
     latest, same = page(), page("--method", "parabola")
     assert "parabola+wls" in latest and "parabola+wls" in same
     assert "fitted for this report only" not in latest + same
+    with pytest.raises(FitError, match="unknown method 'surfce'"):  # (it wrote a page, no law)
+        sweeper.write_report(sweep, tmp_path / "typo", storage=url, method="surfce")
+    assert not (tmp_path / "typo").exists()
     band = page("--method", "band")
     assert "band0.0025" in band and "parabola+wls" not in band
     assert "no stored law by band: the LR law shown was fitted for this report only" in band

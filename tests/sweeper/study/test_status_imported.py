@@ -81,5 +81,20 @@ def test_an_imported_sweep_without_lr_or_batch(tmp_path: Path, sqlite_url: str, 
 def test_an_imported_sweep_is_still_not_a_launched_one(imported: str, sqlite_url: str) -> None:
     with pytest.raises(StorageError, match="'imp' was imported, not launched"):
         load_sweep_runs(imported, sqlite_url)
-    with pytest.raises(StorageError, match=r"no sweep 'nope' in .* \(sweeps: imp\)"):
+    with pytest.raises(StorageError, match=r"no sweep 'nope' in .*; known sweeps: imp"):
         sweeper.status("nope", storage=sqlite_url)
+
+
+def test_a_point_with_a_diverged_seed_is_no_best(tmp_path: Path, sqlite_url: str) -> None:
+    """One seed of 3e-3 diverged, the other finished lowest: the point is a bound on the range,
+    not the cell's best (as for a launched cell), so the best is 2e-3's."""
+    rows = _runs()
+    extra = dict(rows.iloc[0], lr=3e-3)
+    rows = pd.concat(
+        [rows, pd.DataFrame([{**extra, "seed": 0, "loss": 2.0},
+                             {**extra, "seed": 1, "loss": 9.0, "diverged": True}])],
+        ignore_index=True,
+    )  # fmt: skip
+    sweeper.import_runs(write_csv(rows, tmp_path / "div.csv"), sweep="div", storage=sqlite_url)
+    (small, _big) = sweeper.status("div", storage=sqlite_url)["cells"]
+    assert (small["best_lr"], small["best_loss"], small["diverged"]) == (2e-3, 2.95, 2)

@@ -385,13 +385,12 @@ def test_grid_points_are_one_grid_whether_derived_before_or_after_rounding(
     grid step derived from that value rounds to 3.26677e-3 (trained), from its trained value
     (2.30995e-3) to 3.26676e-3, so the candidate LRs held both. Every grid LR now comes from the
     rounded point."""
-    from sweeper.transfer.plan import _rounded
     from sweeper.transfer.run import _candidates
 
     plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50)
     plan = replace(plan, lrs={**plan.lrs, "law_point": 2.3099532e-3})
     early = plan.with_grid((-1, 1))  # as a first plan is built, before rounding
-    late = _rounded(plan).with_grid((-1, 1))
+    late = plan.rounded().with_grid((-1, 1))
     assert early.lrs["grid+1"] == late.lrs["grid+1"] == 3.26676e-3
     grid = {v for k, v in late.lrs.items() if k.startswith("grid")}
     assert grid == {v for k, v in early.lrs.items() if k.startswith("grid")}
