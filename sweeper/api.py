@@ -237,17 +237,9 @@ def _check_fit_options(options: Mapping[str, Any]) -> None:
 def _check_options(what: str, options: Mapping[str, Any], valid: Sequence[str]) -> None:
     """SweeperError naming the ``valid`` options of ``what`` (and the nearest one) when
     ``options`` holds another key: a misspelt option is bad input, not a TypeError."""
-    import difflib
+    from sweeper.recipe.names import refuse_unknown
 
-    bad = [k for k in options if k not in valid]
-    if not bad:
-        return
-    close = difflib.get_close_matches(bad[0], valid, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    raise SweeperError(
-        f"unknown {what} option{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}{hint}; "
-        f"the options are: {', '.join(valid)}"
-    )
+    refuse_unknown(options, valid, what=f"{what} option", listing="the options are")
 
 
 def laws(sweep: str | Sweep | None = None, *, storage: str | None = None) -> list[Law]:
@@ -279,14 +271,14 @@ def resolve_laws(
     (naming the known ones, as every verb does) and for a sweep without stored laws."""
     from sweeper.fitting.laws import Law
     from sweeper.fitting.store import latest_laws
-    from sweeper.recipe.published import PUBLISHED_NAMES, published_laws
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_key, published_laws
     from sweeper.study.handle import Sweep
 
     url: str | None
     if isinstance(given, Sweep):
         name, url = given.name, given.url
     elif isinstance(given, str):
-        if _published_key(given) in PUBLISHED_NAMES:
+        if published_key(given) in PUBLISHED_NAMES:
             return _keyed(list(published_laws(given).values()))
         name, url = given, storage
     elif isinstance(given, Law):
@@ -306,10 +298,6 @@ def resolve_laws(
             f"fit {name}`, or use a published law: {'|'.join(PUBLISHED_NAMES)})"
         )
     return found, loss
-
-
-def _published_key(name: str) -> str:
-    return name.strip().lower().replace("-", "").replace("_", "")
 
 
 def _keyed(given: Sequence[Law]) -> tuple[dict[str, Law], LossLaw | None]:
@@ -460,7 +448,9 @@ def compare(
 ) -> Comparison:
     """The sweep's latest lr/batch laws beside the ``published`` ones, evaluated at its cells and
     at the target ``at`` (a Target, or a mapping of its fields as :func:`recommend` takes: tokens
-    and n_params, or width/depth/context)."""
+    and n_params, or width/depth/context; n_params and a shape given together must agree, as
+    :func:`recommend` requires). ``at=None`` compares at the cells alone; ``at={}`` is a
+    TargetError (no target named)."""
     from sweeper.recipe.compare import compare_sweep_laws
 
     sw = _sweep(sweep, storage)

@@ -191,17 +191,12 @@ def register(subparsers: Any) -> None:
 # -------------------------------------------------------------------------------- law resolution
 
 
-def _published_key(text: str) -> str:
-    """``text`` as a published law set's name is matched ("Step-Law" is "steplaw")."""
-    return text.strip().lower().replace("-", "").replace("_", "")
-
-
 def _laws_arg(args: argparse.Namespace) -> Any:
     """What ``--law``/SWEEP name, for :func:`sweeper.api.resolve_laws`: the stored sweep's
     name or a published name (resolve_laws says when there is no such sweep, naming the known
     ones), or the laws given by id and published name."""
     from sweeper import api
-    from sweeper.recipe.published import PUBLISHED_NAMES, published_laws
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_key, published_laws
 
     if args.sweep and args.law:
         raise TargetError("give a SWEEP or --law, not both")
@@ -211,7 +206,7 @@ def _laws_arg(args: argparse.Namespace) -> Any:
         return args.sweep
     laws: list[Any] = []
     for arg in args.law:
-        key = _published_key(arg)
+        key = published_key(arg)
         if key in PUBLISHED_NAMES:
             laws += list(published_laws(key).values())
         elif arg.strip().isdigit():

@@ -8,7 +8,9 @@ M = 72·L·d² + 12·L·d·T (L layers, d width, T context). A point without wid
 shape :func:`~sweeper.recipe.scale.infer_shape` gives for its N, one without a sequence length
 2048, and the row's note says so when the law's FLOPs depend on it. A law whose FLOPs were
 imported as given (another convention) is evaluated at the point's own ``flops`` column. A target
-given as width/depth gets N = 12·L·d² (non-embedding parameters of a standard transformer block).
+given as width/depth gets N = 12·L·d² (non-embedding parameters of a standard transformer block);
+one giving N too is refused when N and 12·L·d² are further apart than ``recommend`` allows
+(:func:`~sweeper.recipe.target.check_n_params_agrees`).
 
 Pure functions on DataFrames; the CLI (``sweeper compare``) prints them.
 """
@@ -28,8 +30,14 @@ from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION
 from sweeper.fitting.laws import KaplanLRLaw, Law, LossLaw, PowerLaw
 from sweeper.fitting.optimum import CellOptimum, optima_frame
 from sweeper.recipe.memory import train_flops
-from sweeper.recipe.scale import DEFAULT_SEQ_LEN, block_n_params, infer_shape, law_scale
-from sweeper.recipe.target import Target, as_target
+from sweeper.recipe.scale import (
+    DEFAULT_SEQ_LEN,
+    block_n_params,
+    infer_shape,
+    law_scale,
+    resolve_shape,
+)
+from sweeper.recipe.target import Target, as_target, check_n_params_agrees
 
 __all__ = [
     "cell_points",
@@ -114,8 +122,11 @@ def target_point(
 ) -> pd.DataFrame:
     """The one-row points frame of a target: ``n_params`` (non-embedding) and ``tokens``, or a shape
     (``width``, ``depth``, ``context``) and ``tokens``; N = 12·L·d² when only the shape is given.
-    ``flops`` is Sweeper's compute (6·N·D + attention, the inferred shape and a 2048 context where
-    none is given), as ``recommend`` counts it."""
+    Given both, N is used and must agree with 12·L·d² as ``recommend`` requires
+    (:func:`~sweeper.recipe.target.check_n_params_agrees`: TargetError beyond
+    :data:`~sweeper.recipe.target.N_SHAPE_TOLERANCE`). ``flops`` is Sweeper's compute (6·N·D +
+    attention, the inferred shape and a 2048 context where none is given), as ``recommend`` counts
+    it."""
     for k, v in (("tokens", tokens), ("n_params", n_params), ("width", width), ("depth", depth)):
         if v is not None and not (math.isfinite(v) and v > 0):
             raise TargetError(f"target {k} must be positive, got {v}")
@@ -125,6 +136,18 @@ def target_point(
         if width is None or depth is None:
             raise TargetError("give the target's n_params (--params), or its width and depth")
         n_params = block_n_params(width, depth)
+    elif width is not None and depth is not None:
+        given = resolve_shape(
+            n_params=n_params,
+            width=max(1, round(width)),
+            depth=max(1, round(depth)),
+            heads=None,
+            vocab=None,
+            seq_len=round(context) if context is not None else DEFAULT_SEQ_LEN,
+            warnings=[],
+            vocab_purpose=None,
+        )
+        check_n_params_agrees(n_params, given)
     row = {
         "point": "target",
         "n_params": float(n_params),
@@ -291,14 +314,29 @@ def compare_sweep_laws(
     The cells' measured optima come from the same estimator as the fitted laws (the band of the
     latest band law, else the parabola). ``at`` (a Target, or a mapping of its fields: see
     :func:`~sweeper.recipe.target.as_target`) has ``tokens`` and ``n_params``, or ``width`` and
-    ``depth`` (and optionally ``context``).
+    ``depth`` (and optionally ``context``); given both, they must agree (:func:`target_point`).
+    ``at=None`` compares at the cells alone; an empty mapping is no target and a TargetError.
     """
     from sweeper.fitting import estimate_optima
     from sweeper.recipe.published import published_laws
 
-    target = as_target(at) if at else None
-    if target is not None and target.tokens is None:
-        raise TargetError("a target needs tokens (with n_params, or width and depth)")
+    tp: pd.DataFrame | None = None
+    if at is not None:
+        if isinstance(at, Mapping) and not at:
+            raise TargetError(
+                "at={} gives no target: give tokens with n_params, or width and depth "
+                "(at=None compares at the sweep's cells alone)"
+            )
+        target = as_target(at)
+        if target.tokens is None:
+            raise TargetError("a target needs tokens (with n_params, or width and depth)")
+        tp = target_point(
+            tokens=target.tokens,
+            n_params=target.n_params,
+            width=target.width,
+            depth=target.depth,
+            context=target.context,
+        )
     band_methods = [law.method for law in fitted if law.method.startswith("band")]
     if band_methods:
         match = re.match(r"band(\d+(?:\.\d*)?(?:e[+-]?\d+)?)", band_methods[-1])
@@ -307,14 +345,7 @@ def compare_sweep_laws(
     else:
         optima = estimate_optima(runs, method="parabola", n_boot=0, keep_edge=True)
     points = cell_points(optima)
-    if target is not None and target.tokens is not None:
-        tp = target_point(
-            tokens=target.tokens,
-            n_params=target.n_params,
-            width=target.width,
-            depth=target.depth,
-            context=target.context,
-        )
+    if tp is not None:
         points = pd.concat([points, tp], ignore_index=True)
     pub: list[Law] = []
     for name in published:

@@ -26,7 +26,7 @@ from sweeper.errors import SweeperError
 from sweeper.fitting.conventions import FLOPS_6ND, FLOPS_M_D, Conventions
 from sweeper.fitting.laws import KaplanLRLaw, Law, PowerLaw
 
-__all__ = ["POWER_LINES_BATCH_EXPONENT", "PUBLISHED_NAMES", "published_laws"]
+__all__ = ["POWER_LINES_BATCH_EXPONENT", "PUBLISHED_NAMES", "published_key", "published_laws"]
 
 PUBLISHED_NAMES: Final[tuple[str, ...]] = ("deepseek", "steplaw", "kaplan", "porian")
 #: Power Lines' exponent of the optimal batch (tokens) in D, independent of N
@@ -82,9 +82,16 @@ def _power(
     )
 
 
+def published_key(name: str) -> str:
+    """``name`` as a published law set's name is matched against :data:`PUBLISHED_NAMES`: case,
+    surrounding blanks, hyphens and underscores ignored ("Step-Law" is "steplaw")."""
+    return name.strip().lower().replace("-", "").replace("_", "")
+
+
 def published_laws(name: str) -> dict[str, Law]:
-    """The laws published under ``name`` (one of :data:`PUBLISHED_NAMES`), keyed by target."""
-    key = name.lower().replace("-", "").replace("_", "")
+    """The laws published under ``name`` (one of :data:`PUBLISHED_NAMES`, spelled as
+    :func:`published_key` matches it), keyed by target."""
+    key = published_key(name)
     if key == "deepseek":
         dom = {"flops": (1e17, 2e19)}
         return {

@@ -4,7 +4,6 @@ hardware's sequence length and, where the target leaves N or D open, the loss la
 
 from __future__ import annotations
 
-import difflib
 import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -15,6 +14,7 @@ from sweeper.errors import TargetError
 from sweeper.recipe.compute_optimal import compute_optimal_n, compute_optimal_tokens
 from sweeper.recipe.hardware import positive
 from sweeper.recipe.memory import train_flops
+from sweeper.recipe.names import refuse_unknown
 from sweeper.recipe.scale import DEFAULT_SEQ_LEN, ResolvedShape, block_n_params, resolve_shape
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ __all__ = [
     "ResolvedTarget",
     "Target",
     "as_target",
-    "builder_counts",
     "check_n_params_agrees",
     "resolve_target",
 ]
@@ -48,10 +47,12 @@ class Target:
     (layers), with optional ``heads``, ``vocab`` and ``context`` (sequence length T). Given both,
     N is used as given, and must agree with the shape's non-embedding count (the LR law's builder
     model's when it names one, else 12·L·d²) within :data:`N_SHAPE_TOLERANCE` (checked by
-    :func:`resolve_target`, TargetError otherwise). Budget: one of
-    ``tokens`` (D, in the target's tokenizer tokens), ``compute`` (training FLOPs counted as
-    6·N·D + 6·L·T·d·D with the given or inferred shape, Sweeper's "6ND" convention) or
-    ``tokens_per_param`` (D = R·N); none of them means "the compute-optimal D from the loss law".
+    :func:`check_n_params_agrees` from :func:`resolve_target` and from ``compare``'s
+    :func:`~sweeper.recipe.compare.target_point`, which counts 12·L·d²; TargetError otherwise).
+    Budget: one of ``tokens`` (D, in the target's tokenizer tokens), ``compute`` (training
+    FLOPs counted as 6·N·D + 6·L·T·d·D with the given or inferred shape, Sweeper's "6ND"
+    convention) or ``tokens_per_param`` (D = R·N); none of them means "the compute-optimal D from
+    the loss law".
     With ``compute`` and no model, N comes from the loss law (its optimum under this compute, see
     the module doc) and D from the compute.
     ``parametrization`` is "sp", "mup" or "completep"; the relative ones take ``base_width`` (and
@@ -124,14 +125,7 @@ def as_target(at: Target | Mapping[str, Any]) -> Target:
             f"a target is a Target or a mapping of its fields ({', '.join(names)}), "
             f"got {type(at).__name__}"
         )
-    bad = [str(k) for k in at if k not in names]
-    if bad:
-        close = difflib.get_close_matches(bad[0], names, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise TargetError(
-            f"unknown target field{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}"
-            f"{hint}; a target takes: {', '.join(names)}"
-        )
+    refuse_unknown(at, names, what="target field", listing="a target takes", error=TargetError)
     given = {str(k): _whole(v) if k in _WHOLE_FIELDS else v for k, v in at.items()}
     return Target(**given)
 

@@ -173,9 +173,11 @@ def _transfer_html(t: Mapping[str, Any]) -> list[str]:
 
 
 def _interval_text(iv: Mapping[str, Any], of_the_law: bool) -> str:
-    """A recipe value with its interval, as the terminal recipe prints it. The batch's value is the
-    batch used (whole sequences), its interval the law's, which can leave the value outside it;
-    a published law has none (low = high)."""
+    """A recipe value with its interval in words, for the page (the terminal and the export
+    headers write ``[low, high]``: :meth:`Interval.text <sweeper.recipe.recipe.Interval.text>`);
+    degenerate as :attr:`Interval.degenerate` says. The batch's value is the batch used (whole
+    sequences), its interval the law's, which can leave the value outside it; a published law
+    has none (low = high)."""
     from sweeper.recipe.recipe import Interval
 
     it = Interval(float(iv["value"]), float(iv["low"]), float(iv["high"]))

@@ -238,3 +238,41 @@ def test_recommend_from_a_sweep_that_does_not_exist_says_so(tmp_path: Path) -> N
     assert str(e.value) == f"no sweep 'nope' in {url}; known sweeps: s"
     with pytest.raises(StorageError, match="no laws stored for sweep 's'"):
         sweeper.recommend("s", at=at, storage=url)
+
+
+def test_compare_refuses_the_target_recommend_refuses(tmp_path: Path) -> None:
+    """recommend refused n_params = 1e9 on 2 layers × 64 (12·L·d² = 9.8e4) while compare used N
+    and ignored the shape: both now apply the one rule. ``at={}`` named no target and compared at
+    the cells alone; it is an error (``at=None`` is the cells alone)."""
+    from sweeper.errors import TargetError
+
+    csv = tmp_path / "runs.csv"
+    synthetic_sweep(seed=3).to_csv(csv, index=False)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    sweeper.import_runs(csv, sweep="s", storage=url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sweeper.fit("s", target="lr", method="parabola", n_boot=40, storage=url)
+    bad = {"n_params": 1e9, "width": 64, "depth": 2, "tokens": 2e10}
+    refused = r"n_params 1e\+09 disagrees with the shape 2 layers × d_model 64"
+    with pytest.raises(TargetError, match=refused):
+        sweeper.recommend("deepseek", at=bad)
+    with pytest.raises(TargetError, match=refused):
+        sweeper.compare("s", at=bad, storage=url, published=())
+    with pytest.raises(TargetError, match=r"at=\{\} gives no target"):
+        sweeper.compare("s", at={}, storage=url, published=())
+    close = {**bad, "n_params": 1.5 * 12 * 2 * 64**2}
+    points = set(sweeper.compare("s", at=close, storage=url, published=()).predictions["point"])
+    assert "target" in points
+    assert "target" not in set(sweeper.compare("s", storage=url, published=()).predictions["point"])
+
+
+def test_published_names_are_matched_one_way() -> None:
+    """The CLI's --law, resolve_laws and published_laws matched a published name by three copies
+    of one rule, and published_laws' copy kept surrounding blanks (" steplaw " passed
+    resolve_laws' test, then failed in published_laws)."""
+    from sweeper.recipe.published import published_key
+
+    assert published_key(" Step-Law ") == published_key("step_law") == "steplaw"
+    found, loss = sweeper.resolve_laws(" Step-Law ")
+    assert set(found) == {"lr", "batch_tokens"} and loss is None

@@ -254,15 +254,6 @@ def _matches(given: str, known: str) -> bool:
     return len(g) >= 7 and (g.startswith(known) or known.startswith(g))
 
 
-def _names_release(given: str, release: str) -> bool:
-    """``given`` names the checked ``release`` itself, or only a series it belongs to ("0.19"
-    and "0.19.0" name "0.19.0"; "0.19.1" does not), or the same commit."""
-    g = _normal(given)
-    if g == release or release.startswith(g + "."):
-        return True
-    return len(g) >= 7 and (g.startswith(release) or release.startswith(g))
-
-
 def resolve_version(
     fmt: str, given: str | None, *, option: str = "framework version"
 ) -> FrameworkVersion | None:
@@ -280,7 +271,10 @@ def resolve_version(
         raise ValueError(f"{option} {given!r}: {fmt} has no framework versions")
     for v in known:
         if _matches(given, v.version):
-            return v if _names_release(given, v.release) else replace(v, given=given.strip())
+            # the checked release is the one given, or a longer release of a series given ("0.19"
+            # and "0.19.0" name 0.19.0; "0.19.1" does not), or the same commit
+            checked = _matches(v.release, _normal(given))
+            return v if checked else replace(v, given=given.strip())
     names = ", ".join(v.version for v in known)
     raise ValueError(
         f"unknown {option} {given!r} for {fmt}; known: {names} (default {DEFAULT_VERSION[fmt]})"

@@ -469,3 +469,16 @@ def test_header_names_token_units_and_conversion(mup: Recipe) -> None:
     assert "tokens counted as bytes (converted at 4 bytes per token)" in text
     assert "lr law held fixed: not modelled, over the fitted cells: tokens_per_param 10-40" in text
     assert json.loads(export_recipe(r, "json"))["bytes_per_token"] == 4.0
+
+
+def test_a_longer_string_than_the_checked_release_is_another_release(small: Recipe) -> None:
+    """Whether a version names the checked release was a copy of the commit-prefix rule with the
+    roles swapped, which took "0.19.0.1" and "0.19.00" (seven characters or more, starting with
+    "0.19.0") for core_v0.19.0 itself: they are other releases of 0.19, and say so."""
+    for v in ("0.19.0.1", "0.19.00"):
+        got = render(small, "megatron", v)
+        assert got.version is not None and got.version.given == v, v
+        assert got.version.caution is not None and got.version.caution in got.cautions, v
+    for fmt, v in (("megatron", "0.19.0"), ("nanogpt", "3adf61e"), ("nanogpt", "3ADF61E154C3")):
+        got = render(small, fmt, v)
+        assert got.version is not None and got.version.caution is None, (fmt, v)
