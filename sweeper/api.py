@@ -289,10 +289,10 @@ def resolve_laws(
         return _keyed(list(given))
     found, loss = latest_laws(name, url)
     if not found and loss is None:
-        from sweeper.study.storage import get_sweep, resolve_url, safe_url
+        from sweeper.study.storage import get_sweep, no_sweep, resolve_url, safe_url
 
         if get_sweep(name, url) is None:
-            Sweep.load(name, url)  # raises: no sweep NAME in URL; known sweeps: ...
+            raise no_sweep(name, url)
         raise StorageError(
             f"no laws stored for sweep {name!r} in {safe_url(resolve_url(url))} (run `sweeper "
             f"fit {name}`, or use a published law: {'|'.join(PUBLISHED_NAMES)})"
