@@ -2,7 +2,8 @@
 only package of Sweeper that imports ray.
 
 Modules: :mod:`~sweeper.run.launch` (one launch of a study), :mod:`~sweeper.run.searcher` (Ray
-trials routed to the cells' Optuna studies), :mod:`~sweeper.run.law_plan` (the law sampler's
+trials routed to the cells' Optuna studies), :mod:`~sweeper.run.points` (its open points and
+cells' counts, and how a finished point is told), :mod:`~sweeper.run.law_plan` (the law sampler's
 plan from the stored runs), :mod:`~sweeper.run.trainable` (what runs in a worker), :mod:`~sweeper.run.asha` (per-cell ASHA), :mod:`~sweeper.run.progress` (the display),
 :mod:`~sweeper.run.estimate` (a study's cost from a throughput probe, without Ray).
 """

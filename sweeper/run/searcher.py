@@ -5,59 +5,23 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-import optuna
 from optuna.exceptions import UpdateFinishedTrialError
-from optuna.trial import TrialState
 from ray.tune.search import Searcher
 
 from sweeper.run.law_plan import LawPlanner, same_lr, waiting
+from sweeper.run.points import CannotTell, CellState, Point, report_value, run_record, tell_point
 from sweeper.run.trainable import METRIC, trial_config
 from sweeper.study.lease import HeldLease, LeaseLost
-from sweeper.study.samplers import grid_points_left, requeue_point
+from sweeper.study.samplers import grid_points_left
 from sweeper.study.space import distributions
 from sweeper.study.spec import StudySpec
-from sweeper.study.sweep import CellStudy, cell_counts
-from sweeper.study.sweep_runs import aggregate_runs
+from sweeper.study.sweep import CellStudy
 
 __all__ = ["CellSearcher", "ProgressFn"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _Point:
-    """One Optuna trial being evaluated: its seeds still to start, running, and finished."""
-
-    cell: int
-    trial: optuna.Trial
-    to_start: list[int]
-    live: set[str] = field(default_factory=set)
-    runs: dict[int, dict[str, Any]] = field(default_factory=dict)
-    failed: bool = False
-    pruned: bool = False
-    retries: int = 0
-    reported: set[int] = field(default_factory=set)  # steps with an intermediate value
-    # its first run's seed: the law plan's replicate index, else the study's sweep.first_seed
-    first_seed: int = 0
-
-
-@dataclass
-class _CellState:
-    cs: CellStudy
-    finished: int  # COMPLETE + PRUNED in the storage
-    complete: int
-    pruned: int
-    failed: int
-    running: int = 0  # Ray trials of this cell alive now
-    open_points: int = 0  # asked, not yet told
-    failed_now: int = 0  # points that failed in this launch
-    grid_spent: bool = False  # grid sampler: every point asked, none queued
-    best_loss: float | None = None
-    best_lr: float | None = None
-    best_batch: int | None = None
 
 
 ProgressFn = Callable[["CellSearcher", int], None]
@@ -111,22 +75,8 @@ class CellSearcher(Searcher):
         self.dists = distributions(spec.search)
         self.base_config = dict(base_config)
         self.on_progress = on_progress
-        self.cells: list[_CellState] = []
-        for cs in cell_studies:
-            c = cell_counts(cs.study, self.target, cs.cell.name)
-            self.cells.append(
-                _CellState(
-                    cs=cs,
-                    finished=c.finished,
-                    complete=c.complete,
-                    pruned=c.pruned,
-                    failed=c.failed,
-                    best_loss=c.best_loss,
-                    best_lr=c.best_lr,
-                    best_batch=c.best_batch_size,
-                )
-            )
-        self.points: dict[tuple[int, int], _Point] = {}
+        self.cells = [CellState.of(cs, self.target) for cs in cell_studies]
+        self.points: dict[tuple[int, int], Point] = {}
         self.by_ray: dict[str, tuple[tuple[int, int], int]] = {}
         self.failed_runs: dict[str, str] = {}  # Ray trial id -> "cell trial N seed S"
         self.live = 0
@@ -184,14 +134,8 @@ class CellSearcher(Searcher):
             return self.max_pending
         if self.law:  # the plan chooses the cells
             return self.max_concurrent
-        unfinished = sum(1 for c in self.cells if not self._cell_exhausted(c)) or 1
+        unfinished = sum(1 for c in self.cells if not c.exhausted(self.target)) or 1
         return max(1, math.ceil(self.max_concurrent / unfinished))
-
-    def _cell_exhausted(self, c: _CellState) -> bool:
-        """No more points to ask in this cell (target covered by finished + open, or failing)."""
-        return (
-            c.finished + c.open_points >= self.target or c.failed_now >= self.target or c.grid_spent
-        )
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:  # or Searcher.FINISHED
         if self.lost:
@@ -205,14 +149,17 @@ class CellSearcher(Searcher):
                 return self._dispatch(trial_id, key, p)
         if self.law:
             return self._suggest_law(trial_id, cap)
-        # 2. a new point in the cell furthest behind
+        return self._suggest_grid(trial_id, cap)
+
+    def _suggest_grid(self, trial_id: str, cap: int) -> dict[str, Any] | None:
+        """A new point asked of the cell furthest behind its target (grid, TPE, random...)."""
         order = sorted(
             range(len(self.cells)),
             key=lambda i: ((self.cells[i].finished + self.cells[i].open_points) / self.target, i),
         )
         for i in order:
             c = self.cells[i]
-            if self._cell_exhausted(c) or c.running >= cap:
+            if c.exhausted(self.target) or c.running >= cap:
                 continue
             if grid_points_left(c.cs.study) == 0:
                 # asking now would repeat a point (Optuna's grid picks a random visited one)
@@ -230,10 +177,10 @@ class CellSearcher(Searcher):
                 trial = c.cs.study.ask(self.dists)
             except (LeaseLost, UpdateFinishedTrialError) as e:
                 self._refused(f"{c.cs.cell.name}: ask", e)
-                return Searcher.FINISHED if self.lost else None
+                return Searcher.FINISHED if self.lost else None  # type: ignore[return-value]
             key = (i, trial.number)
             first = self.spec.sweep.first_seed
-            p = _Point(
+            p = Point(
                 cell=i,
                 trial=trial,
                 to_start=list(range(first, first + self.seeds)),
@@ -300,14 +247,14 @@ class CellSearcher(Searcher):
         )
         first = self.planner.first_seed(i, lr, open_at_lr)
         key = (i, trial.number)
-        p = _Point(
+        p = Point(
             cell=i, trial=trial, to_start=list(range(first, first + self.seeds)), first_seed=first
         )
         self.points[key] = p
         c.open_points += 1
         return self._dispatch(trial_id, key, p)
 
-    def _dispatch(self, ray_id: str, key: tuple[int, int], p: _Point) -> dict[str, Any]:
+    def _dispatch(self, ray_id: str, key: tuple[int, int], p: Point) -> dict[str, Any]:
         seed = p.to_start.pop(0)
         c = self.cells[p.cell]
         cell = c.cs.cell
@@ -326,20 +273,9 @@ class CellSearcher(Searcher):
             return
         p = self.points[entry[0]]
         try:
-            self._report(p, entry[1], result)
+            report_value(p, entry[1], result)
         except (LeaseLost, UpdateFinishedTrialError) as e:
             self._refused(f"trial {p.trial.number}: report", e)
-
-    @staticmethod
-    def _report(p: _Point, seed: int, result: Mapping[str, Any]) -> None:
-        """An intermediate validation loss as the Optuna trial's intermediate value (seed 0's:
-        Optuna keeps one value per step)."""
-        step = int(result.get("step", result.get("training_iteration", 0)))
-        value = result.get(METRIC)
-        if seed != p.first_seed or step in p.reported or value is None or not math.isfinite(value):
-            return
-        p.reported.add(step)
-        p.trial.report(float(value), step)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
@@ -364,12 +300,12 @@ class CellSearcher(Searcher):
             p.to_start.insert(0, seed)  # removed before it started: start it again
             return
         else:
-            p.runs[seed] = _run_record(result, seed, trial_id)
+            p.runs[seed] = run_record(result, seed, trial_id)
             if not result.get("final"):
                 # Tune does not pass the result that made the scheduler stop the trial to
                 # on_trial_result; it is the pruned trial's last intermediate value
                 try:
-                    self._report(p, seed, result)
+                    report_value(p, seed, result)
                 except (LeaseLost, UpdateFinishedTrialError) as e:
                     self._refused(f"trial {p.trial.number}: report", e)
                 p.pruned = True
@@ -378,7 +314,7 @@ class CellSearcher(Searcher):
         if not p.live and not p.to_start and not self.lost:
             try:
                 self._tell(key, p)
-            except (LeaseLost, UpdateFinishedTrialError, _CannotTell) as e:
+            except (LeaseLost, UpdateFinishedTrialError, CannotTell) as e:
                 self._refused(f"{c.cs.cell.name} trial {p.trial.number}: tell", e)
                 if not self.lost:  # closed by someone else: forget the point, never hang
                     c.open_points -= 1
@@ -413,96 +349,16 @@ class CellSearcher(Searcher):
             error,
         )
 
-    def _tell(self, key: tuple[int, int], p: _Point) -> None:
+    def _tell(self, key: tuple[int, int], p: Point) -> None:
         c = self.cells[p.cell]
-        runs = [p.runs[s] for s in sorted(p.runs)]
-        if runs:
-            p.trial.set_user_attr("runs", runs)
-            for k, v in aggregate_runs(runs).items():
-                p.trial.set_user_attr(k, v)
-        study = c.cs.study
-        if p.failed:
-            # A FAIL point is queued again (asked in this launch unless the cell gave up on
-            # failures, else at the next): the grid counts it as visited and would never ask it
-            # again, and the law plan, which counts only finished runs, could move on and lose it.
-            # Queued before the FAIL is told: a driver killed between the two writes leaves the
-            # trial RUNNING, which reconcile closes without queueing the point twice.
-            again = self.spec.sampler.kind in ("grid", "law") and requeue_point(
-                study, p.trial.params
+        # A FAIL point is queued again (asked in this launch unless the cell gave up on failures,
+        # else at the next): the grid counts it as visited and would never ask it again, and the
+        # law plan, which counts only finished runs, could move on and lose it.
+        requeue = self.spec.sampler.kind in ("grid", "law")
+        if tell_point(c, p, requeue=requeue):
+            logger.info(
+                "%s trial %d failed; its point is queued again", c.cs.cell.name, p.trial.number
             )
-            _tell(study, p.trial, state=TrialState.FAIL)
-            c.failed += 1
-            c.failed_now += 1
-            if again:
-                c.grid_spent = False
-                logger.info(
-                    "%s trial %d failed; its point is queued again", c.cs.cell.name, p.trial.number
-                )
-        elif p.pruned:
-            _tell(study, p.trial, state=TrialState.PRUNED)
-            c.pruned += 1
-            c.finished += 1
-        else:
-            value = sum(float(r["loss"]) for r in runs) / len(runs)
-            _tell(study, p.trial, value)
-            c.complete += 1
-            c.finished += 1
-            diverged = any(r.get("diverged") for r in runs)  # (a bound on the range, not a best)
-            if not diverged and (c.best_loss is None or value < c.best_loss):
-                c.best_loss = value
-                c.best_lr = float(p.trial.params["lr"])
-                c.best_batch = int(p.trial.params["batch_size"])
         c.open_points -= 1
         self.points_told += 1
         del self.points[key]
-
-
-class _CannotTell(Exception):
-    """Optuna refuses to tell a trial that is no longer RUNNING (closed by another driver)."""
-
-
-def _tell(study: optuna.Study, trial: optuna.Trial, *args: Any, **kwargs: Any) -> None:
-    try:
-        study.tell(trial, *args, **kwargs)
-    except ValueError as e:
-        if "Cannot tell" in str(e):
-            raise _CannotTell(str(e)) from None
-        raise
-
-
-def _run_record(result: Mapping[str, Any], seed: int, ray_id: str) -> dict[str, Any]:
-    """The per-seed record kept in the trial's ``runs`` attribute (JSON-safe). ``node_ip`` and
-    ``pid``: where Ray ran it (Tune's own fields)."""
-    rec: dict[str, Any] = {"seed": seed, "ray_trial_id": ray_id}
-    for k in ("node_ip", "pid"):
-        if result.get(k) is not None:
-            rec[k] = result.get(k)
-    if result.get("final"):
-        for k in (
-            "val_loss",
-            "train_loss",
-            "init_loss",
-            "diverged",
-            "stopped",
-            "tokens",
-            "steps",
-            "wall_s",
-            "tokens_per_s",
-            "flops_per_s",
-            "grad_norm_mean",
-            "grad_norm_max",
-            "device",
-        ):
-            rec[k] = result.get(k)
-        rec["loss"] = result.get("val_loss")
-    else:  # stopped by the scheduler: its last intermediate validation loss
-        rec.update(
-            loss=result.get(METRIC),
-            diverged=False,
-            stopped=True,
-            tokens=result.get("tokens_seen"),
-            steps=result.get("step"),
-            wall_s=result.get("time_total_s"),
-            progress=result.get("progress"),
-        )
-    return rec

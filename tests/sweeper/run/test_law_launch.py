@@ -119,14 +119,14 @@ def test_law_point_that_fails_is_queued_before_its_fail_is_told_then_runs(
 ) -> None:
     """The plan counts only finished runs, so a failed point must be queued, or the plan may move
     on and lose it; queued before the FAIL is written, so no crash between the two loses it."""
-    from sweeper.run import searcher as searcher_mod
+    from sweeper.run import points as points_mod  # (where a finished point is told)
 
     spec = law("lawfail", budget=6)
     searcher = open_searcher(spec, sqlite_url, max_concurrent=1)
     first = searcher.suggest("first")
     lr = first["params"]["lr"]
     seen_at_fail: list[list[float]] = []
-    tell = searcher_mod._tell
+    tell = points_mod._tell
 
     def spy(study: optuna.Study, trial: optuna.Trial, *a: Any, **k: Any) -> None:
         if k.get("state") == TrialState.FAIL:
@@ -134,7 +134,7 @@ def test_law_point_that_fails_is_queued_before_its_fail_is_told_then_runs(
             seen_at_fail.append([t.system_attrs["fixed_params"]["lr"] for t in waiting])
         tell(study, trial, *a, **k)
 
-    monkeypatch.setattr(searcher_mod, "_tell", spy)
+    monkeypatch.setattr(points_mod, "_tell", spy)
     searcher.on_trial_complete("first", error=True)
     assert seen_at_fail == [[lr]]  # queued already when the FAIL was written
     again = searcher.suggest("again")
