@@ -307,7 +307,8 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         f"<h1>Sweeper report: {html.escape(inputs.sweep)}</h1>",
         f"<p class='muted'>{len(inputs.runs)} runs in {inputs.runs['cell'].nunique()} cells"
         f"{html.escape(_trained_on(inputs.runs))}; "
-        f"{sum(o.usable for o in inputs.optima)} cells usable for the fit.</p>",
+        f"{sum(o.usable for o in inputs.optima)} with an optimum of their own (the per-cell "
+        "estimate); the laws table says how many cells each law used.</p>",
     ]
     parts += [f"<div class='warn'>note: {html.escape(n)}</div>" for n in inputs.notes]
     if inputs.recipe:

@@ -120,6 +120,9 @@ def test_the_page_writes_no_python_literals_and_no_star_without_a_target(tmp_pat
     write_report(bare, tmp_path / "bare")
     page = (tmp_path / "bare" / "index.html").read_text()
     assert "The star" not in page
+    # "N cells usable for the fit" read as the surface's count, which uses cells the per-cell
+    # estimate leaves out (an optimum at the grid's edge)
+    assert "3 with an optimum of their own (the per-cell estimate); the laws table says" in page
     targeted = ReportInputs(
         sweep="s", runs=runs, optima=optima, laws=[law], recipe=recipe,
         target_scale={"n_params": 1e9},
