@@ -324,8 +324,11 @@ def _print_recipe(r: Recipe) -> None:
     t.add_row("time", _fmt_time(r.train_time_s), f"MFU {r.hardware.mfu:.0%}, {r.flops:.3g} FLOPs")
     if r.predicted_loss is not None:
         t.add_row("predicted loss", f"{r.predicted_loss:.4f}", "loss law")
+    from sweeper.recipe.doubts import ratios_text
+
     ext = "unknown" if r.extrapolation_factor is None else f"{r.extrapolation_factor:.3g}×"
-    t.add_row("extrapolation", ext, "target / largest proxy")
+    by = f" ({ratios_text(r.extrapolation)})" if r.extrapolation else ""
+    t.add_row("extrapolation", ext, f"target / largest proxy{by}")
     for role, p in r.provenance.items():
         fb = " (fallback)" if p.get("fallback") else ""
         t.add_row(f"{role} law", str(p.get("id") or p.get("source")), f"{p.get('method')}{fb}")

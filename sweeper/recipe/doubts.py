@@ -119,7 +119,7 @@ def extrapolation_summary(
     if not ext:
         return None, ext
     factor = max(ext.values())
-    detail = ", ".join(f"{k} {v:.3g}×" for k, v in sorted(ext.items()))
+    detail = ratios_text(ext)
     if factor >= VERY_FAR_FACTOR:
         warnings.append(
             f"very far extrapolation: {factor:.3g}× beyond the largest proxy ({detail}); at "
@@ -129,6 +129,20 @@ def extrapolation_summary(
     elif factor >= FAR_FACTOR:
         warnings.append(f"far extrapolation: {factor:.3g}× beyond the largest proxy ({detail})")
     return factor, ext
+
+
+def extrapolation_text(factor: float | None, ext: Mapping[str, float]) -> str:
+    """The extrapolation factor as the recipe's table and the exports' headers write it: the
+    largest ratio, then each predictor's (``tokens 3.05e+03×``), so that a law that does not model
+    N is seen not to count it ("unknown" when no law recorded a domain)."""
+    if factor is None:
+        return "unknown"
+    return f"{factor:.3g}× ({ratios_text(ext)})" if ext else f"{factor:.3g}×"
+
+
+def ratios_text(ext: Mapping[str, float]) -> str:
+    """Each predictor's extrapolation ratio, ``n_params 16×, tokens 1×``."""
+    return ", ".join(f"{k} {v:.3g}×" for k, v in sorted(ext.items()))
 
 
 def _below_warning(role: str, law: Law, predictor: str, value: float, lo: float) -> str:

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from sweeper.fitting.conventions import Conventions
+from sweeper.recipe.doubts import extrapolation_text
 from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import RECIPE_SCHEMA, RECIPE_SCHEMA_VERSION, Recipe
@@ -113,7 +114,7 @@ def header_lines(
     lines = _target_lines(r, fmt, fv) + _law_lines(r)
     if r.init_std_note:
         lines.append(f"init std {r.init_std:.4g}: {r.init_std_note}")
-    ext = "unknown" if r.extrapolation_factor is None else f"{r.extrapolation_factor:.3g}×"
+    ext = extrapolation_text(r.extrapolation_factor, r.extrapolation)
     lines.append(f"extrapolation factor (target / largest proxy): {ext}")
     lines += notes or []
     lines += [f"WARNING: {w}" for w in r.warnings]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -358,7 +359,10 @@ def test_header_carries_target_provenance_and_interval(recipe: Recipe, fmt: str)
     assert "source deepseek" in joined and "method published" in joined
     # DeepSeek's laws are published: the header says they have no interval (not [x, x])
     assert NO_INTERVAL in joined and "interval [" not in joined
-    assert "extrapolation factor" in joined
+    # the factor names the predictor it counts (DeepSeek's laws are on compute)
+    assert re.search(
+        r"extrapolation factor \(target / largest proxy\): \S+× \(flops \S+×\)", joined
+    )
     assert "the recipe's lr = the LR law's point estimate (lr_point)" in joined
     assert any("WARNING: very far extrapolation" in ln for ln in header)
     for m in cannot_carry(recipe, fmt):

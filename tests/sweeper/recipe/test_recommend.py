@@ -13,7 +13,7 @@ import pytest
 from sweeper.errors import TargetError
 from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION, Conventions
 from sweeper.fitting.laws import LossLaw, PowerLaw
-from sweeper.recipe.doubts import quality_warnings
+from sweeper.recipe.doubts import extrapolation_text, quality_warnings
 from sweeper.recipe.hardware import Hardware, round_global_batch
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.published import published_laws
@@ -350,8 +350,11 @@ def test_held_fixed_regime_warns_outside_and_names_the_measurement_batch() -> No
     assert "batch" in regime[0]
     fallback = next(w for w in far.warnings if "fallback" in w)
     assert "measured at a batch of 4.1e+03 tokens" in fallback
-    # the extrapolation factor still counts predictors only
+    # the extrapolation factor still counts predictors only, and its text says which
     assert set(far.extrapolation) == {"n_params"}
+    text = extrapolation_text(far.extrapolation_factor, far.extrapolation)
+    assert text == f"{far.extrapolation_factor:.3g}× (n_params {far.extrapolation_factor:.3g}×)"
+    assert extrapolation_text(None, {}) == "unknown"
     # a target inside the held regime earns no such warning
     near = recommend(
         {"lr": lr}, Target(width=128, depth=4, context=64, tokens=819200.0), global_batch=64
