@@ -29,8 +29,11 @@ POOR_LOG_ERROR: Final[float] = math.log(1.5)
 WIDE_INTERVAL: Final[float] = 4.0
 
 
-def quality_warnings(law: Law, role: str, interval: tuple[float, float]) -> list[str]:
-    """Warnings when ``law`` is poorly constrained (published laws carry no uncertainty)."""
+def quality_warnings(
+    law: Law, role: str, interval: tuple[float, float], level: float = 0.95
+) -> list[str]:
+    """Warnings when ``law`` is poorly constrained (published laws carry no uncertainty);
+    ``interval`` is the prediction's at the target, at confidence ``level``."""
     out: list[str] = []
     name = f"{role} law ({law_label(law)})"
     if law.method == "published" or isinstance(law, KaplanLRLaw):
@@ -42,7 +45,9 @@ def quality_warnings(law: Law, role: str, interval: tuple[float, float]) -> list
             out.append(f"{name} {what} error is ±{math.expm1(err):.0%} (poorly constrained)")
     lo, hi = interval
     if lo > 0 and hi / lo > WIDE_INTERVAL:
-        out.append(f"{name} 95% interval {_span(hi / lo)} at the target (poorly constrained)")
+        out.append(
+            f"{name} {level:.0%} interval {_span(hi / lo)} at the target (poorly constrained)"
+        )
     for p, (clo, chi) in law.exponents_ci.items():
         b = law.exponents.get(p, 0.0)
         if (clo < 0 < chi and b != 0.0) or chi - clo > 0.5:

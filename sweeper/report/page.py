@@ -172,19 +172,19 @@ def _transfer_html(t: Mapping[str, Any]) -> list[str]:
     return [f"<p>{html.escape(head + '.')}</p>", _table(rows)]
 
 
-def _interval_text(iv: Mapping[str, Any], of_the_law: bool) -> str:
+def _interval_text(iv: Mapping[str, Any], of_the_law: bool, level: float) -> str:
     """A recipe value with its interval in words, for the page (the terminal and the export
     headers write ``[low, high]``: :meth:`Interval.text <sweeper.recipe.recipe.Interval.text>`);
     degenerate as :attr:`Interval.degenerate` says. The batch's value is the batch used (whole
     sequences), its interval the law's, which can leave the value outside it; a published law
-    has none (low = high)."""
+    has none (low = high). ``level``: the recipe's confidence level."""
     from sweeper.recipe.recipe import Interval
 
     it = Interval(float(iv["value"]), float(iv["low"]), float(iv["high"]))
     if it.degenerate:
         return f"{_fmt(it.value)} (no interval)"
     law = " of the law" if of_the_law else ""
-    return f"{_fmt(it.value)} (95% interval {_fmt(it.low)} to {_fmt(it.high)}{law})"
+    return f"{_fmt(it.value)} ({level:.0%} interval {_fmt(it.low)} to {_fmt(it.high)}{law})"
 
 
 def _fmt(v: Any) -> str:
@@ -321,9 +321,10 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
             if (k != "warnings" and not isinstance(v, Mapping | list))
             or k in ("lr", "batch_tokens")
         }
+        level = float(inputs.recipe.get("level") or 0.95)
         for k in ("lr", "batch_tokens"):
             if isinstance(shown.get(k), Mapping):
-                shown[k] = _interval_text(shown[k], of_the_law=k == "batch_tokens")
+                shown[k] = _interval_text(shown[k], of_the_law=k == "batch_tokens", level=level)
         parts.append(_kv_table(shown))
     if inputs.transfer:
         parts.append("<h2>Transfer check (held-out cell)</h2>")

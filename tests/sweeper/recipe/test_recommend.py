@@ -260,6 +260,11 @@ def test_a_very_wide_or_unbounded_interval_is_said_readably() -> None:
         law, "lr", (1.0, 14.0)))  # fmt: skip
     inf = quality_warnings(law, "lr", (1e-3, math.inf))
     assert any("95% interval is unbounded at the target" in w for w in inf), inf
+    # the level the interval was computed at, not always 95%
+    at80 = quality_warnings(law, "lr", (1.0, 14.0), level=0.8)
+    assert any("80% interval spans 14×" in w for w in at80), at80
+    r = recommend({"lr": law}, Target(n_params=1e9, tokens=2e10), level=0.8)
+    assert r.level == 0.8 and not any("95% interval" in w for w in r.warnings)
 
 
 def test_mup_recipe_records_base_width() -> None:

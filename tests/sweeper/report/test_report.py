@@ -98,12 +98,15 @@ def test_the_recipe_shows_its_intervals_in_words() -> None:
     are."""
     from sweeper.report.page import _interval_text
 
-    lr = _interval_text({"value": 2.654e-4, "low": 4.359e-5, "high": 2.792e-3}, of_the_law=False)
+    iv = {"value": 2.654e-4, "low": 4.359e-5, "high": 2.792e-3}
+    lr = _interval_text(iv, of_the_law=False, level=0.95)
     assert lr == "0.0002654 (95% interval 4.359e-05 to 0.002792)"
+    # the recipe's own level, not always 95% (recommend(level=0.8) through the API)
+    assert "(80% interval 4.359e-05" in _interval_text(iv, of_the_law=False, level=0.8)
     batch = {"value": 393216.0, "low": 441900.0, "high": 441900.0}
-    assert _interval_text(batch, of_the_law=True) == "3.932e+05 (no interval)"
-    fitted = _interval_text({"value": 4096.0, "low": 1397.0, "high": 6247.0}, of_the_law=True)
-    assert fitted.endswith("of the law)")
+    assert _interval_text(batch, of_the_law=True, level=0.95) == "3.932e+05 (no interval)"
+    fitted = {"value": 4096.0, "low": 1397.0, "high": 6247.0}
+    assert _interval_text(fitted, of_the_law=True, level=0.95).endswith("of the law)")
 
 
 def test_the_page_writes_no_python_literals_and_no_star_without_a_target(tmp_path: Path) -> None:
