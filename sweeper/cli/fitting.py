@@ -528,7 +528,7 @@ def _print_comparison(
                 if r.low != r.high:
                     s += f" {_ci((r.low, r.high), 2)}"
                 if r.extrapolation > 1.5:
-                    s += f" (×{r.extrapolation:.3g} out)"
+                    s += f" (×{r.extrapolation:.3g} {r.side})"
                 cells.append(s)
                 if r.note:
                     notes.add(f"{lab}: {r.note}")

@@ -171,7 +171,8 @@ def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
     ``points`` has the columns of :func:`cell_points` / :func:`target_point`. Returns one row per
     (point, law): point, law (label), source, target, value, low, high (the law's interval; equal to
     value for published laws), measured, ratio (value / measured), extrapolation (largest factor
-    beyond the law's fitted domain, 1 inside it), note.
+    beyond the law's domain, above or below it, 1 inside it), side ("above", "below" or "" inside
+    the domain), note.
     """
     rows: list[dict[str, Any]] = []
     for law in laws:
@@ -182,11 +183,11 @@ def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
             scale, note = _scale_for(law, p)
             measured = float(p.get(f"measured_{law.target}", np.nan))
             value = low = high = extrap = np.nan
+            side = ""
             if scale is not None:
                 value = law.predict(scale)
                 low, high = law.interval(scale)
-                factors = law.extrapolation(scale)
-                extrap = max([1.0, *factors.values()])
+                extrap, side = _outside_domain(law, scale)
             rows.append(
                 {
                     "point": p["point"],
@@ -199,11 +200,27 @@ def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
                     "measured": measured,
                     "ratio": value / measured if measured > 0 else np.nan,
                     "extrapolation": extrap,
+                    "side": side,
                     "note": note,
                 }
             )
     cols = ["point", "law", "source", "target", "value", "low", "high", "measured", "ratio"]
-    return pd.DataFrame(rows, columns=[*cols, "extrapolation", "note"])
+    return pd.DataFrame(rows, columns=[*cols, "extrapolation", "side", "note"])
+
+
+def _outside_domain(law: Law, scale: Mapping[str, float]) -> tuple[float, str]:
+    """How far ``scale`` lies outside the law's domain: the largest factor beyond either edge
+    over the predictors (1 inside it), and on which side ("above", "below", "" inside). A
+    published law at a tiny proxy is extrapolated downward, as far as a big target upward."""
+    worst, side = 1.0, ""
+    for p, (lo, hi) in law.domain.items():
+        v = scale.get(p)
+        if v is None or not v > 0:
+            continue
+        for f, s in ((v / hi if hi > 0 else 1.0, "above"), (lo / v if lo > 0 else 1.0, "below")):
+            if f > worst:
+                worst, side = f, s
+    return worst, side
 
 
 def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.DataFrame:

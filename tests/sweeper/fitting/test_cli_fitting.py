@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -354,3 +355,25 @@ def test_compare_and_recommend_count_target_flops_alike() -> None:
         assert row["value"] == pytest.approx(r.lr.value, rel=1e-12)
         assert tp["flops"].iloc[0] == pytest.approx(r.flops, rel=1e-12)
         assert (row["note"] == "") == bool(shape)
+
+
+def test_compare_marks_points_below_a_law_domain_too(sweep: str, sqlite_url: str, cli) -> None:
+    """A tiny proxy is as far outside Step Law's domain (N 6e7-1.07e9, D 2e9-1e11) as a huge
+    target is: compare marked only points above a domain, so the published law's values at the
+    cells read as if measured there."""
+    from sweeper.recipe.compare import compare_laws, target_point
+    from sweeper.recipe.published import published_laws
+
+    lr = published_laws("steplaw")["lr"]
+    points = pd.concat(
+        [target_point(n_params=1e5, tokens=1e8), target_point(n_params=2e8, tokens=1e10)]
+    )
+    below, inside = compare_laws([lr], points).to_dict("records")
+    assert below["side"] == "below" and below["extrapolation"] == pytest.approx(6e7 / 1e5)
+    assert inside["side"] == "" and inside["extrapolation"] == 1.0
+    far = compare_laws([lr], target_point(n_params=1e11, tokens=1e10)).iloc[0]
+    assert far["side"] == "above" and far["extrapolation"] == pytest.approx(1e11 / 1.07e9)
+    assert cli("fit", sweep, "--bootstrap", "0", "--storage", sqlite_url)[0] == 0
+    code, out, err = cli("compare", sweep, "--storage", sqlite_url)
+    assert code == 0, err
+    assert re.search(r"\(×\S+ below\)", out), out
