@@ -113,7 +113,16 @@ def _log_design(
             f"need at least {need} usable cells to fit {target} on {', '.join(preds)}, got {n}"
             + (f"; left out {why}{more}" if why else "")
         )
-    lx = np.log(used[list(preds)].to_numpy(dtype=float))
+    lx = check_predictor_design(used, preds)
+    return lx, np.log(used[target].to_numpy(dtype=float))
+
+
+def check_predictor_design(cells: pd.DataFrame, preds: tuple[str, ...]) -> np.ndarray:
+    """The log predictors of the usable ``cells`` (one row each), refused (FitError) when one
+    does not vary or they are collinear: the law's exponents would not be determined. One rule
+    for the per-cell fits and the surface fit."""
+    n = len(cells)
+    lx = np.log(cells[list(preds)].to_numpy(dtype=float))
     for j, p in enumerate(preds):
         if np.ptp(lx[:, j]) < 1e-9:
             raise FitError(
@@ -125,7 +134,7 @@ def _log_design(
             f"predictors {', '.join(preds)} are collinear across the usable cells "
             "(one is a power of the others): fit with fewer predictors"
         )
-    return lx, np.log(used[target].to_numpy(dtype=float))
+    return lx
 
 
 def _round(v: float) -> float:

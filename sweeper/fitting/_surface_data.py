@@ -13,6 +13,7 @@ import pandas as pd
 
 from sweeper.errors import FitError
 from sweeper.fitting import _surface_model as sm
+from sweeper.fitting._law_steps import check_predictor_design
 from sweeper.fitting.laws import PREDICTORS
 from sweeper.study.runs import normalize_runs
 
@@ -430,18 +431,7 @@ def _check_cells(
         raise FitError(
             f"need at least {need} usable cells to fit {target} on {', '.join(preds)}, got {n}{why}"
         )
-    lx = np.log(frame[list(preds)].to_numpy(dtype=float))
-    for j, p in enumerate(preds):
-        if np.ptp(lx[:, j]) < 1e-9:
-            raise FitError(
-                f"predictor {p!r} does not vary across the {n} usable cells "
-                f"(all {np.exp(lx[0, j]):.4g}); drop it from the predictors"
-            )
-    if len(preds) > 1 and np.linalg.matrix_rank(lx - lx.mean(axis=0), tol=1e-6) < len(preds):
-        raise FitError(
-            f"predictors {', '.join(preds)} are collinear across the usable cells: "
-            "fit with fewer predictors"
-        )
+    check_predictor_design(frame, preds)
 
 
 def _grid_step(df: pd.DataFrame) -> float:

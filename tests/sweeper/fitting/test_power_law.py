@@ -358,3 +358,17 @@ def test_held_ranges_skip_what_the_law_models(optima: list, runs: pd.DataFrame) 
     assert sorted(b.conventions.held) == ["n_params", "tokens_per_param"]
     band = fit_band_law(runs, predictors=("n_params",), n_boot=0)
     assert "tokens" in band.conventions.held and band.conventions.held_text
+
+
+def test_the_surface_fit_refuses_an_undetermined_design_as_the_per_cell_fit_does() -> None:
+    """One rule (``check_predictor_design``) for both fits: a predictor that does not vary, or
+    predictors that are powers of each other, leave the exponents undetermined."""
+    from sweeper.fitting import synthetic_sweep
+    from sweeper.fitting.surface import fit_surface
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7, 6.4e7), tokens=(2e8,), seed=1)
+    with pytest.raises(FitError, match="predictor 'tokens' does not vary across the 4 usable"):
+        fit_surface(runs, predictors=("n_params", "tokens"), n_boot=0, cv=False)
+    runs["flops"] = 6 * runs["n_params"] * runs["tokens"]
+    with pytest.raises(FitError, match="collinear across the usable cells"):
+        fit_surface(runs, predictors=("n_params", "flops"), n_boot=0, cv=False)
