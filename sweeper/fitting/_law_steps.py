@@ -158,7 +158,7 @@ def _resid_std(resid: np.ndarray, k: int) -> float:
     return float(np.sqrt(np.sum(resid**2) / dof)) if dof > 0 else 0.0
 
 
-def _doubts(fit: _Fit, n_cells: int, preds: tuple[str, ...]) -> list[str]:
+def _doubts(fit: _Fit, n_cells: int) -> list[str]:
     msgs = []
     if n_cells < 5:
         msgs.append(

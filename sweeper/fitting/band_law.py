@@ -82,7 +82,7 @@ def fit_band_law(
         raise FitError(f"near-optimal runs without a positive {target} value")
     fit = _fit_runs(lx, y, idx, cell_lx, cell_y, n_boot=n_boot, seed=seed, level=level)
     notes = [f"left out {c}: {r}" for c, r in left_out]
-    notes += _doubts(fit, len(cells), preds)
+    notes += _doubts(fit, len(cells))
     return _make_law(
         fit,
         target=target,

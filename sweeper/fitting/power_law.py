@@ -114,7 +114,7 @@ def fit_power_law(
     fit = _fit_cells(lx, y, w, huber=huber, n_boot=n_boot, seed=seed, level=level)
     method = str(used["method"].iloc[0]) if "method" in used else "optima"
     notes = [f"left out {c}: {r}" for c, r in left_out]
-    notes += _doubts(fit, n, preds)
+    notes += _doubts(fit, n)
     if fit.interval.startswith("t interval"):
         notes.append(f"intervals: {fit.interval} (too few cells to resample them)")
     return _make_law(

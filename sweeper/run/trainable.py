@@ -103,7 +103,7 @@ def train_once(config: Mapping[str, Any]) -> dict[str, Any]:
         raise TrialError(f"{where}: {type(e).__name__}: {e}\n{tb}") from e
 
 
-def _tune_reporter(total_steps: int, eval_every: int) -> Callable[[int, int, float], bool]:
+def _tune_reporter(total_steps: int) -> Callable[[int, int, float], bool]:
     from ray import tune
 
     def send(step: int, tokens: int, loss: float) -> bool:
@@ -135,7 +135,7 @@ def _run_builtin(
     data = _load_data(config["data"], cfg.vocab_size)
     report = None
     if eval_every:
-        send = _tune_reporter(total_steps, eval_every)
+        send = _tune_reporter(total_steps)
 
         def report(step: int, metrics: dict[str, float]) -> bool:
             if metrics.get("final") or not _periodic(step, eval_every, total_steps):
@@ -198,7 +198,7 @@ def _run_function(
     eval_every = config.get("eval_every")
     forward = None
     if eval_every:
-        send = _tune_reporter(total_steps, eval_every)
+        send = _tune_reporter(total_steps)
         every_tokens = eval_every * hp.batch_size * cfg.context
         state = {"next": every_tokens}
 
