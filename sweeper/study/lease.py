@@ -293,9 +293,12 @@ class HeldLease:
     :meth:`fence` for the launch's writes. ``on_lost`` callbacks run once, from the thread that
     notices the loss."""
 
-    def __init__(self, lease: Lease, url: str | None) -> None:
+    def __init__(self, lease: Lease, url: str | None, stale_after_s: float = STALE_AFTER_S) -> None:
         self.lease = lease
         self.url = url
+        #: how long the storage may be unreachable before the holder gives up (the heartbeat's
+        #: rule, which the launch's own writes follow: :class:`~sweeper.study.sweep.FencedStorage`)
+        self.stale_after_s = stale_after_s
         self.lost = threading.Event()
         self.why = ""
         self._callbacks: list[Callable[[str], None]] = []
@@ -364,7 +367,8 @@ def sweep_lease(
     """Hold the lease on ``sweep`` for the ``with`` block, renewing it from a daemon thread. The
     thread marks it lost when another driver took it, or when it could not renew for
     ``stale_after_s``."""
-    held = HeldLease(acquire(sweep, url, takeover=takeover, stale_after_s=stale_after_s), url)
+    lease = acquire(sweep, url, takeover=takeover, stale_after_s=stale_after_s)
+    held = HeldLease(lease, url, stale_after_s)
     stop = threading.Event()
 
     def beat() -> None:

@@ -18,9 +18,11 @@ This module imports Optuna, SQLAlchemy and pandas (no ray, no torch).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,7 @@ from optuna.trial import TrialState
 from sweeper.errors import StorageError, StudyError
 from sweeper.study import storage as st
 from sweeper.study.ladder import Cell, cells
-from sweeper.study.lease import HeldLease, LeaseLost
+from sweeper.study.lease import HEARTBEAT_S, HeldLease, LeaseLost
 from sweeper.study.samplers import cell_key, make_sampler
 from sweeper.study.spec import StudySpec, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
@@ -145,6 +147,84 @@ class FencedStorage(RDBStorage):
     def close(self) -> None:
         self.scoped_session.remove()
         self.engine.dispose()
+
+    def _retrying(self, what: str, call: Callable[[], Any]) -> Any:
+        """``call()``, retried while the database is unreachable (a lost connection, logins
+        refused), for as long as the lease's heartbeat tolerates it (``stale_after_s``); then
+        the lease is given up as the heartbeat gives it up (:class:`LeaseLost`: the launch stops
+        its trials and exits with the reason) instead of a crash in the middle of a tell. Any
+        other error is raised at once. A write whose commit reached the database but whose
+        answer was lost is tried again: a second tell of a finished trial is refused by Optuna
+        (the searcher forgets the point), a second ask leaves one more RUNNING trial, closed at
+        the next launch."""
+        held, waited, pause = self._held, 0.0, 0.5
+        while True:
+            try:
+                return call()
+            except optuna.exceptions.StorageInternalError as e:
+                if not _unreachable(e) or held.lost.is_set():
+                    if held.lost.is_set():
+                        raise LeaseLost(held.why) from None
+                    raise
+                if waited >= held.stale_after_s:
+                    held.mark_lost(
+                        f"sweep {held.sweep!r}: the storage was unreachable for {waited:.0f} s "
+                        f"({what}); another driver may have taken it over"
+                    )
+                    raise LeaseLost(held.why) from None
+                if waited == 0.0:
+                    logger.warning(
+                        "sweep %s: the storage is unreachable (%s: %s); retrying for up to %.0f s",
+                        held.sweep,
+                        what,
+                        st.redact(_first_line(e.__cause__)),
+                        held.stale_after_s,
+                    )
+                time.sleep(pause)
+                waited += pause
+                pause = min(2 * pause, HEARTBEAT_S / 3)
+
+
+def _unreachable(e: BaseException) -> bool:
+    """Whether a storage error is the database being out of reach (its connection lost, or
+    refused), not a bad write."""
+    cause = e.__cause__
+    if isinstance(cause, sa.exc.DBAPIError) and cause.connection_invalidated:
+        return True
+    return isinstance(cause, sa.exc.OperationalError | sa.exc.InterfaceError)
+
+
+def _first_line(e: BaseException | None) -> str:
+    text = str(e) if e is not None else ""
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _retried(name: str) -> Callable[..., Any]:
+    base = getattr(RDBStorage, name)
+
+    @functools.wraps(base)
+    def call(self: FencedStorage, *args: Any, **kwargs: Any) -> Any:
+        return self._retrying(name, lambda: base(self, *args, **kwargs))
+
+    return call
+
+
+#: the storage calls a launch makes through Optuna (every write, and the reads of its tells)
+for _name in (
+    "create_new_trial",
+    "set_trial_param",
+    "set_trial_state_values",
+    "set_trial_intermediate_value",
+    "set_trial_user_attr",
+    "set_trial_system_attr",
+    "set_study_user_attr",
+    "set_study_system_attr",
+    "get_trial",
+    "get_all_trials",
+    "get_study_id_from_name",
+    "get_trial_id_from_study_id_trial_number",
+):
+    setattr(FencedStorage, _name, _retried(_name))
 
 
 # ---- the sweep row -----------------------------------------------------------------------------

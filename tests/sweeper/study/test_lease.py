@@ -383,3 +383,110 @@ def test_the_heartbeat_notices_a_takeover_and_calls_back(sqlite_url: str) -> Non
             time.sleep(0.05)
         assert seen and "taken over by driver" in seen[0] and "(epoch 2)" in seen[0]
     assert holder("hb", sqlite_url).owner == b.owner  # type: ignore[union-attr]  # not released
+
+
+# ---- a database outage: the launch's writes wait it out as the heartbeat does ------------------
+def _outage(url: str, seconds: float) -> threading.Thread:
+    """Refuse logins to ``url``'s database and end its connections, for ``seconds``."""
+    u = sa.engine.make_url(url)
+    admin = sa.create_engine(u.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    db = u.database
+
+    def flip(allow: bool) -> None:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS {str(allow).lower()}'))
+            if not allow:
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :db AND pid <> pg_backend_pid()"
+                    ),
+                    {"db": db},
+                )
+
+    flip(False)
+
+    def restore() -> None:
+        time.sleep(seconds)
+        flip(True)
+        admin.dispose()
+
+    t = threading.Thread(target=restore, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.postgres
+def test_a_write_waits_out_a_short_database_outage(
+    postgres_url: str, sweep_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The heartbeat tolerated 2 minutes without the database, but a tell in that window crashed
+    the driver (``internal error: StorageInternalError``, the run lost): the launch's writes now
+    wait as long as the heartbeat does."""
+    from sweeper.study.lease import HeldLease
+    from sweeper.study.space import distributions
+    from sweeper.study.spec import parse_study_toml
+    from sweeper.study.sweep import FencedStorage, open_sweep
+
+    spec = parse_study_toml(FENCED.replace('name = "fenced"', f'name = "{sweep_name}"'))
+    held = HeldLease(acquire(sweep_name, postgres_url), postgres_url)
+    storage = FencedStorage(postgres_url, held)
+    (cs,) = open_sweep(spec, postgres_url, storage=storage, held=held)
+    trial = cs.study.ask(distributions(spec.search))
+    back = _outage(postgres_url, 3.0)
+    t0 = time.monotonic()
+    trial.set_user_attr("runs", [{"seed": 0, "loss": 3.0}])
+    cs.study.tell(trial, 3.0)
+    assert time.monotonic() - t0 > 2.0 and not held.lost.is_set()
+    assert "the storage is unreachable (set_trial_user_attr" in caplog.text
+    back.join()
+    stored = cs.study.trials[0]
+    assert stored.value == 3.0 and stored.user_attrs["runs"] == [{"seed": 0, "loss": 3.0}]
+    storage.close()
+    release(held.lease, postgres_url)
+
+
+def test_a_write_gives_the_lease_up_when_the_outage_outlasts_it(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``stale_after_s`` the driver gives its lease up, as the heartbeat would (another
+    driver may have taken over): LeaseLost, which stops the launch with the reason."""
+    import optuna
+    from optuna.storages import RDBStorage
+
+    from sweeper.study.lease import HeldLease, LeaseLost
+    from sweeper.study.sweep import FencedStorage
+
+    held = HeldLease(acquire("out", sqlite_url), sqlite_url, stale_after_s=1.0)
+    storage = FencedStorage(sqlite_url, held)
+    calls: list[str] = []
+
+    def down(self: RDBStorage, *args: object) -> None:
+        calls.append("try")
+        try:
+            raise sa.exc.OperationalError("UPDATE", {}, Exception("connection refused"))
+        except sa.exc.OperationalError as e:
+            raise optuna.exceptions.StorageInternalError("commit failed") from e
+
+    monkeypatch.setattr(RDBStorage, "set_trial_user_attr", down)
+    monkeypatch.setattr(FencedStorage, "set_trial_user_attr", _rewrapped("set_trial_user_attr"))
+    with pytest.raises(LeaseLost, match="the storage was unreachable for 2 s"):
+        storage.set_trial_user_attr(1, "runs", [])
+    assert held.lost.is_set() and len(calls) == 3  # at 0, 0.5 and 1.5 s
+
+    # a bad write (not the connection) is raised at once, not retried
+    def bad(self: RDBStorage, *args: object) -> None:
+        raise optuna.exceptions.StorageInternalError("too long")
+
+    fresh = HeldLease(acquire("bad", sqlite_url), sqlite_url)
+    monkeypatch.setattr(RDBStorage, "set_trial_user_attr", bad)
+    monkeypatch.setattr(FencedStorage, "set_trial_user_attr", _rewrapped("set_trial_user_attr"))
+    with pytest.raises(optuna.exceptions.StorageInternalError, match="too long"):
+        FencedStorage(sqlite_url, fresh).set_trial_user_attr(1, "runs", [])
+    storage.close()
+
+
+def _rewrapped(name: str) -> object:
+    from sweeper.study import sweep
+
+    return sweep._retried(name)
