@@ -15,6 +15,7 @@ from sweeper.errors import FitError
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._law_steps import check_predictor_design
 from sweeper.fitting.laws import PREDICTORS
+from sweeper.fitting.methods import EDGE_NOTE
 from sweeper.study.runs import normalize_runs
 
 #: searched columns the surface does not model (see :mod:`sweeper.fitting.surface`)
@@ -113,10 +114,7 @@ def prepare(
     if left:
         notes.append("left out " + "; ".join(left))
     if on_edge := [f"{c} ({edges[c]})" for c in usable if c in edges]:
-        notes.append(
-            "best run on the edge of its LR range, the optimum there rests on the curve's shape "
-            "from the other cells: " + "; ".join(on_edge)
-        )
+        notes.append(f"{EDGE_NOTE}: " + "; ".join(on_edge))
     bound_frame = cell_frame.loc[bound]
     cell_frame = cell_frame.loc[usable]
     in_usable = df["cell"].isin(usable)

@@ -12,6 +12,7 @@ from scipy.optimize import OptimizeResult
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import widen_samples
 from sweeper.fitting._surface_data import Bound, Data
+from sweeper.fitting.methods import SURFACE_UNCONVERGED
 
 #: at most this many parameter draws are stored in a law
 MAX_DRAWS = 1000
@@ -77,7 +78,7 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
         p0[lay.slices["d"]] = sm.gls(w_hat, v_w, xb1, tau_b)
     law = sm.solve(p0, lay, r)
     if not law.success:
-        notes.append(f"the surface fit did not converge ({law.message})")
+        notes.append(f"{SURFACE_UNCONVERGED} ({law.message})")
     p_hat = law.x
     tmat, t0, names = _theta_map(lay, data, mu, mub)
     theta = tmat @ p_hat[: tmat.shape[1]] + t0

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -32,7 +32,14 @@ from sweeper.fitting._common import FitWarning
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import Law
 from sweeper.fitting.loss_law import fit_loss_law
-from sweeper.fitting.methods import DEFAULT_METHOD, FIT_METHODS, METHOD_HELP, SURFACE_SETTINGS
+from sweeper.fitting.methods import (
+    DEFAULT_METHOD,
+    EDGE_NOTE,
+    FIT_METHODS,
+    METHOD_HELP,
+    SURFACE_SETTINGS,
+    SURFACE_UNCONVERGED,
+)
 from sweeper.fitting.optimum import CellOptimum, estimate_optima
 from sweeper.fitting.power_law import fit_band_law, fit_power_law
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
@@ -196,6 +203,7 @@ def _fit_surface(
             window=settings.window,
             shape_scaling=settings.shape_scaling,
         )
+    _refuse_unconverged(fitted.values())
     if opt.surface != "standard":
         note = f"surface settings: {opt.surface}"
         fitted = {t: replace(law, notes=(*law.notes, note)) for t, law in fitted.items()}
@@ -207,6 +215,26 @@ def _fit_surface(
     caught = [str(x.message) for x in w if issubclass(x.category, FitWarning)]
     doubts = tuple(m for m in dict.fromkeys(caught) if m not in shown)
     return FitOutcome(laws=laws, skipped=skipped, warnings=doubts)
+
+
+def _refuse_unconverged(laws: Iterable[Law]) -> None:
+    """A surface law whose fit did not converge is no law: its exponents and intervals are
+    wherever the optimizer stopped (an exponent of +86 [−858, +1256], a cell optimum at 1.8e30
+    were stored, and recommended from). Refused with what usually causes it."""
+    notes = [n for law in laws for n in getattr(law, "notes", ())]
+    stopped = next((n for n in notes if n.startswith(SURFACE_UNCONVERGED)), None)
+    if stopped is None:
+        return
+    edge = next((n for n in notes if n.startswith(EDGE_NOTE)), None)
+    cause = ""
+    if edge:
+        cells = edge.split(": ", 1)[-1]
+        whose = "have their best runs" if ";" in cells else "has its best run"
+        cause = f"; {cells} {whose} on the edge of the LR range: widen the range there"
+    raise FitError(
+        f"{stopped}: no law is stored (its exponents would be wherever the fit stopped){cause}"
+        + ("" if edge else "; add cells or seeds where the loss-vs-LR curves are flat or noisy")
+    )
 
 
 def check_method(method: str) -> None:

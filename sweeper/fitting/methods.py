@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DEFAULT_METHOD", "FIT_METHODS", "METHOD_HELP", "SURFACE_HELP", "SURFACE_SETTINGS"]
+__all__ = [
+    "DEFAULT_METHOD",
+    "EDGE_NOTE",
+    "FIT_METHODS",
+    "METHOD_HELP",
+    "SURFACE_HELP",
+    "SURFACE_SETTINGS",
+    "SURFACE_UNCONVERGED",
+]
 
 FIT_METHODS: Final[tuple[str, ...]] = ("parabola", "band", "surface")
 #: the method used when none is named (CLI, Python API, report, validate-transfer, diff)
@@ -26,4 +34,13 @@ SURFACE_HELP: Final[str] = (
     "all-runs: every run; planner: every run, one "
     "width for all cells, cells from 3 runs (the law sampler's own fit). Default: planner "
     'for a study with [sampler] kind = "law", else standard'
+)
+
+#: how a surface law's notes begin when its fit did not converge (the law planner's stopping rule
+#: and ``sweeper fit``'s refusal read it) ...
+SURFACE_UNCONVERGED: Final[str] = "the surface fit did not converge"
+#: ... and when a usable cell's best run sits on the edge of its LR range (then its cells follow)
+EDGE_NOTE: Final[str] = (
+    "best run on the edge of its LR range, the optimum there rests on the curve's shape from the "
+    "other cells"
 )

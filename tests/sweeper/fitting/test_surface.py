@@ -515,3 +515,26 @@ def test_a_laws_repr_leaves_out_its_draws() -> None:
         law = fit_surface(runs, predictors=("n_params",), n_boot=40)
     assert len(law.boot_coefs) > 2 and len(repr(law)) < 4000, len(repr(law))
     assert "boot_coefs" not in repr(law) and "shape_draws" not in repr(law)
+
+
+def test_a_surface_fit_that_did_not_converge_is_refused_not_stored() -> None:
+    """docs/data/muon_hi.csv (Muon's high-LR half: three of four cells with their best run on an
+    edge) stops at the optimizer's evaluation limit. Stored, such a law read N^+86 [−858, +1256]
+    and recommended an LR of 2.7e64; ``sweeper fit`` now refuses it and names the edge cells."""
+    from pathlib import Path
+
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
+
+    path = Path(__file__).resolve().parents[3] / "docs" / "data" / "muon_hi.csv"
+    runs = pd.read_csv(path)
+    assert any(
+        n.startswith("the surface fit did not converge")
+        for n in fit_surface(runs, n_boot=0, cv=False).notes
+    )
+    with pytest.raises(FitError) as e:
+        fit_runs(runs, conventions=Conventions(), source="mh", options=FitOptions(n_boot=0))
+    msg = str(e.value)
+    assert "did not converge" in msg and "no law is stored" in msg
+    assert "w16-d2-t819k (top)" in msg and "have their best runs on the edge" in msg
+    assert msg.endswith("widen the range there")
