@@ -192,6 +192,15 @@ def cmd_launch(args: argparse.Namespace) -> int:
         )
     if s.plan_stop:
         print(f"  the law sampler's plan stopped: {s.plan_stop}")
+    if s.interrupted:
+        short = [c.cell for c in s.cells if not c.done]
+        print(
+            f"sweeper: interrupted ({s.interrupted})"
+            + (f": {len(short)} cell(s) short of their target" if short else "")
+            + "; relaunch to resume (the runs it stopped run again)",
+            file=sys.stderr,
+        )
+        return 128 + (15 if s.interrupted == "SIGTERM" else 2)
     if not s.done:
         short = [c.cell for c in s.cells if not c.done]
         print(
@@ -250,6 +259,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_imported(status)
         return 0
     print(f"sweep {status['sweep']}" + _driver_text(status["driver"]))
+    driven = bool(status["driver"]) and status["driver"].get("alive") is not False
+    running = "running" if driven else "left RUNNING (no driver: the next launch runs them again)"
     for c in status["cells"]:
         print(
             "  "
@@ -263,7 +274,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 c["best_lr"],
                 c["best_batch_size"],
             )
-            + (f", {c['running']} running" if c["running"] else "")
+            + (f", {c['running']} {running}" if c["running"] else "")
         )
     return 0
 

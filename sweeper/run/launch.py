@@ -36,6 +36,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -99,6 +100,8 @@ class LaunchSummary:
     max_concurrent: int
     #: why a law-sampler study's plan stopped ("" for other samplers, or while it goes on)
     plan_stop: str = ""
+    #: the signal that stopped the launch ("SIGINT", "SIGTERM"; "" when it was not interrupted)
+    interrupted: str = ""
 
     @property
     def done(self) -> bool:
@@ -145,19 +148,62 @@ def _error_line(trial: Any) -> str:
 
 
 class _LeaseStopper(tune.Stopper):
-    """Stops every trial once the launch's lease is lost (Tune checks ``stop_all`` each step)."""
+    """Stops every trial once the launch stops: its lease lost, or the driver interrupted (Tune
+    checks ``stop_all`` each step)."""
 
-    def __init__(self, held: HeldLease) -> None:
-        self.held: HeldLease | None = held
+    def __init__(self, searcher: CellSearcher) -> None:
+        self.searcher: CellSearcher | None = searcher
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's state, never restored
-        return {"held": None}
+        return {"searcher": None}
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return False
 
     def stop_all(self) -> bool:
-        return self.held is not None and self.held.lost.is_set()
+        return self.searcher is not None and self.searcher.lost
+
+
+@contextlib.contextmanager
+def _interruptible(searcher: CellSearcher) -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM (``timeout``, Slurm, Kubernetes) during the Tune run stop it
+    cleanly: no new trial, the running ones stopped and left RUNNING for the next launch to close
+    and run again (as after a kill), the lease released, and the summary says it was interrupted.
+    A second signal stops at once. Tune's own SIGINT handler is kept out (it knows no SIGTERM and
+    would let the run be reported as failures). Outside the main thread signals cannot be caught:
+    nothing is installed."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if searcher.interrupted:  # the second one: stop at once
+            for s, h in old.items():
+                signal.signal(s, h)
+            raise KeyboardInterrupt
+        searcher.interrupted = signal.Signals(signum).name
+        logger.warning(
+            "%s: stopping the sweep's trials (they run again at the next launch); send it again "
+            "to stop at once",
+            searcher.interrupted,
+        )
+
+    env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    for s in old:
+        signal.signal(s, on_signal)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if env is None:
+            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        else:
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = env
 
 
 # ---- user code on the workers ------------------------------------------------------------------
@@ -478,7 +524,7 @@ def _tuner(
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=r.max_failures),
             callbacks=[_RetryCounter(searcher)],
-            stop=_LeaseStopper(held) if held is not None else None,
+            stop=_LeaseStopper(searcher),
             log_to_file=False,
         ),
     )
@@ -581,6 +627,7 @@ def _launch_fenced(
             reconciled=reconciled,
             max_concurrent=n_conc,
             plan_stop="" if searcher is None or searcher.law_gave_up else searcher.law_stop,
+            interrupted="" if searcher is None else searcher.interrupted,
         )
 
     if all(cell_counts(cs.study, target).done for cs in cell_studies):
@@ -616,7 +663,8 @@ def _launch_fenced(
         if display is not None:
             display.start(searcher)
         t_fit = time.perf_counter()
-        _tuner(spec, searcher, names, ray_dir, held).fit()
+        with _interruptible(searcher):
+            _tuner(spec, searcher, names, ray_dir, held).fit()
         logger.info("tune ran in %.1f s", time.perf_counter() - t_fit)
     finally:
         if display is not None:

@@ -82,6 +82,8 @@ class CellSearcher(Searcher):
         self.live = 0
         self.runs_done = 0
         self.points_told = 0
+        #: the signal that interrupted the launch ("" until one does: sweeper.run.launch)
+        self.interrupted = ""
         self.refused = 0  # writes refused after the lease was lost
         self.law = spec.sampler.kind == "law"
         self.law_stop = ""  # why the law sampler's plan stopped ("" while it goes on)
@@ -108,7 +110,14 @@ class CellSearcher(Searcher):
     # ---- the lease ----
     @property
     def lost(self) -> bool:
-        """The lease was lost: nothing more is written."""
+        """The launch stops: its lease was lost, or it was interrupted (``interrupted``: the
+        signal). Nothing more is asked, and no stopped run is told: its trial stays RUNNING for
+        the next launch to close and run again."""
+        return bool(self.interrupted) or self.lease_lost
+
+    @property
+    def lease_lost(self) -> bool:
+        """The lease was lost: nothing more may be written."""
         return self.held is not None and self.held.lost.is_set()
 
     def _refused(self, what: str, e: Exception) -> None:
@@ -283,7 +292,10 @@ class CellSearcher(Searcher):
         entry = self.by_ray.pop(trial_id, None)
         if entry is None:
             return
-        if self.lost:  # stopped because the lease was lost: nothing may be written
+        finished = not error and result is not None and bool(result.get("final"))
+        if self.lost and not (finished and not self.lease_lost):
+            # stopped (lease lost: nothing may be written; interrupted: a run cut short is not
+            # told, its trial stays RUNNING); a run that finished is still told when it may be
             self.live -= 1
             return
         key, seed = entry
@@ -311,12 +323,12 @@ class CellSearcher(Searcher):
                 p.pruned = True
                 p.to_start.clear()
         self.runs_done += 1
-        if not p.live and not p.to_start and not self.lost:
+        if not p.live and not p.to_start and not self.lease_lost:
             try:
                 self._tell(key, p)
             except (LeaseLost, UpdateFinishedTrialError, CannotTell) as e:
                 self._refused(f"{c.cs.cell.name} trial {p.trial.number}: tell", e)
-                if not self.lost:  # closed by someone else: forget the point, never hang
+                if not self.lease_lost:  # closed by someone else: forget it, never hang
                     c.open_points -= 1
                     self.points.pop(key, None)
         if self.on_progress is not None:

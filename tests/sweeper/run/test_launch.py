@@ -443,6 +443,49 @@ def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
         assert all(any(p.items() <= d.items() for d in done) for p in failed), (failed, done)
 
 
+def test_sigterm_part_way_stops_cleanly_then_relaunch_resumes(tmp_path: Path) -> None:
+    """SIGTERM (``timeout``, Slurm, Kubernetes) killed the driver in Ray's signal handler: no
+    summary, trials left RUNNING; SIGINT was reported as "short of their target after repeated
+    failures". Both now stop the trials, release the lease, say "interrupted" (exit 128 + the
+    signal), and the next launch runs the stopped runs again."""
+    from sweeper.run.launch import launch_study
+    from sweeper.study.study_toml import study_toml
+
+    spec = tiny("termed", trials=5, tokens=65536)
+    path = tmp_path / "termed.toml"
+    path.write_text(study_toml(spec))
+    db = tmp_path / "t.db"
+    url = f"sqlite:///{db}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLI, "launch", str(path), "--storage", url, "--no-progress"],
+        cwd=tmp_path, start_new_session=True, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 180
+        while _count_complete(db) < 2:
+            assert proc.poll() is None, "the launch ended before it could be stopped"
+            assert time.time() < deadline, "no trial completed in time"
+            time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGTERM)  # the driver only, as `timeout` does
+        _, err = proc.communicate(timeout=120)
+    finally:
+        for pid in _session_pids(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 128 + 15, err[-3000:]
+    assert "sweeper: interrupted (SIGTERM)" in err and "repeated failures" not in err
+    before = {c: _states(s) for c, s in _studies(url, "termed").items()}
+    left = sum(s.get("RUNNING", 0) for s in before.values())
+    assert all(s.get("FAIL", 0) == 0 for s in before.values()), before  # nothing counted failed
+    r = _cli(["status", "termed", "--storage", url], tmp_path)
+    assert r.returncode == 0 and ("left RUNNING (no driver" in r.stdout) == (left > 0), r.stdout
+    summary = launch_study(spec, url=url, progress=False)
+    assert summary.reconciled == left and not summary.interrupted
+    for cell, study in _studies(url, "termed").items():
+        assert _states(study).get("COMPLETE") == 5, (cell, _states(study))
+
+
 # ---- PostgreSQL ----------------------------------------------------------------------------------
 @pytest.mark.postgres
 def test_launch_on_postgresql(postgres_url: str, sweep_name: str) -> None:
