@@ -296,12 +296,19 @@ def _quiet_ray(verbose: int) -> None:
     # Tune looks for per-trial result files when fit() returns; the storage is the record, so
     # there are none, and it would say so once per trial
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    # ... but says when no trial can start (no node left with the resources a trial needs): the
+    # launch would otherwise wait in silence
+    logging.getLogger("ray.tune.execution.insufficient_resources_manager").setLevel(
+        min(level, logging.WARNING)
+    )
     if not verbose:
         warnings.filterwarnings("ignore", module=r"ray(\..*)?")
 
 
 def _capacity(spec: StudySpec) -> int:
-    """How many trials the Ray cluster can run at once with the study's resources per trial."""
+    """How many trials the Ray cluster can run at once with the study's resources per trial; a
+    StudyError when it cannot run one, a warning when no node alone can (a trial runs on one
+    node: it waits for one to join)."""
     res = ray.cluster_resources()
     r = spec.resources
     n = math.floor(res.get("CPU", 0.0) / r.cpu + 1e-9) if r.cpu > 0 else 1_000_000
@@ -312,6 +319,14 @@ def _capacity(spec: StudySpec) -> int:
             f"resources: the Ray cluster ({res.get('CPU', 0):g} CPU, {res.get('GPU', 0):g} GPU) "
             f"cannot fit one trial of {r.cpu:g} CPU and {r.gpu:g} GPU",
             path=spec.source,
+        )
+    nodes = [x.get("Resources", {}) for x in ray.nodes() if x.get("Alive")]
+    if nodes and not any(x.get("CPU", 0.0) >= r.cpu and x.get("GPU", 0.0) >= r.gpu for x in nodes):
+        logger.warning(
+            "resources: no node of the Ray cluster has %g CPU and %g GPU for one trial; the "
+            "trials wait until such a node joins",
+            r.cpu,
+            r.gpu,
         )
     return n
 
@@ -649,7 +664,8 @@ def _launch_fenced(
     n_conc = 0
     try:
         started_ray = _start_ray(address, verbose, t0, runtime_env)
-        n_conc = max_concurrent or spec.resources.max_concurrent or _capacity(spec)
+        capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
+        n_conc = max_concurrent or spec.resources.max_concurrent or capacity
         names = [cs.cell.name for cs in cell_studies]
         display = Progress(spec.name, names, live=True) if progress else None
         searcher = CellSearcher(

@@ -721,3 +721,30 @@ def test_a_diverged_point_is_never_a_cells_best(sqlite_url: str) -> None:
     assert [c.complete for c in searcher.cells] == [3]
     assert [c.best_loss for c in searcher.cells] == [None]
     assert [c.best_loss for c in open_searcher(spec, sqlite_url).cells] == [None]
+
+
+def test_a_trial_no_node_can_fit_is_said_before_the_launch_waits(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """resources.cpu = 4 on a 2-core machine with max_concurrent set sat at 0/5 for 90 s in
+    silence (the capacity check was skipped when max_concurrent was given; it now always runs);
+    a trial that the cluster's total fits but no single node does earns a warning."""
+    from dataclasses import replace
+
+    from sweeper.errors import StudyError
+    from sweeper.run import launch
+
+    spec = tiny("fits")
+    four = replace(spec, resources=replace(spec.resources, cpu=4.0, max_concurrent=2))
+    two_nodes = [{"Alive": True, "Resources": {"CPU": 2.0}}] * 2
+    monkeypatch.setattr(launch.ray, "cluster_resources", lambda: {"CPU": 2.0})
+    monkeypatch.setattr(launch.ray, "nodes", lambda: two_nodes[:1])
+    with pytest.raises(StudyError, match="cannot fit one trial of 4 CPU"):
+        launch._capacity(four)
+    monkeypatch.setattr(launch.ray, "cluster_resources", lambda: {"CPU": 4.0})
+    monkeypatch.setattr(launch.ray, "nodes", lambda: two_nodes)
+    assert launch._capacity(four) == 1
+    assert "no node of the Ray cluster has 4 CPU" in caplog.text
+    caplog.clear()
+    assert launch._capacity(replace(four, resources=replace(four.resources, cpu=2.0))) == 2
+    assert "no node" not in caplog.text
