@@ -189,7 +189,8 @@ def _probe_params(spec: StudySpec) -> dict[str, Any]:
 def _probe_config(
     spec: StudySpec, cell: Cell, params: dict[str, Any], *, tokens: int
 ) -> dict[str, Any]:
-    from sweeper.run.trainable import base_config, data_source, own_config, trial_config
+    from sweeper.run.trainable import base_config, own_config, trial_config
+    from sweeper.study.spec import data_source
 
     base = {**base_config(spec, data_source(spec)), "own": own_config(spec)}
     return trial_config(base, spec, cell, params, seed=0, tokens=tokens)

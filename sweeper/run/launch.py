@@ -57,7 +57,6 @@ from sweeper.run.searcher import CellSearcher
 from sweeper.run.trainable import (
     METRIC,
     base_config,
-    data_source,
     device_kind,
     trainable_for,
     usable_cores,
@@ -66,7 +65,7 @@ from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 from sweeper.study.samplers import reconcile
-from sweeper.study.spec import StudySpec, check_spec
+from sweeper.study.spec import StudySpec, check_spec, data_source
 from sweeper.study.sweep import CellCounts, CellStudy, FencedStorage, cell_counts, open_sweep
 
 __all__ = [

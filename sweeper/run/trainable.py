@@ -19,8 +19,6 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sweeper.errors import StudyError
-
 if TYPE_CHECKING:
     from sweeper.study.ladder import Cell
     from sweeper.study.spec import StudySpec
@@ -29,7 +27,6 @@ __all__ = [
     "METRIC",
     "TrialError",
     "base_config",
-    "data_source",
     "device_kind",
     "own_config",
     "run_trial",
@@ -224,17 +221,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
-
-
-def data_source(spec: StudySpec) -> str:
-    """The study's data as a trial is given it: ``"builtin"`` or an absolute path."""
-    data = spec.sweep.data
-    if data == "builtin":
-        return data
-    path = os.path.abspath(os.path.expanduser(data))
-    if not os.path.exists(path):
-        raise StudyError(f"sweep.data: {data!r} not found", path=spec.source)
-    return path
 
 
 def device_kind(spec: StudySpec) -> str:

@@ -7,7 +7,10 @@ everything and report every problem at once (one line each, naming the key) in a
 :class:`~sweeper.errors.StudyError`; a :class:`StudySpec` can also be built in Python and checked with
 :func:`check_spec`. :func:`study_toml` writes the resolved study (every default filled in) back as
 TOML, and :func:`~sweeper.study.study_toml.spec_hash` fingerprints what a sweep measures, so that a relaunch under the same name
-with a different study is refused instead of silently mixed.
+with a different study is refused instead of silently mixed. A study file (:func:`load_study`,
+what ``validate`` and ``launch`` read) is also held to the rules of a study about to be run
+(:func:`check_run`: the LR or the batch searched, budgets of at least one step) that a stored
+study read back is not, and a warning says when its data is not here (``launch`` refuses it).
 
 Units: token budgets in tokens, ``tokens_per_param`` in tokens per non-embedding parameter, batch
 sizes in sequences of ``model.context`` tokens, ``warmup`` as a fraction of the steps (< 1) or a
@@ -16,10 +19,11 @@ number of steps (>= 1), CPU and GPU in Ray resource units (fractions allowed).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -29,6 +33,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PRUNERS",
@@ -45,7 +51,10 @@ __all__ = [
     "SweepSection",
     "TargetSpec",
     "TrainSpec",
+    "check_data",
+    "check_run",
     "check_spec",
+    "data_source",
     "load_study",
     "parse_study",
     "parse_study_toml",
@@ -341,10 +350,18 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
         raise StudyError(f"cannot read the study file: {e.strerror}", path=path_s) from None
     except tomllib.TOMLDecodeError as e:
         raise StudyError(f"invalid TOML: {e}", path=path_s) from None
-    spec = parse_study(raw, source=path_s)
-    problems = check_code(spec)
+    from sweeper.study.study_reader import read_study
+
+    # a file about to be run is also held to check_run's rules (a stored study read back is not)
+    spec, problems = read_study(raw, source=path_s, run=True)
+    if not problems:
+        problems = check_code(spec)
     if problems:
         raise StudyError(problems, path=path_s)
+    # data that is not here is not an error of the file (a study is often checked away from the
+    # machine that launches it), but launch refuses it (check_spec): say so
+    for p in check_data(spec):
+        log.warning("%s: %s; launch will refuse it", path_s, p)
     return spec
 
 
@@ -372,10 +389,14 @@ def check_spec(spec: StudySpec, *, code: bool = True) -> list[str]:
     """Every problem of a spec that needs more than one field, one line each (empty: valid).
 
     :func:`parse_study` runs it (without ``code``); call it on a spec built in Python before
-    launching it. ``code``: also import the study's own code and build its smallest cell
-    (:func:`check_code`), when the spec has no other problem.
+    launching it. ``code``: the spec is about to be run here, so also hold it to
+    :func:`check_run`'s rules, check that its data is here (:func:`check_data`), and import the
+    study's own code and build its smallest cell (:func:`check_code`) when the spec has no other
+    problem.
     """
     out = _check_fields(spec)
+    if code:
+        out += check_run(spec, known=out) + check_data(spec)
     if code and not out:
         out = check_code(spec)
     return out
@@ -430,7 +451,20 @@ def _check_fields(spec: StudySpec) -> list[str]:
             for b in s.batch_size.values:
                 if int(b) % micro:
                     out.append(f"train.micro_batch_size: {micro} does not divide batch size {b:g}")
-    # sampler / trials
+    out.extend(_check_sampler(spec))
+    if spec.pruner.kind not in PRUNERS:
+        out.append(f"pruner.kind: unknown pruner {spec.pruner.kind!r}")
+    out.extend(_check_own(spec))
+    return out
+
+
+def _check_sampler(spec: StudySpec) -> list[str]:
+    """The rules that depend on the sampler's kind; an unknown kind is the one problem then
+    (what it would require is not known)."""
+    s = spec.search
+    if spec.sampler.kind not in SAMPLERS:
+        return [f"sampler.kind: unknown sampler {spec.sampler.kind!r}"]
+    out: list[str] = []
     tpc = spec.sweep.trials_per_cell
     if spec.sampler.kind == "grid":
         ranges = [n for n, p in s.items() if p.values is None]
@@ -449,16 +483,11 @@ def _check_fields(spec: StudySpec) -> list[str]:
         out.append("sweep.trials_per_cell: missing (required unless sampler.kind = 'grid')")
     if spec.sampler.n_startup_trials is not None and spec.sampler.kind not in ("tpe", "gp"):
         out.append(f"sampler.n_startup_trials: only used by tpe and gp, not {spec.sampler.kind!r}")
-    if spec.sampler.kind not in SAMPLERS:
-        out.append(f"sampler.kind: unknown sampler {spec.sampler.kind!r}")
-    if spec.pruner.kind not in PRUNERS:
-        out.append(f"pruner.kind: unknown pruner {spec.pruner.kind!r}")
     if spec.sampler.kind != "law":
         if spec.sampler.budget_runs is not None:
             out.append("sampler.budget_runs: only used with kind = 'law'")
         if spec.sampler.stop_lr_interval_ratio != SamplerSpec.stop_lr_interval_ratio:
             out.append("sampler.stop_lr_interval_ratio: only used with kind = 'law'")
-    out.extend(_check_own(spec))
     return out
 
 
@@ -552,6 +581,155 @@ def _check_own(spec: StudySpec) -> list[str]:
     if s.schedule is not None and t.schedule != TrainSpec.schedule:
         out.append("train.schedule: give the schedule in train or in search, not both")
     return out
+
+
+# ---- a study about to be run -------------------------------------------------------------------
+def check_run(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """The rules of a study about to be run (``validate`` and ``launch`` of a study file, and
+    :func:`check_spec` of a spec built in Python), which a stored study read back is not held to
+    (it was launched under the rules of its day): a sampler other than the grid searches the LR
+    or the batch size (:func:`check_searched`), and each token budget is at least one step
+    (:func:`check_budgets`).
+
+    ``known``: problems already found; a rule that reads a key they name is not applied (its
+    answer would rest on a stand-in value).
+    """
+    return [*check_searched(spec, known=known), *check_budgets(spec, known=known)]
+
+
+def _touches(problems: Sequence[str], keys: tuple[str, ...]) -> bool:
+    """Whether a problem names one of ``keys``, a key under one, or the section holding one."""
+    for p in problems:
+        k = p.split(":", 1)[0].strip("[]")
+        k = k.split("[", 1)[0]  # ladder.cells[2].tokens -> ladder.cells
+        for key in keys:
+            if k == key or k.startswith(key + ".") or key.startswith(k + "."):
+                return True
+    return False
+
+
+def resolve_data(data: str) -> str | None:
+    """``sweep.data`` as a trial is given it: ``"builtin"``, or the absolute path (``~``
+    expanded, relative to the working directory); None when that path does not exist."""
+    if data == "builtin":
+        return data
+    path = os.path.abspath(os.path.expanduser(data))
+    return path if os.path.exists(path) else None
+
+
+def check_data(spec: StudySpec) -> list[str]:
+    """The study's data exists here (:func:`resolve_data`): the one rule ``launch`` refuses a
+    study by (:func:`check_spec`) and ``validate`` warns of (:func:`load_study`)."""
+    if resolve_data(spec.sweep.data) is not None:
+        return []
+    return [
+        f"sweep.data: {spec.sweep.data!r} not found (give an existing file or folder, relative "
+        "to the working directory, or 'builtin')"
+    ]
+
+
+def data_source(spec: StudySpec) -> str:
+    """The study's data as a trial is given it (:func:`resolve_data`); StudyError with
+    :func:`check_data`'s line when it is not there."""
+    path = resolve_data(spec.sweep.data)
+    if path is None:
+        raise StudyError(check_data(spec), path=spec.source)
+    return path
+
+
+def check_searched(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """A sampler that chooses (tpe, random, gp) has something to choose: a single LR at a single
+    batch size is one point, which finds no optimum. A grid of one LR is allowed: one more LR
+    for another sweep's grid, the two joined with '+' (``studies/*_ext.toml``). The law sampler
+    has its own rule (:func:`_check_law`). ``known``: see :func:`check_run`."""
+    if _touches(known, ("search.lr", "search.batch_size", "sampler.kind")):
+        return []
+    s, kind = spec.search, spec.sampler.kind
+    if kind not in SAMPLERS or kind in ("grid", "law"):
+        return []
+    if not s.lr.is_fixed or not s.batch_size.is_fixed:
+        return []
+    assert s.lr.values is not None
+    return [
+        f"search.lr: one LR ({s.lr.values[0]!r}) at one batch size leaves sampler "
+        f"{kind!r} nothing to choose and finds no optimum: give a range "
+        "(lr = { low = ..., high = ... }) or a list of LRs (lr = { values = [...] })"
+    ]
+
+
+def check_budgets(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """Each token budget is at least one optimizer step at the largest batch searched (batch ×
+    context tokens): a run trains at least one step (``proxy_models.hparams.batch_sizes``), so
+    a smaller budget would train more tokens than the cell's D says. A ``tokens_per_param``
+    budget is checked on the built-in proxy's N (a builder's model is counted by
+    :func:`check_code`'s import, not here). ``known``: see :func:`check_run`."""
+    if _touches(known, ("ladder.tokens", "ladder.cells", "model.context", "search.batch_size")):
+        return []
+    b = spec.search.batch_size
+    batch = int(max(b.values) if b.values is not None else (b.high or 1))
+    context = spec.model.context
+    step = batch * context
+    lad = spec.ladder
+    too_small = f"is less than one step at batch {batch} ({batch} × {context} = {step} tokens)"
+    fix = f"give at least {step} tokens, or a smaller batch or context"
+    out: list[str] = []
+    for t in lad.tokens:
+        if t < step:
+            out.append(f"ladder.tokens: {t} {too_small}: {fix}")
+    for i, c in enumerate(lad.cells):
+        if c.tokens is not None and c.tokens < step:
+            out.append(f"ladder.cells[{i}].tokens: {c.tokens} {too_small}: {fix}")
+    if spec.model.builder is None and not _touches(known, ("ladder", *_SHAPE_KEYS)):
+        out += _check_tpp_budgets(spec, step, too_small)
+    return out
+
+
+#: the model keys a cell's N is counted from (:func:`sweeper.study.ladder.param_counts`)
+_SHAPE_KEYS: Final = tuple(
+    f"model.{k}"
+    for k in ("builder", "heads", "head_dim", "context", "vocab_size", "qk_norm", "tied_embeddings")
+)
+
+
+def _check_tpp_budgets(spec: StudySpec, step: int, too_small: str) -> list[str]:
+    """:func:`check_budgets` for the ``tokens_per_param`` budgets: one line per value, naming
+    its smallest cell (the one that needs the most tokens per parameter)."""
+    from sweeper.study.ladder import param_counts
+
+    lad, m = spec.ladder, spec.model
+    if lad.cells:
+        shapes = [
+            (f"ladder.cells[{i}].tokens_per_param", c.width, c.depth, c.tokens_per_param)
+            for i, c in enumerate(lad.cells)
+            if c.tokens_per_param is not None
+        ]
+    else:
+        shapes = [
+            ("ladder.tokens_per_param", w, d, tpp)
+            for tpp in lad.tokens_per_param
+            for w in lad.widths
+            for d in lad.depths
+        ]
+    worst: dict[tuple[str, float], tuple[int, int, str]] = {}
+    for key, w, d, tpp in shapes:
+        heads = m.heads if m.heads is not None else max(1, w // m.head_dim)
+        n, _ = param_counts(
+            w,
+            d,
+            heads=heads,
+            context=m.context,
+            vocab_size=m.vocab_size,
+            qk_norm=m.qk_norm,
+            tied_embeddings=m.tied_embeddings,
+        )
+        tokens = max(1, round(tpp * n))
+        if tokens < step and ((key, tpp) not in worst or n < worst[key, tpp][0]):
+            worst[key, tpp] = (n, tokens, f"w{w}-d{d}")
+    return [
+        f"{key}: {tpp!r} gives cell {cell} {tokens} tokens, which {too_small}: give at least "
+        f"{step / n:.3g} tokens per parameter, or a smaller batch or context"
+        for (key, tpp), (n, tokens, cell) in worst.items()
+    ]
 
 
 def check_code(spec: StudySpec) -> list[str]:

@@ -4,6 +4,7 @@ anything is raised (:func:`sweeper.study.spec.parse_study` raises them together)
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -31,15 +32,21 @@ from sweeper.study.spec import (
     SweepSection,
     TargetSpec,
     TrainSpec,
+    check_run,
     check_spec,
 )
 
 __all__ = ["read_study"]
 
 
-def read_study(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[StudySpec, list[str]]:
+def read_study(
+    raw: Mapping[str, Any], *, source: str | None = None, run: bool = False
+) -> tuple[StudySpec, list[str]]:
     """A StudySpec from a TOML-like dict and every problem found in it, one line each (the spec
-    is a stand-in wherever a key was bad: use it only when there are no problems)."""
+    is a stand-in wherever a key was bad: use it only when there are no problems).
+
+    ``run``: the study is about to be run (a study file given to ``validate`` or ``launch``, not
+    a stored study read back): also :func:`~sweeper.study.spec.check_run`'s rules."""
     r = _Reader()
     r.keys(raw, "", _SECTIONS)
     sweep_d, ladder_d, search_d = (r.table(raw, s, required=True) for s in _REQUIRED)
@@ -48,12 +55,15 @@ def read_study(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[St
     ladder = _read_ladder(r, ladder_d or {})
     search = _read_search(r, search_d) if search_d is not None else None
     train = _read_train(r, r.table(raw, "train") or {})
-    sampler = _read_sampler(r, r.table(raw, "sampler") or {})
+    sampler_d = r.table(raw, "sampler")
+    # [sampler] given as something else than a table, or misspelt ([samplr]): its kind is unknown
+    lost = sampler_d is None and any(k == "sampler" or _section_meant(k) == "sampler" for k in raw)
+    sampler = _read_sampler(r, sampler_d or {}, lost=lost)
     pruner = _read_pruner(r, r.table(raw, "pruner") or {})
     resources = _read_resources(r, r.table(raw, "resources") or {})
     target_d = r.table(raw, "target")
     target = _read_target(r, target_d) if target_d is not None else None
-    if target is not None and sampler.kind != "law":
+    if target is not None and sampler.kind in SAMPLERS and sampler.kind != "law":
         # (a spec built in Python may carry one: it is ignored, and not written, by other samplers)
         r.bad("target", f"only used with sampler.kind = 'law' (kind is {sampler.kind!r})")
     spec = StudySpec(
@@ -70,8 +80,32 @@ def read_study(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[St
         source=source,
     )
     found = check_spec(spec, code=False)
+    if sampler.kind == UNKNOWN_KIND:  # what is wrong with the kind is already said
+        found = [p for p in found if _key_of(p) != "sampler.kind"]
     problems = r.problems + [p for p in found if not _covered(p, r.problems)]
+    # a key written in the wrong section is said once: "move it", not also "missing" at its home
+    problems = [p for p in problems if not _missing_moved(p, r.moved)]
+    if run:
+        problems += check_run(spec, known=problems)
     return spec, problems
+
+
+#: the stand-in kind of a sampler or pruner whose kind is unknown (misspelt, or of a misspelt
+#: section): no rule that depends on the kind is applied to it
+UNKNOWN_KIND: Final = ""
+
+
+def _section_meant(key: str) -> str | None:
+    """The section an unknown top-level key probably misspells (``samplr``: ``sampler``)."""
+    if key in _SECTIONS:
+        return None
+    close = difflib.get_close_matches(key, _SECTIONS, n=1)
+    return close[0] if close else None
+
+
+def _missing_moved(problem: str, moved: set[str]) -> bool:
+    key, _, what = problem.partition(":")
+    return key in moved and what.strip().startswith("missing")
 
 
 def _key_of(problem: str) -> str:
@@ -101,6 +135,54 @@ _SECTIONS: Final = (
     "target",
 )
 
+_SWEEP_KEYS: Final = (
+    "name",
+    "description",
+    "storage",
+    "data",
+    "trials_per_cell",
+    "seeds_per_point",
+    "first_seed",
+)
+#: every section's keys (what :meth:`_Reader.keys` allows, and where it says a key belongs)
+_SECTION_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "sweep": _SWEEP_KEYS,
+    "model": tuple(f.name for f in fields(ModelSpec)),
+    "ladder": ("widths", "depths", "tokens", "tokens_per_param", "cells"),
+    "search": SEARCHABLE,
+    "train": tuple(f.name for f in fields(TrainSpec)),
+    "sampler": tuple(f.name for f in fields(SamplerSpec)),
+    "pruner": tuple(f.name for f in fields(PrunerSpec)),
+    "resources": tuple(f.name for f in fields(ResourcesSpec)),
+    "target": ("params", "tokens"),
+}
+
+
+def _misspelt_kind(key: str, value: Any) -> bool:
+    """An unknown ``[sampler]`` key with a string value: the kind misspelt (``knd = "grid"``),
+    its other keys being numbers."""
+    return key not in _SECTION_KEYS["sampler"] and isinstance(value, str)
+
+
+def _homes(key: str, section: str) -> list[str]:
+    """The other sections where an unknown ``key`` of ``section`` ("": the top level) is a key
+    (none for a key of a nested table, ``ladder.cells[0]`` or ``search.lr``)."""
+    if section and section not in _SECTION_KEYS:
+        return []
+    return [s for s, keys in _SECTION_KEYS.items() if s != section and key in keys]
+
+
+def _unknown_key_hint(key: str, section: str, allowed: tuple[str, ...]) -> str:
+    """What to say of an unknown ``key`` in ``section`` ("" at the top level): the sections it
+    belongs in, else the allowed key it probably misspells, else every allowed key."""
+    homes = _homes(key, section)
+    if homes:
+        here = f"in [{section}]" if section else "at the top level"
+        return f"unknown key {here}: move it to {' or '.join(f'[{h}]' for h in homes)}"
+    close = difflib.get_close_matches(key, allowed, n=1)
+    meant = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key ({meant}expected one of: {', '.join(allowed)})"
+
 
 class _Reader:
     """Typed access to a TOML dict that records a one-line problem per bad key instead of raising."""
@@ -109,6 +191,8 @@ class _Reader:
 
     def __init__(self) -> None:
         self.problems: list[str] = []
+        #: keys at their home that an unknown key elsewhere was told to move to ("sweep.name")
+        self.moved: set[str] = set()
 
     def bad(self, key: str, msg: str) -> None:
         self.problems.append(f"{key}: {msg}")
@@ -117,7 +201,8 @@ class _Reader:
         for k in d:
             if k not in allowed:
                 where = f"{prefix}.{k}" if prefix else k
-                self.bad(where, f"unknown key (expected one of: {', '.join(allowed)})")
+                self.bad(where, _unknown_key_hint(k, prefix, allowed))
+                self.moved.update(f"{h}.{k}" for h in _homes(k, prefix))
 
     def table(
         self, raw: Mapping[str, Any], name: str, *, required: bool = False
@@ -185,7 +270,11 @@ class _Reader:
             if ok:  # a scalar is a list of one
                 v = [x]
             else:
-                self.bad(where, f"expected a list of {_KIND_NAMES[kind]}s, got {_tname(v)}")
+                self.bad(
+                    where,
+                    f"expected a list of {_PLURALS[kind]}, got {_tname(v)} {v!r}"
+                    + _as_list(kind, v),
+                )
                 return ()
         if not v:
             self.bad(where, "empty list")
@@ -213,6 +302,22 @@ _KIND_NAMES: Final = {
     "float": "a number",
     "bool": "true or false",
 }
+
+
+_PLURALS: Final = {"str": "strings", "int": "integers", "float": "numbers", "bool": "booleans"}
+
+
+def _as_list(kind: str, v: Any) -> str:
+    """The fix of a list of numbers written as a string ("16,24,32": ``: write [16, 24, 32]``)."""
+    if kind not in ("int", "float") or not isinstance(v, str):
+        return ""
+    try:
+        nums = [int(x) if kind == "int" else float(x) for x in re.split(r"[\s,;]+", v.strip(" []"))]
+    except ValueError:
+        return ""
+    if not all(math.isfinite(x) for x in nums):
+        return ""
+    return f": write [{', '.join(repr(x) for x in nums)}]"
 
 
 def _tname(v: Any) -> str:
@@ -266,20 +371,9 @@ def _bounds_text(low: float | None, low_open: bool, high: float | None, high_ope
     return "must be " + " and ".join(parts)
 
 
-_SWEEP_KEYS = (
-    "name",
-    "description",
-    "storage",
-    "data",
-    "trials_per_cell",
-    "seeds_per_point",
-    "first_seed",
-)
-
-
 def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection:
     p = "sweep"
-    r.keys(d, p, _SWEEP_KEYS)
+    r.keys(d, p, _SECTION_KEYS[p])
     name = r.get(d, "name", p, "str", required=True)
     if name is not None and not NAME_RE.match(name):
         r.bad(f"{p}.name", f"{name!r} must be letters, digits, '_', '-' or '.' (no '/')")
@@ -329,7 +423,7 @@ def _args(r: _Reader, d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def _read_model(r: _Reader, d: dict[str, Any]) -> ModelSpec:
     p = "model"
-    r.keys(d, p, tuple(f.name for f in fields(ModelSpec)))
+    r.keys(d, p, _SECTION_KEYS[p])
     m = ModelSpec()
     return ModelSpec(
         builder=_ref(r, d, "builder", p),
@@ -354,7 +448,7 @@ def _read_model(r: _Reader, d: dict[str, Any]) -> ModelSpec:
 
 def _read_ladder(r: _Reader, d: dict[str, Any]) -> LadderSpec:
     p = "ladder"
-    r.keys(d, p, ("widths", "depths", "tokens", "tokens_per_param", "cells"))
+    r.keys(d, p, _SECTION_KEYS[p])
     cells: list[CellSpec] = []
     raw_cells = d.get("cells", [])
     if not isinstance(raw_cells, list):
@@ -462,7 +556,7 @@ def _read_param(r: _Reader, d: dict[str, Any], name: str) -> ParamSpec | None:
 
 
 def _read_search(r: _Reader, d: dict[str, Any]) -> SearchSpace | None:
-    r.keys(d, "search", SEARCHABLE)
+    r.keys(d, "search", _SECTION_KEYS["search"])
     params: dict[str, ParamSpec | None] = {}
     for name in SEARCHABLE:
         if name in d:
@@ -479,7 +573,7 @@ def _read_search(r: _Reader, d: dict[str, Any]) -> SearchSpace | None:
 
 def _read_train(r: _Reader, d: dict[str, Any]) -> TrainSpec:
     p = "train"
-    r.keys(d, p, tuple(f.name for f in fields(TrainSpec)))
+    r.keys(d, p, _SECTION_KEYS[p])
     t = TrainSpec()
     return TrainSpec(
         schedule=r.get(d, "schedule", p, "str", t.schedule, choices=SCHEDULES),
@@ -497,18 +591,24 @@ def _read_train(r: _Reader, d: dict[str, Any]) -> TrainSpec:
     )
 
 
-def _read_sampler(r: _Reader, d: dict[str, Any]) -> SamplerSpec:
+def _read_sampler(r: _Reader, d: dict[str, Any], *, lost: bool = False) -> SamplerSpec:
+    """``[sampler]``; ``lost``: the section was misspelt or not a table (its kind is unknown)."""
     p = "sampler"
-    r.keys(d, p, tuple(f.name for f in fields(SamplerSpec)))
+    r.keys(d, p, _SECTION_KEYS[p])
+    n_before = len(r.problems)
     kind = r.get(d, "kind", p, "str", "tpe")
-    if kind not in SAMPLERS:
+    if len(r.problems) > n_before:
+        kind = UNKNOWN_KIND
+    elif kind not in SAMPLERS:
         r.bad(
             f"{p}.kind",
             f"unknown value {kind!r} (expected one of: {', '.join(OPTUNA_SAMPLERS)}) "
             "or 'law' (the law-aware planner)",
         )
-        kind = "tpe"
-    if kind != "law":
+        kind = UNKNOWN_KIND
+    elif lost or ("kind" not in d and any(_misspelt_kind(k, v) for k, v in d.items())):
+        kind = UNKNOWN_KIND
+    if kind not in (UNKNOWN_KIND, "law"):
         for key in ("budget_runs", "stop_lr_interval_ratio"):
             if key in d:
                 r.bad(f"{p}.{key}", f"only used with kind = 'law' (kind is {kind!r})")
@@ -527,7 +627,7 @@ def _read_sampler(r: _Reader, d: dict[str, Any]) -> SamplerSpec:
 
 def _read_target(r: _Reader, d: dict[str, Any]) -> TargetSpec:
     p = "target"
-    r.keys(d, p, ("params", "tokens"))
+    r.keys(d, p, _SECTION_KEYS[p])
     return TargetSpec(
         params=r.get(d, "params", p, "float", None, low=0, low_open=True),
         tokens=r.get(d, "tokens", p, "float", None, low=0, low_open=True),
@@ -536,9 +636,12 @@ def _read_target(r: _Reader, d: dict[str, Any]) -> TargetSpec:
 
 def _read_pruner(r: _Reader, d: dict[str, Any]) -> PrunerSpec:
     p = "pruner"
-    r.keys(d, p, tuple(f.name for f in fields(PrunerSpec)))
+    r.keys(d, p, _SECTION_KEYS[p])
+    n_before = len(r.problems)
     kind = r.get(d, "kind", p, "str", "divergence", choices=PRUNERS)
-    if kind != "asha":
+    if len(r.problems) > n_before:
+        kind = UNKNOWN_KIND  # (then whether the asha keys are used is not known)
+    if kind not in (UNKNOWN_KIND, "asha"):
         for key in ("grace_fraction", "reduction_factor", "reports"):
             if key in d:
                 r.bad(f"{p}.{key}", f"only used with kind = 'asha' (kind is {kind!r})")
@@ -557,7 +660,7 @@ def _read_pruner(r: _Reader, d: dict[str, Any]) -> PrunerSpec:
 
 def _read_resources(r: _Reader, d: dict[str, Any]) -> ResourcesSpec:
     p = "resources"
-    r.keys(d, p, tuple(f.name for f in fields(ResourcesSpec)))
+    r.keys(d, p, _SECTION_KEYS[p])
     return ResourcesSpec(
         cpu=r.get(d, "cpu", p, "float", 1.0, low=0, low_open=True),
         gpu=r.get(d, "gpu", p, "float", 0.0, low=0),

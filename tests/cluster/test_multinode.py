@@ -97,7 +97,6 @@ def _storage_with_password(request: pytest.FixtureRequest, tmp: Path) -> tuple[s
 OWN_STUDY = """\
 [sweep]
 name = "own"
-trials_per_cell = 1
 
 [model]
 context = 32
@@ -112,6 +111,9 @@ tokens = [4096]
 [search]
 lr = 3e-3
 batch_size = 8
+
+[sampler]
+kind = "grid"
 
 [resources]
 cpu = 2

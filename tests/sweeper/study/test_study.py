@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,9 @@ from sweeper.study.spec import (
     SearchSpace,
     StudySpec,
     SweepSection,
+    check_data,
     check_spec,
+    data_source,
     load_study,
     parse_study_toml,
 )
@@ -151,6 +154,38 @@ BAD_CASES: list[tuple[str, str, str]] = [
         "pruner.reduction_factor: only used with kind = 'asha'",
     ),
     ("beta2-out-of-range", _with("search", "beta2 = 1.5"), "search.beta2: 1.5 must be > 0 and < 1"),
+    (
+        "key-of-another-section",
+        _with("train", "warmup = 0.1"),
+        "train.warmup: unknown key in [train]: move it to [search]",
+    ),
+    (
+        "list-written-as-a-string",
+        _replace("widths = [16, 32]", 'widths = "16,24,32"'),
+        "ladder.widths: expected a list of integers, got string '16,24,32': write [16, 24, 32]",
+    ),
+    # a misspelt sampler (section or kind): its one line, not what its kind would require
+    (
+        "misspelt-sampler-section",
+        _replace("trials_per_cell = 4\n", "") + '\n[samplr]\nkind = "grid"\n',
+        "samplr: unknown key (did you mean 'sampler'?",
+    ),
+    (
+        "misspelt-sampler-kind",
+        _replace("trials_per_cell = 4\n", "") + '\n[sampler]\nkind = "grdi"\n',
+        "sampler.kind: unknown value 'grdi'",
+    ),
+    (
+        "one-fixed-lr",
+        _replace("lr = { low = 1e-3, high = 5e-2, log = true }", "lr = 3e-3"),
+        "search.lr: one LR (0.003) at one batch size leaves sampler 'tpe' nothing to choose",
+    ),
+    (
+        "tokens-below-one-step",
+        _replace("tokens = [32768]", "tokens = [100]"),
+        "ladder.tokens: 100 is less than one step at batch 8 (8 × 64 = 512 tokens): give at "
+        "least 512 tokens",
+    ),
     ("zero-cpu", BASE + "\n[resources]\ncpu = 0\n", "resources.cpu: 0.0 must be > 0"),
     ("missing-trials", _replace("trials_per_cell = 4\n", ""), "sweep.trials_per_cell: missing"),
     ("invalid-toml", BASE + "\n[model\n", "invalid TOML"),
@@ -441,3 +476,190 @@ def test_space_distributions_and_hparams() -> None:
     assert (hp.lr, hp.batch_size, hp.warmup, hp.beta2, hp.schedule) == (3e-3, 16, 0.05, 0.99, "wsd")
     with pytest.raises(ValueError, match="grid sampler"):
         grid_values(spec.search)
+
+
+# ---- a study file about to be run: what validate holds it to beyond its fields ------------------
+def test_data_not_here_is_warned_by_validate_and_refused_by_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``sweep.data`` that is not here: validate (load_study) says so and goes on, a study being
+    often checked away from its data (studies/gpu_cluster.toml, tokens_bpe.toml); launch's check
+    (check_spec) refuses it. One rule, resolved as launch resolves it (the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "study.toml"
+    path.write_text(_with("sweep", 'data = "/nonexistent/x"'))
+    with caplog.at_level(logging.WARNING, logger="sweeper.study.spec"):
+        spec = load_study(path)
+    (line,) = check_data(spec)
+    assert line.startswith("sweep.data: '/nonexistent/x' not found (give an existing file")
+    assert [r.getMessage() for r in caplog.records] == [f"{path}: {line}; launch will refuse it"]
+    assert check_spec(spec) == [line]  # what launch_study checks first
+    with pytest.raises(StudyError) as info:
+        data_source(spec)
+    assert info.value.problems == [line]
+    (tmp_path / "corpus.txt").write_text("some text")
+    here = replace(spec, sweep=replace(spec.sweep, data="corpus.txt"))
+    assert check_data(here) == [] and check_spec(here) == []
+    assert data_source(here) == str(tmp_path / "corpus.txt")
+    # the CLI: exit 0, the cells, and one line saying what launch will do
+    r = _run_cli(["validate", str(path)], tmp_path)
+    assert r.returncode == 0 and ": ok" in r.stdout, r.stderr
+    (warning,) = r.stderr.strip().splitlines()
+    assert line in warning and "launch will refuse it" in warning
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # not a table: which kind was meant is not known
+            'sampler = "grid"\n' + _replace("trials_per_cell = 4\n", ""),
+            "sampler: expected a table, got string",
+        ),
+        (  # the kind's key misspelt
+            _replace("trials_per_cell = 4\n", "") + '\n[sampler]\nknd = "grid"\n',
+            "sampler.knd: unknown key (did you mean 'kind'?",
+        ),
+        (  # nor what a law sampler's keys would need
+            _replace("trials_per_cell = 4\n", "")
+            + '\n[sampler]\nkind = "lwa"\nbudget_runs = 40\n\n[target]\nparams = 1e9\n',
+            "sampler.kind: unknown value 'lwa'",
+        ),
+        (
+            _replace("trials_per_cell = 4\n", "")
+            + '\n[samplr]\nkind = "law"\nbudget_runs = 40\n\n[target]\nparams = 1e9\n',
+            "samplr: unknown key (did you mean 'sampler'?",
+        ),
+        ("[sampler]\nkind = 3\n", "sampler.kind: expected a string, got integer 3"),
+        (
+            BASE + '\n[pruner]\nkind = "ashaa"\ngrace_fraction = 0.5\n',
+            "pruner.kind: unknown value 'ashaa'",
+        ),
+    ],
+    ids=[
+        "not-a-table",
+        "kind-key-misspelt",
+        "kind-misspelt",
+        "section-misspelt",
+        "kind-type",
+        "pruner-kind",
+    ],
+)
+def test_an_unknown_kind_adds_no_lines_that_depend_on_it(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """An unknown sampler (misspelt section, key or kind) or pruner kind is one line: nothing
+    that its kind would require or forbid (trials_per_cell, budget_runs, [target], asha's keys)."""
+    if text.startswith("[sampler]"):
+        text = _replace("trials_per_cell = 4\n", "") + "\n" + text
+    problems = _problems(tmp_path, text)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(expected), problems
+
+
+def test_a_known_sampler_still_needs_its_keys(tmp_path: Path) -> None:
+    """What an unknown kind leaves out is still said when the kind is known: an unrelated unknown
+    section, or an unknown number in [sampler], hides no missing trials_per_cell."""
+    no_trials = _replace("trials_per_cell = 4\n", "")
+    for extra, first in (
+        ("\n[notes]\ntext = 1\n", "notes: unknown key"),
+        ("\n[sampler]\nsed = 1\n", "sampler.sed: unknown key (did you mean 'seed'?"),
+    ):
+        problems = _problems(tmp_path, no_trials + extra)
+        assert len(problems) == 2 and problems[0].startswith(first), problems
+        assert problems[1].startswith("sweep.trials_per_cell: missing"), problems
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "trials_per_cell = 4\n" + _replace("trials_per_cell = 4\n", ""),
+            "trials_per_cell: unknown key at the top level: move it to [sweep]",
+        ),
+        (
+            _with("model", 'kind = "grid"'),
+            "model.kind: unknown key in [model]: move it to [sampler] or [pruner]",
+        ),
+        (
+            _with("search", "beta1 = 0.95"),
+            "search.beta1: unknown key in [search]: move it to [train]",
+        ),
+        (_with("model", 'nrom = "rmsnorm"'), "model.nrom: unknown key (did you mean 'norm'?"),
+    ],
+    ids=["top-level", "two-homes", "search-to-train", "misspelt"],
+)
+def test_an_unknown_key_names_where_it_belongs(tmp_path: Path, text: str, expected: str) -> None:
+    """A key of another section is told where to go (and is not also 'missing' there); a
+    misspelt one, what it probably is."""
+    (problem,) = _problems(tmp_path, text)
+    assert problem.startswith(expected), problem
+
+
+def test_one_lr_at_one_batch_is_refused_unless_it_extends_a_grid(tmp_path: Path) -> None:
+    """A single LR at a single batch size leaves TPE (random, GP) one point to choose from and
+    finds no LR optimum. A one-LR grid is one more LR for another sweep's grid
+    (studies/*_ext.toml, joined with '+'); an LR fixed while the batch is searched is a batch
+    sweep. Stored studies read back are not held to it."""
+    fixed = _replace("lr = { low = 1e-3, high = 5e-2, log = true }", "lr = 3e-3")
+    grid = fixed.replace("trials_per_cell = 4\n", "") + '\n[sampler]\nkind = "grid"\n'
+    (tpe_line,) = _problems(tmp_path, fixed)
+    assert tpe_line.startswith("search.lr: one LR (0.003) at one batch size leaves sampler 'tpe'")
+    batches = fixed.replace("batch_size = 8", "batch_size = { values = [4, 8] }")
+    for ok in (grid, grid.replace("lr = 3e-3", "lr = { values = [3e-3] }"), batches):
+        path = tmp_path / "ok.toml"
+        path.write_text(ok)
+        load_study(path)
+    stored = parse_study_toml(study_toml(parse_study_toml(grid)))
+    assert check_spec(stored) == []
+    (line,) = check_spec(replace(stored, sampler=SamplerSpec(kind="random")))
+    assert line.startswith("search.lr: one LR (0.003)")
+    # a stored study is read back under the rules of its day
+    assert parse_study_toml(study_toml(replace(stored, sampler=SamplerSpec(kind="random"))))
+
+
+def test_one_lr_is_said_once_by_the_law_sampler(tmp_path: Path) -> None:
+    text = (
+        _replace("trials_per_cell = 4\n", "").replace(
+            "lr = { low = 1e-3, high = 5e-2, log = true }", "lr = 3e-3"
+        )
+        + '\n[sampler]\nkind = "law"\nbudget_runs = 12\n'
+    )
+    (problem,) = _problems(tmp_path, text)
+    assert problem.startswith("search.lr: the law sampler plans the LR")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            _replace("tokens = [32768]", "tokens = [511, 512, 32768]"),
+            "ladder.tokens: 511 is less than one step at batch 8 (8 × 64 = 512 tokens): give at "
+            "least 512 tokens",
+        ),
+        (  # the largest batch of a searched range
+            _replace("batch_size = 8", "batch_size = { low = 2, high = 64 }").replace(
+                "tokens = [32768]", "tokens = [2048, 4096]"
+            ),
+            "ladder.tokens: 2048 is less than one step at batch 64 (64 × 64 = 4096 tokens)",
+        ),
+        (
+            _replace(
+                "widths = [16, 32]\ndepths = [2]\ntokens = [32768]",
+                "[[ladder.cells]]\nwidth = 16\ndepth = 2\ntokens = 256",
+            ),
+            "ladder.cells[0].tokens: 256 is less than one step at batch 8",
+        ),
+        (  # w16-d2 has N = 6,224: 311 tokens; w32-d2 (24,736) gets 1,237, enough
+            _replace("tokens = [32768]", "tokens_per_param = [0.05]"),
+            "ladder.tokens_per_param: 0.05 gives cell w16-d2 311 tokens, which is less than one "
+            "step at batch 8 (8 × 64 = 512 tokens): give at least 0.0823 tokens per parameter",
+        ),
+    ],
+    ids=["tokens", "batch-range", "cells", "tokens-per-param"],
+)
+def test_a_budget_below_one_step_is_refused(tmp_path: Path, text: str, expected: str) -> None:
+    """A run trains at least one step of batch × context tokens: a smaller budget would train
+    more than the cell's D says. Exactly one step is enough; a stored study is not held to it."""
+    (problem,) = _problems(tmp_path, text)
+    assert problem.startswith(expected), problem
+    assert parse_study_toml(text).name == "base"
