@@ -46,7 +46,8 @@ def build_report(
     if method is not None:
         check_method(method)
     runs = sw.runs()
-    # the points drawn per cell: a surface law has no optimum-per-cell step, so parabola optima
+    # the per-cell estimate (the table, the loss-vs-LR panels; the law plots' points unless the
+    # law is a surface law, whose own cell optima they draw: sweeper.report.page._law_points)
     optima = estimate_optima(
         runs, method="band" if method == "band" else "parabola", n_boot=bootstrap
     )
@@ -106,7 +107,8 @@ def _report_laws(
             )
         except FitError as e:
             return [], [f"no stored law{by}, and none could be fitted here: {e}"]
-        return [law for law in outcome.laws if isinstance(law, PowerLaw)], [note]
+        laws: list[Law] = [law for law in outcome.laws if isinstance(law, PowerLaw)]
+        return laws, [note, *outcome.warnings]  # (the laws' own notes: the laws section)
     usable = [o for o in optima if o.usable]
     if len(usable) < 3:
         return [], []

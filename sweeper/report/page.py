@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,6 +204,133 @@ def _surface_lr_law(laws: Sequence[Law]) -> Law | None:
     return next((x for x in laws if x.target == "lr" and x.method == "surface"), None)
 
 
+def _has_parabola(o: CellOptimum) -> bool:
+    """Whether :func:`~sweeper.report.plots.plot_loss_vs_lr` draws ``o``'s parabola."""
+    return bool(o.window_lr and o.curve_coefs)
+
+
+def _why_no_parabola(o: CellOptimum) -> str:
+    """Why ``o`` has no parabola to draw, in a few words."""
+    if o.method != "parabola":
+        return f"the {o.method} estimate fits no curve"
+    if o.reason:
+        return o.reason
+    return next((n for n in o.notes if "parabola" in n), "no parabola was fitted")
+
+
+def _loss_vs_lr_caption(optima: Sequence[CellOptimum], surface: Law | None) -> str:
+    """The caption of ``loss_vs_lr.png``: only what is drawn (the orange parabola where a cell has
+    one, the interval where the estimate has one, the surface law's curve where it has one)."""
+    text = (
+        "Faint points are single runs, dots their mean over seeds, red crosses diverged runs "
+        "(they bound the range and are not fitted)."
+    )
+    with_curve = [o for o in optima if _has_parabola(o)]
+    without = [o for o in optima if not _has_parabola(o)]
+    if with_curve:
+        where = f" (in {len(with_curve)} of {len(optima)} cells)" if without else ""
+        text += f" The orange curve is the parabola in ln LR fitted around the minimum{where}."
+    methods = {o.method for o in without}
+    if without and not with_curve and len(methods) == 1 and methods != {"parabola"}:
+        text += f" No curve is drawn per cell: the {methods.pop()} estimate fits none."
+    elif without:
+        text += (
+            " No parabola is drawn in "
+            + "; ".join(f"{o.cell} ({_why_no_parabola(o)})" for o in without)
+            + "."
+        )
+    if any(o.lr for o in optima):
+        ci = " and the band its 95% bootstrap interval" if any(o.lr_ci for o in optima) else ""
+        est = "/".join(sorted({o.method for o in optima if o.lr}))
+        text += (
+            f" The dashed line is the cell's optimum by the per-cell {est} estimate (the table's; "
+            f"grey when the cell is left out){ci}."
+        )
+    curves = getattr(surface, "cell_curves", None) or {}
+    drawn = [o.cell for o in optima if o.cell in curves]
+    if drawn:
+        where = "" if len(drawn) == len(optima) else f" (in the {len(drawn)} cells it fitted)"
+        text += (
+            f" The purple curve is the surface law's joint fit in each cell{where}, at the cell's "
+            "optimal batch: one model of every run, its optimum in each cell the law's plus that "
+            "cell's fitted deviation from it."
+        )
+    return text
+
+
+def _method_base(method: str) -> str:
+    """The fitting method's name without its options (``band0.0025-runs+ols`` -> ``band``)."""
+    m = re.match(r"[a-z]+", method)
+    return m.group(0) if m else method
+
+
+def _law_optimum(o: CellOptimum, target: str, value: float, method: str) -> CellOptimum:
+    """``o`` with its optimum of ``target`` set to a law's ``value`` (no interval): a point the
+    law's fit used, so drawn as usable."""
+    changes: dict[str, Any] = {target: value, f"{target}_ci": None}
+    return replace(o, **changes, method=method, usable=True, on_edge=False, edge=None, reason="")
+
+
+def _law_points(
+    optima: Sequence[CellOptimum], law: PowerLaw, *, keep: Sequence[str] = ()
+) -> tuple[list[CellOptimum], str, str]:
+    """The cell optima to draw with ``law``, what they are in a few words, and a sentence on them
+    for the law plot's caption.
+
+    A surface law's points are its own cell optima (``cell_optima``: the fit with a free optimum
+    per cell under the shared curve shape, whose scatter about the law is the band's), not the
+    per-cell estimate's (``optima``, the parabola's), which can disagree with the law's line even
+    in the sign of its slope; the cells it did not fit are not drawn. Any other law, or a surface
+    law stored without cell optima, gets ``optima``, and the sentence names their method when it
+    is not the law's. ``keep``: cells drawn from ``optima`` whatever the law (held-out cells)."""
+    target = law.target
+    own = getattr(law, "cell_optima", None) or {}
+    if any(o.cell in own for o in optima):
+        points = [
+            o if o.cell in keep else _law_optimum(o, target, float(own[o.cell]), law.method)
+            for o in optima
+            if o.cell in own or o.cell in keep
+        ]
+        missing = [o.cell for o in optima if o.cell not in own and o.cell not in keep]
+        source = f"the {law.method} fit's own cell optima"
+        text = (
+            f"The points are {source} (its fit with a free optimum in each cell under the shared "
+            "curve shape), from the same fit as the line; they have no bars: the fit keeps no "
+            "interval for them. The table's per-cell estimate can differ."
+        )
+        if missing:
+            text += f" Not drawn (cells the {law.method} fit left out): {', '.join(missing)}."
+        return points, source, text
+    methods = sorted({o.method for o in optima})
+    source = f"the cells' optima by the per-cell {'/'.join(methods)} estimate"
+    bars = " with their 95% intervals" if any(getattr(o, f"{target}_ci") for o in optima) else ""
+    if methods == [_method_base(law.method)]:
+        return list(optima), source, f"The points are {source} (the table's){bars}."
+    why = " (the stored law carries no cell optima of its own)" if law.method == "surface" else ""
+    return (
+        list(optima),
+        source,
+        (
+            f"The points are {source} (the table's){bars}, not optima of the {law.method} fit that "
+            f"gives the line{why}: the two methods can disagree."
+        ),
+    )
+
+
+def _law_notes(laws: Sequence[Law]) -> list[str]:
+    """Each law's notes (what ``sweeper fit`` printed: a fit that did not converge, one that fits
+    poorly, cells left out), as warning boxes of escaped HTML."""
+    out = []
+    for law in laws:
+        ident = f" #{law.id}" if law.id is not None else ""
+        for n in getattr(law, "notes", ()) or ():
+            out.append(
+                f"<div class='warn'>{html.escape(f'{law.target} law{ident} ({law.method})')}: "
+                f"{html.escape(str(n))}</div>"
+            )
+    return out
+
+
 def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
     """Write the PNGs and ``index.html`` into ``out_dir``; returns the files written."""
     out = Path(out_dir)
@@ -224,15 +352,12 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
         plt.close(fig)
         figures.append((title, caption, p))
 
+    surface = _surface_lr_law(inputs.laws)
     save(
-        plot_loss_vs_lr(inputs.runs, inputs.optima, _surface_lr_law(inputs.laws)),
+        plot_loss_vs_lr(inputs.runs, inputs.optima, surface),
         "loss_vs_lr.png",
         "Loss against LR, per cell",
-        "Faint points are single runs, dots their mean over seeds, red crosses diverged runs (they bound "
-        "the range and are not fitted). The orange curve is the parabola in ln LR fitted around the "
-        "minimum; the dashed line and band are the optimum and its 95% bootstrap interval. Where the "
-        "stored LR law is a surface fit, the purple curve is that joint fit in each cell (at the "
-        "cell's optimal batch): one model of every run, whose optima lie on the law.",
+        _loss_vs_lr_caption(inputs.optima, surface),
     )
     held_fig = plot_transfer(inputs.transfer) if inputs.transfer else None
     if held_fig is not None:
@@ -245,12 +370,17 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
             "gives their regrets.",
         )
     if inputs.holdout_law is not None:
+        held_pts, _, held_what = _law_points(
+            inputs.optima, inputs.holdout_law, keep=inputs.holdout_cells
+        )
         save(
-            plot_law(inputs.optima, inputs.holdout_law, holdout_cells=inputs.holdout_cells),
+            plot_law(held_pts, inputs.holdout_law, holdout_cells=inputs.holdout_cells),
             f"law_{inputs.holdout_law.target}_holdout.png",
             "Transfer check: the law fitted without the held-out cell",
-            "The law and its 95% band fitted on the other cells only; the red square is the held-out "
-            "cell's measured optimum, which the law had not seen.",
+            "The law and its 95% band fitted on the other cells only. "
+            + held_what
+            + " The red square is the held-out cell's measured optimum (its per-cell estimate, "
+            "as in the table), which the law had not seen.",
         )
     for law in _power_laws(inputs):
         hedge = " (the recipe's peak LR can lie below it: its risk-aware choice)"
@@ -260,24 +390,26 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
             if inputs.target_scale
             else ""
         )
+        points, source, what = _law_points(inputs.optima, law)
         save(
-            plot_law(inputs.optima, law, target_scale=inputs.target_scale),
+            plot_law(points, law, target_scale=inputs.target_scale),
             f"law_{law.target}.png",
             f"Optimal {law.target} against scale",
-            "Cell optima with their 95% intervals; the line is the fitted power law and the band its 95% "
-            "prediction interval (the coefficients' sampling spread plus the scatter of the cells)."
-            + star,
+            what
+            + f" The line is the fitted power law ({law.method}) and the band its 95% prediction "
+            "interval (the coefficients' sampling spread plus the scatter of the cells)." + star,
         )
         save(
-            plot_residuals(inputs.optima, law),
+            plot_residuals(points, law),
             f"residuals_{law.target}.png",
             f"Residuals of the {law.target} law",
-            "A trend in the residuals means the power law bends.",
+            f"ln(point / law) per cell, the points those of the {law.target} law's plot "
+            f"({source}). A trend in the residuals means the power law bends.",
         )
-    surface = plot_batch_surface(inputs.runs, inputs.optima)
-    if surface is not None:
+    batch_fig = plot_batch_surface(inputs.runs, inputs.optima)
+    if batch_fig is not None:
         save(
-            surface,
+            batch_fig,
             "batch_surface.png",
             "Loss over LR and batch size",
             "Colour is the final loss; contours are the cell's 2-D quadratic fit, drawn where it "
@@ -334,6 +466,7 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
     parts.append(
         _table(lt) if len(lt) else "<p>No power law fitted yet: run <code>sweeper fit</code>.</p>"
     )
+    parts += _law_notes(_power_laws(inputs))
     parts.append("<h2>Cells and their optima</h2>")
     parts.append(_table(_optima_table(inputs.optima)))
     for title, caption, p in figures:
