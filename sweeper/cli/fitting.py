@@ -408,8 +408,26 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "" if v is None or not math.isfinite(v) else f"{v:.{digits}g}"
 
 
-def _ci(ci: Sequence[float] | None, digits: int = 3) -> str:
-    return f"[{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]" if ci else ""
+def _ci(ci: Sequence[float | None] | None, digits: int = 3) -> str:
+    """``[low, high]``; a bound that is missing or not finite is unbounded (``[0, ∞)``), not
+    left blank."""
+    if not ci:
+        return ""
+    lo, hi = ci[0], ci[1]
+    left = f"[{_fmt(lo, digits)}" if lo is not None and math.isfinite(lo) else "(-∞"
+    right = f"{_fmt(hi, digits)}]" if hi is not None and math.isfinite(hi) else "∞)"
+    return f"{left}, {right}"
+
+
+def _scatter_row(law: Any) -> tuple[str, str, str]:
+    """How far the cells lie from the law. For a surface law that is τ, the cells' scatter beyond
+    their optima's own errors (REML), 0 when those errors explain it all: it read "residual std
+    0.000" beside a leave-one-cell-out error of 0.307, as if the fit were exact."""
+    value = f"{law.residual_std:.3f} ln"
+    if law.method != "surface":
+        return "residual std", value, ""
+    note = "none beyond the optima's own errors" if law.residual_std <= 1e-3 else ""
+    return "cells' scatter about the law (τ)", value, note
 
 
 def _console() -> Any:
@@ -446,7 +464,7 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
             t.add_row("leave-one-cell-out error", f"{law.cv_error:.3f} ln", "")
         if law.holdout_error is not None:
             t.add_row("leave-largest-out error", f"{law.holdout_error:.3f} ln", "")
-        t.add_row("residual std", f"{law.residual_std:.3f} ln", "")
+        t.add_row(*_scatter_row(law))
         if law.loss_curvature is not None:
             t.add_row("loss curvature", _fmt(law.loss_curvature), "")
         notes = law.notes

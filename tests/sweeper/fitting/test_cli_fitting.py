@@ -377,3 +377,21 @@ def test_compare_marks_points_below_a_law_domain_too(sweep: str, sqlite_url: str
     code, out, err = cli("compare", sweep, "--storage", sqlite_url)
     assert code == 0, err
     assert re.search(r"\(×\S+ below\)", out), out
+
+
+def test_the_law_table_names_a_surface_laws_scatter_and_open_bounds(
+    sweep: str, sqlite_url: str, cli
+) -> None:
+    """A surface law's residual_std is τ, the cells' scatter beyond their optima's own errors:
+    printed as "residual std 0.000" it read as an exact fit. A missing bound printed as
+    "[0, ]"."""
+    from sweeper.cli.fitting import _ci
+
+    code, out, err = cli("fit", sweep, "--bootstrap", "0", "--no-store", "--storage", sqlite_url)
+    assert code == 0, err
+    assert "cells' scatter about the law (τ)" in out and "residual std" not in out
+    code, out, err = cli(
+        "fit", sweep, "--method", "parabola", "--no-store", "--storage", sqlite_url
+    )
+    assert code == 0 and "residual std" in out, err
+    assert _ci([0.0, None]) == "[0, ∞)" and _ci([float("-inf"), 2.0]) == "(-∞, 2]"
