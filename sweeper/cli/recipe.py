@@ -2,8 +2,8 @@
 
 Laws come from a stored SWEEP (the latest lr, batch_tokens and loss laws fitted for it), from
 ``--law ID`` (stored law ids; may be repeated, e.g. an lr law and a batch law), or from a published
-set ``--law deepseek|steplaw|kaplan``. Numbers accept the suffixes k, M, B (or G) and T: ``--params
-7B --tokens 2T``. Nothing heavy is imported here at module level.
+set ``--law deepseek|steplaw|kaplan|porian``. Numbers accept the suffixes k, M, B (or G) and T:
+``--params 7B --tokens 2T``. Nothing heavy is imported here at module level.
 """
 
 from __future__ import annotations
@@ -63,11 +63,15 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ID|NAME",
-        help="stored law id (repeatable: an lr law and a batch law) or deepseek|steplaw|kaplan",
+        help="stored law id (repeatable: an lr law and a batch law) or "
+        "deepseek|steplaw|kaplan|porian",
     )
     p.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
     p.add_argument(
-        "--force", action="store_true", help="use a law of another parametrization anyway"
+        "--force",
+        action="store_true",
+        help="use a law anyway: one of another parametrization, or one whose interval at the "
+        "target spans more than 1000x (it does not determine the value there)",
     )
     p.add_argument(
         "--bytes-per-token",

@@ -18,6 +18,7 @@ __all__ = [
     "check_parametrization",
     "extrapolation_summary",
     "quality_warnings",
+    "refuse_undetermined",
     "schedule_warnings",
 ]
 
@@ -27,6 +28,9 @@ VERY_FAR_FACTOR: Final[float] = 1000.0
 POOR_LOG_ERROR: Final[float] = math.log(1.5)
 #: interval high/low ratio above which the interval earns a warning
 WIDE_INTERVAL: Final[float] = 4.0
+#: ... and above which no recipe is written without force: 10 octaves, the value not placed
+#: within ±5 octaves (the shipped ladders at a 1B target: 28-63×; at 70B: 101-354×)
+UNDETERMINED_SPAN: Final[float] = 1000.0
 
 
 def quality_warnings(
@@ -55,6 +59,26 @@ def quality_warnings(
     if 0 < law.n_cells < 3:
         out.append(f"{name} is fitted on only {law.n_cells} cells")
     return out
+
+
+def refuse_undetermined(
+    law: Law, role: str, interval: tuple[float, float], level: float, *, force: bool
+) -> list[str]:
+    """A :class:`TargetError` when ``law``'s interval at the target is wider than
+    :data:`UNDETERMINED_SPAN` (or unbounded): the law does not determine the value there, and a
+    config written from its point would carry a guess (an LR of 38.6, or 2.7e64, had been
+    exported with exit 0). With ``force`` the recipe is written, and a warning says so."""
+    lo, hi = interval
+    if not (lo > 0 and hi / lo > UNDETERMINED_SPAN):
+        return []
+    what = f"{role} law ({law_label(law)}) {level:.0%} interval {_span(hi / lo)} at the target"
+    if force:
+        return [f"{what}: it does not determine the value; written anyway (force)"]
+    raise TargetError(
+        f"{what} (wider than {UNDETERMINED_SPAN:.0f}×): the law does not determine the {role} "
+        "there; narrow it (cells nearer the target, more seeds, a range around every cell's "
+        "optimum) or write it anyway with force=True (--force)"
+    )
 
 
 def _span(ratio: float) -> str:

@@ -59,7 +59,9 @@ DERIVED: Final[tuple[str, ...]] = (
 #: relative tolerance when a derived value is checked against the fields it comes from
 _REL: Final[float] = 1e-9
 #: how text writes a degenerate :class:`Interval` (low = high)
-NO_INTERVAL: Final[str] = "no interval: the law has no uncertainty"
+NO_INTERVAL: Final[str] = (
+    "no interval: the law carries no uncertainty (a published law, as printed)"
+)
 
 
 @dataclass(frozen=True)

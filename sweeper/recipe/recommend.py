@@ -34,6 +34,7 @@ from sweeper.recipe.doubts import (
     check_parametrization,
     extrapolation_summary,
     quality_warnings,
+    refuse_undetermined,
     schedule_warnings,
 )
 from sweeper.recipe.hardware import (
@@ -47,6 +48,7 @@ from sweeper.recipe.memory import train_flops, train_time_s
 from sweeper.recipe.recipe import Interval, Recipe
 from sweeper.recipe.scale import (
     BYTE_VOCAB,
+    HELD_SLACK,
     ResolvedShape,
     evaluate_law,
     flops_convention_warnings,
@@ -150,7 +152,16 @@ def _init_std(
     CompleteP: the proxies' std at the base width (``conventions.init_std``), which transfers
     with the LR; hidden matrices scale it by sqrt(base_width / width) (:mod:`proxy_models.rules`)."""
     if parametrization == "sp" or base_width is None:
-        return sp_small_init_std(shape.width), "sqrt(2/(5·d)), small init (Nguyen & Salazar 2019)"
+        std = sp_small_init_std(shape.width)
+        measured = lr_law.conventions.init_std
+        if measured and not 1 / HELD_SLACK <= std / measured <= HELD_SLACK:
+            warnings.append(
+                f"lr law ({law_label(lr_law)}) was measured at init std {measured:.4g}; this "
+                f"recipe's small init at width {shape.width} is {std:.4g}: under SP the optimal "
+                f"LR depends on the init, so init at {measured:.4g} to stay in the measured "
+                "regime, or confirm the LR with a short run"
+            )
+        return std, "sqrt(2/(5·d)), small init (Nguyen & Salazar 2019)"
     std = lr_law.conventions.init_std
     if std is None or std <= 0:
         std = sp_small_init_std(base_width)
@@ -285,9 +296,11 @@ def _evaluate_laws(
     *,
     level: float,
     bytes_per_token: float | None,
+    force: bool,
     warnings: list[str],
 ) -> _Evaluated:
-    """Both laws at the target, in their own conventions, with the doubts they raise."""
+    """Both laws at the target, in their own conventions, with the doubts they raise; a law
+    that does not determine its value there is refused unless ``force``."""
     s = m.shape
 
     def scale_for(law: Law) -> dict[str, float]:
@@ -310,9 +323,11 @@ def _evaluate_laws(
     b_law, b_iv = _evaluate(used.batch, "batch", b_scale, s.seq_len, level, b_f)
     if not used.batch_given:
         warnings.append(_fallback_batch_warning(used, b_law))
+    warnings += refuse_undetermined(used.lr, "lr", lr_iv, level, force=force)
     warnings += quality_warnings(used.lr, "lr", lr_iv, level)
     warnings += flops_convention_warnings(used.lr, "lr")
     if used.batch_given:
+        warnings += refuse_undetermined(used.batch, "batch", b_iv, level, force=force)
         warnings += quality_warnings(used.batch, "batch", b_iv, level)
         warnings += flops_convention_warnings(used.batch, "batch")
     return _Evaluated(lr, point, regret, lr_iv, b_law, b_iv, lr_scale, b_scale)
@@ -421,8 +436,9 @@ def recommend(
     ``loss_law`` chooses D (or N and D) when the target leaves it open and gives the predicted
     loss. ``global_batch`` fixes the global batch in sequences instead of the law's (a multiple of
     micro batch × GPUs); ``rampup`` forces the batch ramp-up on or off (None: the rule of
-    :class:`RecipeDefaults`); ``force`` lets a law of another parametrization through, with a
-    warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
+    :class:`RecipeDefaults`); ``force`` lets a law of another parametrization through, and one
+    whose interval at the target is too wide to determine its value
+    (:func:`~sweeper.recipe.doubts.refuse_undetermined`), each with a warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
     target's tokens (None: no conversion, and a warning). Raises :class:`TargetError` when the
     laws cannot serve the target. (Long only because the last statement names every field of the
     :class:`Recipe`.)
@@ -437,7 +453,9 @@ def recommend(
     )
     loss_f = token_factor(loss_law, bytes_per_token) if loss_law is not None else 1.0
     m = resolve_target(target, hw, loss_law, loss_f, warnings, conventions=used.lr.conventions)
-    ev = _evaluate_laws(used, m, level=level, bytes_per_token=bytes_per_token, warnings=warnings)
+    ev = _evaluate_laws(
+        used, m, level=level, bytes_per_token=bytes_per_token, force=force, warnings=warnings
+    )
     regime = [("lr", used.lr, token_factor(used.lr, bytes_per_token))]
     if used.batch_given:
         regime.append(("batch", used.batch, token_factor(used.batch, bytes_per_token)))

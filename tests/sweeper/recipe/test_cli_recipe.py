@@ -488,7 +488,7 @@ def test_recommend_table_says_no_interval_for_a_published_law(run) -> None:
     code, out, _ = run("recommend", "--law", "steplaw", "--params", "1e9", "--tokens", "2e10")
     assert code == 0
     batch = next(line for line in out.splitlines() if "batch (tokens)" in line)
-    assert "no interval: the law has no uncertainty" in batch
+    assert "no interval: the law carries no uncertainty" in batch
     lr = next(line for line in out.splitlines() if "peak LR" in line)
     assert "no interval" in lr and "[" not in lr
 
@@ -505,3 +505,12 @@ def test_batch_warning_says_what_can_shrink(run) -> None:
     code, out, _ = run(*argv, "--gpus", "4", "--micro-batch", "2")
     (w,) = [w for w in json.loads(out)["warnings"] if w.startswith("micro batch 2 × 4 GPUs")]
     assert "use fewer data-parallel GPUs or a smaller micro batch, or a sequence length" in w
+
+
+def test_recommend_help_names_every_published_law(run) -> None:
+    """--help listed deepseek|steplaw|kaplan while the no-laws error offered porian too."""
+    from sweeper.recipe.published import PUBLISHED_NAMES
+
+    code, out, _ = run("recommend", "--help")
+    assert code == 0
+    assert "|".join(PUBLISHED_NAMES) in "".join(out.split())

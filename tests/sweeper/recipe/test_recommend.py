@@ -418,7 +418,8 @@ def test_poorly_constrained_law_warns() -> None:
     r = recommend({**sp_laws(), "lr": bad_lr}, Target(n_params=5e7, tokens=5e9))
     assert any("leave-one-cell-out error" in w for w in r.warnings)
     assert any("exponent of n_params" in w for w in r.warnings)
-    wide = recommend(sp_laws(spread=0.5), Target(n_params=5e7, tokens=5e9))
+    wide = recommend(sp_laws(spread=0.05), Target(n_params=5e7, tokens=5e9))
+    assert wide.lr.high / wide.lr.low < 1000  # (wider: refused, the test below)
     assert any("interval spans" in w for w in wide.warnings)
 
 
@@ -600,3 +601,38 @@ def test_recipe_from_dict_rejects_broken_identity_and_missing_keys() -> None:
     with pytest.raises(TargetError, match="global batch"):
         recipe_from_dict({**d, "micro_batch_size": d["micro_batch_size"] + 1})
     assert isinstance(recipe_from_dict(d), Recipe)
+
+
+def test_a_law_that_does_not_determine_the_value_at_the_target_is_refused_unless_forced() -> None:
+    """An audit's 3-width ladder gave a peak LR of 38.6 with a 95% interval [5.1e-15, 1.8e19],
+    exported to litgpt and HF with exit 0. Past 1000× (10 octaves) no recipe is written without
+    force; with it, a warning says it was written anyway."""
+    from sweeper.recipe.doubts import UNDETERMINED_SPAN
+
+    target = Target(n_params=1e9, tokens=2e10)
+    wide = replace(power_law("lr", 2.0, {"n_params": -0.3}), residual_std=3.0)  # 1.3e5×
+    with pytest.raises(TargetError, match=r"lr law \(hand:lr\) 95% interval spans 1\.28e\+05× at"):
+        recommend({"lr": wide}, target)
+    forced = recommend({"lr": wide}, target, force=True)
+    assert any("does not determine the value; written anyway" in w for w in forced.warnings)
+    # at the edge of the rule: an interval narrower than the limit is written with its warning
+    ok = replace(power_law("lr", 2.0, {"n_params": -0.3}), residual_std=1.5)  # 361×
+    r = recommend({"lr": ok}, target)
+    assert r.lr.high / r.lr.low < UNDETERMINED_SPAN
+    assert not any("written anyway" in w for w in r.warnings)
+    # a batch law too (when one is given)
+    batch = replace(power_law("batch_tokens", 1.0, {"n_params": 0.5}), residual_std=3.0)
+    with pytest.raises(TargetError, match=r"batch law .* does not determine the batch there"):
+        recommend({"lr": ok, "batch_tokens": batch}, target)
+
+
+def test_an_sp_recipe_says_when_its_init_is_not_the_one_the_law_was_measured_at() -> None:
+    """The SP recipe writes the small init sqrt(2/(5·d)) (0.0134 at d = 2240) while the proxies
+    were trained at std 0.02 at every width: said, since SP's optimal LR depends on the init."""
+    lr = power_law("lr", 2.0, {"n_params": -0.3})
+    lr = replace(lr, conventions=replace(lr.conventions, init_std=0.02))
+    far = recommend({"lr": lr}, Target(width=2240, depth=17, tokens=2e10))
+    (said,) = [w for w in far.warnings if "was measured at init std 0.02" in w]
+    assert "small init at width 2240 is 0.01336" in said
+    near = recommend({"lr": lr}, Target(width=1000, depth=8, tokens=2e10))  # 0.02 there
+    assert not any("init std" in w for w in near.warnings)

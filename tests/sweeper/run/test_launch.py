@@ -287,11 +287,16 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
     # run again with a second seed, it keeps the first seed's runs (not redone) and adds seed 1
     _more_seeds_train_only_the_missing_ones(url, check, tmp_path)
 
+    # two tiny widths do not determine the LR at 1e9 parameters: refused, then written anyway
     target = ["--params", "1e9", "--tokens", "2e10", "--storage", url]
+    r = _cli(["recommend", "smoke", *target, "--json"], tmp_path)
+    assert r.returncode == 2 and "the law does not determine the lr there" in r.stderr, r.stderr
+    target.append("--force")
     r = _cli(["recommend", "smoke", *target, "--json"], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     recipe = json.loads(r.stdout)
-    assert recipe["extrapolation_factor"] > 1000 and recipe["warnings"]
+    assert recipe["extrapolation_factor"] > 1000
+    assert any("written anyway (force)" in w for w in recipe["warnings"])
     out = tmp_path / "recipe.json"
     r = _cli(["export", "smoke", *target, "--format", "json", "-o", str(out)], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -391,6 +396,7 @@ def _count_complete(db: Path) -> int:
         return 0
 
 
+@pytest.mark.drivers
 def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
     from sweeper.run.launch import launch_study
 
@@ -443,6 +449,7 @@ def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
         assert all(any(p.items() <= d.items() for d in done) for p in failed), (failed, done)
 
 
+@pytest.mark.drivers
 def test_sigterm_part_way_stops_cleanly_then_relaunch_resumes(tmp_path: Path) -> None:
     """SIGTERM (``timeout``, Slurm, Kubernetes) killed the driver in Ray's signal handler: no
     summary, trials left RUNNING; SIGINT was reported as "short of their target after repeated
