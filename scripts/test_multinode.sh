@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The multi-node suite (tests/cluster): a three-node Ray cluster on loopback addresses with token
-# authentication, Sweeper launched against it with --address (~3 minutes on 2 cores, the cluster's
-# start included). CI runs it after the README's test command (.ci/run). Extra arguments go to
-# pytest: `bash scripts/test_multinode.sh -m multinode` adds the slow multi-node checks.
+# The distributed suite: the multi-node tests (tests/cluster: a three-node Ray cluster on loopback
+# addresses with token authentication, Sweeper launched against it with --address) and the
+# several-driver tests (marker `drivers`: two drivers racing for a sweep, takeovers, a driver
+# SIGKILLed or SIGTERMed part-way and relaunched, two drivers on PostgreSQL, a local launch
+# listening on loopback only), each in processes of its own (about 7 minutes on 2 cores). CI runs
+# it after the README's test command (.ci/run). Extra arguments go to pytest:
+# `bash scripts/test_multinode.sh -m multinode` runs the multi-node checks alone, slow ones too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest tests/cluster -m 'multinode and not slow' --durations=5 "$@"
+exec .venv/bin/python -m pytest tests -m '(multinode or drivers) and not slow' --durations=10 "$@"

@@ -180,6 +180,7 @@ def _session_pids(sid: int) -> list[int]:
     return pids
 
 
+@pytest.mark.drivers
 def test_law_sigkill_part_way_then_relaunch_resumes_the_plan(tmp_path: Path) -> None:
     from sweeper.run.launch import launch_study
     from sweeper.study.study_toml import study_toml

@@ -44,6 +44,7 @@ def is_loopback(addr: str) -> bool:
     return ipaddress.ip_address(host).is_loopback
 
 
+@pytest.mark.drivers
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs `ss` (iproute2)")
 def test_a_local_launch_listens_on_loopback_only(tmp_path: Path) -> None:
     from sweeper.study.study_toml import study_toml

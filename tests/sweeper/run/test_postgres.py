@@ -18,7 +18,7 @@ from sweeper.study.study_toml import study_toml
 from tests.sweeper.run.test_launch import _CLI, _session_pids, _states, _studies, tiny
 from tests.sweeper.run.test_takeover import _complete
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.drivers]
 
 
 def _write(tmp_path: Path, name: str, **kw: int) -> Path:

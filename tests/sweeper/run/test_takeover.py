@@ -143,11 +143,13 @@ def _check(res: dict[str, Any], url: str, sweep: str) -> None:
         )
 
 
+@pytest.mark.drivers
 def test_takeover_race_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'takeover.db'}"
     _check(_takeover(url, "race", tmp_path), url, "race")
 
 
+@pytest.mark.drivers
 @pytest.mark.postgres
 def test_takeover_race_postgres(postgres_url: str, sweep_name: str, tmp_path: Path) -> None:
     _check(_takeover(postgres_url, sweep_name, tmp_path), postgres_url, sweep_name)
