@@ -152,16 +152,16 @@ def _init_std(
     CompleteP: the proxies' std at the base width (``conventions.init_std``), which transfers
     with the LR; hidden matrices scale it by sqrt(base_width / width) (:mod:`proxy_models.rules`)."""
     if parametrization == "sp" or base_width is None:
-        std = sp_small_init_std(shape.width)
+        small = sp_small_init_std(shape.width)
         measured = lr_law.conventions.init_std
-        if measured and not 1 / HELD_SLACK <= std / measured <= HELD_SLACK:
+        if measured and not 1 / HELD_SLACK <= small / measured <= HELD_SLACK:
             warnings.append(
                 f"lr law ({law_label(lr_law)}) was measured at init std {measured:.4g}; this "
-                f"recipe's small init at width {shape.width} is {std:.4g}: under SP the optimal "
-                f"LR depends on the init, so init at {measured:.4g} to stay in the measured "
-                "regime, or confirm the LR with a short run"
+                f"recipe's small init at width {shape.width} is {small:.4g}: under SP the "
+                f"optimal LR depends on the init, so init at {measured:.4g} to stay in the "
+                "measured regime, or confirm the LR with a short run"
             )
-        return std, "sqrt(2/(5·d)), small init (Nguyen & Salazar 2019)"
+        return small, "sqrt(2/(5·d)), small init (Nguyen & Salazar 2019)"
     std = lr_law.conventions.init_std
     if std is None or std <= 0:
         std = sp_small_init_std(base_width)
