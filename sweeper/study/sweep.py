@@ -343,11 +343,12 @@ def _existing_row(
         )
         return existing
     if not force_new:
+        changed = study_changes(_stored_spec_or_none(existing), spec)
         raise StorageError(
             f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
-            "file; relaunch it with the same study (adding cells to its ladder is allowed), "
-            "choose another sweep.name, or pass --force-new to delete its trials and start "
-            "again"
+            f"file{f' ({changed})' if changed else ''}; relaunch it with the same study (more "
+            "cells in its ladder, or more trials_per_cell, are allowed), choose another "
+            "sweep.name, or pass --force-new to delete its trials and start again"
         )
     delete_sweep(spec.name, url, held=held)
     return None
@@ -415,6 +416,32 @@ def added_cells(old: StudySpec | None, new: StudySpec) -> list[str]:
     if not old_names <= set(new_names):
         return []
     return [n for n in new_names if n not in old_names]
+
+
+def study_changes(stored: StudySpec | None, spec: StudySpec, most: int = 4) -> str:
+    """What ``spec`` changes of the ``stored`` study in what a sweep measures (the keys
+    :func:`~sweeper.study.study_toml.spec_hash` covers), as ``key: old -> new`` joined by
+    semicolons, at most ``most`` of them ("" when the stored study cannot be read)."""
+    import tomllib
+
+    if stored is None:
+        return ""
+    old, new = (_flat(tomllib.loads(study_toml(x, operational=False))) for x in (stored, spec))
+    keys = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+    text = [f"{k}: {old.get(k, '(none)')!r} -> {new.get(k, '(none)')!r}" for k in keys[:most]]
+    more = f"; +{len(keys) - most} more" if len(keys) > most else ""
+    return "; ".join(text) + more
+
+
+def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and not ({"low", "high", "values"} & set(v)):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
 
 
 def _stored_spec_or_none(row: Mapping[str, Any]) -> StudySpec | None:

@@ -129,8 +129,11 @@ def test_changed_study_is_refused_unless_force_new(sqlite_url: str) -> None:
     open_sweep(spec, sqlite_url)  # same study: fine, trials kept
     assert len(optuna.load_study(study_name="sw/w16-d2-t32.8k", storage=sqlite_url).trials) == 1
     changed = _spec(replace={"high = 5e-2": "high = 9e-2"})
-    with pytest.raises(StorageError, match=r"different study file.*--force-new"):
+    with pytest.raises(StorageError, match=r"different study file.*--force-new") as e:
         open_sweep(changed, sqlite_url)
+    # it names what changed (it said only "a different study file")
+    assert "(search.lr: {'low': 0.001, 'high': 0.05, 'log': True} -> {" in str(e.value)
+    assert "'high': 0.09" in str(e.value)
     # nothing was touched by the refusal
     assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(spec)  # type: ignore[index]
     # laws fitted to the old data, and its transfer check, go with it; other sweeps' laws stay
