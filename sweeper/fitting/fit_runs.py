@@ -384,6 +384,12 @@ def default_predictors(optima: Sequence[CellOptimum]) -> tuple[str, ...]:
             vary.append(name)
             logs[name] = np.log(vals)
     if not vary:
+        left = [f"{o.cell}: {o.reason}" for o in optima if not o.usable]
+        if len(usable) < 2:  # one usable cell: no predictor can vary; say why the rest are out
+            raise FitError(
+                f"only {len(usable)} usable cell ({usable[0].cell}); left out "
+                + "; ".join(left[:8])
+            )
         raise FitError(
             "neither n_params nor tokens varies across the usable cells; "
             "pass --predictors (e.g. width or depth)"

@@ -474,9 +474,7 @@ def _check_sampler(spec: StudySpec) -> list[str]:
                 f"not a range: {', '.join('search.' + n for n in ranges)}"
             )
         elif tpc is not None and tpc > grid_size(s):
-            out.append(
-                f"sweep.trials_per_cell: {tpc} exceeds the {grid_size(s)} points of the grid"
-            )
+            out.append(f"sweep.trials_per_cell: {tpc} exceeds the grid's {grid_size(s)} point(s)")
     elif spec.sampler.kind == "law":
         out.extend(_check_law(spec))
     elif tpc is None:

@@ -538,3 +538,19 @@ def test_a_surface_fit_that_did_not_converge_is_refused_not_stored() -> None:
     assert "did not converge" in msg and "no law is stored" in msg
     assert "w16-d2-t819k (top)" in msg and "have their best runs on the edge" in msg
     assert msg.endswith("widen the range there")
+
+
+def test_a_per_cell_fit_with_one_usable_cell_says_why_the_others_are_out() -> None:
+    """The parabola fit of the same runs said "neither n_params nor tokens varies across the
+    usable cells; pass --predictors (e.g. width or depth)": the fix for another problem. With one
+    usable cell it names the cells left out and why (their optimum on the range's edge)."""
+    from pathlib import Path
+
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
+
+    path = Path(__file__).resolve().parents[3] / "docs" / "data" / "muon_hi.csv"
+    opts = FitOptions(method="parabola", cell_boot=0)
+    with pytest.raises(FitError, match=r"only 1 usable cell \(w\d+-d2-t819k\); left out w") as e:
+        fit_runs(pd.read_csv(path), conventions=Conventions(), source="mh", options=opts)
+    assert "widen the LR range" in str(e.value) and "--predictors" not in str(e.value)
