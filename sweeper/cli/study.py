@@ -102,13 +102,23 @@ def _positive_int(text: str) -> int:
 # ---- validate ----------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     from sweeper import api
+    from sweeper.errors import StudyError
     from sweeper.study.ladder import cells
 
-    spec = api.load_study(args.study)
+    try:
+        spec = api.load_study(args.study)
+    except StudyError as e:
+        if not args.json:
+            raise
+        # --json answers in JSON either way: a script reads "ok", not stderr
+        print(json.dumps({"study": str(args.study), "ok": False, "problems": e.problems}))
+        return 2
     cell_list = cells(spec)
     est = api.estimate(spec, steps=args.probe_steps) if args.estimate else None
     if args.json:
         out: dict[str, Any] = {
+            "study": str(args.study),
+            "ok": True,
             "sweep": spec.name,
             "trials_per_cell": spec.trials_per_cell,
             "seeds_per_point": spec.sweep.seeds_per_point,

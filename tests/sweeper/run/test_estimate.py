@@ -161,7 +161,13 @@ def test_validate_says_a_law_studys_budget(tmp_path: Path, cli: CliRunner) -> No
     code, out, _ = cli("validate", path)
     assert code == 0 and "law sampler: 7 runs at most" in out and "trials ×" not in out
     code, out, _ = cli("validate", path, "--json")
-    assert json.loads(out)["budget_runs"] == 7
+    assert json.loads(out)["budget_runs"] == 7 and json.loads(out)["ok"] is True
+    # a bad file answers in JSON too (it printed plain text under --json), exit 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text().replace("budget_runs = 7", "budget_runs = -1"))
+    code, out, _ = cli("validate", bad, "--json")
+    doc = json.loads(out)
+    assert code == 2 and doc["ok"] is False and doc["problems"][0].startswith("sampler.budget_runs")
 
 
 def test_durations_read_in_seconds_below_a_minute() -> None:
