@@ -396,6 +396,30 @@ def _count_complete(db: Path) -> int:
         return 0
 
 
+def _launch_until(
+    path: Path, db: Path, complete: int, *, wait_s: float = 180, capture: bool = False
+) -> subprocess.Popen[str]:
+    """``sweeper launch path`` on SQLite ``db`` in a session of its own, returned once
+    ``complete`` trials have completed (the launch must still run); ``capture``: stdout and
+    stderr piped (read them with ``communicate``), else discarded."""
+    out = subprocess.PIPE if capture else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLI, "launch", str(path), "--storage", f"sqlite:///{db}",
+         "--no-progress"],
+        cwd=path.parent, start_new_session=True, text=True, stdout=out, stderr=out,
+    )  # fmt: skip
+    deadline = time.time() + wait_s
+    while _count_complete(db) < complete:
+        if proc.poll() is not None or time.time() > deadline:
+            for pid in _session_pids(proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            why = "the launch ended" if proc.poll() is not None else "no trial completed in time"
+            pytest.fail(f"{why} before it could be stopped part-way")
+        time.sleep(0.3)
+    return proc
+
+
 @pytest.mark.drivers
 def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
     from sweeper.run.launch import launch_study
@@ -407,19 +431,8 @@ def test_sigkill_part_way_then_relaunch(tmp_path: Path) -> None:
     path.write_text(study_toml(spec))
     db = tmp_path / "k.db"
     url = f"sqlite:///{db}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CLI, "launch", str(path), "--storage", url, "--no-progress"],
-        cwd=tmp_path,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = _launch_until(path, db, 2)
     try:
-        deadline = time.time() + 180
-        while _count_complete(db) < 2:
-            assert proc.poll() is None, "the launch ended before it could be killed"
-            assert time.time() < deadline, "no trial completed in time"
-            time.sleep(0.3)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         # Ray's workers leave with the raylet they watch; none may survive
@@ -463,17 +476,8 @@ def test_sigterm_part_way_stops_cleanly_then_relaunch_resumes(tmp_path: Path) ->
     path.write_text(study_toml(spec))
     db = tmp_path / "t.db"
     url = f"sqlite:///{db}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CLI, "launch", str(path), "--storage", url, "--no-progress"],
-        cwd=tmp_path, start_new_session=True, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    proc = _launch_until(path, db, 2, capture=True)
     try:
-        deadline = time.time() + 180
-        while _count_complete(db) < 2:
-            assert proc.poll() is None, "the launch ended before it could be stopped"
-            assert time.time() < deadline, "no trial completed in time"
-            time.sleep(0.3)
         os.kill(proc.pid, signal.SIGTERM)  # the driver only, as `timeout` does
         _, err = proc.communicate(timeout=120)
     finally:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from optuna.trial import TrialState
 
 from sweeper.study.spec import StudySpec, law_lrs, parse_study_toml
 from tests.sweeper.run.fake_tune import drive, open_searcher
+from tests.sweeper.run.test_launch import _launch_until, _session_pids
 
 LAW = """\
 [sweep]
@@ -43,8 +42,6 @@ budget_runs = {budget}
 [resources]
 max_failures = 1
 """
-
-_CLI = "import sys, sweeper.cli as c; raise SystemExit(c.main(sys.argv[1:]))"
 
 
 def law(name: str, *, budget: int, tokens: int = 16384) -> StudySpec:
@@ -154,32 +151,6 @@ def test_law_point_that_fails_is_queued_before_its_fail_is_told_then_runs(
     assert lr in {r[1] for r in runs}
 
 
-def _count_complete(db: Path) -> int:
-    import sqlite3
-
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db, timeout=1) as conn:
-            return int(
-                conn.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
-            )
-    except sqlite3.OperationalError:
-        return 0
-
-
-def _session_pids(sid: int) -> list[int]:
-    out = subprocess.run(
-        ["ps", "-e", "-o", "pid=,sid=,stat="], capture_output=True, text=True
-    ).stdout
-    pids = []
-    for line in out.splitlines():
-        pid, s, stat = line.split()[:3]
-        if int(s) == sid and not stat.startswith("Z"):
-            pids.append(int(pid))
-    return pids
-
-
 @pytest.mark.drivers
 def test_law_sigkill_part_way_then_relaunch_resumes_the_plan(tmp_path: Path) -> None:
     from sweeper.run.launch import launch_study
@@ -190,19 +161,8 @@ def test_law_sigkill_part_way_then_relaunch_resumes_the_plan(tmp_path: Path) -> 
     path.write_text(study_toml(spec))
     db = tmp_path / "k.db"
     url = f"sqlite:///{db}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CLI, "launch", str(path), "--storage", url, "--no-progress"],
-        cwd=tmp_path,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = _launch_until(path, db, 3, wait_s=240)
     try:
-        deadline = time.time() + 240
-        while _count_complete(db) < 3:
-            assert proc.poll() is None, "the launch ended before it could be killed"
-            assert time.time() < deadline, "no trial completed in time"
-            time.sleep(0.3)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         deadline = time.time() + 30
