@@ -20,6 +20,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -98,9 +99,26 @@ def _warn_password(args: argparse.Namespace) -> None:
         )
 
 
+#: a negative number as a value (``-1e9``, ``-2.5``, ``-7B``): argparse takes ``-1e9`` for an option
+_NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[kKMBGT]?$")
+
+
+def _joined_negatives(argv: Sequence[str]) -> list[str]:
+    """``--opt -1e9`` as ``--opt=-1e9``, so that argparse hands the value to the option's own
+    check ("n_params must be positive") instead of saying "expected one argument"."""
+    out: list[str] = []
+    for a in argv:
+        prev = out[-1] if out else ""
+        if _NEGATIVE.match(a) and prev.startswith("--") and "=" not in prev:
+            out[-1] = f"{prev}={a}"
+        else:
+            out.append(a)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined_negatives(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=logging.DEBUG
         if args.verbose > 1

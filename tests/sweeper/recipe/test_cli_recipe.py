@@ -514,3 +514,14 @@ def test_recommend_help_names_every_published_law(run) -> None:
     code, out, _ = run("recommend", "--help")
     assert code == 0
     assert "|".join(PUBLISHED_NAMES) in "".join(out.split())
+
+
+def test_a_negative_number_reaches_its_options_check(run) -> None:
+    """``--params -1e9`` was taken by argparse for an option ("expected one argument")."""
+    from sweeper.cli import _joined_negatives
+
+    code, _, err = run("recommend", "--law", "deepseek", "--params", "-1e9", "--tokens", "2e10")
+    assert code == 2 and "n_params must be positive" in err, err
+    assert _joined_negatives(["--lr", "-.5", "--tokens", "-2e10", "-v", "-7B"]) == [
+        "--lr=-.5", "--tokens=-2e10", "-v", "-7B",
+    ]  # fmt: skip
