@@ -146,7 +146,7 @@ def _error_line(trial: Any) -> str:
     return lines[-1][:500] if lines else "error"
 
 
-class _LeaseStopper(tune.Stopper):
+class _StopWhenSearcherStops(tune.Stopper):
     """Stops every trial once the launch stops: its lease lost, or the driver interrupted (Tune
     checks ``stop_all`` each step)."""
 
@@ -538,7 +538,7 @@ def _tuner(
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=r.max_failures),
             callbacks=[_RetryCounter(searcher)],
-            stop=_LeaseStopper(searcher),
+            stop=_StopWhenSearcherStops(searcher),
             log_to_file=False,
         ),
     )

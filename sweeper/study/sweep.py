@@ -162,9 +162,9 @@ class FencedStorage(RDBStorage):
             try:
                 return call()
             except optuna.exceptions.StorageInternalError as e:
-                if not _unreachable(e) or held.lost.is_set():
-                    if held.lost.is_set():
-                        raise LeaseLost(held.why) from None
+                if held.lost.is_set():
+                    raise LeaseLost(held.why) from None
+                if not _unreachable(e):
                     raise
                 if waited >= held.stale_after_s:
                     held.mark_lost(
