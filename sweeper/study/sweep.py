@@ -323,8 +323,9 @@ def _existing_row(
     spec: StudySpec, url: str, *, force_new: bool, held: HeldLease | None = None
 ) -> dict[str, Any] | None:
     """The stored row of the sweep ``spec`` names, when the study may continue it: the same
-    measurement, or the same with more cells. None when there is none (or ``force_new`` deleted
-    one launched from another study); StorageError when it holds something else."""
+    measurement, or the same with more cells. None when there is none, or when one launched
+    from another study was deleted: it held no trial yet, or ``force_new``. StorageError when it
+    holds something else."""
     existing = st.get_sweep(spec.name, url)
     if existing is None:
         return None
@@ -342,8 +343,13 @@ def _existing_row(
             "sweep %s: ladder extended by %d cell(s): %s", spec.name, len(added), ", ".join(added)
         )
         return existing
-    if not force_new:
-        changed = study_changes(_stored_spec_or_none(existing), spec)
+    changed = study_changes(_stored_spec_or_none(existing), spec)
+    if not force_new and not _holds_trials(spec.name, url):
+        logger.warning(
+            "sweep %s holds no trials (its last launch stopped before the first): replaced by "
+            "this study%s", spec.name, f" ({changed})" if changed else ""
+        )  # fmt: skip
+    elif not force_new:
         raise StorageError(
             f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
             f"file{f' ({changed})' if changed else ''}; relaunch it with the same study (more "
@@ -352,6 +358,12 @@ def _existing_row(
         )
     delete_sweep(spec.name, url, held=held)
     return None
+
+
+def _holds_trials(name: str, url: str) -> bool:
+    """Whether any cell study of the sweep holds a trial, in any state (a launch that could not
+    join Ray, or found no node to run a trial, leaves the sweep registered with none)."""
+    return any(s.get_trials(deepcopy=False) for s in cell_studies(name, url))
 
 
 def _write_row(

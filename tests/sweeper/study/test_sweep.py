@@ -122,6 +122,19 @@ def test_open_sweep_creates_row_and_cell_studies(sqlite_url: str) -> None:
     assert set(names) == {"sw/w16-d2-t32.8k", "sw/w32-d2-t32.8k"}
 
 
+def test_a_changed_study_replaces_a_sweep_that_holds_no_trial(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a launch that could not join Ray leaves its sweep registered with no trial: the corrected
+    # study is not refused as "a different study file" (nothing measured would be lost)
+    open_sweep(_spec(), sqlite_url)
+    changed = _spec(replace={"high = 5e-2": "high = 9e-2"})
+    with caplog.at_level("WARNING"):
+        open_sweep(changed, sqlite_url)
+    assert "sw holds no trials" in caplog.text and "'high': 0.09" in caplog.text
+    assert st.get_sweep("sw", sqlite_url)["spec_hash"] == spec_hash(changed)  # type: ignore[index]
+
+
 def test_changed_study_is_refused_unless_force_new(sqlite_url: str) -> None:
     spec = _spec()
     css = open_sweep(spec, sqlite_url)
