@@ -36,6 +36,7 @@ from sweeper.recipe.scale import (
     token_factor,
     token_unit_warnings,
 )
+from sweeper.recipe.warning_kinds import by_importance
 
 __all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_penalty"]
 
@@ -246,7 +247,7 @@ def check_recipe(
         tokens=v.tokens,
         items=tuple(items),
         extrapolation_factor=factor,
-        warnings=tuple(warnings),
+        warnings=by_importance(warnings),
         law_ids=ids,
     )
 

@@ -11,6 +11,7 @@ from typing import Final
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import KaplanLRLaw, Law, PowerLaw
 from sweeper.recipe.scale import HELD_SLACK, law_label
+from sweeper.recipe.warning_kinds import Doubt
 
 __all__ = [
     "FAR_FACTOR",
@@ -46,18 +47,22 @@ def quality_warnings(
         return out
     for what, err in (("leave-one-cell-out", law.cv_error), ("largest-cell", law.holdout_error)):
         if err is not None and err > POOR_LOG_ERROR:
-            out.append(f"{name} {what} error is ±{math.expm1(err):.0%} (poorly constrained)")
+            out.append(Doubt(f"{name} {what} error is ±{math.expm1(err):.0%} (poorly constrained)"))
     lo, hi = interval
     if lo > 0 and hi / lo > WIDE_INTERVAL:
         out.append(
-            f"{name} {level:.0%} interval {_span(hi / lo)} at the target (poorly constrained)"
+            Doubt(
+                f"{name} {level:.0%} interval {_span(hi / lo)} at the target (poorly constrained)"
+            )
         )
     for p, (clo, chi) in law.exponents_ci.items():
         b = law.exponents.get(p, 0.0)
         if (clo < 0 < chi and b != 0.0) or chi - clo > 0.5:
-            out.append(f"{name} exponent of {p} is {b:+.3f} [{clo:+.3f}, {chi:+.3f}]: poorly known")
+            out.append(
+                Doubt(f"{name} exponent of {p} is {b:+.3f} [{clo:+.3f}, {chi:+.3f}]: poorly known")
+            )
     if 0 < law.n_cells < 3:
-        out.append(f"{name} is fitted on only {law.n_cells} cells")
+        out.append(Doubt(f"{name} is fitted on only {law.n_cells} cells"))
     return out
 
 
@@ -73,7 +78,7 @@ def refuse_undetermined(
         return []
     what = f"{role} law ({law_label(law)}) {level:.0%} interval {_span(hi / lo)} at the target"
     if force:
-        return [f"{what}: it does not determine the value; written anyway (force)"]
+        return [Doubt(f"{what}: it does not determine the value; written anyway (force)")]
     raise TargetError(
         f"{what} (wider than {UNDETERMINED_SPAN:.0f}×): the law does not determine the {role} "
         "there; narrow it (cells nearer the target, more seeds, a range around every cell's "
@@ -111,7 +116,7 @@ def check_parametrization(
             f"{role} law ({law_label(law)}) was fitted under {p} but {subject} is {parametrization}"
         )
         if force:
-            warnings.append(f"{msg}: a {p} law transfers only to a {p} model (forced)")
+            warnings.append(Doubt(f"{msg}: a {p} law transfers only to a {p} model (forced)"))
         elif subject == "the target":
             raise TargetError(
                 f"{msg}: for a {p} model set the target's parametrization "
@@ -151,12 +156,16 @@ def extrapolation_summary(
     detail = ratios_text(ext)
     if factor >= VERY_FAR_FACTOR:
         warnings.append(
-            f"very far extrapolation: {factor:.3g}× beyond the largest proxy ({detail}); at "
-            f"≥{VERY_FAR_FACTOR:.0f}× a small error in an exponent becomes a large error in the "
-            "value: confirm the LR with a short run at the target"
+            Doubt(
+                f"very far extrapolation: {factor:.3g}× beyond the largest proxy ({detail}); at "
+                f"≥{VERY_FAR_FACTOR:.0f}× a small error in an exponent becomes a large error in "
+                "the value: confirm the LR with a short run at the target"
+            )
         )
     elif factor >= FAR_FACTOR:
-        warnings.append(f"far extrapolation: {factor:.3g}× beyond the largest proxy ({detail})")
+        warnings.append(
+            Doubt(f"far extrapolation: {factor:.3g}× beyond the largest proxy ({detail})")
+        )
     return factor, ext
 
 
@@ -178,7 +187,7 @@ def _below_warning(role: str, law: Law, predictor: str, value: float, lo: float)
     """The warning for a target below the smallest proxy: the law is extrapolated downward
     (the extrapolation factor, target / largest proxy, is then below 1 and says nothing)."""
     far = f" (more than {FAR_FACTOR:.0f}×)" if value < lo / FAR_FACTOR else ""
-    return (
+    return Doubt(
         f"{role} law ({law_label(law)}): target {predictor}={value:.3g} is {lo / value:.3g}× "
         f"below the smallest proxy ({lo:.3g}){far}: below the ladder the law is extrapolated "
         "too (confirm the LR with a short run)"

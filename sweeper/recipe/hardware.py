@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sweeper.errors import TargetError
 from sweeper.recipe.memory import PRECISIONS, MemoryEstimate, estimate_memory
 from sweeper.recipe.scale import regime_values, regime_warnings
+from sweeper.recipe.warning_kinds import Assumed
 
 if TYPE_CHECKING:
     from sweeper.fitting.laws import Law
@@ -152,7 +153,9 @@ def choose_batch(
         micro = hw.micro_batch
     elif hw.gpu_memory_gb is None:
         micro = 1
-        warnings.append("no GPU memory given: micro batch 1 (give gpu_memory_gb to size it)")
+        warnings.append(
+            Assumed("no GPU memory given: micro batch 1 (give gpu_memory_gb to size it)")
+        )
     else:
         fit = memory_estimate(m, hw, 1).max_micro_batch or 0
         sizes = range(1, max(1, min(fit, math.floor(want / dp))) + 1)

@@ -58,6 +58,7 @@ from sweeper.recipe.scale import (
     token_unit_warnings,
 )
 from sweeper.recipe.target import ResolvedTarget, Target, resolve_target
+from sweeper.recipe.warning_kinds import by_importance
 
 __all__ = ["PARAMETRIZATIONS", "RecipeDefaults", "recommend"]
 
@@ -515,7 +516,7 @@ def recommend(
         predicted_loss=predicted_loss,
         extrapolation_factor=factor,
         extrapolation=ext,
-        warnings=tuple(warnings),
+        warnings=by_importance(warnings),
         law_ids=tuple(law_ids),
         provenance=provenance,
         target=target,

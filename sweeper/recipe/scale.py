@@ -41,6 +41,7 @@ from sweeper.fitting.conventions import (
 )
 from sweeper.fitting.laws import Law
 from sweeper.recipe.memory import train_flops
+from sweeper.recipe.warning_kinds import Assumed, Doubt
 
 __all__ = [
     "ASPECT_RATIO",
@@ -142,7 +143,7 @@ def resolve_shape(
     it is needed for). N defaults to 12·L·d² when only the shape is given."""
     if seq_len is None:
         seq_len = DEFAULT_SEQ_LEN
-        warnings.append(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}")
+        warnings.append(Assumed(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}"))
     shape_given = width is not None and depth is not None
     if width is not None and depth is not None:
         n_params = n_params or block_n_params(width, depth)
@@ -150,11 +151,11 @@ def resolve_shape(
         if n_params is None:
             raise TargetError("give n_params, or width and depth")
         width, depth = infer_shape(n_params)
-        warnings.append(infer_shape_warning(width, depth))
+        warnings.append(Assumed(infer_shape_warning(width, depth)))
     if vocab is None:
         vocab = DEFAULT_VOCAB
         if vocab_purpose:
-            warnings.append(f"no vocab given: assumed {DEFAULT_VOCAB} for {vocab_purpose}")
+            warnings.append(Assumed(f"no vocab given: assumed {DEFAULT_VOCAB} for {vocab_purpose}"))
     return ResolvedShape(
         n_params=float(n_params),
         width=width,
@@ -329,7 +330,9 @@ def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[st
     if not outside:
         return []
     return [
-        f"{role} law ({law_label(law)}) does not model {', '.join(names)}, and the target lies "
-        f"outside what its cells held: {'; '.join(outside)}; the law is applied outside the "
-        "regime it was measured in"
+        Doubt(
+            f"{role} law ({law_label(law)}) does not model {', '.join(names)}, and the target "
+            f"lies outside what its cells held: {'; '.join(outside)}; the law is applied outside "
+            "the regime it was measured in"
+        )
     ]

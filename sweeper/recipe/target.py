@@ -16,6 +16,7 @@ from sweeper.recipe.hardware import positive
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.names import refuse_unknown
 from sweeper.recipe.scale import DEFAULT_SEQ_LEN, ResolvedShape, block_n_params, resolve_shape
+from sweeper.recipe.warning_kinds import Assumed
 
 if TYPE_CHECKING:
     from sweeper.fitting.conventions import Conventions
@@ -252,7 +253,7 @@ def resolve_target(
     building that model at the target's shape on the meta device."""
     seq_len = hw.seq_len or target.context or DEFAULT_SEQ_LEN
     if hw.seq_len is None and target.context is None:
-        warnings.append(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}")
+        warnings.append(Assumed(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}"))
     n_params = target.n_params
     if not target.has_model:
         if loss_law is None:

@@ -26,6 +26,7 @@ from sweeper.recipe.target import (
     Target,
     check_n_params_agrees,
 )
+from sweeper.recipe.warning_kinds import Assumed, Doubt
 
 DEEPSEEK_7B = Target(width=4096, depth=30, heads=32, vocab=102400, context=4096, tokens=2e12)
 #: a hand-made law's conventions: N non-embedding, D and batch in tokenizer tokens, the schedule
@@ -406,6 +407,21 @@ def test_extrapolation_warnings_at_10x_and_1000x() -> None:
     assert very.extrapolation_factor == pytest.approx(1000.0)
     assert any(w.startswith("very far extrapolation") for w in very.warnings)
     assert very.extrapolation == pytest.approx({"n_params": 1000.0, "tokens": 1000.0})
+
+
+def test_warnings_that_question_the_value_come_first_and_assumed_defaults_last() -> None:
+    # far beyond the law's cells, with no shape, sequence length, vocab or GPU memory given: the
+    # extrapolation warning was listed after four "no ... given" lines
+    r = recommend(sp_laws(), Target(n_params=1e11, tokens=1e13))
+    kinds = [
+        "doubt" if isinstance(w, Doubt) else "assumed" if isinstance(w, Assumed) else "other"
+        for w in r.warnings
+    ]
+    assert r.warnings[0].startswith("very far extrapolation")
+    assert kinds == ["doubt", "other", "assumed", "assumed", "assumed", "assumed"]
+    assert "Adam eps" in r.warnings[1]  # (a plain warning ranks between the two)
+    # the order survives the recipe's JSON (the classes do not: they only rank)
+    assert list(recipe_from_dict(json.loads(json.dumps(r.to_dict()))).warnings) == list(r.warnings)
 
 
 def test_poorly_constrained_law_warns() -> None:
