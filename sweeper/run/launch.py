@@ -655,12 +655,46 @@ def _launch_fenced(
 
     if mixed := _device_mix(spec, cell_studies):
         logger.warning(mixed)
+    searcher, n_conc = _run_tune(
+        spec,
+        cell_studies,
+        held=held,
+        runtime_env=runtime_env,
+        data=data,
+        address=address,
+        max_concurrent=max_concurrent,
+        verbose=verbose,
+        progress=progress,
+        t0=t0,
+    )
+    if held.lost.is_set():
+        raise LeaseLost(
+            f"{held.why}; this driver stopped its trials and wrote nothing after that "
+            f"({searcher.refused} write(s) refused)"
+        )
+    return summary(searcher, n_conc)
+
+
+def _run_tune(
+    spec: StudySpec,
+    cell_studies: list[CellStudy],
+    *,
+    held: HeldLease,
+    runtime_env: dict[str, Any],
+    data: str,
+    address: str | None,
+    max_concurrent: int | None,
+    verbose: int,
+    progress: bool,
+    t0: float,
+) -> tuple[CellSearcher, int]:
+    """Start (or join) Ray and run the sweep's trials through Ray Tune until the searcher has
+    nothing left to ask; the searcher and the live trials allowed. Ray is shut down afterwards if
+    this call started it."""
     _quiet_ray(verbose)
     started_ray = False
     ray_dir = tempfile.mkdtemp(prefix="sweeper-ray-")
     display: Progress | None = None
-    searcher: CellSearcher | None = None
-    n_conc = 0
     try:
         started_ray = _start_ray(address, verbose, t0, runtime_env)
         capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
@@ -687,9 +721,4 @@ def _launch_fenced(
         if started_ray:
             ray.shutdown()
         shutil.rmtree(ray_dir, ignore_errors=True)
-    if held.lost.is_set():
-        raise LeaseLost(
-            f"{held.why}; this driver stopped its trials and wrote nothing after that "
-            f"({searcher.refused if searcher else 0} write(s) refused)"
-        )
-    return summary(searcher, n_conc)
+    return searcher, n_conc
