@@ -185,6 +185,8 @@ def test_law_sigkill_part_way_then_relaunch_resumes_the_plan(tmp_path: Path) -> 
     runs = _runs(url, "killed")
     assert len(runs) == 10 and len(set(runs)) == 10  # nothing lost, nothing duplicated
     for study in _studies(url, "killed").values():  # every point a dead driver left ran again
+        # (a FAIL trial holds the params written before the kill: the driver may die between
+        # lr's suggest and batch_size's, and the point queued again is the whole planned one)
         failed = [t.params for t in study.trials if t.state == TrialState.FAIL and t.params]
         done = [t.params for t in study.trials if t.state == TrialState.COMPLETE]
-        assert all(p in done for p in failed)
+        assert all(any(p.items() <= d.items() for d in done) for p in failed), (failed, done)
