@@ -264,78 +264,17 @@ def _console() -> Any:
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
-def _fmt_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "- (give --peak-tflops)"
-    if seconds >= 86400:
-        return f"{seconds / 86400:.1f} days"
-    return f"{seconds / 3600:.2f} h"
-
-
 def _print_recipe(r: Recipe) -> None:
     from rich.table import Table
+
+    from sweeper.recipe.table import recipe_rows
 
     t = Table(title="Sweeper recipe", show_lines=False)
     t.add_column("setting")
     t.add_column("value", justify="right")
     t.add_column(f"{r.level:.0%} interval / note")
-    shape = f"{r.depth} × {r.width}, {r.heads} heads" + (" (inferred)" if r.shape_inferred else "")
-    t.add_row("model", f"N = {r.n_params:.4g}", shape)
-    t.add_row("tokens", f"{r.tokens:.4g}", f"{r.tokens / r.n_params:.1f} per parameter")
-    t.add_row("peak LR", f"{r.lr.value:.4g}", r.lr.text())
-    if r.lr_point != r.lr.value or r.lr_regret_pct is not None:
-        regret = (
-            f"expected regret {r.lr_regret_pct:.2f}% of the loss (at the point: "
-            f"{r.lr_point_regret_pct:.2f}%)"
-            if r.lr_regret_pct is not None and r.lr_point_regret_pct is not None
-            else "the law's estimate"
-        )
-        t.add_row("LR law's point", f"{r.lr_point:.4g}", f"{regret}; peak LR is the one used")
-    t.add_row("min LR", f"{r.min_lr:.4g}", f"{r.min_lr_ratio:.0%} of peak, {r.schedule}")
-    t.add_row(
-        "batch (tokens)",
-        f"{r.batch_tokens.value:.4g}",
-        f"law {r.batch_tokens_law:.4g}; {r.batch_tokens.text()}",
-    )
-    t.add_row(
-        "global batch",
-        f"{r.global_batch_sequences} × {r.seq_len}",
-        f"micro {r.micro_batch_size} × accum {r.grad_accum_steps} × {r.data_parallel} GPUs",
-    )
-    t.add_row("steps", f"{r.total_steps}", f"warmup {r.warmup_steps} ({r.warmup_tokens:.3g} tok)")
-    if r.rampup is not None:
-        ru = r.rampup
-        t.add_row(
-            "batch ramp-up",
-            f"{ru.start_sequences} → {r.global_batch_sequences}",
-            f"+{ru.increment_sequences} every {ru.tokens_per_increment(r.global_batch_sequences):.3g}"
-            f" tokens, over {ru.ramp_tokens:.3g} tokens",
-        )
-    t.add_row("AdamW", f"β=({r.adam_beta1}, {r.adam_beta2})", f"eps {r.adam_eps:g}")
-    t.add_row("weight decay / clip", f"{r.weight_decay:g} / {r.grad_clip:g}", "")
-    note = r.init_std_note or (f"base width {r.base_width}" if r.base_width else "sqrt(2/(5·d))")
-    t.add_row("init std", f"{r.init_std:.4g}", note)
-    t.add_row("z-loss", f"{r.z_loss:g}", "")
-    m = r.memory
-    fits = "" if m.fits is None else ("fits" if m.fits else "DOES NOT FIT")
-    t.add_row(
-        "memory / GPU",
-        f"{m.total_gb:.1f} GiB",
-        f"weights {m.weights_gb:.1f} + grads {m.grads_gb:.1f} + optimizer {m.optimizer_gb:.1f} "
-        f"+ activations {m.activations_gb:.1f} ({r.precision}, ZeRO {m.zero_stage}) {fits}"
-        + (f"; max micro batch {m.max_micro_batch}" if m.max_micro_batch is not None else ""),
-    )
-    t.add_row("time", _fmt_time(r.train_time_s), f"MFU {r.hardware.mfu:.0%}, {r.flops:.3g} FLOPs")
-    if r.predicted_loss is not None:
-        t.add_row("predicted loss", f"{r.predicted_loss:.4f}", "loss law")
-    from sweeper.recipe.doubts import ratios_text
-
-    ext = "unknown" if r.extrapolation_factor is None else f"{r.extrapolation_factor:.3g}×"
-    by = f" ({ratios_text(r.extrapolation)})" if r.extrapolation else ""
-    t.add_row("extrapolation", ext, f"target / largest proxy{by}")
-    for role, p in r.provenance.items():
-        fb = " (fallback)" if p.get("fallback") else ""
-        t.add_row(f"{role} law", str(p.get("id") or p.get("source")), f"{p.get('method')}{fb}")
+    for row in recipe_rows(r):
+        t.add_row(*row)
     console = _console()
     console.print(t)
     for w in r.warnings:

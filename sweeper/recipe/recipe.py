@@ -80,8 +80,7 @@ class Interval:
         """The interval as the terminal recipe and the export headers write it: ``label [low,
         high]`` (``digits`` significant digits), or :data:`NO_INTERVAL` when degenerate (low =
         high: the law has no uncertainty, a published law above all), never a zero-width
-        ``[x, x]``. The report page writes it in words instead ("95% interval low to high", "no
-        interval": :func:`sweeper.report.page._interval_text`), on the same degenerate rule."""
+        ``[x, x]``. The report page shows the same text (:mod:`sweeper.recipe.table`)."""
         if self.degenerate:
             return NO_INTERVAL
         span = f"[{self.low:.{digits}g}, {self.high:.{digits}g}]"

@@ -37,11 +37,13 @@ def build_report(
     from sweeper.fitting import estimate_optima
     from sweeper.fitting.fit_runs import check_method, check_resamples
     from sweeper.fitting.laws import PowerLaw, law_from_dict
+    from sweeper.recipe.recipe import recipe_from_dict
     from sweeper.report.page import ReportInputs, write_report
     from sweeper.transfer.run import stored_transfer
 
     if out.exists() and not out.is_dir():
         raise SweeperError(f"report: {out} exists and is not a folder")
+    shown = recipe_from_dict(recipe) if recipe is not None else None  # (refused when malformed)
     check_resamples(bootstrap, "--bootstrap (bootstrap)")
     if method is not None:
         check_method(method)
@@ -71,7 +73,7 @@ def build_report(
         runs=runs,
         optima=optima,
         laws=laws,
-        recipe=dict(recipe) if recipe is not None else None,
+        recipe=shown,
         transfer=transfer,
         target_scale=target_scale,
         holdout_cells=holdout,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from sweeper.fitting import CellOptimum
+    from sweeper.recipe.recipe import Recipe
 
 __all__ = ["ReportInputs", "write_report"]
 
@@ -50,7 +51,7 @@ class ReportInputs:
     runs: pd.DataFrame
     optima: Sequence[CellOptimum]
     laws: Sequence[Law]
-    recipe: Mapping[str, Any] | None = None
+    recipe: Recipe | None = None
     transfer: Mapping[str, Any] | None = None
     target_scale: Mapping[str, float] | None = None
     holdout_cells: Sequence[str] = ()
@@ -63,12 +64,12 @@ class ReportInputs:
 # ---------------------------------------------------------------- HTML
 
 
-def _table(df: pd.DataFrame) -> str:
+def _table(df: pd.DataFrame, classes: str = "t") -> str:
     """``df`` as an HTML table; a missing value (NaN, None: a law fitted for the page has no id)
     is an empty cell."""
     shown = df.apply(lambda c: c.fillna("") if c.dtype == object else c)  # (na_rep skips None)
     return shown.to_html(
-        index=False, border=0, classes="t", na_rep="", float_format=lambda v: f"{v:.4g}"
+        index=False, border=0, classes=classes, na_rep="", float_format=lambda v: f"{v:.4g}"
     )
 
 
@@ -123,7 +124,7 @@ color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 table.t{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 table.t th,table.t td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}
-table.t th{background:#f6f6f6}img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+table.t th{background:#f6f6f6}table.recipe :is(th,td):nth-child(odd){text-align:left}img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 .warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em;margin:.3em 0}
 .muted{color:#777;font-size:.85em}
 """
@@ -132,17 +133,6 @@ table.t th{background:#f6f6f6}img{max-width:100%;border:1px solid #eee;margin:.5
 def _img(path: Path, alt: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" title="{html.escape(path.name)}">'
-
-
-def _kv_table(d: Mapping[str, Any]) -> str:
-    rows = []
-    for k, v in d.items():
-        if isinstance(v, Mapping):
-            v = ", ".join(f"{kk}={_fmt(vv)}" for kk, vv in v.items())
-        elif isinstance(v, list | tuple):
-            v = "; ".join(_fmt(x) for x in v)
-        rows.append(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>")
-    return '<table class="t">' + "".join(rows) + "</table>"
 
 
 def _transfer_html(t: Mapping[str, Any]) -> list[str]:
@@ -173,30 +163,27 @@ def _transfer_html(t: Mapping[str, Any]) -> list[str]:
     return [f"<p>{html.escape(head + '.')}</p>", _table(rows)]
 
 
-def _interval_text(iv: Mapping[str, Any], of_the_law: bool, level: float) -> str:
-    """A recipe value with its interval in words, for the page (the terminal and the export
-    headers write ``[low, high]``: :meth:`Interval.text <sweeper.recipe.recipe.Interval.text>`);
-    degenerate as :attr:`Interval.degenerate` says. The batch's value is the batch used (whole
-    sequences), its interval the law's, which can leave the value outside it; a published law
-    has none (low = high). ``level``: the recipe's confidence level."""
-    from sweeper.recipe.recipe import Interval
+def _recipe_html(r: Recipe, sweep: str) -> list[str]:
+    """The recipe as ``sweeper recommend`` prints it (:func:`~sweeper.recipe.table.recipe_rows`),
+    its warnings first; and a warning above them when its laws were fitted on another sweep than
+    the page's (the page's laws, cells and plots are not the recipe's)."""
+    from sweeper.recipe.table import recipe_rows
 
-    it = Interval(float(iv["value"]), float(iv["low"]), float(iv["high"]))
-    if it.degenerate:
-        return f"{_fmt(it.value)} (no interval)"
-    law = " of the law" if of_the_law else ""
-    return f"{_fmt(it.value)} ({level:.0%} interval {_fmt(it.low)} to {_fmt(it.high)}{law})"
-
-
-def _fmt(v: Any) -> str:
-    """A value as a reader reads it: floats to 4 digits, no Python literals (None, True)."""
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    parts = ["<h2>Recommended recipe</h2>"]
+    others = sorted(
+        {str(p.get("source")) for p in r.provenance.values() if p.get("method") != "published"}
+        - {sweep}
+    )
+    if others:
+        parts.append(
+            f"<div class='warn'>this recipe was made from the laws of {html.escape(', '.join(others))}, "
+            f"not of {html.escape(sweep)}: the laws, cells and plots on this page are not the "
+            "ones it used</div>"
+        )
+    parts += [f"<div class='warn'>{html.escape(str(w))}</div>" for w in r.warnings]
+    head = ["setting", "value", f"{r.level:.0%} interval / note"]
+    parts.append(_table(pd.DataFrame(recipe_rows(r), columns=head), classes="t recipe"))
+    return parts
 
 
 def _surface_lr_law(laws: Sequence[Law]) -> Law | None:
@@ -443,21 +430,8 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         "estimate); the laws table says how many cells each law used.</p>",
     ]
     parts += [f"<div class='warn'>note: {html.escape(n)}</div>" for n in inputs.notes]
-    if inputs.recipe:
-        parts.append("<h2>Recommended recipe</h2>")
-        for w in inputs.recipe.get("warnings", []) or []:
-            parts.append(f"<div class='warn'>{html.escape(str(w))}</div>")
-        shown = {
-            k: v
-            for k, v in inputs.recipe.items()
-            if (k != "warnings" and not isinstance(v, Mapping | list))
-            or k in ("lr", "batch_tokens")
-        }
-        level = float(inputs.recipe.get("level") or 0.95)
-        for k in ("lr", "batch_tokens"):
-            if isinstance(shown.get(k), Mapping):
-                shown[k] = _interval_text(shown[k], of_the_law=k == "batch_tokens", level=level)
-        parts.append(_kv_table(shown))
+    if inputs.recipe is not None:
+        parts += _recipe_html(inputs.recipe, inputs.sweep)
     if inputs.transfer:
         parts.append("<h2>Transfer check (held-out cell)</h2>")
         parts += _transfer_html(inputs.transfer)

@@ -92,33 +92,51 @@ def test_report_method_picks_the_laws_shown(
     assert "no stored law by band: the LR law shown was fitted for this report only" in band
 
 
-def test_the_recipe_shows_its_intervals_in_words() -> None:
-    """The page printed the batch as "value=3.932e+05, low=4.419e+05, high=4.419e+05": the batch
-    used, below the published law's degenerate "interval". Each value now says what its bounds
-    are."""
-    from sweeper.report.page import _interval_text
+def _recipe(source: str = "s", **kw: object) -> sweeper.Recipe:
+    """A recipe from an LR law fitted on a synthetic sweep named ``source`` (Step Law's batch
+    law as the fallback: an interval of none)."""
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    law = fit_power_law(estimate_optima(runs, n_boot=30), target="lr",
+                        predictors=("n_params",), n_boot=60, source=source)  # fmt: skip
+    return sweeper.recommend([law], at=sweeper.Target(n_params=1e8, tokens=2e9), **kw)
 
-    iv = {"value": 2.654e-4, "low": 4.359e-5, "high": 2.792e-3}
-    lr = _interval_text(iv, of_the_law=False, level=0.95)
-    assert lr == "0.0002654 (95% interval 4.359e-05 to 0.002792)"
-    # the recipe's own level, not always 95% (recommend(level=0.8) through the API)
-    assert "(80% interval 4.359e-05" in _interval_text(iv, of_the_law=False, level=0.8)
-    batch = {"value": 393216.0, "low": 441900.0, "high": 441900.0}
-    assert _interval_text(batch, of_the_law=True, level=0.95) == "3.932e+05 (no interval)"
-    fitted = {"value": 4096.0, "low": 1397.0, "high": 6247.0}
-    assert _interval_text(fitted, of_the_law=True, level=0.95).endswith("of the law)")
+
+def test_the_page_shows_the_recipe_as_recommend_prints_it(tmp_path: Path) -> None:
+    """The page dumped the recipe's JSON keys (51 of them: schema, shape_inferred, lr_point...)
+    and dropped the ones whose value is an object: the batch ramp-up, shown by `recommend`,
+    was missing from the page."""
+    from sweeper.recipe.table import recipe_rows
+
+    r = _recipe(rampup=True)
+    assert r.rampup is not None
+    rows = {k: (v, note) for k, v, note in recipe_rows(r)}
+    assert rows["peak LR"][1].startswith("law's [")
+    assert "no interval" in rows["batch (tokens)"][1]  # (Step Law's, as published)
+    assert rows["batch ramp-up"][0] == f"{r.rampup.start_sequences} → {r.global_batch_sequences}"
+    assert rows["lr law"][0] == "s" and "schema" not in rows  # (an unstored law: its sweep)
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=30)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=60, source="s")
+    write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law], recipe=r),
+                 tmp_path / "own")  # fmt: skip
+    page = html.unescape((tmp_path / "own" / "index.html").read_text())
+    for k, (v, note) in rows.items():
+        assert f"<td>{k}</td>" in page and f"<td>{v}</td>" in page and note in page
+    assert "batch ramp-up" in page and "shape_inferred" not in page and "laws of" not in page
+    # a recipe made from another sweep's laws is shown with a warning on this sweep's page
+    other = ReportInputs(sweep="t", runs=runs, optima=optima, laws=[law], recipe=r)
+    write_report(other, tmp_path / "other")
+    page = html.unescape((tmp_path / "other" / "index.html").read_text())
+    assert "this recipe was made from the laws of s, not of t" in page
 
 
 def test_the_page_writes_no_python_literals_and_no_star_without_a_target(tmp_path: Path) -> None:
     """A recipe's table printed "rampup|None" and "shape_inferred|True", and the law plot's caption
     promised a star at the target on a page that had no target."""
-    from sweeper.report.page import _fmt
-
-    assert (_fmt(None), _fmt(True), _fmt(False), _fmt(0.000123456)) == ("—", "yes", "no", "0.0001235")
     runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
     optima = estimate_optima(runs, n_boot=50)
     law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=100)
-    recipe = {"n_params": 1e9, "rampup": None, "shape_inferred": True}
+    recipe = _recipe()
     bare = ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law])
     write_report(bare, tmp_path / "bare")
     page = (tmp_path / "bare" / "index.html").read_text()
@@ -134,7 +152,6 @@ def test_the_page_writes_no_python_literals_and_no_star_without_a_target(tmp_pat
     page = html.unescape((tmp_path / "target" / "index.html").read_text())
     assert "The star is the law's point estimate at the recipe's target" in page
     assert "<td>None</td>" not in page and "<td>True</td>" not in page
-    assert "<th>rampup</th><td>—</td>" in page
 
 
 def test_batch_surface_drawn_when_batch_is_swept(tmp_path: Path) -> None:
