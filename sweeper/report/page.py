@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -196,6 +197,12 @@ def _has_parabola(o: CellOptimum) -> bool:
     return bool(o.window_lr and o.curve_coefs)
 
 
+def _held_at_best(o: CellOptimum) -> bool:
+    """Whether ``o``'s parabola optimum was held at the top of its window (the best LR), the
+    next LR up being on the cliff (:mod:`sweeper.fitting._parabola`)."""
+    return bool(o.lr and o.window_lr and abs(math.log(o.lr / o.window_lr[1])) < 1e-9)
+
+
 def _why_no_parabola(o: CellOptimum) -> str:
     """Why ``o`` has no parabola to draw, in a few words."""
     if o.method != "parabola":
@@ -216,7 +223,16 @@ def _loss_vs_lr_caption(optima: Sequence[CellOptimum], surface: Law | None) -> s
     without = [o for o in optima if not _has_parabola(o)]
     if with_curve:
         where = f" (in {len(with_curve)} of {len(optima)} cells)" if without else ""
-        text += f" The orange curve is the parabola in ln LR fitted around the minimum{where}."
+        text += (
+            f" The orange curve is the parabola in ln LR fitted to the best LR and the LRs below it"
+            f"{where}; the next LR up only bounds the optimum (above it the loss rises steeply)."
+        )
+        held = [o.cell for o in with_curve if _held_at_best(o)]
+        if held:
+            text += (
+                f" In {', '.join(held)} that next LR is on the cliff, so the optimum is held at the "
+                "best LR, where the curve ends still falling (its interval can end there too)."
+            )
     methods = {o.method for o in without}
     if without and not with_curve and len(methods) == 1 and methods != {"parabola"}:
         text += f" No curve is drawn per cell: the {methods.pop()} estimate fits none."

@@ -119,7 +119,7 @@ def plot_loss_vs_lr(
                 ax.axvspan(opt.lr_ci[0], opt.lr_ci[1], color=color, alpha=0.15)
         title = cell
         if opt is not None and opt.on_edge:
-            title += f"  (optimum on the {opt.edge} edge)"
+            title += f"  ({_edge_words(opt)})"
         elif opt is not None and not opt.usable:
             title += "  (left out)"
         ax.set_title(title, fontsize=9)
@@ -138,6 +138,15 @@ def plot_loss_vs_lr(
         )
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
+
+
+def _edge_words(o: CellOptimum) -> str:
+    """Which edge an optimum is on, for a panel's title (the LR's, else the batch's)."""
+    if o.edge:
+        return f"LR optimum on the {o.edge} edge"
+    if o.batch_edge:
+        return f"batch optimum on the {o.batch_edge} edge"
+    return "batch optimum beyond the batches fitted"
 
 
 def _log_ticks(axis: Any, lo: float | None = None, hi: float | None = None) -> None:

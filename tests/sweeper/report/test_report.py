@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -281,3 +282,14 @@ def test_the_page_says_where_its_runs_trained() -> None:
     both = pd.DataFrame({"device": ["cpu", "cuda:0", None]})
     assert _trained_on(both) == ", trained on cpu (fp32) and cuda (bf16 autocast)"
     assert _trained_on(pd.DataFrame({"loss": [2.0]})) == ""
+
+
+def test_a_panel_title_names_the_edge_its_optimum_is_on() -> None:
+    """A cell whose batch optimum is on the smallest batch was titled "optimum on the None edge"
+    (the LR's edge, None there)."""
+    from sweeper.report.plots import _edge_words
+
+    optimum = estimate_optima(synthetic_sweep(n_params=(1e6,), tokens=(2e8,), seed=3), n_boot=0)[0]
+    o = replace(optimum, on_edge=True, edge=None, batch_edge="low")
+    assert _edge_words(o) == "batch optimum on the low edge"
+    assert _edge_words(replace(o, edge="high")) == "LR optimum on the high edge"

@@ -143,7 +143,13 @@ def test_the_loss_caption_names_only_the_curves_drawn(
     assert drawn == len(optima) - 1
     write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law]), tmp_path / "a")
     caption = _captions(tmp_path / "a")["Loss against LR, per cell"]
-    assert f"the parabola in ln LR fitted around the minimum (in {drawn} of 4 cells)" in caption
+    assert f"fitted to the best LR and the LRs below it (in {drawn} of 4 cells)" in caption
+    # a curve that ends still falling at the dashed line (the audit read it as a bad fit) is
+    # explained where the optimum was held at the best LR, the next LR up being on the cliff
+    held = [o.cell for o in optima
+            if o.curve_coefs and o.window_lr and o.lr == pytest.approx(o.window_lr[1])]  # fmt: skip
+    assert ("held at the best LR" in caption) == bool(held)
+    assert all(c in caption.split("held at")[0] for c in held)
     assert f"No parabola is drawn in {flat[0]} (parabola not convex" in caption
     assert "The purple curve is the surface law's joint fit" in caption
 
