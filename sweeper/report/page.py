@@ -32,6 +32,7 @@ from sweeper.report.plots import (
     plot_loss_vs_lr,
     plot_residuals,
     plot_transfer,
+    runs_off_axis,
 )
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 
@@ -212,13 +213,20 @@ def _why_no_parabola(o: CellOptimum) -> str:
     return next((n for n in o.notes if "parabola" in n), "no parabola was fitted")
 
 
-def _loss_vs_lr_caption(optima: Sequence[CellOptimum], surface: Law | None) -> str:
+def _loss_vs_lr_caption(
+    optima: Sequence[CellOptimum], surface: Law | None, off_axis: int = 0
+) -> str:
     """The caption of ``loss_vs_lr.png``: only what is drawn (the orange parabola where a cell has
     one, the interval where the estimate has one, the surface law's curve where it has one)."""
     text = (
         "Faint points are single runs, dots their mean over seeds, red crosses diverged runs "
         "(they bound the range and are not fitted)."
     )
+    if off_axis:
+        text += (
+            f" {off_axis} run(s) beyond a panel's loss axis are drawn as open triangles on its "
+            "edge, pointing their way."
+        )
     with_curve = [o for o in optima if _has_parabola(o)]
     without = [o for o in optima if not _has_parabola(o)]
     if with_curve:
@@ -360,7 +368,7 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
         plot_loss_vs_lr(inputs.runs, inputs.optima, surface),
         "loss_vs_lr.png",
         "Loss against LR, per cell",
-        _loss_vs_lr_caption(inputs.optima, surface),
+        _loss_vs_lr_caption(inputs.optima, surface, runs_off_axis(inputs.runs)),
     )
     held_fig = plot_transfer(inputs.transfer) if inputs.transfer else None
     if held_fig is not None:

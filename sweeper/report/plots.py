@@ -85,7 +85,7 @@ def plot_loss_vs_lr(
         ax.set_visible(False)
     for ax, cell in zip(axes.flat, cells, strict=False):
         r = runs[runs["cell"] == cell]
-        done = r[(r["state"] == "COMPLETE") & ~r["diverged"] & np.isfinite(r["loss"])]
+        done = _finished(r)
         div = r[r["diverged"]]
         opt = by_cell.get(cell)
         ax.set_xscale("log")
@@ -93,9 +93,8 @@ def plot_loss_vs_lr(
         if len(done):
             mean = done.groupby("lr")["loss"].mean()
             ax.plot(mean.index, mean.values, "o", ms=4, color="tab:blue", label="mean over seeds")
-            best = float(mean.min())
-            top = min(float(mean.max()), best * 1.12)
-            ax.set_ylim(best - 0.02 * best, top + 0.01 * best)
+            ax.set_ylim(*loss_axis(done))
+            _draw_off_axis(ax, done)
         ymax = ax.get_ylim()[1]
         if len(div):
             ax.plot(
@@ -126,18 +125,59 @@ def plot_loss_vs_lr(
         _log_ticks(ax.xaxis)
         ax.set_xlabel("peak LR")
         ax.set_ylabel("final val loss (nats)")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+    handles = _panel_legend(axes.flat[: len(cells)])
     if handles:
-        fig.legend(
-            handles[:5],
-            [lbl.split(" ")[0] if lbl.startswith("optimum") else lbl for lbl in labels[:5]],
-            loc="upper center",
-            ncol=5,
-            frameon=False,
-            fontsize=8,
-        )
+        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=len(handles),
+                   frameon=False, fontsize=8)  # fmt: skip
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
+
+
+def _panel_legend(axes: Any) -> dict[str, Any]:
+    """One legend entry per kind of mark drawn in any panel (label -> handle), in the order
+    first drawn; "optimum 1.2e-03" is one "optimum", and a usable cell's (green) is preferred
+    to a left-out cell's (grey)."""
+    out: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            key = label.split(" ")[0] if label.startswith("optimum") else label
+            grey = key == "optimum" and h.get_color() == "tab:gray"
+            if key not in out or (
+                key == "optimum" and not grey and out[key].get_color() == "tab:gray"
+            ):
+                out[key] = h
+    return out
+
+
+def loss_axis(done: pd.DataFrame) -> tuple[float, float]:
+    """The loss axis of a cell's panel: from just below the best mean over seeds to the worst
+    mean, at most 12% above the best (the loss far from the optimum would flatten the bowl)."""
+    mean = done.groupby("lr")["loss"].mean()
+    best = float(mean.min())
+    return best - 0.02 * best, min(float(mean.max()), best * 1.12) + 0.01 * best
+
+
+def runs_off_axis(runs: pd.DataFrame) -> int:
+    """How many finished runs lie beyond their cell's loss axis (:func:`loss_axis`)."""
+    n = 0
+    for _, g in _finished(runs).groupby("cell"):
+        lo, hi = loss_axis(g)
+        n += int(((g["loss"] < lo) | (g["loss"] > hi)).sum())
+    return n
+
+
+def _finished(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs a panel draws as points: completed, not diverged, with a finite loss."""
+    return runs[(runs["state"] == "COMPLETE") & ~runs["diverged"] & np.isfinite(runs["loss"])]
+
+
+def _draw_off_axis(ax: Any, done: pd.DataFrame) -> None:
+    """Runs beyond the panel's loss axis as open triangles on its edge, pointing their way."""
+    lo, hi = ax.get_ylim()
+    for side, y, marker in ((done["loss"] > hi, hi, "^"), (done["loss"] < lo, lo, "v")):
+        if side.any():
+            ax.plot(done.loc[side, "lr"], np.full(int(side.sum()), y), marker, ms=6, mfc="none",
+                    color="tab:blue", clip_on=False, label="off the axis")  # fmt: skip
 
 
 def _edge_words(o: CellOptimum) -> str:

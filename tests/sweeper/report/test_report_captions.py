@@ -224,3 +224,29 @@ def test_a_law_fitted_for_the_report_shows_the_fits_doubts(
     assert "note: no stored law by parabola: the LR law shown was fitted" in page
     assert "note: the runs were trained on cpu and cuda (" in page
     assert "lr law (parabola+wls): only 4 cells: the intervals are wide" in page
+
+
+def test_runs_beyond_the_loss_axis_are_drawn_on_its_edge_and_counted(
+    proxy: tuple[pd.DataFrame, list[Any], Any], tmp_path: Path
+) -> None:
+    """A seed far above its cell's other runs fell outside the panel's loss axis and vanished
+    without a mark (the audit counted 3 of 3 seeds shown as 2). It is drawn as a triangle on the
+    top edge, and the caption counts such runs. The legend lists every kind of mark drawn in any
+    panel (it listed the first panel's, which lacked the parabola when that cell had none)."""
+    from sweeper.report.plots import plot_loss_vs_lr, runs_off_axis
+
+    runs, optima, law = proxy
+    n = runs_off_axis(runs)  # (the proxy has some already, in other cells)
+    row = runs[(runs["cell"] == optima[0].cell) & (runs["state"] == "COMPLETE")].iloc[[0]]
+    runs = pd.concat([runs, row.assign(loss=row["loss"] * 1.5, seed=99)], ignore_index=True)
+    assert runs_off_axis(runs) == n + 1
+    fig = plot_loss_vs_lr(runs, optima, law)
+    marks = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "off the axis"]
+    up = [ln for ln in marks if ln.get_marker() == "^"]
+    assert len(up) == 1 and row["lr"].iloc[0] in up[0].get_xdata()
+    assert up[0].get_ydata()[0] == pytest.approx(fig.axes[0].get_ylim()[1])
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert {"parabola", "off the axis", "optimum"} <= set(legend)
+    write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law]), tmp_path / "o")
+    caption = _captions(tmp_path / "o")["Loss against LR, per cell"]
+    assert f"{n + 1} run(s) beyond a panel's loss axis are drawn as open triangles" in caption
