@@ -352,7 +352,8 @@ def _batch_key(df: pd.DataFrame) -> np.ndarray:
 def _edge_cells(df: pd.DataFrame) -> dict[str, str]:
     """Cells whose best completed LR (lowest mean loss, at some batch size) is the highest LR tried
     there (no completed or diverged run above it: ``"top"``) or the lowest completed one
-    (``"bottom"``)."""
+    (``"bottom"``); where the cell swept the batch, the batch size is named (``"top at batch
+    256 tokens"``: the cell's table and plots, at its best batch, can show no edge)."""
     key = _batch_key(df)
     tried = df[df["_done"] | df["_div"]].assign(_b=key[(df["_done"] | df["_div"]).to_numpy()])
     edges: dict[str, str] = {}
@@ -361,10 +362,15 @@ def _edge_cells(df: pd.DataFrame) -> dict[str, str]:
         if _distinct(np.log(done["lr"].to_numpy(dtype=float))) < 2:
             continue
         best = float(done.groupby("lr")["loss"].mean().idxmin())
+        side = ""
         if best >= g["lr"].max() * math.exp(-_SAME):
-            edges[str(cell)] = "top"
+            side = "top"
         elif best <= done["lr"].min() * math.exp(_SAME):
-            edges[str(cell)] = "bottom"
+            side = "bottom"
+        if side and tried.loc[tried["cell"] == cell, "_b"].nunique() > 1:
+            side += f" at batch {float(g['batch_tokens'].iloc[0]):.4g} tokens"
+        if side and str(cell) not in edges:
+            edges[str(cell)] = side
     return edges
 
 

@@ -10,6 +10,7 @@ import json
 import math
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from sweeper.fitting import surface as su
 from sweeper.fitting._surface_data import prepare
 from sweeper.fitting._surface_fit import scaling_f_test
 from sweeper.fitting.laws import PowerLaw
+from sweeper.fitting.methods import EDGE_NOTE
 from sweeper.fitting.surface import Regret, SurfaceLaw, fit_surface, fit_surfaces
 from sweeper.fitting.synthetic import proxy_sweep
 
@@ -554,3 +556,16 @@ def test_a_per_cell_fit_with_one_usable_cell_says_why_the_others_are_out() -> No
     with pytest.raises(FitError, match=r"only 1 usable cell \(w\d+-d2-t819k\); left out w") as e:
         fit_runs(pd.read_csv(path), conventions=Conventions(), source="mh", options=opts)
     assert "widen the LR range" in str(e.value) and "--predictors" not in str(e.value)
+
+
+def test_an_edge_note_on_a_batch_sweep_names_the_batch_size() -> None:
+    """On a batch sweep a cell is flagged when its best LR at some batch size is the range's edge,
+    which its table and plots (at the cell's best batch) need not show: the audit read the note
+    and the blank 'edge' column as a contradiction. The note now names that batch size."""
+    path = Path(__file__).resolve().parents[3] / "docs" / "data" / "batch_ladder.csv"
+    runs = pd.read_csv(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        law = fit_surface(runs, predictors=("tokens",), n_boot=0, cv=False)
+    note = next(n for n in law.notes if n.startswith(EDGE_NOTE))
+    assert "w32-d2-t819k (top at batch 512 tokens)" in note
