@@ -214,7 +214,7 @@ def _why_no_parabola(o: CellOptimum) -> str:
 
 
 def _loss_vs_lr_caption(
-    optima: Sequence[CellOptimum], surface: Law | None, off_axis: int = 0
+    optima: Sequence[CellOptimum], surface: Law | None, off_axis: int = 0, batch_swept: bool = False
 ) -> str:
     """The caption of ``loss_vs_lr.png``: only what is drawn (the orange parabola where a cell has
     one, the interval where the estimate has one, the surface law's curve where it has one)."""
@@ -222,6 +222,11 @@ def _loss_vs_lr_caption(
         "Faint points are single runs, dots their mean over seeds, red crosses diverged runs "
         "(they bound the range and are not fitted)."
     )
+    if batch_swept:
+        text += (
+            " Where a cell swept the batch size, its panel shows the runs at the batch tried "
+            "nearest its optimal batch (named in its title); the batch figure below shows them all."
+        )
     if off_axis:
         text += (
             f" {off_axis} run(s) beyond a panel's loss axis are drawn as open triangles on its "
@@ -266,6 +271,11 @@ def _loss_vs_lr_caption(
             "optimal batch: one model of every run, its optimum in each cell the law's plus that "
             "cell's fitted deviation from it."
         )
+        if batch_swept:
+            text += (
+                " On a batch sweep that curve is at the surface's own optimal batch, which can "
+                "differ from the batch of the runs drawn, so it need not pass through them."
+            )
     return text
 
 
@@ -368,7 +378,12 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
         plot_loss_vs_lr(inputs.runs, inputs.optima, surface),
         "loss_vs_lr.png",
         "Loss against LR, per cell",
-        _loss_vs_lr_caption(inputs.optima, surface, runs_off_axis(inputs.runs)),
+        _loss_vs_lr_caption(
+            inputs.optima,
+            surface,
+            runs_off_axis(inputs.runs, inputs.optima),
+            batch_swept=bool((inputs.runs.groupby("cell")["batch_tokens"].nunique() > 1).any()),
+        ),
     )
     held_fig = plot_transfer(inputs.transfer) if inputs.transfer else None
     if held_fig is not None:
@@ -423,8 +438,11 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
             batch_fig,
             "batch_surface.png",
             "Loss over LR and batch size",
-            "Colour is the final loss; contours are the cell's 2-D quadratic fit, drawn where it "
-            "has one; the star is the cell's estimated optimum.",
+            "Colour is the final loss (from the cell's best run to 10% above it); contours, "
+            "labelled with their loss, are the cell's 2-D quadratic fit over the runs it used, "
+            "drawn where it has one; the star is the cell's estimated optimum, the fit's minimum "
+            "held inside the batch sizes fitted and at most at the best LR when the next LR up "
+            "is on the cliff, so it can lie off the contours' centre.",
         )
     return figures
 

@@ -84,10 +84,10 @@ def plot_loss_vs_lr(
     for ax in axes.flat[len(cells) :]:
         ax.set_visible(False)
     for ax, cell in zip(axes.flat, cells, strict=False):
-        r = runs[runs["cell"] == cell]
+        opt = by_cell.get(cell)
+        r, batch = panel_runs(runs[runs["cell"] == cell], opt)
         done = _finished(r)
         div = r[r["diverged"]]
-        opt = by_cell.get(cell)
         ax.set_xscale("log")
         ax.scatter(done["lr"], done["loss"], s=10, alpha=0.35, color="tab:blue", label="runs")
         if len(done):
@@ -116,7 +116,7 @@ def plot_loss_vs_lr(
             ax.axvline(opt.lr, color=color, lw=1.2, ls="--", label=f"optimum {opt.lr:.2e}")
             if opt.lr_ci:
                 ax.axvspan(opt.lr_ci[0], opt.lr_ci[1], color=color, alpha=0.15)
-        title = cell
+        title = cell if batch is None else f"{cell} at batch {batch:.4g}"
         if opt is not None and opt.on_edge:
             title += f"  ({_edge_words(opt)})"
         elif opt is not None and not opt.usable:
@@ -157,12 +157,27 @@ def loss_axis(done: pd.DataFrame) -> tuple[float, float]:
     return best - 0.02 * best, min(float(mean.max()), best * 1.12) + 0.01 * best
 
 
-def runs_off_axis(runs: pd.DataFrame) -> int:
-    """How many finished runs lie beyond their cell's loss axis (:func:`loss_axis`)."""
+def panel_runs(runs: pd.DataFrame, opt: CellOptimum | None) -> tuple[pd.DataFrame, float | None]:
+    """A cell's runs that its loss-vs-LR panel draws, and the batch size they share when the cell
+    swept the batch (else None): then only the runs at the batch tried nearest the cell's
+    optimal batch, since losses at other batches on one LR axis read as noise."""
+    batches = runs["batch_tokens"].dropna().unique() if "batch_tokens" in runs else []
+    if len(batches) < 2 or opt is None or not opt.batch_tokens:
+        return runs, None
+    nearest = float(min(batches, key=lambda b: abs(math.log(b / opt.batch_tokens))))
+    return runs[np.isclose(runs["batch_tokens"], nearest)], nearest
+
+
+def runs_off_axis(runs: pd.DataFrame, optima: Sequence[CellOptimum] = ()) -> int:
+    """How many finished runs the loss-vs-LR panels draw lie beyond their cell's loss axis
+    (:func:`loss_axis`)."""
+    by_cell = {o.cell: o for o in optima}
     n = 0
-    for _, g in _finished(runs).groupby("cell"):
-        lo, hi = loss_axis(g)
-        n += int(((g["loss"] < lo) | (g["loss"] > hi)).sum())
+    for cell, g in runs.groupby("cell"):
+        done = _finished(panel_runs(g, by_cell.get(str(cell)))[0])
+        if len(done):
+            lo, hi = loss_axis(done)
+            n += int(((done["loss"] < lo) | (done["loss"] > hi)).sum())
     return n
 
 
@@ -533,15 +548,20 @@ def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Fig
             g_lr = np.geomspace(*o.window_lr, 60)
             g_bt = np.geomspace(*o.window_batch_tokens, 60)
             LR, BT = np.meshgrid(g_lr, g_bt)
-            ax.contour(LR, BT, o.curve(LR, BT), levels=8, colors="k", linewidths=0.5, alpha=0.6)
+            cs = ax.contour(LR, BT, o.curve(LR, BT), levels=6, colors="k", linewidths=0.5,
+                            alpha=0.6)  # fmt: skip
+            ax.clabel(cs, fontsize=6, fmt="%.3f")
         if o.lr and o.batch_tokens:
             ax.plot([o.lr], [o.batch_tokens], "*", color="tab:red", ms=12)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        if len(r):  # every run inside, whatever the fit's window (the contours' extent)
+            ax.set_xlim(float(r["lr"].min()) / 1.25, float(r["lr"].max()) * 1.25)
+            ax.set_ylim(float(r["batch_tokens"].min()) / 1.4, float(r["batch_tokens"].max()) * 1.4)
         _log_ticks(ax.xaxis)
         ax.set_title(o.cell, fontsize=9)
         ax.set_xlabel("peak LR")
         ax.set_ylabel("batch (tokens)")
-        fig.colorbar(sc, ax=ax, label="val loss")
+        fig.colorbar(sc, ax=ax, label="final val loss (nats)")
     fig.tight_layout()
     return fig

@@ -5,6 +5,7 @@ curves drawn, and the laws section shows each law's notes (what `sweeper fit` pr
 from __future__ import annotations
 
 import html
+import math
 import re
 import warnings
 from dataclasses import replace
@@ -250,3 +251,28 @@ def test_runs_beyond_the_loss_axis_are_drawn_on_its_edge_and_counted(
     write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law]), tmp_path / "o")
     caption = _captions(tmp_path / "o")["Loss against LR, per cell"]
     assert f"{n + 1} run(s) beyond a panel's loss axis are drawn as open triangles" in caption
+
+
+def test_a_batch_sweeps_panel_draws_the_runs_at_one_batch(tmp_path: Path) -> None:
+    """On a batch sweep each LR panel drew the runs of every batch size on one LR axis (several
+    'means' per LR, read as noise); it now draws those at the batch tried nearest the cell's
+    optimal batch, names it in the title, and the caption says so."""
+    from sweeper.report.plots import panel_runs, plot_loss_vs_lr
+
+    runs = pd.read_csv(Path(__file__).resolve().parents[3] / "docs" / "data" / "batch_ladder.csv")
+    runs = runs[runs["cell"].isin(["w32-d2-t410k", "w32-d2-t819k"])]
+    optima = estimate_optima(runs, n_boot=0)
+    for o in optima:
+        shown, batch = panel_runs(runs[runs["cell"] == o.cell], o)
+        assert batch is not None and set(shown["batch_tokens"]) == {batch}
+        tried = runs.loc[runs["cell"] == o.cell, "batch_tokens"].unique()
+        assert abs(math.log(batch / o.batch_tokens)) == min(
+            abs(math.log(b / o.batch_tokens)) for b in tried
+        )
+    fig = plot_loss_vs_lr(runs, optima)
+    assert [ax.get_title().split("  ")[0] for ax in fig.axes[:2]] == [
+        f"{o.cell} at batch {panel_runs(runs[runs['cell'] == o.cell], o)[1]:.4g}" for o in optima
+    ]
+    write_report(ReportInputs(sweep="b", runs=runs, optima=optima, laws=[]), tmp_path / "b")
+    caption = _captions(tmp_path / "b")["Loss against LR, per cell"]
+    assert "its panel shows the runs at the batch tried nearest its optimal batch" in caption
