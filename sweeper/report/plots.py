@@ -211,7 +211,9 @@ def _log_ticks(axis: Any, lo: float | None = None, hi: float | None = None) -> N
 
     wide = lo is not None and hi is not None and lo > 0 and hi / lo > 1e3
     axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
-    axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    # (the formatter's own thresholds hide the label at 5 × 10^k on ranges under a decade)
+    every = LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf))
+    axis.set_major_formatter(every)
     axis.set_minor_formatter(NullFormatter())
 
 
@@ -396,7 +398,7 @@ def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
             law.residual_std,
             color="tab:orange",
             alpha=0.1,
-            label=f"±1 residual sd ({law.residual_std:.3f})",
+            label=f"±1 × the cells' scatter about the law, τ ({law.residual_std:.3f})",
         )
         ax.legend(fontsize=8, frameon=False)
     ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))

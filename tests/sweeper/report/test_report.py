@@ -293,3 +293,26 @@ def test_a_panel_title_names_the_edge_its_optimum_is_on() -> None:
     o = replace(optimum, on_edge=True, edge=None, batch_edge="low")
     assert _edge_words(o) == "batch optimum on the low edge"
     assert _edge_words(replace(o, edge="high")) == "LR optimum on the high edge"
+
+
+def test_an_lr_axis_under_a_decade_labels_1_2_and_5() -> None:
+    """matplotlib's formatter dropped the label at 5 × 10^-3 on an axis from 1.5e-3 to 1.1e-2
+    (only 2 × 10^-3 and 10^-2 were labelled: the optima could not be read off)."""
+    import matplotlib.pyplot as plt
+
+    from sweeper.report.plots import _log_ticks
+
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    ax.plot([1.5e-3, 1.1e-2], [0, 1])
+    _log_ticks(ax.xaxis)
+    fig.canvas.draw()
+    lo, hi = ax.get_xlim()
+    shown = [
+        t.get_text()
+        for t in ax.get_xticklabels()
+        if t.get_text() and lo <= t.get_position()[0] <= hi
+    ]
+    assert shown == ["$\\mathdefault{2\\times10^{-3}}$", "$\\mathdefault{5\\times10^{-3}}$",
+                     "$\\mathdefault{10^{-2}}$"]  # fmt: skip
+    plt.close(fig)
