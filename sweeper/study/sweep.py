@@ -22,6 +22,7 @@ import functools
 import json
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     pass
 
 __all__ = [
+    "OBJECTIVE_NAME",
     "CellCounts",
     "CellStudy",
     "FencedStorage",
@@ -62,6 +64,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: what a cell study's trial value is (the name optuna-dashboard shows for the objective)
+OBJECTIVE_NAME = "final val loss (nats), mean over seeds"
 
 
 def study_name(sweep: str, cell: str) -> str:
@@ -302,6 +307,7 @@ def open_sweep(
             direction="minimize",
             load_if_exists=True,
         )
+        _name_objective(study)
         attrs = study.user_attrs
         wanted = {
             **cell.to_dict(),
@@ -317,6 +323,15 @@ def open_sweep(
         study.sampler = make_sampler(spec, cell_key(cell.name), n)
         out.append(CellStudy(cell=cell, study=study, index=i))
     return out
+
+
+def _name_objective(study: optuna.Study) -> None:
+    """Name the cell study's objective (optuna-dashboard labelled it "Objective 0"); the call is
+    experimental in Optuna 5 and warns, which says nothing to a Sweeper user."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if study.metric_names != [OBJECTIVE_NAME]:
+            study.set_metric_names([OBJECTIVE_NAME])
 
 
 def _existing_row(

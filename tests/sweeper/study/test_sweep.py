@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import optuna
@@ -117,9 +118,14 @@ def test_open_sweep_creates_row_and_cell_studies(sqlite_url: str) -> None:
         ):
             assert key in a
         assert a["target"] == 3
-    # optuna sees them as ordinary studies (what optuna-dashboard lists)
+    # optuna sees them as ordinary studies (what optuna-dashboard lists), their objective named
+    # (the dashboard said "Objective 0")
     names = optuna.get_all_study_names(sqlite_url)
     assert set(names) == {"sw/w16-d2-t32.8k", "sw/w32-d2-t32.8k"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        named = {optuna.load_study(study_name=n, storage=sqlite_url).metric_names[0] for n in names}
+    assert named == {"final val loss (nats), mean over seeds"}
 
 
 def test_a_changed_study_replaces_a_sweep_that_holds_no_trial(
