@@ -155,7 +155,16 @@ def _init_std(
     if parametrization == "sp" or base_width is None:
         small = sp_small_init_std(shape.width)
         measured = lr_law.conventions.init_std
-        if measured and not 1 / HELD_SLACK <= small / measured <= HELD_SLACK:
+        conv = lr_law.conventions
+        if measured is None and (conv.model_builder or conv.train_function):
+            own = "model builder" if conv.model_builder else "training function"
+            warnings.append(
+                f"lr law ({law_label(lr_law)}) records no init std (its {own}'s own init): this "
+                f"recipe's small init at width {shape.width}, {small:.4g}, was not measured; under "
+                "SP the optimal LR depends on the init, so init as the proxies were, or confirm "
+                "the LR with a short run"
+            )
+        elif measured and not 1 / HELD_SLACK <= small / measured <= HELD_SLACK:
             warnings.append(
                 f"lr law ({law_label(lr_law)}) was measured at init std {measured:.4g}; this "
                 f"recipe's small init at width {shape.width} is {small:.4g}: under SP the "

@@ -4,7 +4,9 @@ the laws' conventions, and the target counted on the builder's model."""
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -321,8 +323,23 @@ def test_a_law_without_an_optimizer_recommends_adamw_with_a_warning() -> None:
     from sweeper.recipe.target import Target
 
     law = PowerLaw(target="lr", predictors=("n_params",), source="own",
-                   conventions=Conventions(optimizer=None, train_function="m:f"),
+                   conventions=Conventions(optimizer=None, train_function="m:f", init_std=None),
                    log_prefactor=math.log(0.2), exponents={"n_params": -0.3})  # fmt: skip
     r = recommend({"lr": law}, Target(n_params=1e8, tokens=2e9))
     assert r.optimizer == "adamw"
     assert any("records no optimizer (its training function chose its own)" in w for w in r.warnings)
+    # nor an init std: the recipe's small init was not measured (it was prescribed in silence)
+    assert any("records no init std (its training function's own init)" in w for w in r.warnings)
+    # a framework config writes AdamW keys: refused as for a known other optimizer (an audit's
+    # own Lion LR was exported to litgpt as torch.optim.AdamW with exit 0); JSON records it
+    from sweeper.errors import TargetError
+    from sweeper.recipe.export import export_recipe
+
+    for fmt in ("litgpt", "hf", "nanogpt"):
+        with pytest.raises(TargetError, match=r"optimizer \(not recorded: its training function"):
+            export_recipe(r, fmt)
+        assert "unknown optimizer" in export_recipe(r, fmt, allow_inexpressible=True) or fmt == "hf"
+    assert json.loads(export_recipe(r, "json"))["optimizer"] == "adamw"
+    lion = replace(law, conventions=replace(law.conventions, optimizer="lion"))
+    with pytest.raises(TargetError, match=r"optimizer \(lion\).*is not an AdamW LR"):
+        export_recipe(recommend({"lr": lion}, Target(n_params=1e8, tokens=2e9)), "litgpt")

@@ -102,12 +102,10 @@ def cannot_carry(recipe: Recipe, fmt: str, version: str | None = None) -> list[s
 
 def _law_parametrization(recipe: Recipe) -> str | None:
     """The parametrization the recipe's LR law records (None: none recorded)."""
-    from sweeper.fitting.conventions import Conventions
+    from sweeper.recipe.export.carry import lr_law_conventions
 
-    p = recipe.provenance.get("lr")
-    if not p:
-        return None
-    return Conventions.from_json(p.get("conventions"), law=p).parametrization
+    conv = lr_law_conventions(recipe)
+    return None if conv is None else conv.parametrization
 
 
 def _refuse(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from sweeper.fitting.conventions import Conventions
 from sweeper.recipe.recipe import Recipe
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "data_parallel",
     "eps",
     "init_std",
+    "lr_law_conventions",
     "model_shape",
     "optimizer",
     "output_mult",
@@ -137,14 +139,29 @@ def zero_stage(r: Recipe, framework_stage: int | None, what: str) -> list[Missin
 
 
 def optimizer(r: Recipe, fmt: str) -> list[Missing]:
-    """A non-AdamW optimizer in a format whose file is written for AdamW (refused)."""
-    if r.optimizer == "adamw":
+    """A format whose file is written for AdamW, when the LR is not an AdamW LR (refused): the
+    recipe's optimizer is another, or its LR law was measured with another or records none (a
+    training function that chose its own optimizer; the recipe then says AdamW)."""
+    law = lr_law_conventions(r)
+    measured = "adamw" if law is None else law.optimizer
+    if r.optimizer == "adamw" and measured == "adamw":
         return []
-    text = (
-        f"optimizer {r.optimizer}: the {fmt} export writes AdamW keys only; the LR "
-        f"{r.lr.value:.4g} is a {r.optimizer} LR"
-    )
+    if r.optimizer != "adamw":
+        what = f"optimizer {r.optimizer}"
+        lr_is = f"a {r.optimizer} LR"
+    else:
+        what = (
+            f"the lr law's optimizer ({measured or 'not recorded: its training function chose it'})"
+        )
+        lr_is = "not an AdamW LR" if measured else "an LR of an unknown optimizer"
+    text = f"{what}: the {fmt} export writes AdamW keys only; the LR {r.lr.value:.4g} is {lr_is}"
     return [Missing("optimizer", text, refuse=True)]
+
+
+def lr_law_conventions(r: Recipe) -> Conventions | None:
+    """The conventions the recipe's LR law records (None: the recipe names no LR law)."""
+    p = r.provenance.get("lr")
+    return Conventions.from_json(p.get("conventions"), law=p) if p else None
 
 
 def schedule(r: Recipe) -> list[Missing]:
