@@ -34,6 +34,27 @@ WIDE_INTERVAL: Final[float] = 4.0
 UNDETERMINED_SPAN: Final[float] = 1000.0
 
 
+#: above how many times the LR law's point estimate a recommended (risk-aware) LR is doubted
+ABOVE_POINT: Final[float] = 1.1
+
+
+def above_point_warnings(law: Law, lr: float, point: float) -> list[str]:
+    """The doubt when the recommended (risk-aware) LR lies above ``law``'s point estimate by more
+    than :data:`ABOVE_POINT`: the proxies' loss rose more slowly above their optimum than below
+    it, which a large model's need not."""
+    if not lr > point * ABOVE_POINT:
+        return []
+    return [
+        Doubt(
+            f"the recommended peak LR {lr:.4g} is {lr / point:.2g}× the lr law's "
+            f"({law_label(law)}) point estimate {point:.4g}: the proxies' loss rose more slowly "
+            "above their optimum than below it, but a large model can diverge at LRs its small "
+            "proxies survive (Wortsman et al. 2023, arXiv:2309.14322): the point estimate is "
+            "the safer choice; confirm with a short run"
+        )
+    ]
+
+
 def quality_warnings(
     law: Law, role: str, interval: tuple[float, float], level: float = 0.95
 ) -> list[str]:

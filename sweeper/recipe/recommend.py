@@ -31,6 +31,7 @@ from proxy_models.rules import PARAMETRIZATIONS, Rules, sp_small_init_std
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import Law, LossLaw, PowerLaw
 from sweeper.recipe.doubts import (
+    above_point_warnings,
     check_parametrization,
     extrapolation_summary,
     quality_warnings,
@@ -330,6 +331,7 @@ def _evaluate_laws(
     lr_f, b_f = token_factor(used.lr, bytes_per_token), token_factor(used.batch, bytes_per_token)
     point, lr_iv = _evaluate(used.lr, "lr", lr_scale, s.seq_len, level, lr_f)
     lr, regret = _risk_aware(used.lr, lr_scale, point)
+    warnings += above_point_warnings(used.lr, lr, point)
     b_law, b_iv = _evaluate(used.batch, "batch", b_scale, s.seq_len, level, b_f)
     if not used.batch_given:
         warnings.append(_fallback_batch_warning(used, b_law))

@@ -652,3 +652,17 @@ def test_an_sp_recipe_says_when_its_init_is_not_the_one_the_law_was_measured_at(
     assert "small init at width 2240 is 0.01336" in said
     near = recommend({"lr": lr}, Target(width=1000, depth=8, tokens=2e10))  # 0.02 there
     assert not any("init std" in w for w in near.warnings)
+
+
+def test_a_risk_aware_lr_above_the_point_estimate_is_doubted() -> None:
+    """An audit's own sweeps (flat above the optimum, steep below) recommended 2.3-6.5x the law's
+    point estimate in silence, where the README said the hedge usually sits below it."""
+    from sweeper.recipe.doubts import ABOVE_POINT, above_point_warnings
+    from sweeper.recipe.warning_kinds import Doubt
+
+    law = power_law("lr", 2.0, {"n_params": -0.3})
+    assert above_point_warnings(law, 1e-3, 1e-3) == []
+    assert above_point_warnings(law, 0.5e-3, 1e-3) == []  # below: the usual hedge
+    assert above_point_warnings(law, 0.99 * ABOVE_POINT * 1e-3, 1e-3) == []
+    (w,) = above_point_warnings(law, 2.3e-3, 1e-3)
+    assert isinstance(w, Doubt) and "is 2.3× the lr law's" in w and "point estimate 0.001" in w
