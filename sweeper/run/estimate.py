@@ -213,7 +213,7 @@ def estimate_study(
         concurrent = min(concurrent, spec.resources.max_concurrent)
     ladder = sorted(cells(spec), key=lambda c: (c.flops_per_token, c.name))
     ends = [ladder[0]] if len(ladder) == 1 else [ladder[0], ladder[-1]]
-    probes = tuple(probe(spec, c, steps, concurrent) for c in ends)
+    probes = _probed(probe, spec, ends, steps, concurrent)
     costs = [CellCost(c.name, c.n_params, c.tokens, _runs_per_cell(spec), _price(probes, c))
              for c in ladder]  # fmt: skip
     notes = _notes(spec)
@@ -227,6 +227,27 @@ def estimate_study(
         total = sum(c.core_s(cpu) for c in costs)
         core = (total, total)
     return Estimate(spec.name, tuple(costs), probes, cpu, concurrent, runs, core, notes)
+
+
+def _probed(
+    probe: ProbeFn, spec: StudySpec, ends: list[Cell], steps: int, concurrent: int
+) -> tuple[Probe, ...]:
+    """The probes of the ``ends`` cells; a probe whose run raised in the study's own code is a
+    SweeperError naming the cell and the exception (it read "internal error: TrialError")."""
+    from sweeper.errors import SweeperError
+    from sweeper.run.trainable import TrialError
+
+    out = []
+    for c in ends:
+        try:
+            out.append(probe(spec, c, steps, concurrent))
+        except TrialError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SweeperError(
+                f"--estimate: the throughput probe's run of {c.name} failed in the study's own "
+                f"code: {first} (launch would fail the same way)"
+            ) from None
+    return tuple(out)
 
 
 def _runs_per_cell(spec: StudySpec) -> int:

@@ -74,6 +74,20 @@ def test_a_grid_is_priced_cell_by_cell_through_the_two_probes() -> None:
     assert est.notes == ()
 
 
+def test_a_probe_that_fails_in_the_studys_own_code_says_so() -> None:
+    """A training function that raises made `validate --estimate` print "internal error:
+    TrialError ... (rerun with --debug)", as if Sweeper had failed."""
+    from sweeper.errors import SweeperError
+    from sweeper.run.trainable import TrialError
+
+    def broken(spec: StudySpec, cell: Cell, steps: int, copies: int) -> Probe:
+        raise TrialError("train.function 'm:f': RuntimeError: boom\nTraceback (most recent...)")
+
+    with pytest.raises(SweeperError, match=r"probe's run of w16-d1-t16.4k failed in the study's "
+                       r"own code: train.function 'm:f': RuntimeError: boom \(launch"):  # fmt: skip
+        estimate_study(study(), cores=2, probe=broken)
+
+
 def test_the_middle_cell_lies_on_the_log_log_line() -> None:
     spec = study()
     est = estimate_study(spec, cores=1, probe=fake_probe(1e-4, 1e-3, fixed=0.0))
