@@ -115,11 +115,7 @@ def load_callable(path: str, key: str = "model.builder") -> Callable[..., Any]:
     try:
         obj: Any = importlib.import_module(mod_name)
     except Exception as e:  # ImportError, or the module itself raising
-        raise BuilderError(
-            key,
-            f"cannot import {mod_name!r} for {path!r} ({type(e).__name__}: {e}); is it on "
-            "sys.path (PYTHONPATH, or an installed package)?",
-        ) from e
+        raise BuilderError(key, _import_failure(mod_name, path, e)) from e
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise BuilderError(key, f"module {mod_name!r} has no attribute {attr!r}")
@@ -128,6 +124,18 @@ def load_callable(path: str, key: str = "model.builder") -> Callable[..., Any]:
         raise BuilderError(key, f"{path!r} is not callable (a {type(obj).__name__})")
     fn: Callable[..., Any] = obj
     return fn
+
+
+def _import_failure(mod_name: str, path: str, e: Exception) -> str:
+    """Why ``mod_name`` did not import, with the fix: the module itself not found (sys.path),
+    something it imports missing (install it), or the module raising as it was imported."""
+    what = f"cannot import {mod_name!r} for {path!r} ({type(e).__name__}: {e})"
+    missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
+    if missing is not None and not (mod_name == missing or mod_name.startswith(f"{missing}.")):
+        return f"{what}: {mod_name!r} was found, but {missing!r}, which it imports, is not installed"
+    if isinstance(e, ImportError):
+        return f"{what}; is it on sys.path (PYTHONPATH, or an installed package)?"
+    return f"{what}: the module raised as it was imported"
 
 
 def shape_kwargs(cfg: ProxyConfig) -> dict[str, int]:

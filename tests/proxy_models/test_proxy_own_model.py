@@ -4,6 +4,7 @@ did not write, Muon/Adafactor/SGD, the linear schedule, the weight-decay timesca
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -243,3 +244,23 @@ def test_an_adapter_without_its_framework_points_to_the_adapter_virtualenvs(
     msg = str(e.value)
     assert "No module named 'transformers'" in msg and "bash scripts/adapter_venvs.sh" in msg
     assert "\n" not in msg
+
+
+def test_an_import_failure_names_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A builder module that imports a package not installed was told "is it on sys.path?",
+    though the module itself was found: the message now names the missing package; a module
+    that raises as it is imported is said to raise."""
+    from proxy_models.builder import load_callable
+
+    (tmp_path / "needs_dep_q.py").write_text("import not_installed_pkg_q\n\ndef f(): ...\n")
+    (tmp_path / "raises_q.py").write_text("raise ValueError('bad config')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BuilderError, match="'needs_dep_q' was found, but 'not_installed_pkg_q', "
+                       "which it imports, is not installed"):  # fmt: skip
+        load_callable("needs_dep_q:f")
+    with pytest.raises(BuilderError, match=r"ValueError: bad config\): the module raised"):
+        load_callable("raises_q:f")
+    with pytest.raises(BuilderError, match=r"is it on sys\.path"):
+        load_callable("no_such_module_q:f")
