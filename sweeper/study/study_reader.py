@@ -395,11 +395,12 @@ _REF_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*
 
 def _ref(r: _Reader, d: dict[str, Any], key: str, path: str) -> str | None:
     """A ``"package.module:function"`` reference (checked for form only: importing is
-    :func:`~sweeper.study.spec.check_code`'s job)."""
+    :func:`~sweeper.study.spec.check_code`'s job). A malformed one is reported and kept, so that
+    the rules of the keys beside it see it given ("model.args: only used with model.builder"
+    followed a misspelt builder)."""
     v = r.get(d, key, path, "str", None)
     if v is not None and not _REF_RE.match(v):
         r.bad(f"{path}.{key}", f"{v!r} must look like 'package.module:function'")
-        return None
     return v
 
 

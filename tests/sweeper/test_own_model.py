@@ -62,6 +62,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     ("model", "train", "key", "needle"),
     [
         ('builder = "no_such_pkg_q:build"', "", "model.builder", "cannot import 'no_such_pkg_q'"),
+        (  # a misspelt builder, with its args: one line (a second said args need a builder)
+            'builder = "tests.own_builders.tiny"\n\n[model.args]\nhidden = 2',
+            "",
+            "model.builder",
+            "must look like 'package.module:function'",
+        ),
         ('builder = "tests.own_builders:raises"', "", "model.builder", "raised RuntimeError"),
         ('builder = "tests.own_builders:wrong_shape"', "", "model.builder", "(B, T, vocab_size)"),
         (
