@@ -149,14 +149,19 @@ def run_function(
     """Call ``fn`` for one run and return its result in the built-in loop's form
     (``TrainResult.to_dict()`` keys, None where the function did not say): divergence detected by
     the report callback or a non-finite ``val_loss`` sets ``diverged`` (and ``val_loss`` to the
-    first reported loss, or ln(vocab)); ``report`` receives what the function reports while no
-    stop was asked. Exceptions from ``fn`` propagate."""
+    first reported loss, or ln(vocab)); so does a ``FloatingPointError`` raised by ``fn`` (the
+    way many loops stop on a NaN: the run then bounds the LR range, as a diverged one does,
+    instead of failing the trial). ``report`` receives what the function reports while no stop
+    was asked. Other exceptions from ``fn`` propagate."""
     t0 = time.perf_counter()
     watch = _Watch(int(hparams["tokens"]), report)
     kwargs: dict[str, Any] = {"hparams": dict(hparams), "shape": dict(shape), "report": watch}
     if model is not None:
         kwargs["model"] = model
-    out = fn(**kwargs)
+    try:
+        out = fn(**kwargs)
+    except FloatingPointError:
+        out = {"val_loss": math.nan, "diverged": True}
     if not isinstance(out, Mapping) or "val_loss" not in out:
         raise BuilderError(
             KEY,

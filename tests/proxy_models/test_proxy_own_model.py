@@ -194,6 +194,19 @@ def test_training_function_divergence_and_stop() -> None:
     assert bad["diverged"] and bad["steps"] < 40  # stopped by the divergence rule
     stopped = run_function(loop, hparams=hp, shape=shape, report=lambda s, t, x: s >= 5)
     assert stopped["stopped"] and stopped["steps"] == 5
+
+    # a loop that raises FloatingPointError on a NaN (as many do) diverged: it bounds the LR
+    # range; it failed the trial, retried, and was no bound (an audit's loop, relaunched in vain)
+    def raises_on_nan(hparams: dict, shape: dict, report: object) -> dict:
+        raise FloatingPointError("loss is nan at step 3")
+
+    def raises_other(hparams: dict, shape: dict, report: object) -> dict:
+        raise RuntimeError("boom")
+
+    nan = run_function(raises_on_nan, hparams=hp, shape=shape)
+    assert nan["diverged"] and nan["val_loss"] == pytest.approx(math.log(256))
+    with pytest.raises(RuntimeError, match="boom"):
+        run_function(raises_other, hparams=hp, shape=shape)
     assert check_function("tests.own_builders:loop") == []
     (line,) = check_function("tests.own_builders:bad_signature")
     assert line.startswith("train.function: ") and "hparams, shape, report" in line
