@@ -4,7 +4,7 @@ points and which bound the optimum (see :mod:`sweeper.fitting.surface` for the r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -99,12 +99,13 @@ def prepare(
         raise FitError("no runs to fit")
     _refuse_unmodelled(df, allow_varying)
     df, notes = _mark_runs(df, blowup)
+    completed = df.groupby("cell", sort=False)["_done"].sum()  # (before the window)
     edges = _edge_cells(df)
     if window is not None:
         notes += _apply_window(df, grid_window(window, _grid_step(df[df["_done"] | df["_div"]])))
     if not (df["_done"].any() or df["_div"].any()):
         raise FitError("no completed or diverged runs with a positive lr")
-    usable, bound, left = _classify_cells(df, min_runs)
+    usable, bound, left = _classify_cells(df, min_runs, completed, edges)
     batch, n_swept = _batch_swept(df, usable)
     cell_frame = _cell_frame(df, usable + bound)
     preds, bpreds = _choose_predictors(
@@ -191,9 +192,16 @@ def _mark_runs(df: pd.DataFrame, blowup: float) -> tuple[pd.DataFrame, list[str]
     return df, notes
 
 
-def _classify_cells(df: pd.DataFrame, min_runs: int) -> tuple[list[str], list[str], list[str]]:
+def _classify_cells(
+    df: pd.DataFrame,
+    min_runs: int,
+    completed: pd.Series | None = None,
+    edges: Mapping[str, str] | None = None,
+) -> tuple[list[str], list[str], list[str]]:
     """Cells that are usable (``min_runs`` completed runs at 2+ LRs), bound-only (diverged runs
-    only), and left out (with why); FitError when the LR varies in no cell."""
+    only), and left out (with why: ``completed`` counts each cell's loss points before the
+    window, ``edges`` where its best LR is on its range's edge); FitError when the LR varies in
+    no cell."""
     usable, bound, left = [], [], []
     lr_varies = False
     for name, g in df.groupby("cell", sort=False):
@@ -205,13 +213,32 @@ def _classify_cells(df: pd.DataFrame, min_runs: int) -> tuple[list[str], list[st
         elif g["_div"].any():
             bound.append(str(name))
         else:
-            left.append(
-                f"{name}: {len(d)} completed runs at {n_lr} LRs (needs min_runs={min_runs} "
-                "at 2 or more LRs)"
-            )
+            left.append(_left_out(str(name), len(d), n_lr, min_runs, completed, edges))
     if not lr_varies:
         raise FitError("lr does not vary within any cell: the surface needs several LRs per cell")
     return usable, bound, left
+
+
+def _left_out(
+    name: str,
+    n: int,
+    n_lr: int,
+    min_runs: int,
+    completed: pd.Series | None,
+    edges: Mapping[str, str] | None,
+) -> str:
+    """Why a cell is left out of the surface fit, in one clause: it said "3 completed runs at 3
+    LRs" of a cell with 6, the others outside the fit's window about a best LR at the range's
+    top edge."""
+    why = f"{name}: {n} completed runs at {n_lr} LRs"
+    total = int(completed.get(name, n)) if completed is not None else n
+    if total > n:
+        why += f" within the fit's window about its best LR ({total} in all)"
+    why += f" (needs min_runs={min_runs} at 2 or more LRs)"
+    edge = (edges or {}).get(name)
+    if edge:
+        why += f"; its best LR is on the {edge} edge of its range: widen the range there"
+    return why
 
 
 def _batch_swept(df: pd.DataFrame, usable: list[str]) -> tuple[bool, int]:

@@ -569,3 +569,22 @@ def test_an_edge_note_on_a_batch_sweep_names_the_batch_size() -> None:
         law = fit_surface(runs, predictors=("tokens",), n_boot=0, cv=False)
     note = next(n for n in law.notes if n.startswith(EDGE_NOTE))
     assert "w32-d2-t819k (top at batch 512 tokens)" in note
+
+
+def test_a_cell_left_out_says_its_runs_beyond_the_window_and_its_edge() -> None:
+    """A cell with 6 completed runs was left out as '3 completed runs at 3 LRs (needs
+    min_runs=4)': the others lay outside the fit's window about a best LR at the range's top.
+    The reason now counts both and names the edge, with the fix."""
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7, 6.4e7), tokens=(2e8,), seed=3)
+    first = runs["cell"].iloc[0]
+    g = runs[runs["cell"] == first]
+    best = g.groupby("lr")["loss"].mean().idxmin()
+    runs = runs[~((runs["cell"] == first) & (runs["lr"] > best))]  # its best LR: the top tried
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        with pytest.raises(FitError) as e:
+            fit_surface(runs, n_boot=0, cv=False, min_runs=12)
+    msg = str(e.value)
+    assert re.search(rf"left out {first}: (\d+) completed runs at \d+ LRs within the fit's window "
+                     r"about its best LR \((\d+) in all\)", msg)  # fmt: skip
+    assert "its best LR is on the top edge of its range: widen the range there" in msg
