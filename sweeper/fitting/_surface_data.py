@@ -215,7 +215,15 @@ def _classify_cells(
         else:
             left.append(_left_out(str(name), len(d), n_lr, min_runs, completed, edges))
     if not lr_varies:
-        raise FitError("lr does not vary within any cell: the surface needs several LRs per cell")
+        if not df["_done"].any():
+            raise FitError(
+                f"no completed run has a finite loss ({int(df['_div'].sum())} diverged): every LR "
+                "tried is past the cliff, or the training function returned no finite val_loss"
+            )
+        raise FitError(
+            "lr does not vary within any cell's completed runs: the surface needs several LRs "
+            "per cell"
+        )
     return usable, bound, left
 
 

@@ -174,6 +174,10 @@ def test_one_cell_and_no_lr_variation(proxy_runs: pd.DataFrame) -> None:
         fit_surface(one, n_boot=0)
     with pytest.raises(FitError, match="lr does not vary within any cell"):
         fit_surface(proxy_runs[proxy_runs["lr"] == 4.8e-3], n_boot=0)
+    # every run diverged (a loop that returned NaN): said so, not "lr does not vary"
+    nan = proxy_runs.assign(loss=float("nan"), diverged=True)
+    with pytest.raises(FitError, match=r"no completed run has a finite loss \(\d+ diverged\)"):
+        fit_surface(nan, n_boot=0)
     with pytest.raises(FitError, match="unknown predictor"):
         fit_surface(proxy_runs, predictors=("size",), n_boot=0)
     with pytest.raises(FitError, match="'tokens' does not vary"):
