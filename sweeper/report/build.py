@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from sweeper.fitting import CellOptimum
+    from sweeper.fitting.conventions import Conventions
     from sweeper.fitting.laws import Law
     from sweeper.study.handle import Sweep
 
@@ -37,6 +38,7 @@ def build_report(
     from sweeper.fitting import estimate_optima
     from sweeper.fitting.fit_runs import check_method, check_resamples
     from sweeper.fitting.laws import PowerLaw, law_from_dict
+    from sweeper.fitting.provenance import sweep_conventions
     from sweeper.recipe.recipe import recipe_from_dict
     from sweeper.report.page import ReportInputs, write_report
     from sweeper.transfer.run import stored_transfer
@@ -79,8 +81,21 @@ def build_report(
         holdout_cells=holdout,
         holdout_law=holdout_law,
         notes=tuple(notes),
+        measured=measured_with(sweep_conventions(sw)),
     )
     return write_report(inputs, out)
+
+
+def measured_with(conv: Conventions) -> str:
+    """What the sweep trained, in one line for the page's head: the model, the loop, the
+    optimizer and the LR's meaning (two sweeps of different techniques looked alike)."""
+    model = f"model builder {conv.model_builder}" if conv.model_builder else "the built-in proxy"
+    loop = (
+        f"training function {conv.train_function}" if conv.train_function else "the built-in loop"
+    )
+    opt = conv.optimizer or "its own optimizer (not recorded)"
+    par = f" under {conv.parametrization}" if conv.parametrization else ""
+    return f"measured with {model}{par}, {loop} and {opt}; the LR is the {conv.lr}"
 
 
 def _report_laws(

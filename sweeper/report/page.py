@@ -61,6 +61,8 @@ class ReportInputs:
     holdout_law: PowerLaw | None = None
     #: what the report had to assume (e.g. a law fitted for the report alone), shown at the top
     notes: Sequence[str] = ()
+    #: what the sweep trained (model, loop, optimizer, the LR's meaning), one line at the top
+    measured: str = ""
 
 
 # ---------------------------------------------------------------- HTML
@@ -471,6 +473,10 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         f"{sum(o.usable for o in inputs.optima)} with an optimum of their own (the per-cell "
         "estimate); the laws table says how many cells each law used.</p>",
     ]
+    if inputs.measured:
+        parts.append(
+            f"<p class='muted'>{html.escape(inputs.measured[0].upper() + inputs.measured[1:])}.</p>"
+        )
     parts += [f"<div class='warn'>note: {html.escape(n)}</div>" for n in inputs.notes]
     if inputs.recipe is not None:
         parts += _recipe_html(inputs.recipe, inputs.sweep)

@@ -316,3 +316,20 @@ def test_an_lr_axis_under_a_decade_labels_1_2_and_5() -> None:
     assert shown == ["$\\mathdefault{2\\times10^{-3}}$", "$\\mathdefault{5\\times10^{-3}}$",
                      "$\\mathdefault{10^{-2}}$"]  # fmt: skip
     plt.close(fig)
+
+
+def test_the_page_says_what_the_sweep_trained() -> None:
+    """Two sweeps of different techniques (a builder, a training function with its own
+    optimizer) gave pages that looked alike: the head now says what was measured."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.report.build import measured_with
+
+    assert measured_with(Conventions(parametrization="sp")) == (
+        "measured with the built-in proxy under sp, the built-in loop and adamw; the LR is the "
+        "peak AdamW LR, warmup 10% of steps, cosine to 10%"
+    )
+    own = Conventions(model_builder="m:build", train_function="m:loop", optimizer=None, lr="x")
+    assert measured_with(own) == (
+        "measured with model builder m:build, training function m:loop and its own optimizer "
+        "(not recorded); the LR is the x"
+    )
