@@ -215,7 +215,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         short = [c.cell for c in s.cells if not c.done]
         print(
             f"sweeper: {len(short)} cell(s) short of their target after repeated failures: "
-            f"{', '.join(short)}; relaunch to retry",
+            f"{', '.join(short)}; the errors are above (and on each trial: its user attribute "
+            "last_error); fix what failed, then relaunch to run those points again",
             file=sys.stderr,
         )
         return 1

@@ -302,6 +302,34 @@ def _quiet_ray(verbose: int) -> None:
     )
     if not verbose:
         warnings.filterwarnings("ignore", module=r"ray(\..*)?")
+        controller = logging.getLogger("ray.tune.execution.tune_controller")
+        if not any(isinstance(f, _FirstOfEachError) for f in controller.filters):
+            controller.addFilter(_FirstOfEachError())
+
+
+class _FirstOfEachError(logging.Filter):
+    """Lets through Tune's log of a failed run (Ray's whole traceback, some 60 lines) for the
+    first run that fails with each error only: the searcher prints one line per failure and
+    keeps the error on the trial, and one exception raised by a study's own code printed nine
+    tracebacks, 600 lines, in a launch (retries included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.exc_info or record.exc_info[1] is None:
+            return True
+        found = _ERROR_LINE.findall(str(record.exc_info[1]))
+        key = found[-1] if found else type(record.exc_info[1]).__name__
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
+#: an exception's own line in a traceback ("RuntimeError: boom"), the key of :class:`_FirstOfEachError`
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*$", re.MULTILINE)
 
 
 def _capacity(spec: StudySpec) -> int:

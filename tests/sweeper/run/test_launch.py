@@ -566,6 +566,26 @@ def test_crashed_run_is_retried_then_fail(tmp_path: Path) -> None:
     assert "Error" in t.user_attrs["last_error"]
 
 
+def test_tunes_traceback_of_a_failed_run_is_shown_once_per_error() -> None:
+    """Tune logs each failed run with Ray's whole traceback: one exception in a study's own
+    code printed nine of them, 600 lines, in a launch (its retries included). The first run
+    to fail with an error shows it; the same error again is left to the searcher's one line."""
+    import logging
+
+    from sweeper.run.launch import _FirstOfEachError
+
+    def record(text: str | None) -> logging.LogRecord:
+        exc = (RuntimeError, RuntimeError(text), None) if text is not None else None
+        return logging.LogRecord("t", logging.ERROR, "f", 1, "Trial task failed", None, exc)
+
+    f = _FirstOfEachError()
+    boom = "ray::ImplicitFunc.train() (pid=1)\n  File x\nRuntimeError: boom: my loop is broken"
+    assert f.filter(record(boom))
+    assert not f.filter(record(boom.replace("pid=1", "pid=2")))  # the same error, another run
+    assert f.filter(record("Traceback\nValueError: another"))  # another error is shown
+    assert f.filter(record(None))  # a record without an exception is never held back
+
+
 # ---- the searcher and the trainable without a Ray runtime --------------------------------------
 GRID = """\
 [sweep]
