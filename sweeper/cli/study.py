@@ -172,7 +172,8 @@ def _print_estimate(est: Any) -> None:
     wall = duration(wlo) if lo == hi else f"{duration(wlo)} to {duration(whi)}"
     print(f"  total: {est.runs} runs, {span} core-s ({lo / 3600:.2g}"
           f"{'' if lo == hi else f'-{hi / 3600:.2g}'} core-h); about {wall} wall with "
-          f"{est.concurrent} trial(s) at once on this machine")  # fmt: skip
+          f"{est.concurrent} trial(s) at once on this machine, {duration(est.overhead_s)} of it "
+          "Ray's start and Tune's per-trial cost")  # fmt: skip
     for n in est.notes:
         print(f"  note: {n}")
 

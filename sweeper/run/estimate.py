@@ -18,8 +18,10 @@ cheapest cell and all of it in the dearest, so its cost is a range. When the bat
 searched, the probe runs at the smallest batch (the slowest per token): the figure is then an
 upper bound.
 
-What it does not know: other load on the machine while the sweep runs, Ray's start-up (seconds),
-the last trials running alone, and a GPU's speed when probed on a CPU; the probe runs here.
+The wall time adds a launch's fixed cost and Tune's cost per trial (:data:`LAUNCH_S`,
+:data:`TRIAL_S`, measured here: they dominate a small sweep, 15 of the smoke study's 26 s).
+What it does not know: other load on the machine while the sweep runs, the last trials running
+alone, and a GPU's speed when probed on a CPU; the probe runs here.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from sweeper.study.ladder import Cell, cells
 from sweeper.study.spec import StudySpec
@@ -48,6 +50,14 @@ __all__ = [
 
 #: optimizer steps of a timed probe (after one untimed warm-up step)
 PROBE_STEPS = 12
+
+#: wall seconds a launch spends before its trials train: Ray's start (5.6 s) and the first trial
+#: workers' start (importing torch): the smoke study on 2 cores, 2026-11-28, launch 25.5 s, Tune
+#: 18.5 s, its 36 runs 21.7 s on 2 workers
+LAUNCH_S: Final[float] = 10.0
+#: wall seconds Ray Tune spends per trial beyond the run (scheduling, reporting, the searcher's
+#: storage writes), per worker: the rest of the smoke study's Tune time, over its 18 trials a worker
+TRIAL_S: Final[float] = 0.2
 
 
 def duration(seconds: float) -> str:
@@ -104,14 +114,22 @@ class Estimate:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def overhead_s(self) -> float:
+        """Wall seconds of the launch that are not training: :data:`LAUNCH_S`, and
+        :data:`TRIAL_S` per trial on each of the ``concurrent`` workers."""
+        return LAUNCH_S + TRIAL_S * self.runs / self.concurrent
+
+    @property
     def wall_s(self) -> tuple[float, float]:
-        return (self.core_s[0] / self.cpu_per_trial / self.concurrent,
-                self.core_s[1] / self.cpu_per_trial / self.concurrent)  # fmt: skip
+        return tuple(  # type: ignore[return-value]
+            c / self.cpu_per_trial / self.concurrent + self.overhead_s for c in self.core_s
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["core_hours"] = [c / 3600 for c in self.core_s]
         out["wall_s"] = list(self.wall_s)
+        out["overhead_s"] = self.overhead_s
         for c, cost in zip(out["cells"], self.cells, strict=True):
             c["core_s"] = cost.core_s(self.cpu_per_trial)
         return out
