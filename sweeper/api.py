@@ -199,6 +199,8 @@ def fit(
     from sweeper.study.runs import normalize_runs
 
     _check_fit_options(options)
+    if isinstance(data, str) and "+" in data:
+        return _fit_joined(data, target, predictors, method, storage, store, options)
     sw = None if isinstance(data, pd.DataFrame) else _sweep(data, storage)
     surface = _surface_settings(sw, options.pop("surface", None))
     opts = FitOptions(method=method, surface=surface, **options)
@@ -222,6 +224,36 @@ def fit(
     if store and where is not None:
         fitted = [put_law(law, where.url) for law in fitted]
     return fitted
+
+
+def _fit_joined(
+    names: str,
+    target: str | None,
+    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None,
+    method: str,
+    storage: str | None,
+    store: bool,
+    options: dict[str, Any],
+) -> list[Law]:
+    """:func:`fit` of ``"a+b+..."``: the runs of sweeps of one study on other LRs (a range
+    extended by a second sweep), fitted together as :func:`diff` joins them; the laws are stored
+    under the joined name (``sweeper recommend a+b`` reads them) in the first sweep's storage."""
+    from sweeper.fitting._common import FitSkipped, FitWarning
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
+    from sweeper.fitting.store import put_law
+
+    runs, conv, name = _joined_runs(names, storage)
+    first = _sweep(names.split("+")[0], storage)
+    surface = _surface_settings(first, options.pop("surface", None))
+    opts = FitOptions(method=method, surface=surface, **options)
+    outcome = fit_runs(runs, conventions=conv, source=name, target=target, predictors=predictors,
+                       options=opts)  # fmt: skip
+    for msg in outcome.skipped:
+        warnings.warn(msg, FitSkipped, stacklevel=3)
+    for msg in outcome.warnings:
+        warnings.warn(msg, FitWarning, stacklevel=3)
+    fitted = list(outcome.laws)
+    return [put_law(law, first.url) for law in fitted] if store else fitted
 
 
 def _check_fit_options(options: Mapping[str, Any]) -> None:

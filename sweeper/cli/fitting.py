@@ -110,7 +110,11 @@ def _register_fit(sub: Any) -> None:
         epilog=_FIT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("sweep", help="sweep name (launched or imported)")
+    p.add_argument(
+        "sweep",
+        help="sweep name (launched or imported), or a+b: sweeps of one study on other LRs (a "
+        "range extended by a second sweep), fitted together; its laws are stored as a+b",
+    )
     p.add_argument("--target", choices=("lr", "batch_tokens", "loss"), default=None)
     p.add_argument(
         "--predictors",

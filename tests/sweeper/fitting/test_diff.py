@@ -97,3 +97,31 @@ def test_cli_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert cli.main(["diff", "ref+ref", "new", "--storage", url, "--json", "--bootstrap", "300",
                      "--cell-bootstrap", "40"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["a"] == "ref+ref"
+
+
+def test_cli_fit_joins_sweeps_of_one_study_on_other_lrs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A range extended by a second sweep (a grid does not grow in place) could be compared with
+    `diff a+b` but not fitted: `fit a+b` said "no sweep 'a+b'". It fits the runs together, as
+    one sweep holding them all, and `recommend a+b` reads the law it stored."""
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    runs = pair_sweep(-0.3, 5)
+    cut = float(np.median(runs["lr"]))
+    for name, part in {"lo": runs[runs["lr"] <= cut], "hi": runs[runs["lr"] > cut],
+                       "all": runs}.items():  # fmt: skip
+        f = tmp_path / f"{name}.csv"
+        part.to_csv(f, index=False)
+        assert cli.main(["import", str(f), "--sweep", name, "--storage", url]) == 0
+    capsys.readouterr()
+    fit = ["--target", "lr", "--storage", url, "--json", "--bootstrap", "50"]
+    assert cli.main(["fit", "lo+hi", *fit]) == 0
+    joined = json.loads(capsys.readouterr().out)
+    assert cli.main(["fit", "all", *fit, "--no-store"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert joined["source"] == "lo+hi"
+    assert joined["exponents"] == pytest.approx(whole["exponents"])
+    assert cli.main(["recommend", "lo+hi", "--params", "1e7", "--tokens", "2e8",
+                     "--storage", url, "--json", "--force"]) == 0  # fmt: skip
+    recipe = json.loads(capsys.readouterr().out)
+    assert recipe["provenance"]["lr"]["source"] == "lo+hi"
