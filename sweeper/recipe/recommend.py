@@ -413,9 +413,11 @@ def _optimizer(lr_law: Law, warnings: list[str]) -> str:
     from proxy_models.hparams import OPTIMIZERS
 
     if lr_law.conventions.optimizer is None:
+        why = "its training function chose its own" if lr_law.conventions.train_function else (
+            "its runs were imported")  # fmt: skip
         warnings.append(
-            f"lr law ({law_label(lr_law)}) records no optimizer (its training function chose "
-            "its own): this recipe runs AdamW (confirm the LR with a short run)"
+            f"lr law ({law_label(lr_law)}) records no optimizer ({why}): this recipe runs AdamW "
+            "(confirm the LR with a short run)"
         )
         return "adamw"
     name = lr_law.conventions.optimizer.lower()

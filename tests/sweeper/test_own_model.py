@@ -344,8 +344,18 @@ def test_a_law_without_an_optimizer_recommends_adamw_with_a_warning() -> None:
     for fmt in ("litgpt", "hf", "nanogpt"):
         with pytest.raises(TargetError, match=r"optimizer \(not recorded: its training function"):
             export_recipe(r, fmt)
-        assert "unknown optimizer" in export_recipe(r, fmt, allow_inexpressible=True) or fmt == "hf"
+        written = export_recipe(r, fmt, allow_inexpressible=True)  # (hf's JSON has no comments)
+        assert fmt == "hf" or "an LR of an unknown optimizer" in written
     assert json.loads(export_recipe(r, "json"))["optimizer"] == "adamw"
+    target = Target(n_params=1e8, tokens=2e9)
     lion = replace(law, conventions=replace(law.conventions, optimizer="lion"))
     with pytest.raises(TargetError, match=r"optimizer \(lion\).*is not an AdamW LR"):
-        export_recipe(recommend({"lr": lion}, Target(n_params=1e8, tokens=2e9)), "litgpt")
+        export_recipe(recommend({"lr": lion}, target), "litgpt")
+    # imported runs record no optimizer either, but no loop of their own: warned, not refused;
+    # a law measured with Adam (Kaplan's) exports as AdamW, as before
+    imported = replace(law, conventions=Conventions(optimizer=None, init_std=None))
+    r = recommend({"lr": imported}, target)
+    assert any("records no optimizer (its runs were imported)" in w for w in r.warnings)
+    assert export_recipe(r, "litgpt")
+    adam = replace(law, conventions=replace(law.conventions, optimizer="Adam", train_function=None))
+    assert export_recipe(recommend({"lr": adam}, target), "litgpt")

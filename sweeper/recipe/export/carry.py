@@ -140,19 +140,20 @@ def zero_stage(r: Recipe, framework_stage: int | None, what: str) -> list[Missin
 
 def optimizer(r: Recipe, fmt: str) -> list[Missing]:
     """A format whose file is written for AdamW, when the LR is not an AdamW LR (refused): the
-    recipe's optimizer is another, or its LR law was measured with another or records none (a
-    training function that chose its own optimizer; the recipe then says AdamW)."""
+    recipe's optimizer is another, or its LR law was measured with another one named (Adam
+    counts as AdamW), or by a training function that chose its own and recorded none (the
+    recipe then says AdamW). Imported runs, which record no optimizer, are not refused: the
+    recipe warns that their optimizer is unknown."""
     law = lr_law_conventions(r)
-    measured = "adamw" if law is None else law.optimizer
-    if r.optimizer == "adamw" and measured == "adamw":
-        return []
+    measured = (law.optimizer or "").lower() if law is not None else "adamw"
+    own = law is not None and law.train_function is not None
     if r.optimizer != "adamw":
-        what = f"optimizer {r.optimizer}"
-        lr_is = f"a {r.optimizer} LR"
+        what, lr_is = f"optimizer {r.optimizer}", f"a {r.optimizer} LR"
+    elif measured in ("adamw", "adam") or not (measured or own):
+        return []
     else:
-        what = (
-            f"the lr law's optimizer ({measured or 'not recorded: its training function chose it'})"
-        )
+        chose = "not recorded: its training function chose it"
+        what = f"the lr law's optimizer ({measured or chose})"
         lr_is = "not an AdamW LR" if measured else "an LR of an unknown optimizer"
     text = f"{what}: the {fmt} export writes AdamW keys only; the LR {r.lr.value:.4g} is {lr_is}"
     return [Missing("optimizer", text, refuse=True)]
