@@ -200,10 +200,14 @@ def _has_parabola(o: CellOptimum) -> bool:
     return bool(o.window_lr and o.curve_coefs)
 
 
-def _held_at_best(o: CellOptimum) -> bool:
-    """Whether ``o``'s parabola optimum was held at the top of its window (the best LR), the
-    next LR up being on the cliff (:mod:`sweeper.fitting._parabola`)."""
-    return bool(o.lr and o.window_lr and abs(math.log(o.lr / o.window_lr[1])) < 1e-9)
+def _held_at_bound(o: CellOptimum) -> bool:
+    """Whether ``o``'s parabola still falls at its optimum: the optimum was held at the bound the
+    next LR up sets (:mod:`sweeper.fitting._parabola`: the best LR when that LR is on the cliff,
+    else halfway to it in ln LR), not at the curve's minimum."""
+    if not (o.lr and o.window_lr and o.curve_coefs) or abs(math.log(o.lr / o.window_lr[1])) > 1e-9:
+        return False
+    below, above = o.curve([o.lr / 1.01, o.lr * 1.01])  # (the window's top is also the vertex
+    return bool(above < below - 1e-9 * abs(below))  # when that lies above the best LR: flat there)
 
 
 def _why_no_parabola(o: CellOptimum) -> str:
@@ -242,11 +246,12 @@ def _loss_vs_lr_caption(
             f" The orange curve is the parabola in ln LR fitted to the best LR and the LRs below it"
             f"{where}; the next LR up only bounds the optimum (above it the loss rises steeply)."
         )
-        held = [o.cell for o in with_curve if _held_at_best(o)]
+        held = [o.cell for o in with_curve if _held_at_bound(o)]
         if held:
             text += (
-                f" In {', '.join(held)} that next LR is on the cliff, so the optimum is held at the "
-                "best LR, where the curve ends still falling (its interval can end there too)."
+                f" In {', '.join(held)} the curve still falls at the optimum, which is held at "
+                "that bound: the best LR when the next LR up is on the cliff, else halfway (in ln "
+                "LR) to it; the interval can end there too."
             )
     methods = {o.method for o in without}
     if without and not with_curve and len(methods) == 1 and methods != {"parabola"}:
