@@ -245,7 +245,9 @@ def _left_out(
     why += f" (needs min_runs={min_runs} at 2 or more LRs)"
     edge = (edges or {}).get(name)
     if edge:
-        why += f"; its best LR is on the {edge} edge of its range: widen the range there"
+        side, _, batch = edge.partition(" at ")
+        at = f" (at {batch})" if batch else ""
+        why += f"; its best LR is on the {side} edge of its range{at}: widen the range there"
     return why
 
 

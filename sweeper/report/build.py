@@ -81,14 +81,17 @@ def build_report(
         holdout_cells=holdout,
         holdout_law=holdout_law,
         notes=tuple(notes),
-        measured=measured_with(sweep_conventions(sw)),
+        measured=measured_with(sweep_conventions(sw), imported=sw.spec is None),
     )
     return write_report(inputs, out)
 
 
-def measured_with(conv: Conventions) -> str:
+def measured_with(conv: Conventions, *, imported: bool = False) -> str:
     """What the sweep trained, in one line for the page's head: the model, the loop, the
-    optimizer and the LR's meaning (two sweeps of different techniques looked alike)."""
+    optimizer and the LR's meaning (two sweeps of different techniques looked alike); for runs
+    imported without their study, that none of it is recorded."""
+    if imported:
+        return f"imported runs: their model, loop and optimizer are not recorded; the LR is the {conv.lr}"
     model = f"model builder {conv.model_builder}" if conv.model_builder else "the built-in proxy"
     loop = (
         f"training function {conv.train_function}" if conv.train_function else "the built-in loop"

@@ -302,9 +302,12 @@ def _quiet_ray(verbose: int) -> None:
     )
     if not verbose:
         warnings.filterwarnings("ignore", module=r"ray(\..*)?")
-        controller = logging.getLogger("ray.tune.execution.tune_controller")
-        if not any(isinstance(f, _FirstOfEachError) for f in controller.filters):
-            controller.addFilter(_FirstOfEachError())
+    # Tune's traceback of a failed run: the first of each error per launch, all of them with -v
+    controller = logging.getLogger("ray.tune.execution.tune_controller")
+    for f in [f for f in controller.filters if isinstance(f, _FirstOfEachError)]:
+        controller.removeFilter(f)
+    if not verbose:
+        controller.addFilter(_FirstOfEachError())
 
 
 class _FirstOfEachError(logging.Filter):

@@ -333,3 +333,7 @@ def test_the_page_says_what_the_sweep_trained() -> None:
         "measured with model builder m:build, training function m:loop and its own optimizer "
         "(not recorded); the LR is the x"
     )
+    # runs imported without their study: nothing is known (it said "the built-in proxy")
+    assert measured_with(own, imported=True).startswith(
+        "imported runs: their model, loop and optimizer are not recorded"
+    )

@@ -584,6 +584,19 @@ def test_tunes_traceback_of_a_failed_run_is_shown_once_per_error() -> None:
     assert not f.filter(record(boom.replace("pid=1", "pid=2")))  # the same error, another run
     assert f.filter(record("Traceback\nValueError: another"))  # another error is shown
     assert f.filter(record(None))  # a record without an exception is never held back
+    # each launch starts afresh (a second launch in one process hid the errors of the first),
+    # and -v shows every traceback
+    from sweeper.run.launch import _quiet_ray
+
+    controller = logging.getLogger("ray.tune.execution.tune_controller")
+    _quiet_ray(0)
+    (first,) = [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
+    assert first.filter(record(boom))
+    _quiet_ray(0)
+    (second,) = [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
+    assert second is not first and second.filter(record(boom))
+    _quiet_ray(1)
+    assert not [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
 
 
 # ---- the searcher and the trainable without a Ray runtime --------------------------------------
