@@ -243,7 +243,7 @@ def _fit_joined(
     from sweeper.fitting.store import put_law
 
     runs, conv, name = _joined_runs(names, storage)
-    first = _sweep(names.split("+")[0], storage)
+    first = _sweep(name.split("+")[0], storage)
     surface = _surface_settings(first, options.pop("surface", None))
     opts = FitOptions(method=method, surface=surface, **options)
     outcome = fit_runs(runs, conventions=conv, source=name, target=target, predictors=predictors,
@@ -281,6 +281,9 @@ def laws(sweep: str | Sweep | None = None, *, storage: str | None = None) -> lis
 
     if sweep is None:
         return list_laws(None, storage)
+    if isinstance(sweep, str) and "+" in sweep:  # laws fitted on joined sweeps (fit a+b)
+        names = _joined_names(sweep)
+        return list_laws("+".join(names), _sweep(names[0], storage).url)
     sw = _sweep(sweep, storage)
     return list_laws(sw.name, sw.url)
 
@@ -634,7 +637,7 @@ def _joined_runs(sweeps: str | Sweep, storage: str | None) -> tuple[pd.DataFrame
 
     from sweeper.fitting.provenance import sweep_conventions
 
-    names = [sweeps] if not isinstance(sweeps, str) else sweeps.split("+")
+    names = [sweeps] if not isinstance(sweeps, str) else _joined_names(sweeps)
     handles = [_sweep(n, storage) for n in names]
     convs = [sweep_conventions(h) for h in handles]
     first = handles[0]
@@ -646,6 +649,16 @@ def _joined_runs(sweeps: str | Sweep, storage: str | None) -> tuple[pd.DataFrame
             )
     runs = pd.concat([h.runs() for h in handles], ignore_index=True)
     return runs, convs[0], "+".join(h.name for h in handles)
+
+
+def _joined_names(joined: str) -> list[str]:
+    """The sweeps of ``"a+b"`` (spaces around the names allowed); StorageError for one named
+    twice, whose runs would count twice."""
+    names = [n.strip() for n in joined.split("+")]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise StorageError(f"{joined!r} names {', '.join(twice)} twice: its runs would count twice")
+    return names
 
 
 def _study_but_lr(sw: Sweep) -> str | None:

@@ -47,10 +47,10 @@ def above_point_warnings(law: Law, lr: float, point: float) -> list[str]:
     return [
         Doubt(
             f"the recommended peak LR {lr:.4g} is {lr / point:.2g}× the lr law's "
-            f"({law_label(law)}) point estimate {point:.4g}: the proxies' loss rose more slowly "
-            "above their optimum than below it, but a large model can diverge at LRs its small "
-            "proxies survive (Wortsman et al. 2023, arXiv:2309.14322): the point estimate is "
-            "the safer choice; confirm with a short run"
+            f"({law_label(law)}) point estimate {point:.4g} (the fitted loss rises more slowly "
+            "above the optimum than below it, or the law's draws lean high), but a large model "
+            "can diverge at LRs its small proxies survive (Wortsman et al. 2023, "
+            "arXiv:2309.14322): the point estimate is the safer choice; confirm with a short run"
         )
     ]
 

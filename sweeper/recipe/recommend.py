@@ -59,7 +59,7 @@ from sweeper.recipe.scale import (
     token_unit_warnings,
 )
 from sweeper.recipe.target import ResolvedTarget, Target, resolve_target
-from sweeper.recipe.warning_kinds import by_importance
+from sweeper.recipe.warning_kinds import Doubt, by_importance
 
 __all__ = ["PARAMETRIZATIONS", "RecipeDefaults", "recommend"]
 
@@ -133,7 +133,7 @@ def _resolve_base(
         )
         if not force:
             raise TargetError(msg)
-        warnings.append(msg + " (forced)")
+        warnings.append(Doubt(msg + " (forced)"))
     base_width = target.base_width or base_width
     if base_width is None:
         raise TargetError(

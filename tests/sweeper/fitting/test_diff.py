@@ -93,10 +93,20 @@ def test_cli_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert (tmp_path / "d.png").stat().st_size > 1000
     assert cli.main(["diff", "ref", "nope", "--storage", url]) == 2
     capsys.readouterr()
-    # a side may join sweeps of the same study on other LRs
-    assert cli.main(["diff", "ref+ref", "new", "--storage", url, "--json", "--bootstrap", "300",
+    # a side may join sweeps of the same study on other LRs (spaces allowed), but not a sweep
+    # twice: its runs would count twice
+    runs = pair_sweep(-0.3, 5)
+    cut = float(np.median(runs["lr"]))
+    for name, part in {"lo": runs[runs["lr"] <= cut], "hi": runs[runs["lr"] > cut]}.items():
+        part.to_csv(tmp_path / f"{name}.csv", index=False)
+        assert cli.main(["import", str(tmp_path / f"{name}.csv"), "--sweep", name,
+                         "--storage", url]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(["diff", "lo + hi", "new", "--storage", url, "--json", "--bootstrap", "300",
                      "--cell-bootstrap", "40"]) == 0  # fmt: skip
-    assert json.loads(capsys.readouterr().out)["a"] == "ref+ref"
+    assert json.loads(capsys.readouterr().out)["a"] == "lo+hi"
+    assert cli.main(["diff", "ref+ref", "new", "--storage", url]) == 2
+    assert "names ref twice" in capsys.readouterr().err
 
 
 def test_cli_fit_joins_sweeps_of_one_study_on_other_lrs(
@@ -125,3 +135,5 @@ def test_cli_fit_joins_sweeps_of_one_study_on_other_lrs(
                      "--storage", url, "--json", "--force"]) == 0  # fmt: skip
     recipe = json.loads(capsys.readouterr().out)
     assert recipe["provenance"]["lr"]["source"] == "lo+hi"
+    assert cli.main(["laws", "lo+hi", "--storage", url]) == 0  # it said "no sweep 'lo+hi'"
+    assert "lo+hi" in capsys.readouterr().out
