@@ -133,8 +133,10 @@ def _import_failure(mod_name: str, path: str, e: Exception) -> str:
     missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
     if missing is not None and not (mod_name == missing or mod_name.startswith(f"{missing}.")):
         return f"{what}: {mod_name!r} was found, but {missing!r}, which it imports, is not installed"
-    if isinstance(e, ImportError):
+    if isinstance(e, ModuleNotFoundError):
         return f"{what}; is it on sys.path (PYTHONPATH, or an installed package)?"
+    if isinstance(e, ImportError):
+        return f"{what}: {mod_name!r} was found, but an import inside it failed"
     return f"{what}: the module raised as it was imported"
 
 

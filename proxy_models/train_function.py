@@ -23,6 +23,7 @@ describe a recipe that did not run.
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,8 @@ from typing import Any, Final
 from proxy_models.builder import BuilderError, load_callable
 
 __all__ = ["HONOURABLE", "KEY", "check_function", "honours_of", "run_function"]
+
+logger = logging.getLogger(__name__)
 
 #: the study key that names a training function
 KEY: Final[str] = "train.function"
@@ -160,7 +163,10 @@ def run_function(
         kwargs["model"] = model
     try:
         out = fn(**kwargs)
-    except FloatingPointError:
+    except FloatingPointError as e:  # (said, since a bug elsewhere can raise it too)
+        logger.warning(
+            "train.function raised FloatingPointError (%s): the run counts as diverged", e
+        )
         out = {"val_loss": math.nan, "diverged": True}
     if not isinstance(out, Mapping) or "val_loss" not in out:
         raise BuilderError(

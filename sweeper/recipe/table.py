@@ -60,7 +60,12 @@ def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
         ))  # fmt: skip
     note = r.init_std_note or (f"base width {r.base_width}" if r.base_width else "sqrt(2/(5·d))")
     rows += [
-        ("AdamW", f"β=({r.adam_beta1}, {r.adam_beta2})", f"eps {r.adam_eps:g}"),
+        (
+            OPTIMIZER_NAMES.get(r.optimizer, r.optimizer),
+            f"β=({r.adam_beta1}, {r.adam_beta2})",
+            f"eps {r.adam_eps:g}",
+        ),
+        ("parametrization", r.parametrization, _parametrization_note(r)),
         ("weight decay / clip", f"{r.weight_decay:g} / {r.grad_clip:g}", ""),
         ("init std", f"{r.init_std:.4g}", note),
         ("z-loss", f"{r.z_loss:g}", ""),
@@ -78,6 +83,22 @@ def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
         of = f" of {src}" if p.get("id") is not None and src else ""
         rows.append((f"{role} law", str(p.get("id") or src), f"{p.get('method')}{fb}{of}"))
     return rows
+
+
+#: how the table names the recipe's optimizer (its Adam-family hyperparameters follow)
+OPTIMIZER_NAMES = {
+    "adamw": "AdamW",
+    "muon": "Muon (+ AdamW)",
+    "adafactor": "Adafactor",
+    "sgd": "SGD",
+}
+
+
+def _parametrization_note(r: Recipe) -> str:
+    if r.parametrization == "sp":
+        return ""
+    mult = f", output multiplier {r.output_mult:g}" if r.output_mult != 1.0 else ""
+    return f"base width {r.base_width}, base depth {r.base_depth}{mult}"
 
 
 def _memory_note(r: Recipe) -> str:

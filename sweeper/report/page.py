@@ -174,15 +174,21 @@ def _recipe_html(r: Recipe, sweep: str) -> list[str]:
     from sweeper.recipe.table import recipe_rows
 
     parts = ["<h2>Recommended recipe</h2>"]
-    others = sorted(
-        {str(p.get("source")) for p in r.provenance.values() if p.get("method") != "published"}
-        - {sweep}
+    fitted = {
+        str(p["source"])
+        for p in r.provenance.values()
+        if p.get("method") != "published" and p.get("source")
+    }
+    others = sorted(fitted - {sweep})
+    published = bool(r.provenance) and all(
+        p.get("method") == "published" for p in r.provenance.values()
     )
-    if others:
+    if others or published:
+        made = f"the laws of {', '.join(others)}" if others else "published laws only"
         parts.append(
-            f"<div class='warn'>this recipe was made from the laws of {html.escape(', '.join(others))}, "
-            f"not of {html.escape(sweep)}: the laws, cells and plots on this page are not the "
-            "ones it used</div>"
+            f"<div class='warn'>this recipe was made from {html.escape(made)}, not from "
+            f"{html.escape(sweep)}'s: the laws, cells and plots on this page are not the ones it "
+            "used</div>"
         )
     parts += [f"<div class='warn'>{html.escape(str(w))}</div>" for w in r.warnings]
     head = ["setting", "value", f"{r.level:.0%} interval / note"]

@@ -162,9 +162,15 @@ def panel_runs(runs: pd.DataFrame, opt: CellOptimum | None) -> tuple[pd.DataFram
     swept the batch (else None): then only the runs at the batch tried nearest the cell's
     optimal batch, since losses at other batches on one LR axis read as noise."""
     batches = runs["batch_tokens"].dropna().unique() if "batch_tokens" in runs else []
-    if len(batches) < 2 or opt is None or not opt.batch_tokens:
+    if len(batches) < 2:
         return runs, None
-    nearest = float(min(batches, key=lambda b: abs(math.log(b / opt.batch_tokens))))
+    want = opt.batch_tokens if opt is not None and opt.batch_tokens else math.nan
+    if not math.isfinite(want):  # no optimum (a cell left out): the best run's batch
+        done = _finished(runs)
+        if done.empty:
+            return runs, None
+        want = float(done.loc[done["loss"].idxmin(), "batch_tokens"])
+    nearest = float(min(batches, key=lambda b: abs(math.log(b / want))))
     return runs[np.isclose(runs["batch_tokens"], nearest)], nearest
 
 

@@ -19,7 +19,8 @@ searched, the probe runs at the smallest batch (the slowest per token): the figu
 upper bound.
 
 The wall time adds a launch's fixed cost and Tune's cost per trial (:data:`LAUNCH_S`,
-:data:`TRIAL_S`, measured here: they dominate a small sweep, 15 of the smoke study's 26 s).
+:data:`TRIAL_S`, measured here: they dominate a small sweep, 13.6 s of the smoke study's
+25.5 s launch).
 What it does not know: other load on the machine while the sweep runs, the last trials running
 alone, and a GPU's speed when probed on a CPU; the probe runs here.
 """

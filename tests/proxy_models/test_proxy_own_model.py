@@ -182,7 +182,7 @@ def test_linear_schedule_and_weight_decay_timescale() -> None:
         HParams(lr=1e-3, weight_decay_tau=0.0)
 
 
-def test_training_function_divergence_and_stop() -> None:
+def test_training_function_divergence_and_stop(caplog: pytest.LogCaptureFixture) -> None:
     from proxy_models.train_function import check_function, run_function
     from tests.own_builders import loop
 
@@ -203,8 +203,10 @@ def test_training_function_divergence_and_stop() -> None:
     def raises_other(hparams: dict, shape: dict, report: object) -> dict:
         raise RuntimeError("boom")
 
-    nan = run_function(raises_on_nan, hparams=hp, shape=shape)
+    with caplog.at_level("WARNING"):
+        nan = run_function(raises_on_nan, hparams=hp, shape=shape)
     assert nan["diverged"] and nan["val_loss"] == pytest.approx(math.log(256))
+    assert "raised FloatingPointError (loss is nan at step 3)" in caplog.text  # said, not silent
     with pytest.raises(RuntimeError, match="boom"):
         run_function(raises_other, hparams=hp, shape=shape)
     assert check_function("tests.own_builders:loop") == []
@@ -269,6 +271,7 @@ def test_an_import_failure_names_what_is_missing(
 
     (tmp_path / "needs_dep_q.py").write_text("import not_installed_pkg_q\n\ndef f(): ...\n")
     (tmp_path / "raises_q.py").write_text("raise ValueError('bad config')\n")
+    (tmp_path / "bad_name_q.py").write_text("from math import no_such_name_q\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(BuilderError, match="'needs_dep_q' was found, but 'not_installed_pkg_q', "
                        "which it imports, is not installed"):  # fmt: skip
@@ -277,3 +280,5 @@ def test_an_import_failure_names_what_is_missing(
         load_callable("raises_q:f")
     with pytest.raises(BuilderError, match=r"is it on sys\.path"):
         load_callable("no_such_module_q:f")
+    with pytest.raises(BuilderError, match="'bad_name_q' was found, but an import inside it failed"):
+        load_callable("bad_name_q:f")

@@ -128,7 +128,15 @@ def test_the_page_shows_the_recipe_as_recommend_prints_it(tmp_path: Path) -> Non
     other = ReportInputs(sweep="t", runs=runs, optima=optima, laws=[law], recipe=r)
     write_report(other, tmp_path / "other")
     page = html.unescape((tmp_path / "other" / "index.html").read_text())
-    assert "this recipe was made from the laws of s, not of t" in page
+    assert "this recipe was made from the laws of s, not from t's" in page
+    # from published laws only, it is said too; a law of no sweep (fitted on a frame) names none
+    published = sweeper.recommend("deepseek", at=sweeper.Target(n_params=1e8, tokens=2e9))
+    write_report(replace(other, recipe=published), tmp_path / "pub")
+    page = html.unescape((tmp_path / "pub" / "index.html").read_text())
+    assert "this recipe was made from published laws only, not from t's" in page
+    write_report(replace(other, recipe=_recipe(source="")), tmp_path / "frame")
+    assert "made from" not in (tmp_path / "frame" / "index.html").read_text()
+    assert rows["AdamW"][0].startswith("β=") and rows["parametrization"] == ("sp", "")
 
 
 def test_the_page_writes_no_python_literals_and_no_star_without_a_target(tmp_path: Path) -> None:

@@ -269,6 +269,14 @@ def test_a_batch_sweeps_panel_draws_the_runs_at_one_batch(tmp_path: Path) -> Non
         assert abs(math.log(batch / o.batch_tokens)) == min(
             abs(math.log(b / o.batch_tokens)) for b in tried
         )
+    # a cell with no optimum (left out) shows the batch of its best run, not every batch
+    cell = runs[runs["cell"] == optima[0].cell]
+    shown, batch = panel_runs(cell, None)
+    done = cell[cell["state"] == "COMPLETE"]
+    assert (
+        batch == done.loc[done["loss"].idxmin(), "batch_tokens"]
+        and shown["batch_tokens"].nunique() == 1
+    )
     fig = plot_loss_vs_lr(runs, optima)
     assert [ax.get_title().split("  ")[0] for ax in fig.axes[:2]] == [
         f"{o.cell} at batch {panel_runs(runs[runs['cell'] == o.cell], o)[1]:.4g}" for o in optima
