@@ -190,70 +190,46 @@ def fit(
     for a study planned by the law sampler). The laws record the sweep's conventions (:mod:`sweeper.fitting.provenance`); a target
     skipped and the fits' doubts are issued as :class:`~sweeper.fitting.FitWarning`.
     """
-    import pandas as pd
-
     from sweeper.fitting._common import FitSkipped, FitWarning
     from sweeper.fitting.fit_runs import FitOptions, fit_runs
-    from sweeper.fitting.provenance import runs_conventions, sweep_conventions
     from sweeper.fitting.store import put_law
-    from sweeper.study.runs import normalize_runs
 
     _check_fit_options(options)
-    if isinstance(data, str) and "+" in data:
-        return _fit_joined(data, target, predictors, method, storage, store, options)
-    sw = None if isinstance(data, pd.DataFrame) else _sweep(data, storage)
+    runs, conv, source, sw = _fit_inputs(data, storage)
     surface = _surface_settings(sw, options.pop("surface", None))
     opts = FitOptions(method=method, surface=surface, **options)
-    if sw is None:
-        runs = normalize_runs(data)  # a user's own frame: canonical columns derived as on import
-        outcome = fit_runs(
-            runs, conventions=runs_conventions(runs), source="", target=target,
-            predictors=predictors, options=opts,
-        )  # fmt: skip
-        fitted, where = list(outcome.laws), None
-    else:
-        outcome = fit_runs(
-            sw.runs(), conventions=sweep_conventions(sw), source=sw.name, target=target,
-            predictors=predictors, options=opts,
-        )  # fmt: skip
-        fitted, where = list(outcome.laws), sw
+    outcome = fit_runs(runs, conventions=conv, source=source, target=target,
+                       predictors=predictors, options=opts)  # fmt: skip
     for msg in outcome.skipped:
         warnings.warn(msg, FitSkipped, stacklevel=2)
     for msg in outcome.warnings:
         warnings.warn(msg, FitWarning, stacklevel=2)
-    if store and where is not None:
-        fitted = [put_law(law, where.url) for law in fitted]
+    fitted = list(outcome.laws)
+    if store and sw is not None:
+        fitted = [put_law(law, sw.url) for law in fitted]
     return fitted
 
 
-def _fit_joined(
-    names: str,
-    target: str | None,
-    predictors: Sequence[str] | Mapping[str, Sequence[str]] | None,
-    method: str,
-    storage: str | None,
-    store: bool,
-    options: dict[str, Any],
-) -> list[Law]:
-    """:func:`fit` of ``"a+b+..."``: the runs of sweeps of one study on other LRs (a range
-    extended by a second sweep), fitted together as :func:`diff` joins them; the laws are stored
-    under the joined name (``sweeper recommend a+b`` reads them) in the first sweep's storage."""
-    from sweeper.fitting._common import FitSkipped, FitWarning
-    from sweeper.fitting.fit_runs import FitOptions, fit_runs
-    from sweeper.fitting.store import put_law
+def _fit_inputs(
+    data: str | Sweep | pd.DataFrame, storage: str | None
+) -> tuple[pd.DataFrame, Any, str, Sweep | None]:
+    """What :func:`fit` fits: the runs, their conventions, the laws' source, and the sweep whose
+    storage keeps the laws (None for a user's own frame, which is not stored). ``"a+b"``: the
+    sweeps of one study on other LRs, joined as :func:`diff` joins them; the laws' source is the
+    joined name (``sweeper recommend a+b`` reads them), kept in the first sweep's storage."""
+    import pandas as pd
 
-    runs, conv, name = _joined_runs(names, storage)
-    first = _sweep(name.split("+")[0], storage)
-    surface = _surface_settings(first, options.pop("surface", None))
-    opts = FitOptions(method=method, surface=surface, **options)
-    outcome = fit_runs(runs, conventions=conv, source=name, target=target, predictors=predictors,
-                       options=opts)  # fmt: skip
-    for msg in outcome.skipped:
-        warnings.warn(msg, FitSkipped, stacklevel=3)
-    for msg in outcome.warnings:
-        warnings.warn(msg, FitWarning, stacklevel=3)
-    fitted = list(outcome.laws)
-    return [put_law(law, first.url) for law in fitted] if store else fitted
+    from sweeper.fitting.provenance import runs_conventions, sweep_conventions
+    from sweeper.study.runs import normalize_runs
+
+    if isinstance(data, pd.DataFrame):
+        runs = normalize_runs(data)  # a user's own frame: canonical columns derived as on import
+        return runs, runs_conventions(runs), "", None
+    if isinstance(data, str) and "+" in data:
+        runs, conv, name = _joined_runs(data, storage)
+        return runs, conv, name, _sweep(name.split("+")[0], storage)
+    sw = _sweep(data, storage)
+    return sw.runs(), sweep_conventions(sw), sw.name, sw
 
 
 def _check_fit_options(options: Mapping[str, Any]) -> None:

@@ -375,52 +375,68 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
     return [p for _title, _caption, p in figures] + [index]
 
 
+#: a figure to save: (the figure, its file name, its title, its caption)
+_Draft = tuple["Figure", str, str, str]
+
+
 def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]]:
     """Draw every plot of the report into ``out``: (title, caption, PNG path), in page order."""
     plt = _plt()
     figures: list[tuple[str, str, Path]] = []
-
-    def save(fig: Figure, name: str, title: str, caption: str) -> None:
+    drafts = [
+        _loss_figure(inputs),
+        *_transfer_figures(inputs),
+        *_law_figures(inputs),
+        *_batch_figure(inputs),
+    ]
+    for fig, name, title, caption in drafts:
         p = out / name
         fig.savefig(p)
         plt.close(fig)
         figures.append((title, caption, p))
+    return figures
 
+
+def _loss_figure(inputs: ReportInputs) -> _Draft:
     surface = _surface_lr_law(inputs.laws)
-    save(
-        plot_loss_vs_lr(inputs.runs, inputs.optima, surface),
-        "loss_vs_lr.png",
-        "Loss against LR, per cell",
-        _loss_vs_lr_caption(
-            inputs.optima,
-            surface,
-            runs_off_axis(inputs.runs, inputs.optima),
-            batch_swept=bool((inputs.runs.groupby("cell")["batch_tokens"].nunique() > 1).any()),
-        ),
+    batch_swept = bool((inputs.runs.groupby("cell")["batch_tokens"].nunique() > 1).any())
+    caption = _loss_vs_lr_caption(
+        inputs.optima, surface, runs_off_axis(inputs.runs, inputs.optima), batch_swept=batch_swept
     )
+    fig = plot_loss_vs_lr(inputs.runs, inputs.optima, surface)
+    return fig, "loss_vs_lr.png", "Loss against LR, per cell", caption
+
+
+def _transfer_figures(inputs: ReportInputs) -> list[_Draft]:
+    """The held-out cell's trained LRs, and the law fitted without it (when a check is stored)."""
+    out: list[_Draft] = []
     held_fig = plot_transfer(inputs.transfer) if inputs.transfer else None
     if held_fig is not None:
-        save(
+        out.append((
             held_fig,
             "transfer_holdout_cell.png",
             "Transfer check: the held-out cell",
-            "Every LR the check trained in the held-out cell (mean over seeds, bars one sd), with the "
-            "law's prediction, each baseline and the cell's measured optimum marked; the table above "
-            "gives their regrets.",
-        )
-    if inputs.holdout_law is not None:
-        held_pts, _, held_what = _law_points(
-            inputs.optima, inputs.holdout_law, keep=inputs.holdout_cells
-        )
-        save(
-            plot_law(held_pts, inputs.holdout_law, holdout_cells=inputs.holdout_cells),
-            f"law_{inputs.holdout_law.target}_holdout.png",
+            "Every LR the check trained in the held-out cell (mean over seeds, bars one sd), with "
+            "the law's prediction, each baseline and the cell's measured optimum marked; the table "
+            "above gives their regrets.",
+        ))  # fmt: skip
+    law = inputs.holdout_law
+    if law is not None:
+        points, _, what = _law_points(inputs.optima, law, keep=inputs.holdout_cells)
+        out.append((
+            plot_law(points, law, holdout_cells=inputs.holdout_cells),
+            f"law_{law.target}_holdout.png",
             "Transfer check: the law fitted without the held-out cell",
-            "The law and its 95% band fitted on the other cells only. "
-            + held_what
+            "The law and its 95% band fitted on the other cells only. " + what
             + " The red square is the held-out cell's measured optimum (its per-cell estimate, "
             "as in the table), which the law had not seen.",
-        )
+        ))  # fmt: skip
+    return out
+
+
+def _law_figures(inputs: ReportInputs) -> list[_Draft]:
+    """Each power law against scale, and its residuals."""
+    out: list[_Draft] = []
     for law in _power_laws(inputs):
         hedge = " (the recipe's peak LR can lie below it: its risk-aware choice)"
         star = (
@@ -430,34 +446,39 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
             else ""
         )
         points, source, what = _law_points(inputs.optima, law)
-        save(
+        out.append((
             plot_law(points, law, target_scale=inputs.target_scale),
             f"law_{law.target}.png",
             f"Optimal {law.target} against scale",
-            what
-            + f" The line is the fitted power law ({law.method}) and the band its 95% prediction "
-            "interval (the coefficients' sampling spread plus the scatter of the cells)." + star,
-        )
-        save(
+            what + f" The line is the fitted power law ({law.method}) and the band its 95% "
+            "prediction interval (the coefficients' sampling spread plus the scatter of the "
+            "cells)." + star,
+        ))  # fmt: skip
+        out.append((
             plot_residuals(points, law),
             f"residuals_{law.target}.png",
             f"Residuals of the {law.target} law",
             f"ln(point / law) per cell, the points those of the {law.target} law's plot "
             f"({source}). A trend in the residuals means the power law bends.",
-        )
-    batch_fig = plot_batch_surface(inputs.runs, inputs.optima)
-    if batch_fig is not None:
-        save(
-            batch_fig,
-            "batch_surface.png",
-            "Loss over LR and batch size",
-            "Colour is the final loss (from the cell's best run to 10% above it); contours, "
-            "labelled with their loss, are the cell's 2-D quadratic fit over the runs it used, "
-            "drawn where it has one; the star is the cell's estimated optimum, the fit's minimum "
-            "held inside the batch sizes fitted and at most at the best LR when the next LR up "
-            "is on the cliff, so it can lie off the contours' centre.",
-        )
-    return figures
+        ))  # fmt: skip
+    return out
+
+
+def _batch_figure(inputs: ReportInputs) -> list[_Draft]:
+    """Loss over (LR, batch) where the batch was swept ([] where it was not)."""
+    fig = plot_batch_surface(inputs.runs, inputs.optima)
+    if fig is None:
+        return []
+    return [(
+        fig,
+        "batch_surface.png",
+        "Loss over LR and batch size",
+        "Colour is the final loss (from the cell's best run to 10% above it); contours, labelled "
+        "with their loss, are the cell's 2-D quadratic fit over the runs it used, drawn where it "
+        "has one; the star is the cell's estimated optimum, the fit's minimum held inside the "
+        "batch sizes fitted and at most at the best LR when the next LR up is on the cliff, so it "
+        "can lie off the contours' centre.",
+    )]  # fmt: skip
 
 
 def _trained_on(runs: pd.DataFrame) -> str:
