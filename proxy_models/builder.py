@@ -132,7 +132,9 @@ def _import_failure(mod_name: str, path: str, e: Exception) -> str:
     what = f"cannot import {mod_name!r} for {path!r} ({type(e).__name__}: {e})"
     missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
     if missing is not None and not (mod_name == missing or mod_name.startswith(f"{missing}.")):
-        return f"{what}: {mod_name!r} was found, but {missing!r}, which it imports, is not installed"
+        return (
+            f"{what}: {mod_name!r} was found, but {missing!r}, which it imports, is not installed"
+        )
     if isinstance(e, ModuleNotFoundError):
         return f"{what}; is it on sys.path (PYTHONPATH, or an installed package)?"
     if isinstance(e, ImportError):

@@ -91,7 +91,10 @@ def measured_with(conv: Conventions, *, imported: bool = False) -> str:
     optimizer and the LR's meaning (two sweeps of different techniques looked alike); for runs
     imported without their study, that none of it is recorded."""
     if imported:
-        return f"imported runs: their model, loop and optimizer are not recorded; the LR is the {conv.lr}"
+        return (
+            "imported runs: their model, loop and optimizer are not recorded; the LR is the "
+            f"{conv.lr}"
+        )
     model = f"model builder {conv.model_builder}" if conv.model_builder else "the built-in proxy"
     loop = (
         f"training function {conv.train_function}" if conv.train_function else "the built-in loop"

@@ -331,7 +331,7 @@ class _FirstOfEachError(logging.Filter):
         return True
 
 
-#: an exception's own line in a traceback ("RuntimeError: boom"), the key of :class:`_FirstOfEachError`
+#: an exception's own line in a traceback ("RuntimeError: boom"): :class:`_FirstOfEachError`'s key
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*$", re.MULTILINE)
 
 
