@@ -160,5 +160,13 @@ def crashing(*, hparams: dict[str, Any], shape: dict[str, int], report: Any) -> 
     raise ValueError("boom in the user's loop")
 
 
+def out_of_memory(
+    *, hparams: dict[str, Any], shape: dict[str, int], report: Any
+) -> dict[str, float]:
+    import torch
+
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
 def bad_signature(lr: float, width: int) -> dict[str, float]:
     return {"val_loss": 1.0}

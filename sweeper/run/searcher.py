@@ -12,7 +12,7 @@ from ray.tune.search import Searcher
 
 from sweeper.run.law_plan import LawPlanner, same_lr, waiting
 from sweeper.run.points import CannotTell, CellState, Point, report_value, run_record, tell_point
-from sweeper.run.trainable import METRIC, trial_config
+from sweeper.run.trainable import METRIC, USER_ERROR, trial_config
 from sweeper.study.lease import HeldLease, LeaseLost
 from sweeper.study.samplers import grid_points_left
 from sweeper.study.space import distributions
@@ -79,6 +79,7 @@ class CellSearcher(Searcher):
         self.points: dict[tuple[int, int], Point] = {}
         self.by_ray: dict[str, tuple[tuple[int, int], int]] = {}
         self.failed_runs: dict[str, str] = {}  # Ray trial id -> "cell trial N seed S"
+        self.errors_shown: set[str] = set()  # first lines of the own code's errors logged whole
         self.live = 0
         self.runs_done = 0
         self.points_told = 0
@@ -292,6 +293,8 @@ class CellSearcher(Searcher):
         entry = self.by_ray.pop(trial_id, None)
         if entry is None:
             return
+        user_error = str(result.get(USER_ERROR) or "") if result is not None else ""
+        error = error or bool(user_error)
         finished = not error and result is not None and bool(result.get("final"))
         if self.lost and not (finished and not self.lease_lost):
             # stopped (lease lost: nothing may be written; interrupted: a run cut short is not
@@ -308,6 +311,8 @@ class CellSearcher(Searcher):
             p.failed = True
             p.to_start.clear()
             self.failed_runs[trial_id] = f"{c.cs.cell.name} trial {p.trial.number} seed {seed}"
+            if user_error:
+                self._user_error(p, self.failed_runs[trial_id], user_error)
         elif result is None:
             p.to_start.insert(0, seed)  # removed before it started: start it again
             return
@@ -339,6 +344,26 @@ class CellSearcher(Searcher):
         where = self.failed_runs.get(ray_id, "a trial")
         logger.warning(
             "%s failed after %d retries: %s", where, self.spec.resources.max_failures, error
+        )
+
+    def _user_error(self, p: Point, where: str, error: str) -> None:
+        """A run ended by an exception from the study's own code (not retried: a seeded run
+        raises it again): kept on the trial as ``last_error``; logged with its traceback the
+        first time each error is seen in a launch, in one line after that."""
+        first, _, trace = error.partition("\n")
+        try:
+            p.trial.set_user_attr("last_error", first[:500])
+        except (LeaseLost, UpdateFinishedTrialError) as e:
+            self._refused(f"trial {p.trial.number}: last error", e)
+        last = [ln for ln in trace.strip().splitlines() if ln.strip()]
+        key = last[-1] if last else first
+        whole = key not in self.errors_shown
+        self.errors_shown.add(key)
+        logger.warning(
+            "%s failed: %s (not retried: your code raises it again on the same seed)%s",
+            where,
+            first,
+            f"\n{trace.rstrip()}" if whole and trace.strip() else "",
         )
 
     def note_retry(self, ray_id: str, error: str) -> None:

@@ -6,9 +6,13 @@ steps, capped at 99 so that only the final report counts as finished); a trial t
 before its final report was pruned.
 
 Your own code (a study's ``model.builder`` or ``train.function``) travels in the trial's config as
-``config["own"]`` (:func:`trainable_for` puts it there). An exception it raises is re-raised as a
-:class:`TrialError` whose message holds the original exception and its whole traceback, so that
-Ray's error record of the failed trial (and the searcher's FAIL trial) carries it.
+``config["own"]`` (:func:`trainable_for` puts it there). An exception it raises becomes a
+:class:`TrialError` whose message holds the original exception and its whole traceback. A seeded
+run raises it again, so it is not retried: the run ends with a final report carrying the message
+under :data:`USER_ERROR`, which the searcher records as the run's failure (its trial FAIL,
+``last_error`` set). Only what a retry can cure (out of memory, a connection or a timeout:
+:data:`RETRYABLE`) is re-raised, for Ray to retry the run (``resources.max_failures``), as it does
+a crashed worker.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METRIC",
+    "RETRYABLE",
+    "USER_ERROR",
     "TrialError",
     "base_config",
     "device_kind",
@@ -39,12 +45,30 @@ __all__ = [
 #: the metric every report carries (the final validation loss, or an intermediate one)
 METRIC = "loss"
 
+#: the final report's key for an exception raised by the study's own code (the run failed)
+USER_ERROR = "user_error"
+
+#: what a retry of your code can cure: memory another process held, the network, a slow service
+RETRYABLE: tuple[type[BaseException], ...] = (MemoryError, ConnectionError, TimeoutError)
+
 _data_cache: dict[tuple[str, int], Any] = {}
 
 
 class TrialError(RuntimeError):
     """The user's code raised during a trial: ``str(e)`` is ``"<key> <path>: <Type>: <message>"``
-    followed by the full traceback of the original exception."""
+    followed by the full traceback of the original exception. ``retryable``: the original is one a
+    retry can cure (:func:`retryable`)."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def retryable(e: BaseException) -> bool:
+    """Whether a retry can cure ``e``: :data:`RETRYABLE`, or torch's out-of-memory error."""
+    if isinstance(e, RETRYABLE):
+        return True
+    return any(t.__name__ == "OutOfMemoryError" for t in type(e).__mro__)
 
 
 def _load_data(source: str, vocab_size: int) -> Any:
@@ -66,7 +90,13 @@ def run_trial(config: Mapping[str, Any]) -> None:
     """
     from ray import tune
 
-    out = train_once(config)
+    try:
+        out = train_once(config)
+    except TrialError as e:
+        if e.retryable:
+            raise
+        tune.report({METRIC: math.nan, "progress": 100.0, "final": True, USER_ERROR: str(e)})
+        return
     tune.report({METRIC: float(out["val_loss"]), "progress": 100.0, "final": True, **out})
 
 
@@ -97,7 +127,9 @@ def train_once(config: Mapping[str, Any]) -> dict[str, Any]:
         if where is None:
             raise
         tb = traceback.format_exc()
-        raise TrialError(f"{where}: {type(e).__name__}: {e}\n{tb}") from e
+        raise TrialError(
+            f"{where}: {type(e).__name__}: {e}\n{tb}", retryable=retryable(e)
+        ) from e
 
 
 def _tune_reporter(total_steps: int) -> Callable[[int, int, float], bool]:

@@ -283,7 +283,8 @@ class ResourcesSpec:
     """Ray resources per trial and the concurrency limit.
 
     ``max_concurrent=None``: as many trials as the resources allow. ``max_failures``: Ray retries a
-    crashed run this many times before the trial is FAIL.
+    crashed run (a worker lost; in a study's own code, only an error a retry can cure: out of
+    memory, a connection, a timeout) this many times before the trial is FAIL.
     """
 
     cpu: float = 1.0

@@ -205,22 +205,70 @@ def test_trainable_runs_a_builder_and_a_function(
     assert sent[-1]["steps"] == 16 and not sent[-1]["diverged"]
 
 
-def test_a_crash_in_user_code_carries_its_traceback(
+def test_a_crash_in_user_code_ends_the_run_with_its_traceback_not_retried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A seeded run raises the same exception again: the trainable ends the run with a final
+    report carrying the error (Ray does not retry it); an out-of-memory error, which a retry can
+    cure, is raised for Ray to retry."""
     from ray import tune as ray_tune
 
     import sweeper.run.trainable as tr
     from sweeper.study.spec import parse_study_toml
 
-    monkeypatch.setattr(ray_tune, "report", lambda m: None)
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(ray_tune, "report", lambda m: sent.append(dict(m)))
     text = STUDY.format(model="", search="", train='function = "tests.own_builders:crashing"')
     spec = parse_study_toml(text)
-    with pytest.raises(tr.TrialError) as e:
-        tr.run_trial(_config(spec, tr.own_config(spec)))
-    msg = str(e.value)
+    tr.run_trial(_config(spec, tr.own_config(spec)))
+    (final,) = sent
+    assert final["final"] and math.isnan(final["loss"])
+    msg = final[tr.USER_ERROR]
     assert msg.startswith("train.function 'tests.own_builders:crashing': ValueError: boom")
     assert "Traceback (most recent call last)" in msg and "own_builders.py" in msg
+    sent.clear()
+    oom = text.replace(":crashing", ":out_of_memory")
+    spec = parse_study_toml(oom)
+    with pytest.raises(tr.TrialError) as e:
+        tr.run_trial(_config(spec, tr.own_config(spec)))
+    assert e.value.retryable and "OutOfMemoryError: CUDA out of memory" in str(e.value)
+    assert not sent
+    assert not tr.retryable(ValueError("x")) and tr.retryable(ConnectionResetError())
+
+
+def test_a_launch_whose_code_raises_fails_each_point_once_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through Ray Tune with max_failures = 2: each failed point ran once (it was run three
+    times, and its error was kept only on a retry), its trial holds the error, and the traceback
+    is logged once."""
+    import logging
+
+    import optuna
+
+    import sweeper
+    from sweeper.study.spec import parse_study_toml
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    text = STUDY.format(model="", search="", train='function = "tests.own_builders:crashing"')
+    text = text.replace("widths = [16, 32]", "widths = [16]") + "\n[resources]\nmax_failures = 2\n"
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    with caplog.at_level(logging.WARNING, logger="sweeper.run.searcher"):
+        summary = sweeper.launch(parse_study_toml(text), storage=url, progress=False)
+    assert not summary.done
+    runs = sweeper.runs("own", storage=url)
+    # each run once (3 runs each before); the failure cap (as many FAIL points as the target, 2)
+    # stops the cell, after a third if a queued point was asked before the second failed
+    assert len(runs) in (2, 3) and (runs["state"] == "FAIL").all(), runs
+    (name,) = [n for n in optuna.get_all_study_names(url) if n.startswith("own/")]
+    trials = optuna.load_study(study_name=name, storage=url).trials
+    for t in [t for t in trials if t.state == optuna.trial.TrialState.FAIL]:
+        assert "retries" not in t.user_attrs
+        assert t.user_attrs["last_error"].startswith(
+            "train.function 'tests.own_builders:crashing': ValueError: boom"
+        )
+    logged = [r.getMessage() for r in caplog.records if "boom" in r.getMessage()]
+    assert len(logged) == len(runs) and sum("Traceback" in m for m in logged) == 1, logged
 
 
 def test_conventions_record_the_builder_optimizer_and_variant(tmp_path: Path) -> None:
