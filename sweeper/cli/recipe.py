@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweeper.cli.numbers import count, number, positive
 from sweeper.errors import TargetError
 
 if TYPE_CHECKING:
@@ -24,35 +25,6 @@ __all__ = ["register"]
 
 #: the formats of :data:`sweeper.recipe.export.FORMATS`, spelled out so that registering imports nothing
 EXPORT_FORMATS = ("litgpt", "hf", "deepspeed", "megatron", "torchtitan", "nanogpt", "json")
-_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-
-
-def _number(text: str) -> float:
-    """A float, optionally with a k/M/B/G/T suffix ("7B", "2.5T", "4M")."""
-    t = text.strip().replace("_", "")
-    mult = 1.0
-    if t and t[-1] in _SUFFIX:
-        t, mult = t[:-1], _SUFFIX[t[-1]]
-    try:
-        return float(t) * mult
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-
-
-def _positive(text: str) -> float:
-    v = _number(text)
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
-    return v
-
-
-def _count(text: str) -> int:
-    v = _number(text)
-    if v != int(v):
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    return int(v)
-
-
 # ---------------------------------------------------------------------------------------- parsers
 
 
@@ -75,7 +47,7 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--bytes-per-token",
-        type=_positive,
+        type=positive,
         default=None,
         metavar="R",
         help="bytes of text per target token (about 4 for English BPE): converts D and the batch "
@@ -85,25 +57,25 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
 
 def _add_target_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("target (N or shape; D, C or D/N)")
-    g.add_argument("--params", type=_number, help="non-embedding parameters N")
-    g.add_argument("--width", type=_count, help="d_model")
-    g.add_argument("--depth", type=_count, help="layers")
-    g.add_argument("--heads", type=_count, help="attention heads")
-    g.add_argument("--vocab", type=_count, help="vocabulary size (embedding memory)")
-    g.add_argument("--context", type=_count, help="context length (training sequence length)")
-    g.add_argument("--tokens", type=_number, help="training tokens D")
-    g.add_argument("--compute", type=_number, help="training FLOPs C (6·N·D + attention)")
-    g.add_argument("--tokens-per-param", type=_number, help="D = R·N")
+    g.add_argument("--params", type=number, help="non-embedding parameters N")
+    g.add_argument("--width", type=count, help="d_model")
+    g.add_argument("--depth", type=count, help="layers")
+    g.add_argument("--heads", type=count, help="attention heads")
+    g.add_argument("--vocab", type=count, help="vocabulary size (embedding memory)")
+    g.add_argument("--context", type=count, help="context length (training sequence length)")
+    g.add_argument("--tokens", type=number, help="training tokens D")
+    g.add_argument("--compute", type=number, help="training FLOPs C (6·N·D + attention)")
+    g.add_argument("--tokens-per-param", type=number, help="D = R·N")
     g.add_argument("--parametrization", default="sp", help="sp | mup | completep (default sp)")
-    g.add_argument("--base-width", type=_count, help="muP/CompleteP base width")
-    g.add_argument("--base-depth", type=_count, help="CompleteP base depth")
+    g.add_argument("--base-width", type=count, help="muP/CompleteP base width")
+    g.add_argument("--base-depth", type=count, help="CompleteP base depth")
     h = p.add_argument_group("hardware (optional)")
-    h.add_argument("--gpus", type=_count, default=1, help="data-parallel GPUs (default 1)")
-    h.add_argument("--gpu-memory-gb", type=_number, help="memory per GPU in GiB")
-    h.add_argument("--seq-len", type=_count, help="training sequence length")
-    h.add_argument("--micro-batch", type=_count, help="sequences per GPU per forward pass")
+    h.add_argument("--gpus", type=count, default=1, help="data-parallel GPUs (default 1)")
+    h.add_argument("--gpu-memory-gb", type=number, help="memory per GPU in GiB")
+    h.add_argument("--seq-len", type=count, help="training sequence length")
+    h.add_argument("--micro-batch", type=count, help="sequences per GPU per forward pass")
     h.add_argument("--precision", default="bf16", help="bf16 (mixed, fp32 master) | fp32")
-    h.add_argument("--peak-tflops", type=_number, help="dense peak TFLOP/s per GPU")
+    h.add_argument("--peak-tflops", type=number, help="dense peak TFLOP/s per GPU")
     h.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation (default 0.4)")
     h.add_argument("--zero-stage", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
     h.add_argument("--recompute", action="store_true", help="full activation recomputation")
@@ -111,7 +83,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         "--no-flash-attention", action="store_true", help="attention scores kept in memory"
     )
     r = p.add_argument_group("recipe overrides")
-    r.add_argument("--global-batch", type=_count, help="global batch in sequences (not the law's)")
+    r.add_argument("--global-batch", type=count, help="global batch in sequences (not the law's)")
     r.add_argument(
         "--rampup",
         action=argparse.BooleanOptionalAction,
@@ -180,14 +152,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recipe", help="a built-in published recipe (see --list-recipes)")
     p.add_argument("--list-recipes", action="store_true", help="list the built-in recipes")
     p.add_argument("--all-recipes", action="store_true", help="check every built-in recipe")
-    p.add_argument("--params", type=_number, help="non-embedding parameters N")
-    p.add_argument("--tokens", type=_number, help="training tokens D")
-    p.add_argument("--lr", type=_number, help="peak LR")
-    p.add_argument("--batch-tokens", type=_number, help="batch size in tokens")
-    p.add_argument("--width", type=_count, help="d_model (for DeepSeek's M)")
-    p.add_argument("--depth", type=_count, help="layers (for DeepSeek's M)")
-    p.add_argument("--context", type=_count, help="sequence length (for DeepSeek's M)")
-    p.add_argument("--vocab", type=_count, help="vocabulary size (256: byte-level)")
+    p.add_argument("--params", type=number, help="non-embedding parameters N")
+    p.add_argument("--tokens", type=number, help="training tokens D")
+    p.add_argument("--lr", type=number, help="peak LR")
+    p.add_argument("--batch-tokens", type=number, help="batch size in tokens")
+    p.add_argument("--width", type=count, help="d_model (for DeepSeek's M)")
+    p.add_argument("--depth", type=count, help="layers (for DeepSeek's M)")
+    p.add_argument("--context", type=count, help="sequence length (for DeepSeek's M)")
+    p.add_argument("--vocab", type=count, help="vocabulary size (256: byte-level)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_check)
 
@@ -464,6 +436,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         out: Any = [r.to_dict() for r in results]
         print(json.dumps(out if args.all_recipes else out[0], indent=2))
     else:
-        source = args.sweep or ", ".join(args.law)
-        _check_table(results, f"Recipes against the laws of {source}")
+        source = (
+            f"the laws of sweep {args.sweep}"
+            if args.sweep
+            else ", ".join(
+                f"law {a.strip()}" if a.strip().isdigit() else f"the published {a} laws"
+                for a in args.law
+            )
+        )
+        _check_table(results, f"Recipes against {source}")
     return 0

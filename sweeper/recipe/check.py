@@ -36,6 +36,7 @@ from sweeper.recipe.scale import (
     token_factor,
     token_unit_warnings,
 )
+from sweeper.recipe.target import check_n_params_agrees
 from sweeper.recipe.warning_kinds import by_importance
 
 __all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_penalty"]
@@ -204,6 +205,8 @@ def check_recipe(
         warnings=warnings,
         vocab_purpose="the total parameters" if counts_total else None,
     )
+    if v.d_model is not None and v.layers is not None:
+        check_n_params_agrees(v.n_params, shape)  # (as recommend and compare refuse it)
     warnings += token_unit_warnings(
         [("batch" if q == "batch_tokens" else q, law) for q, law in roles],
         vocab=v.vocab,

@@ -175,17 +175,20 @@ def extrapolation_summary(
         return None, ext
     factor = max(ext.values())
     detail = ratios_text(ext)
+    # (a published law was fitted on the paper's models, not on proxies of Sweeper's)
+    published = all(law.method == "published" for _role, law, _scale in used)
+    largest = "the largest model of the law's fit" if published else "the largest proxy"
     if factor >= VERY_FAR_FACTOR:
         warnings.append(
             Doubt(
-                f"very far extrapolation: {factor:.3g}× beyond the largest proxy ({detail}); at "
+                f"very far extrapolation: {factor:.3g}× beyond {largest} ({detail}); at "
                 f"≥{VERY_FAR_FACTOR:.0f}× a small error in an exponent becomes a large error in "
                 "the value: confirm the LR with a short run at the target"
             )
         )
     elif factor >= FAR_FACTOR:
         warnings.append(
-            Doubt(f"far extrapolation: {factor:.3g}× beyond the largest proxy ({detail})")
+            Doubt(f"far extrapolation: {factor:.3g}× beyond {largest} ({detail})")
         )
     return factor, ext
 

@@ -92,6 +92,12 @@ def _parse(name: str, raw: dict[str, Any]) -> tuple[PublishedRecipe | None, list
     for k in ("tokens", "lr", "batch_tokens", "n_params", "params_reported", "batch_tokens_start"):
         if kw.get(k) is not None:
             kw[k] = float(kw[k])
+    if kw.get("params_reported") and kw["n_params"] > kw["params_reported"]:
+        # (12·L·d² overcounts a model with grouped-query attention: give its counted n_params)
+        return None, [
+            f"{name}: non-embedding n_params {kw['n_params']:.4g} ({kw['n_params_note']}) exceeds "
+            f"the {kw['params_reported']:.4g} parameters reported in all"
+        ]
     return PublishedRecipe(name=name, **kw), []
 
 

@@ -51,9 +51,32 @@ def test_every_named_recipe_is_there_with_a_source() -> None:
     assert set(NAMES) == set(recipes)
     for r in recipes.values():
         assert r.source and r.layers > 0 and r.d_model > 0 and r.heads > 0 and r.context > 0
-        assert r.n_params_note == "computed: 12·L·d²"
-        assert r.n_params == 12 * r.layers * r.d_model**2
+        if r.name in COUNTED:  # grouped-query attention: 12·L·d² would misstate N
+            assert r.n_params_note.startswith("counted: GQA")
+            assert r.n_params == COUNTED[r.name] != 12 * r.layers * r.d_model**2
+        else:
+            assert r.n_params_note == "computed: 12·L·d²"
+            assert r.n_params == 12 * r.layers * r.d_model**2
+        assert r.n_params < r.params_reported  # non-embedding, below the total reported
         assert 0 < r.lr < 1e-2 and r.batch_tokens > 1e5 and r.tokens > 1e11
+
+
+#: L·(2.25·d² + 3·d·ffn): Q and O d² each, K and V d²/8 each (8 KV heads of 128), SwiGLU FFN
+COUNTED = {"deepseek-67b": 65.7e9, "llama2-70b": 68.5e9}
+
+
+def test_a_gqa_recipe_counts_its_n_and_deepseek_67b_meets_its_own_law() -> None:
+    """12·L·d² put DeepSeek 67B at 76.5e9 non-embedding parameters, more than the 67e9 reported
+    in all; counted (GQA, FFN 22016) its N is 65.7e9, and the DeepSeek law, evaluated at its
+    FLOPs, gives the LR and batch its authors trained with."""
+    for name, n in COUNTED.items():
+        r = get_recipe(name)
+        ffn = {"deepseek-67b": 22016, "llama2-70b": 28672}[name]
+        assert r.layers * (2.25 * r.d_model**2 + 3 * r.d_model * ffn) == pytest.approx(n, rel=1e-3)
+    res = check_recipe(published_laws("deepseek"), get_recipe("deepseek-67b"))
+    by = {i.quantity: i for i in res.items}
+    assert by["lr"].ratio == pytest.approx(1.0, abs=0.05)  # 3.2e-4 against the law's 3.12e-4
+    assert by["batch_tokens"].ratio == pytest.approx(1.0, abs=0.1)
 
 
 def test_published_facts_spot_checks() -> None:
@@ -106,8 +129,8 @@ def test_no_curvature_no_penalty() -> None:
 
 def test_extrapolation_reported() -> None:
     res = check_recipe({"lr": lr_law()}, get_recipe("llama2-70b"))
-    assert res.extrapolation_factor == pytest.approx(12 * 80 * 8192**2 / 1e8)
-    assert any(w.startswith("far extrapolation: 644") for w in res.warnings)
+    assert res.extrapolation_factor == pytest.approx(68.5e9 / 1e8)  # its counted N
+    assert any(w.startswith("far extrapolation: 685") for w in res.warnings)
     res = check_recipe({"lr": lr_law()}, get_recipe("gpt3-175b"))
     assert res.extrapolation_factor is not None and res.extrapolation_factor > 1000
     assert any(w.startswith("very far extrapolation") for w in res.warnings)
