@@ -21,6 +21,7 @@ matplotlib) are imported only by the functions that need them.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -277,9 +278,11 @@ def resolve_laws(
     storage: str | None = None,
 ) -> tuple[dict[str, Law], LossLaw | None]:
     """Laws keyed by target ("lr", "batch_tokens") and the loss law, from: a sweep (its latest
-    stored laws), a published name (``deepseek``, ``steplaw``, ``kaplan``), one law, a list of
-    laws (one per target), or a mapping target → law. StorageError for a name that is no sweep
-    (naming the known ones, as every verb does) and for a sweep without stored laws."""
+    stored laws), a published name (``deepseek``, ``steplaw``, ``kaplan``, ``porian``) that is no
+    sweep in the storage (a sweep of that name wins, with a warning: the published laws are
+    :func:`~sweeper.recipe.published.published_laws`, ``--law NAME`` on the command line), one
+    law, a list of laws (one per target), or a mapping target → law. StorageError for a name that
+    is no sweep (naming the known ones, as every verb does) and for a sweep without stored laws."""
     from sweeper.fitting.laws import Law
     from sweeper.fitting.store import latest_laws
     from sweeper.recipe.published import PUBLISHED_NAMES, published_key, published_laws
@@ -290,7 +293,15 @@ def resolve_laws(
         name, url = given.name, given.url
     elif isinstance(given, str):
         if published_key(given) in PUBLISHED_NAMES:
-            return _keyed(list(published_laws(given).values()))
+            if not _holds_sweep(given, storage):
+                return _keyed(list(published_laws(given).values()))
+            logging.getLogger(__name__).warning(
+                "%r is a sweep in this storage and the name of a published law set: its own laws "
+                "are used (the published ones: --law %s, or published_laws(%r) in Python)",
+                given,
+                published_key(given),
+                published_key(given),
+            )
         name, url = given, storage
     elif isinstance(given, Law):
         return _keyed([given])
@@ -309,6 +320,18 @@ def resolve_laws(
             f"fit {name}`, or use a published law: {'|'.join(PUBLISHED_NAMES)})"
         )
     return found, loss
+
+
+def _holds_sweep(name: str, url: str | None) -> bool:
+    """Whether the storage holds a sweep ``name``, or laws stored under it (False where it cannot
+    be read: no database)."""
+    from sweeper.fitting.store import latest_laws
+    from sweeper.study.storage import get_sweep
+
+    try:
+        return get_sweep(name, url) is not None or any(latest_laws(name, url))
+    except StorageError:
+        return False
 
 
 def _keyed(given: Sequence[Law]) -> tuple[dict[str, Law], LossLaw | None]:

@@ -3,7 +3,7 @@
 Examples::
 
     # runs published by others (here the Step Law release; N non-embedding, bs in sequences)
-    sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw \\
+    sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw_runs \\
         --rename N=n_params --rename D=tokens --rename bs=batch_size --rename h=width \\
         --rename numl=depth --rename loss=raw_loss --rename "smooth loss=loss" --seq-len 2048
     sweeper fit steplaw --method band --predictors lr=n_params,tokens \\
@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from sweeper.cli.numbers import count, number
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
@@ -44,7 +45,7 @@ __all__ = ["register"]
 _SCALE_VARS = ("n_params", "tokens")
 _IMPORT_EPILOG = """\
 example (the Step Law release: N non-embedding params, D tokens, bs in sequences of 2048):
-  sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw \\
+  sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw_runs \\
       --rename N=n_params --rename D=tokens --rename bs=batch_size --rename h=width \\
       --rename numl=depth --rename loss=raw_loss --rename "smooth loss=loss" --seq-len 2048
 
@@ -171,11 +172,11 @@ def _register_laws_and_compare(sub: Any) -> None:
         ),
     )
     p.add_argument("sweep")
-    p.add_argument("--params", type=float, default=None, help="target non-embedding params N")
-    p.add_argument("--tokens", type=float, default=None, help="target training tokens D")
-    p.add_argument("--width", type=float, default=None, help="target d_model")
-    p.add_argument("--depth", type=float, default=None, help="target layers")
-    p.add_argument("--context", type=float, default=None, help="target sequence length")
+    p.add_argument("--params", type=number, default=None, help="target non-embedding params N")
+    p.add_argument("--tokens", type=number, default=None, help="target training tokens D")
+    p.add_argument("--width", type=count, default=None, help="target d_model")
+    p.add_argument("--depth", type=count, default=None, help="target layers")
+    p.add_argument("--context", type=count, default=None, help="target sequence length")
     p.add_argument(
         "--published",
         default="deepseek,steplaw,kaplan",
@@ -203,6 +204,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         old, sep, new = item.partition("=")
         if not sep or not old or not new:
             raise ImportDataError(f"--rename takes OLD=NEW, got {item!r}")
+        if old in renames:
+            raise ImportDataError(f"--rename {old}=... given twice ({old}={renames[old]}, {item})")
         renames[old] = new
     sw = api.import_runs(
         args.file,
@@ -295,20 +298,39 @@ def _parse_predictors(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
 # --- laws --------------------------------------------------------------------------------------
 
 
+def _show_laws(args: argparse.Namespace) -> int:
+    """``laws show ID``: one stored law, whole; ``laws show NAME``: a published law set's."""
+    from sweeper import api
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_key, published_laws
+
+    what = f"a stored law's id (see `sweeper laws`) or a published name: {'|'.join(PUBLISHED_NAMES)}"
+    if len(args.args) != 2:
+        raise SweeperError(f"usage: sweeper laws show ID|NAME, with {what}")
+    given = args.args[1]
+    if published_key(given) in PUBLISHED_NAMES:
+        found = list(published_laws(given).values())
+        if args.json:
+            _print_json({"laws": [law.to_dict() for law in found]})
+        for law in [] if args.json else found:
+            _print_law(law, f"published {law.source}")
+        return 0
+    try:
+        law_id = int(given)
+    except ValueError:
+        raise SweeperError(f"laws show takes {what}; got {given!r}") from None
+    law = api.law(law_id, storage=args.storage)
+    if args.json:
+        _print_json(law.to_dict())
+    else:
+        _print_law(law, law.source, created=law.created_at)
+    return 0
+
+
 def cmd_laws(args: argparse.Namespace) -> int:
     from sweeper import api
 
-    if len(args.args) == 2 and args.args[0] == "show":
-        try:
-            law_id = int(args.args[1])
-        except ValueError:
-            raise SweeperError(f"laws show takes a numeric law id, got {args.args[1]!r}") from None
-        law = api.law(law_id, storage=args.storage)
-        if args.json:
-            _print_json(law.to_dict())
-        else:
-            _print_law(law, law.source, created=law.created_at)
-        return 0
+    if args.args and args.args[0] == "show":
+        return _show_laws(args)
     if len(args.args) > 1:
         raise SweeperError(f"usage: sweeper laws [SWEEP] | laws show ID (got {args.args})")
     sweep = args.args[0] if args.args else None
@@ -451,13 +473,19 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
 
     from sweeper.fitting.laws import LossLaw, PowerLaw
 
-    ident = f" #{law.id}" if law.id is not None else " (not stored)"
-    t = Table(title=f"{law.target} law{ident} of {sweep} ({law.method})", show_header=True)
+    published = law.method == "published"  # (the paper's values: no interval, cells or scatter)
+    ident = "" if published else f" #{law.id}" if law.id is not None else " (not stored)"
+    method = "" if published else f" ({law.method})"
+    t = Table(title=f"{law.target} law{ident} of {sweep}{method}", show_header=True)
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_column("95% interval", justify="right")
     notes: Sequence[str] = ()
-    if isinstance(law, PowerLaw):
+    if isinstance(law, PowerLaw) and published:
+        t.add_row("prefactor", _fmt(law.prefactor, 4), "not published")
+        for p in law.predictors:
+            t.add_row(f"exponent of {p}", _fmt(law.exponents[p], 4), "not published")
+    elif isinstance(law, PowerLaw):
         t.add_row("prefactor", _fmt(law.prefactor, 4), _ci(law.prefactor_ci, 4))
         for p in law.predictors:
             t.add_row(

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sweeper.cli.numbers import number
+
 __all__ = ["register"]
 
 _DIFF_EPILOG = """\
@@ -69,8 +71,8 @@ def register(sub: Any) -> None:
     d.add_argument("--target", default="lr", choices=("lr",), help="the law compared (lr)")
     d.add_argument("--method", default="parabola", choices=("parabola", "band"))
     d.add_argument("--predictors", default=None, help="comma-separated, e.g. n_params,tokens")
-    d.add_argument("--params", type=float, default=None, help="target N (non-embedding)")
-    d.add_argument("--tokens", type=float, default=None, help="target D")
+    d.add_argument("--params", type=number, default=None, help="target N (non-embedding)")
+    d.add_argument("--tokens", type=number, default=None, help="target D")
     d.add_argument("--bootstrap", type=int, default=4000, help="resamples per law")
     d.add_argument("--cell-bootstrap", type=int, default=200, help="resamples per cell optimum")
     d.add_argument("--seed", type=int, default=0)

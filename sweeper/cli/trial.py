@@ -7,24 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
+from sweeper.cli.numbers import count
 from sweeper.errors import SweeperError
 
 __all__ = ["register", "run_trial"]
-
-
-def _count(text: str) -> int:
-    """A token count such as ``819200``, ``8.192e5`` or ``1_000_000``."""
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value != int(value):
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    return int(value)
 
 
 def register(subparsers: Any) -> None:
@@ -57,7 +46,7 @@ def register(subparsers: Any) -> None:
     o.add_argument("--lr", type=float, required=True, help="peak learning rate")
     o.add_argument("--batch-size", type=int, default=32, help="sequences per step (default 32)")
     o.add_argument("--micro-batch-size", type=int, default=None, help="for grad accumulation")
-    o.add_argument("--tokens", type=_count, default=819_200, help="training tokens")
+    o.add_argument("--tokens", type=count, default=819_200, help="training tokens")
     o.add_argument("--warmup", type=float, default=0.1, help="<1: fraction of steps, else steps")
     o.add_argument("--schedule", choices=("cosine", "wsd", "constant", "linear"), default="cosine")
     o.add_argument(
@@ -75,7 +64,7 @@ def register(subparsers: Any) -> None:
     o.add_argument(
         "--ramp",
         nargs=3,
-        type=_count,
+        type=count,
         metavar=("START", "INCREMENT", "TOKENS"),
         default=None,
         help="batch ramp-up: start batch, increment, tokens per increment",

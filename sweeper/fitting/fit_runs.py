@@ -387,8 +387,9 @@ def default_predictors(optima: Sequence[CellOptimum]) -> tuple[str, ...]:
         left = [f"{o.cell}: {o.reason}" for o in optima if not o.usable]
         if len(usable) < 2:  # one usable cell: no predictor can vary; say why the rest are out
             raise FitError(
-                f"only {len(usable)} usable cell ({usable[0].cell}); left out "
-                + "; ".join(left[:8])
+                f"only {len(usable)} usable cell ({usable[0].cell}): a law needs cells at two "
+                "scales at least"
+                + (f"; left out: {'; '.join(left[:8])}" if left else " (the runs hold no other)")
             )
         raise FitError(
             "neither n_params nor tokens varies across the usable cells; "

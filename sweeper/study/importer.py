@@ -19,7 +19,7 @@ empty loss is always an error naming the row.
 The Step Law release (``steplaw_dense_lr_bs_loss.csv``: N non-embedding params, D tokens, bs in
 sequences of 2048, "smooth loss" the loss their fit uses) imports with::
 
-    sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw \\
+    sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw_runs \\
         --rename N=n_params --rename D=tokens --rename bs=batch_size --rename h=width \\
         --rename numl=depth --rename loss=raw_loss --rename "smooth loss=loss" --seq-len 2048
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -40,10 +41,19 @@ import sqlalchemy as sa
 
 from sweeper.errors import ImportDataError, StorageError
 from sweeper.study import storage
-from sweeper.study.runs import NUMERIC_COLUMNS, STATES, normalize_runs
+from sweeper.study.runs import COLUMNS, NUMERIC_COLUMNS, STATES, normalize_runs
 from sweeper.study.spec import NAME_RE
 
-__all__ = ["REQUIRED_COLUMNS", "import_runs", "imported_status", "load_runs", "read_runs_file"]
+__all__ = [
+    "REQUIRED_COLUMNS",
+    "import_notes",
+    "import_runs",
+    "imported_status",
+    "load_runs",
+    "read_runs_file",
+]
+
+logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS: Final[tuple[str, ...]] = ("n_params", "tokens", "loss")
 _NON_NEGATIVE: Final[tuple[str, ...]] = ("seed", "wall_s")
@@ -176,6 +186,7 @@ def import_runs(
         )
     p = Path(path)
     df = read_runs_file(p, renames=renames, seq_len=seq_len)
+    notes = import_notes(df, dict(renames or {}), sweep)
     if "source" not in df.columns or df["source"].isna().all():
         df["source"] = f"import:{p.name}"
     meta = {
@@ -217,6 +228,8 @@ def import_runs(
         raise ImportDataError(
             f"sweep {sweep!r} already exists; choose another --sweep name"
         ) from None
+    for note in notes:
+        logger.warning("%s", note)
     return len(df)
 
 
@@ -287,6 +300,39 @@ def _read(p: Path) -> pd.DataFrame:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ImportDataError(f"{p.name}: cannot read: {first}") from None
     raise ImportDataError(f"{p.name}: unknown file type {suffix!r}; use .csv, .tsv or .parquet")
+
+
+def import_notes(df: pd.DataFrame, renames: Mapping[str, str], sweep: str) -> list[str]:
+    """What an import accepted that a fit will miss, said when it is imported rather than when a
+    law is absent: no LR (a canonical column renamed away), a batch size in sequences without a
+    sequence length (no batch law), batches too small to be tokens, a sweep named as a published
+    law set (a SWEEP argument then means the sweep)."""
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_key
+
+    notes = []
+    away = [f"{old}={new}" for old, new in renames.items() if old in COLUMNS and new not in COLUMNS]
+    if df["lr"].isna().all():
+        notes.append(
+            "no lr values: no LR law can be fitted from these runs"
+            + (f" (--rename {', '.join(away)} renamed a Sweeper column away)" if away else "")
+        )
+    if df["batch_tokens"].isna().all() and df["batch_size"].notna().any():
+        notes.append(
+            "batch_size (sequences) without a sequence length: batch_tokens is unknown, so no "
+            "batch-size law can be fitted (give --seq-len, or a seq_len column)"
+        )
+    bt, n = df["batch_tokens"].dropna(), df["n_params"].dropna()
+    if len(bt) and len(n) and bt.max() < 4096 and n.median() > 1e7:
+        notes.append(
+            f"batch_tokens are at most {bt.max():g} for models of {n.median():.3g} parameters: "
+            "if they count sequences, import them as batch_size with --seq-len"
+        )
+    if published_key(sweep) in PUBLISHED_NAMES:
+        notes.append(
+            f"{sweep!r} is also a published law set's name: as a SWEEP argument it now means this "
+            f"sweep (the published laws: --law {published_key(sweep)})"
+        )
+    return notes
 
 
 def _renamed(raw: pd.DataFrame, renames: dict[str, str], name: str) -> pd.DataFrame:

@@ -557,7 +557,8 @@ def test_a_per_cell_fit_with_one_usable_cell_says_why_the_others_are_out() -> No
 
     path = Path(__file__).resolve().parents[3] / "docs" / "data" / "muon_hi.csv"
     opts = FitOptions(method="parabola", cell_boot=0)
-    with pytest.raises(FitError, match=r"only 1 usable cell \(w\d+-d2-t819k\); left out w") as e:
+    msg = r"only 1 usable cell \(w\d+-d2-t819k\): a law needs .*; left out: w"
+    with pytest.raises(FitError, match=msg) as e:
         fit_runs(pd.read_csv(path), conventions=Conventions(), source="mh", options=opts)
     assert "widen the LR range" in str(e.value) and "--predictors" not in str(e.value)
 

@@ -525,3 +525,60 @@ def test_a_negative_number_reaches_its_options_check(run) -> None:
     assert _joined_negatives(["--lr", "-.5", "--tokens", "-2e10", "-v", "-7B"]) == [
         "--lr=-.5", "--tokens=-2e10", "-v", "-7B",
     ]  # fmt: skip
+
+
+def test_a_sweep_named_as_a_published_law_set_is_the_sweep(
+    run, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`sweeper import ... --sweep steplaw` (the import help's own example) then `check steplaw`
+    silently checked against the published Step Law. The sweep wins, with a warning; --law
+    steplaw is the published one; where no such sweep is stored the name is the published law."""
+    url = f"sqlite:///{tmp_path / 'named.db'}"
+    from dataclasses import replace
+
+    stored = put_law(replace(_law("lr", 2.0, {"n_params": -0.3}), source="steplaw"), url).id
+    code, out, _ = run("check", "steplaw", "--storage", url, "--recipe", "gpt3-125m", "--json")
+    assert code == 0 and json.loads(out)["law_ids"] == [stored]
+    assert "'steplaw' is a sweep in this storage" in caplog.text and "--law steplaw" in caplog.text
+    caplog.clear()
+    code, out, _ = run("check", "--law", "steplaw", "--storage", url, "--recipe", "gpt3-125m")
+    assert code == 0 and "Recipes against the published steplaw laws" in out
+    empty = f"sqlite:///{tmp_path / 'none.db'}"
+    code, out, _ = run("check", "steplaw", "--storage", empty, "--recipe", "gpt3-125m", "--json")
+    assert code == 0 and json.loads(out)["law_ids"] == ["steplaw:lr", "steplaw:batch_tokens"]
+    assert "is a sweep" not in caplog.text
+
+
+def test_check_refuses_an_n_that_contradicts_the_shape_given(run) -> None:
+    """As recommend and compare do: 7e9 parameters cannot be 2 layers of width 1024."""
+    code, out, err = run(
+        "check", "--law", "deepseek", "--params", "7B", "--tokens", "2T", "--lr", "3e-4",
+        "--batch-tokens", "4M", "--width", "1024", "--depth", "2",
+    )  # fmt: skip
+    assert code == 2 and out == "" and "disagrees with the shape 2 layers" in err
+
+
+def test_laws_show_prints_a_published_law_set_and_says_its_usage(run) -> None:
+    code, out, _ = run("laws", "show", "Step-Law")
+    assert code == 0 and "lr law of published steplaw" in out and "not published" in out
+    assert "cells (points)" not in out  # a published law has no cells of Sweeper's
+    code, out, err = run("laws", "show")
+    assert code == 2 and "usage: sweeper laws show ID|NAME" in err
+    code, _, err = run("laws", "show", "llama")
+    assert code == 2 and "deepseek|steplaw|kaplan|porian" in err
+
+
+def test_every_verb_reads_numbers_with_suffixes() -> None:
+    """compare and diff read --params 7B as check and recommend do (they said 'invalid float')."""
+    import argparse
+
+    from sweeper.cli.numbers import count, number
+
+    assert number("7B") == 7e9 and number("2.5T") == 2.5e12 and number("1_000") == 1000.0
+    assert count("819.2k") == 819200
+    with pytest.raises(argparse.ArgumentTypeError):
+        count("1.5")
+    parser = cli.build_parser()
+    for verb in (["compare", "s"], ["diff", "a", "b"]):
+        args = parser.parse_args([*verb, "--params", "7B", "--tokens", "2T"])
+        assert (args.params, args.tokens) == (7e9, 2e12), verb

@@ -310,3 +310,33 @@ def test_the_runs_parametrization_column_reaches_the_law(
     rows.to_csv(tmp_path / "runs.csv", index=False)
     import_runs(tmp_path / "runs.csv", sweep="p", url=sqlite_url)
     assert sweep_conventions(Sweep.load("p", sqlite_url)).parametrization == recorded
+
+
+def test_what_a_fit_will_miss_is_said_at_import(
+    tmp_path: Path, sqlite_url: str, cli, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An audit's imports were accepted in silence and their laws went missing at fit time: a
+    batch in sequences without --seq-len (no batch law), the LR renamed away (no LR law),
+    sequences imported as batch_tokens, a sweep named as a published law set; a rename given
+    twice kept the second."""
+    path = write_csv(small_runs(), tmp_path / "runs.csv")
+    import_runs(path, sweep="noseq", renames=RENAMES, url=sqlite_url)
+    assert "batch_tokens is unknown, so no batch-size law" in caplog.text
+    caplog.clear()
+    away = {**RENAMES, "lr": "learning_rate"}
+    import_runs(path, sweep="nolr", renames=away, seq_len=1024, url=sqlite_url)
+    assert "no LR law" in caplog.text and "lr=learning_rate" in caplog.text
+    caplog.clear()
+    big = small_runs().assign(N=[2e8] * 6)  # 32-64 "tokens" a step for 200M parameters
+    seqs = {**RENAMES, "bs": "batch_tokens"}
+    import_runs(write_csv(big, tmp_path / "b.csv"), sweep="seqs", renames=seqs, url=sqlite_url)
+    assert "if they count sequences" in caplog.text
+    caplog.clear()
+    import_runs(path, sweep="Step-Law", renames=RENAMES, seq_len=1024, url=sqlite_url)
+    assert "also a published law set" in caplog.text and "--law steplaw" in caplog.text
+    caplog.clear()
+    import_runs(path, sweep="fine", renames=RENAMES, seq_len=1024, url=sqlite_url)
+    assert caplog.text == ""  # nothing to say about a complete import
+    code, _, err = cli("import", path, "--sweep", "x", "--rename", "N=n_params",
+                       "--rename", "N=depth", "--storage", sqlite_url)  # fmt: skip
+    assert code == 2 and "--rename N=... given twice" in err

@@ -1,0 +1,38 @@
+"""The command line's number arguments: one spelling for every verb ("7B", "2.5T", "4M", "1_000")."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+__all__ = ["count", "number", "positive"]
+
+_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def number(text: str) -> float:
+    """A float, optionally with a k/M/B/G/T suffix ("7B", "2.5T", "4M")."""
+    t = text.strip().replace("_", "")
+    mult = 1.0
+    if t and t[-1] in _SUFFIX:
+        t, mult = t[:-1], _SUFFIX[t[-1]]
+    try:
+        return float(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def positive(text: str) -> float:
+    """A :func:`number` above 0 and finite."""
+    v = number(text)
+    if not v > 0 or v == math.inf:
+        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
+    return v
+
+
+def count(text: str) -> int:
+    """A whole :func:`number` ("819200", "8.192e5", "819.2k")."""
+    v = number(text)
+    if not math.isfinite(v) or v != int(v):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(v)
