@@ -471,6 +471,9 @@ class Comparison:
     laws: tuple[Law, ...]
     exponents: pd.DataFrame
     predictions: pd.DataFrame
+    #: where the sweep's laws and the published ones were measured differently (token unit,
+    #: parametrization, what was held, the LR's schedule): what not to read into the tables
+    notes: tuple[str, ...] = ()
 
 
 def compare(
@@ -485,7 +488,7 @@ def compare(
     and n_params, or width/depth/context; n_params and a shape given together must agree, as
     :func:`recommend` requires). ``at=None`` compares at the cells alone; ``at={}`` is a
     TargetError (no target named)."""
-    from sweeper.recipe.compare import compare_sweep_laws
+    from sweeper.recipe.compare import compare_sweep_laws, convention_notes
 
     sw = _sweep(sweep, storage)
     fitted = [x for x in laws(sw) if x.target in ("lr", "batch_tokens")]
@@ -498,7 +501,9 @@ def compare(
             f"run `sweeper fit {sw.name}` first"
         )
     all_laws, exps, pred = compare_sweep_laws(sw.runs(), list(latest.values()), published, at)
-    return Comparison(sw.name, tuple(all_laws), exps, pred)
+    pub = [x for x in all_laws if x.method == "published"]
+    notes = convention_notes(list(latest.values()), pub)
+    return Comparison(sw.name, tuple(all_laws), exps, pred, tuple(notes))
 
 
 # ---- stage 4: evidence and reports ---------------------------------------------------------------

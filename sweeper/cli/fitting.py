@@ -395,10 +395,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "laws": [{"label": law_label(law), **_law_json(law, law.source)} for law in c.laws],
                 "exponents": c.exponents.to_dict(orient="records"),
                 "predictions": c.predictions.to_dict(orient="records"),
+                "notes": list(c.notes),
             }
         )
         return 0
     _print_comparison(args.sweep, list(c.laws), c.exponents, c.predictions)
+    for note in c.notes:
+        _console().print(f"note: {note}")
     return 0
 
 

@@ -140,6 +140,24 @@ class Conventions:
         return self.n_params == "total"
 
     @property
+    def counts_embeddings(self) -> bool:
+        """N counts parameters of the vocab: all of them, or the output layer (Porian et al.'s
+        "non-embedding+head"), so it needs the model's vocab (:meth:`law_n`)."""
+        return self.n_params in ("total", "non-embedding+head")
+
+    def law_n(self, n_params: float, n_params_total: float | None) -> float:
+        """A model's N as this law counts it, from its non-embedding and total counts (the
+        output layer untied: half the embedding parameters); ``n_params`` where the law counts
+        no embedding or the total is unknown."""
+        if not n_params_total or not math.isfinite(n_params_total):
+            return n_params
+        if self.counts_total_params:
+            return n_params_total
+        if self.n_params == "non-embedding+head":
+            return n_params + (n_params_total - n_params) / 2.0
+        return n_params
+
+    @property
     def flops_known(self) -> bool:
         """Whether Sweeper can count FLOPs at a target the way this law did."""
         return self.flops in KNOWN_FLOPS

@@ -194,7 +194,7 @@ def check_recipe(
     if bytes_per_token is not None and not (math.isfinite(bytes_per_token) and bytes_per_token > 0):
         raise TargetError(f"bytes_per_token must be positive, got {bytes_per_token}")
     warnings: list[str] = []
-    counts_total = any(law.conventions.counts_total_params for _, law in roles)
+    counts_vocab = any(law.conventions.counts_embeddings for _, law in roles)
     shape = resolve_shape(
         n_params=v.n_params,
         width=v.d_model,
@@ -203,7 +203,7 @@ def check_recipe(
         vocab=v.vocab,
         seq_len=v.context,
         warnings=warnings,
-        vocab_purpose="the total parameters" if counts_total else None,
+        vocab_purpose="the embedding parameters the law's N counts" if counts_vocab else None,
     )
     if v.d_model is not None and v.layers is not None:
         check_n_params_agrees(v.n_params, shape)  # (as recommend and compare refuse it)

@@ -44,6 +44,7 @@ __all__ = [
     "compare_exponents",
     "compare_laws",
     "compare_sweep_laws",
+    "convention_notes",
     "law_formula",
     "law_label",
     "target_point",
@@ -292,7 +293,13 @@ def _scale_for(law: Law, p: Mapping[str, Any]) -> tuple[dict[str, float] | None,
         if name != "flops" and not (math.isfinite(v) and v > 0):
             return None, f"needs {name}, which this point lacks"
     if "flops" not in law.predictors:
-        return {k: _num(p.get(k)) for k in law.predictors}, ""
+        scale = {k: _num(p.get(k)) for k in law.predictors}
+        if "n_params" not in scale or not law.conventions.counts_embeddings:
+            return scale, ""
+        total = _num(p.get("n_params_total"))
+        if not (math.isfinite(total) and total > n):
+            return scale, f"N without the embedding parameters {law_label(law)}'s N counts"
+        return {**scale, "n_params": law.conventions.law_n(n, total)}, ""
     if not all(math.isfinite(v) and v > 0 for v in (n, d)):
         return None, "needs n_params and tokens for flops, which this point lacks"
     conv = law.conventions.flops
@@ -310,6 +317,48 @@ def _scale_for(law: Law, p: Mapping[str, Any]) -> tuple[dict[str, float] | None,
     if conv == FLOPS_6ND_NO_ATTENTION:
         notes = []  # neither the shape nor the sequence length enters
     return {k: scale[k] for k in law.predictors}, "; ".join(conv_note + notes)
+
+
+def convention_notes(fitted: Sequence[Law], published: Sequence[Law]) -> list[str]:
+    """Where a fitted law and the published ones it is set beside were measured differently, one
+    line each: the token unit (values and prefactors differ, exponents compare), the
+    parametrization (a muP law's LR is not an SP model's), an N-only published law against a
+    fitted law that held D (its exponent is along its own D), and the LR's schedule/optimizer."""
+    notes: list[str] = []
+    pubs = [p for p in published if p.target in ("lr", "batch_tokens")]
+    for f in fitted:
+        c, name = f.conventions, law_label(f)
+        others = [p for p in pubs if p.target == f.target]
+        if not others:
+            continue
+        if c.tokens != "tokens" and any(p.conventions.tokens == "tokens" for p in others):
+            unit = "bytes" if c.counts_bytes else f"{c.tokens!r}"
+            notes.append(
+                f"{name} counts D and the batch in {unit}, the published laws in tokenizer "
+                "tokens: their exponents compare, their values and prefactors do not"
+            )
+        param = c.parametrization or "sp"
+        if param != "sp":
+            notes.append(
+                f"{name} was measured under {param}: its LR is a {param} model's (base width "
+                f"{c.base_width}); the published laws are SP, so the values do not compare and "
+                "a width exponent near 0 is what muP predicts"
+            )
+        for p in others:
+            if "tokens" in c.held and "tokens" not in p.predictors and "n_params" in p.predictors:
+                notes.append(
+                    f"{law_label(p)} has no D term: its N exponent holds along its own runs' "
+                    f"token budgets, {name}'s at the D its cells held ({c.held_text}); they "
+                    "agree only if the optimum does not move with D"
+                )
+        lrs = sorted({p.conventions.lr for p in others if p.conventions.lr != c.lr})
+        if f.target == "lr" and lrs:
+            notes.append(
+                f"{name}'s LR is a {c.lr}; the published: "
+                + "; ".join(f"{', '.join(law_label(p) for p in others if p.conventions.lr == lr)}"
+                            f" {lr}" for lr in lrs)
+            )  # fmt: skip
+    return list(dict.fromkeys(notes))
 
 
 def _num(v: Any) -> float:

@@ -193,11 +193,7 @@ def law_scale(
     inferred one (``shape_given`` False), which only DeepSeek's M treats differently.
     """
     conv = law.conventions
-    n = n_params
-    if n_params_total and conv.counts_total_params:
-        n = n_params_total
-    elif n_params_total and conv.n_params == "non-embedding+head":  # the output layer, untied
-        n = n_params + (n_params_total - n_params) / 2.0
+    n = conv.law_n(n_params, n_params_total)
     d = tokens * token_factor(law, bytes_per_token)
     scale = {"n_params": n, "tokens": d, "width": float(width), "depth": float(depth)}
     if conv.flops == FLOPS_M_D:

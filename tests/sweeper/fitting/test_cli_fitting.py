@@ -395,3 +395,36 @@ def test_the_law_table_names_a_surface_laws_scatter_and_open_bounds(
     )
     assert code == 0 and "residual std" in out, err
     assert _ci([0.0, None]) == "[0, ∞)" and _ci([float("-inf"), 2.0]) == "(-∞, 2]"
+
+
+def test_compare_says_where_a_fitted_law_and_the_published_differ_in_convention() -> None:
+    """The audit's byte-level muP law stood beside token-level SP laws with no caveat (check warns
+    or refuses there); Porian's N, which counts the output layer, was evaluated without it."""
+    from dataclasses import replace
+
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.recipe.compare import compare_laws, convention_notes, target_point
+    from sweeper.recipe.published import published_laws
+
+    conv = replace(Conventions(), parametrization="mup", base_width=64, held={"tokens": (8e5, 8e5)})
+    law = PowerLaw(
+        conventions=conv, target="lr", predictors=("n_params",), source="mine", method="surface",
+        domain={"n_params": (1e5, 1e7)}, log_prefactor=np.log(0.01), exponents={"n_params": -0.1},
+    )  # fmt: skip
+    pub = [*published_laws("porian").values(), *published_laws("steplaw").values()]
+    notes = "\n".join(convention_notes([law], pub))
+    assert "counts D and the batch in bytes" in notes
+    assert "measured under mup" in notes and "base width 64" in notes
+    assert "porian has no D term" in notes and "steplaw has no D term" not in notes
+    assert "porian peak AdamW LR, constant after warmup" in notes
+    plain = replace(Conventions(tokens="tokens"), parametrization="sp", lr=pub[2].conventions.lr)
+    assert convention_notes([replace(law, conventions=plain)], pub[2:]) == []
+    # Porian's N counts the output layer: with a total count at the point it is added
+    porian = published_laws("porian")["lr"]
+    with_total = target_point(tokens=1e10, n_params=1e8).assign(n_params_total=1.5e8)
+    without = target_point(tokens=1e10, n_params=1e8)
+    a, b = compare_laws([porian], with_total).iloc[0], compare_laws([porian], without).iloc[0]
+    assert a["value"] == pytest.approx(porian.predict({"n_params": 1.25e8}))
+    assert b["value"] == pytest.approx(porian.predict({"n_params": 1e8}))
+    assert "without the embedding parameters" in b["note"] and a["note"] == ""
