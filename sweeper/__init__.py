@@ -7,7 +7,9 @@ The public API (every CLI verb is a thin layer over it; see :mod:`sweeper.api`):
 
     sweeper.launch("studies/smoke.toml", storage="sqlite:///sweeper.db")
     laws = sweeper.fit("smoke", storage="sqlite:///sweeper.db")
-    recipe = sweeper.recommend(laws, at=sweeper.Target(width=2048, depth=20, tokens=2e10))
+    # force: the smoke ladder's law does not determine the LR at 1B (recommend says so, refusing)
+    recipe = sweeper.recommend(laws, at=sweeper.Target(width=2048, depth=20, tokens=2e10),
+                               force=True)
     print(sweeper.export(recipe, "litgpt").text)
 
 The package is laid out by stage: :mod:`sweeper.study` (a study and its runs), :mod:`sweeper.run`
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from sweeper.api import (
         Comparison,
         Exported,
+        LaunchShort,
         check,
         compare,
         coord_check,
@@ -64,6 +67,7 @@ _WHERE: dict[str, str] = {
         for name in (
             "Comparison",
             "Exported",
+            "LaunchShort",
             "check",
             "compare",
             "coord_check",
@@ -110,6 +114,7 @@ __all__ = [
     "FitError",
     "FitWarning",
     "Hardware",
+    "LaunchShort",
     "Law",
     "LossLaw",
     "PowerLaw",

@@ -8,7 +8,9 @@ A notebook does the whole path in a few lines::
     sweeper.launch(study, storage="sqlite:///sweeper.db")          # train the ladder (Ray Tune)
     df = sweeper.runs("smoke", storage="sqlite:///sweeper.db")     # one row per training run
     laws = sweeper.fit("smoke", storage="sqlite:///sweeper.db")    # the lr (and batch) laws, stored
-    recipe = sweeper.recommend(laws, at=sweeper.Target(width=2048, depth=20, tokens=2e10))
+    # force: the smoke ladder's law does not determine the LR at 1B (recommend says so, refusing)
+    recipe = sweeper.recommend(laws, at=sweeper.Target(width=2048, depth=20, tokens=2e10),
+                               force=True)
     print(sweeper.export(recipe, "litgpt").text)
 
 Storage: every function that reads or writes the storage takes ``storage=`` (a SQLAlchemy URL;
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.errors import StorageError, SweeperError, TargetError
+from sweeper.errors import FitError, StorageError, SweeperError, TargetError
 from sweeper.fitting.methods import DEFAULT_METHOD
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Comparison",
     "Exported",
+    "LaunchShort",
     "check",
     "compare",
     "coord_check",
@@ -117,11 +120,13 @@ def launch(
     verbose: int = 0,
 ) -> LaunchSummary:
     """Run (or resume) the sweep of ``study`` on local Ray (or the cluster at ``address``) until
-    every cell has its trials. Relaunching resumes; see :func:`sweeper.run.launch.launch_study`."""
+    every cell has its trials. Relaunching resumes; see :func:`sweeper.run.launch.launch_study`.
+    A launch that ends with cells short of their target after failed runs says so with a
+    :class:`LaunchShort` warning (each failed trial keeps its error as ``last_error``)."""
     spec = study if not isinstance(study, (str, Path)) else load_study(study)
     from sweeper.run.launch import launch_study  # ray: only once the study is known to be good
 
-    return launch_study(
+    summary = launch_study(
         spec,
         url=storage,
         address=address,
@@ -131,6 +136,22 @@ def launch(
         progress=progress,
         takeover=takeover,
     )
+    if not summary.done and not summary.interrupted:
+        short = [c.cell for c in summary.cells if not c.done]
+        failed = sum(c.failed for c in summary.cells)
+        warnings.warn(
+            f"sweep {summary.sweep}: {len(short)} cell(s) short of their target after "
+            f"{failed} failed trial(s): {', '.join(short)}; each failed trial keeps its error "
+            "(runs(...) rows with state FAIL; the trial's user attribute last_error); fix what "
+            "failed, then launch again",
+            LaunchShort,
+            stacklevel=2,
+        )
+    return summary
+
+
+class LaunchShort(UserWarning):
+    """A launch ended with cells short of their target after failed runs."""
 
 
 def status(sweep: str | None = None, *, storage: str | None = None) -> dict[str, Any]:
@@ -196,6 +217,7 @@ def fit(
     from sweeper.fitting.store import put_law
 
     _check_fit_options(options)
+    predictors = (predictors,) if isinstance(predictors, str) else predictors  # (one name)
     runs, conv, source, sw = _fit_inputs(data, storage)
     surface = _surface_settings(sw, options.pop("surface", None))
     opts = FitOptions(method=method, surface=surface, **options)
@@ -224,6 +246,15 @@ def _fit_inputs(
     from sweeper.study.runs import normalize_runs
 
     if isinstance(data, pd.DataFrame):
+        from sweeper.study.importer import REQUIRED_COLUMNS
+
+        missing = [c for c in REQUIRED_COLUMNS if c not in data.columns]
+        if missing:  # (a missing loss read as "every run diverged", a missing N as NaN cells)
+            raise FitError(
+                f"the runs frame has no {', '.join(missing)} column(s) (it has: "
+                f"{', '.join(map(str, data.columns))}); rename yours to these (e.g. "
+                "df.rename(columns={'val_loss': 'loss'})), or import the file with renames"
+            )
         runs = normalize_runs(data)  # a user's own frame: canonical columns derived as on import
         return runs, runs_conventions(runs), "", None
     if isinstance(data, str) and "+" in data:
@@ -500,6 +531,8 @@ def compare(
             f"no lr or batch_tokens laws stored for sweep {sw.name!r}; "
             f"run `sweeper fit {sw.name}` first"
         )
+    if isinstance(published, str):  # "steplaw" or "deepseek,steplaw": not one name a letter
+        published = [x.strip() for x in published.split(",")]
     all_laws, exps, pred = compare_sweep_laws(sw.runs(), list(latest.values()), published, at)
     pub = [x for x in all_laws if x.method == "published"]
     notes = convention_notes(list(latest.values()), pub)
@@ -600,7 +633,7 @@ def diff(
         conventions=(conv_a, conv_b),
         names=(name_a, name_b),
         method=method,
-        predictors=predictors,
+        predictors=(predictors,) if isinstance(predictors, str) else predictors,
         target=target,
         **options,
     )

@@ -180,18 +180,22 @@ def _print_estimate(est: Any) -> None:
 
 # ---- launch ------------------------------------------------------------------------------------
 def cmd_launch(args: argparse.Namespace) -> int:
+    import warnings
+
     from sweeper import api
 
-    s = api.launch(
-        args.study,
-        storage=args.storage,
-        address=args.address,
-        max_concurrent=args.max_concurrent,
-        force_new=args.force_new,
-        verbose=args.verbose,
-        progress=not args.no_progress,
-        takeover=args.takeover,
-    )
+    with warnings.catch_warnings():  # (its own lines below say it)
+        warnings.simplefilter("ignore", api.LaunchShort)
+        s = api.launch(
+            args.study,
+            storage=args.storage,
+            address=args.address,
+            max_concurrent=args.max_concurrent,
+            force_new=args.force_new,
+            verbose=args.verbose,
+            progress=not args.no_progress,
+            takeover=args.takeover,
+        )
     print(
         f"sweep {s.sweep}: {s.runs_this_launch} run(s), {s.points_this_launch} trial(s) finished "
         f"in {s.wall_s:.1f} s"

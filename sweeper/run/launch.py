@@ -65,7 +65,7 @@ from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 from sweeper.study.samplers import reconcile
-from sweeper.study.spec import StudySpec, check_spec, data_source
+from sweeper.study.spec import StudySpec, check_spec, data_source, spec_origin
 from sweeper.study.sweep import CellCounts, CellStudy, FencedStorage, cell_counts, open_sweep
 
 __all__ = [
@@ -288,26 +288,37 @@ def runtime_env_for(refs: list[str], search: list[str] | None = None) -> dict[st
 
 
 # ---- launch ------------------------------------------------------------------------------------
-def _quiet_ray(verbose: int) -> None:
+@contextlib.contextmanager
+def _quiet_ray(verbose: int) -> Iterator[None]:
+    """Ray's and Tune's logs and warnings, quieter for the launch (all of them with -v -v); the
+    caller's logger levels, warning filters and log filters are restored afterwards (a notebook
+    that uses Ray itself kept seeing none of Ray's warnings)."""
     level = logging.INFO if verbose > 1 else logging.WARNING if verbose else logging.ERROR
-    for name in ("ray", "ray.tune", "ray.train", "ray.air"):
-        logging.getLogger(name).setLevel(level)
+    levels = {name: level for name in ("ray", "ray.tune", "ray.train", "ray.air")}
     # Tune looks for per-trial result files when fit() returns; the storage is the record, so
     # there are none, and it would say so once per trial
-    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    levels["ray.tune.analysis.experiment_analysis"] = logging.ERROR
     # ... but says when no trial can start (no node left with the resources a trial needs): the
     # launch would otherwise wait in silence
-    logging.getLogger("ray.tune.execution.insufficient_resources_manager").setLevel(
-        min(level, logging.WARNING)
-    )
-    if not verbose:
-        warnings.filterwarnings("ignore", module=r"ray(\..*)?")
+    levels["ray.tune.execution.insufficient_resources_manager"] = min(level, logging.WARNING)
+    saved = {name: logging.getLogger(name).level for name in levels}
     # Tune's traceback of a failed run: the first of each error per launch, all of them with -v
     controller = logging.getLogger("ray.tune.execution.tune_controller")
-    for f in [f for f in controller.filters if isinstance(f, _FirstOfEachError)]:
-        controller.removeFilter(f)
-    if not verbose:
-        controller.addFilter(_FirstOfEachError())
+    first = None if verbose else _FirstOfEachError()
+    with warnings.catch_warnings():
+        if not verbose:
+            warnings.filterwarnings("ignore", module=r"ray(\..*)?")
+        for name, lv in levels.items():
+            logging.getLogger(name).setLevel(lv)
+        if first is not None:
+            controller.addFilter(first)
+        try:
+            yield
+        finally:
+            for name, lv in saved.items():
+                logging.getLogger(name).setLevel(lv)
+            if first is not None:
+                controller.removeFilter(first)
 
 
 class _FirstOfEachError(logging.Filter):
@@ -388,7 +399,7 @@ def launch_study(
     t0 = time.perf_counter()
     problems = check_spec(spec)
     if problems:
-        raise StudyError(problems, path=spec.source)
+        raise StudyError(problems, path=spec_origin(spec))
     url = resolve_storage(spec, url)
     data = data_source(spec)
     # one driver per sweep: reconcile below closes the RUNNING trials it finds, which is right only
@@ -722,10 +733,11 @@ def _run_tune(
     """Start (or join) Ray and run the sweep's trials through Ray Tune until the searcher has
     nothing left to ask; the searcher and the live trials allowed. Ray is shut down afterwards if
     this call started it."""
-    _quiet_ray(verbose)
     started_ray = False
     ray_dir = tempfile.mkdtemp(prefix="sweeper-ray-")
     display: Progress | None = None
+    quiet = contextlib.ExitStack()
+    quiet.enter_context(_quiet_ray(verbose))
     try:
         started_ray = _start_ray(address, verbose, t0, runtime_env)
         capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
@@ -752,4 +764,5 @@ def _run_tune(
         if started_ray:
             ray.shutdown()
         shutil.rmtree(ray_dir, ignore_errors=True)
+        quiet.close()
     return searcher, n_conc

@@ -68,13 +68,14 @@ class Sweep:
         return self.kind == "launched"
 
     def runs(self) -> pd.DataFrame:
-        """Every run of the sweep as a runs table (read on first use, then kept). Call
+        """Every run of the sweep as a runs table (read on first use, then kept; each call returns
+        a copy, so that editing it changes no later fit, report or stored law). Call
         :meth:`refresh` after the sweep has grown."""
         if self._runs is None:
             from sweeper.study.importer import load_runs
 
             self._runs = load_runs(self.name, self.url)
-        return self._runs
+        return self._runs.copy()
 
     def refresh(self) -> Sweep:
         """Forget the runs read so far (the next :meth:`runs` reads them again)."""

@@ -58,6 +58,7 @@ __all__ = [
     "load_study",
     "parse_study",
     "parse_study_toml",
+    "spec_origin",
 ]
 
 #: Optuna's samplers, one per cell's study
@@ -366,6 +367,23 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
     return spec
 
 
+def spec_origin(spec: StudySpec) -> str | None:
+    """Where a problem of ``spec`` is: its study file, or that file "as changed in Python" when
+    the file no longer reads as ``spec`` (a problem the file does not have was blamed on it)."""
+    if not spec.source:
+        return None
+    from sweeper.study.study_reader import read_study
+
+    try:
+        with open(spec.source, "rb") as f:
+            read, problems = read_study(tomllib.load(f), source=spec.source)
+        if not problems and read == spec:
+            return spec.source
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    return f"{spec.source} (as changed in Python)"
+
+
 def parse_study_toml(text: str, *, source: str | None = None) -> StudySpec:
     """:func:`parse_study` on TOML text (a stored resolved study, for instance)."""
     try:
@@ -395,12 +413,29 @@ def check_spec(spec: StudySpec, *, code: bool = True) -> list[str]:
     study's own code and build its smallest cell (:func:`check_code`) when the spec has no other
     problem.
     """
+    out = _file_rules(spec) if code else []
+    if out:  # (the rules below assume well-typed fields)
+        return out
     out = _check_fields(spec)
     if code:
         out += check_run(spec, known=out) + check_data(spec)
     if code and not out:
         out = check_code(spec)
     return out
+
+
+def _file_rules(spec: StudySpec) -> list[str]:
+    """The rules a study file's every key is read by (names, types, choices, ranges), for a spec
+    built or changed in Python (:func:`dataclasses.replace`): its TOML read back. A spec read
+    from a file passes again; one that cannot be written as a file says why."""
+    from sweeper.study.study_reader import read_study
+    from sweeper.study.study_toml import study_toml
+
+    try:
+        raw = tomllib.loads(study_toml(spec))
+    except (TypeError, ValueError, AttributeError, KeyError, tomllib.TOMLDecodeError) as e:
+        return [f"the study cannot be written as a study file: {type(e).__name__}: {e}"]
+    return read_study(raw, source=spec.source)[1]
 
 
 def _check_fields(spec: StudySpec) -> list[str]:

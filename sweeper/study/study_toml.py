@@ -78,7 +78,8 @@ def _sweep_items(spec: StudySpec, operational: bool) -> list[tuple[str, Any]]:
     if operational:
         items += [("description", sw.description or None), ("storage", sw.storage)]
     items.append(("data", sw.data))
-    if operational and spec.sampler.kind != "law":  # law: the budget is sampler.budget_runs
+    # law: the budget is sampler.budget_runs; a count neither given nor a grid's: none (missing)
+    if operational and spec.sampler.kind != "law" and spec.trials_per_cell:
         items.append(("trials_per_cell", spec.trials_per_cell))
     items.append(("seeds_per_point", sw.seeds_per_point))
     if sw.first_seed:  # (written only when set, so that earlier sweeps keep their hash)

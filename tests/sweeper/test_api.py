@@ -278,3 +278,58 @@ def test_published_names_are_matched_one_way() -> None:
     assert published_key(" Step-Law ") == published_key("step_law") == "steplaw"
     found, loss = sweeper.resolve_laws(" Step-Law ")
     assert set(found) == {"lr", "batch_tokens"} and loss is None
+
+
+def test_a_new_users_python_mistakes_are_caught_or_harmless(tmp_path: Path) -> None:
+    """What an audit of the Python API hit: an edited runs frame changed the next fit (runs()
+    was the handle's own frame); a string where a list goes was read a letter at a time; a frame
+    without a loss column was "every run diverged"."""
+    from sweeper.errors import FitError
+
+    csv = tmp_path / "runs.csv"
+    synthetic_sweep(seed=3).to_csv(csv, index=False)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    sw = sweeper.import_runs(csv, sweep="s", storage=url)
+    df = sweeper.runs(sw)
+    df["lr"] *= 10
+    assert sw.runs()["lr"].max() * 10 == df["lr"].max()  # the handle's runs are unchanged
+    kw = {"method": "parabola", "n_boot": 40, "store": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        (law,) = sweeper.fit(sw, target="lr", predictors="n_params", **{**kw, "store": True})
+        assert law.predictors == ("n_params",)
+        laws = sweeper.compare(sw, published="steplaw").laws
+        assert {x.source for x in laws} == {"s", "steplaw"}
+        plain = synthetic_sweep(seed=3).rename(columns={"loss": "val_loss"})
+        with pytest.raises(FitError, match="no loss column"):
+            sweeper.fit(plain, **kw)
+
+
+def test_a_study_edited_in_python_is_held_to_the_files_rules_before_ray(tmp_path: Path) -> None:
+    """A spec changed with dataclasses.replace skipped the per-key rules of a study file: its
+    launch started Ray and failed every trial (a bad parametrization), or raised IndexError from
+    inside Tune (seeds_per_point = 0). Each is a StudyError before Ray, naming the file as
+    changed in Python."""
+    import dataclasses
+
+    from sweeper.errors import StudyError
+
+    s = sweeper.load_study(Path(__file__).resolve().parents[2] / "studies" / "smoke.toml")
+    url = f"sqlite:///{tmp_path / 'never.db'}"
+    bad = {
+        "model.parametrization: unknown value 'mupp'": dataclasses.replace(
+            s, model=dataclasses.replace(s.model, parametrization="mupp")
+        ),
+        "sweep.seeds_per_point: 0 must be >= 1": dataclasses.replace(
+            s, sweep=dataclasses.replace(s.sweep, seeds_per_point=0)
+        ),
+        "ladder.widths[0]: expected an integer": dataclasses.replace(
+            s, ladder=dataclasses.replace(s.ladder, widths=("16",))
+        ),
+        "cannot be written as a study file": dataclasses.replace(s, sweep={"name": "x"}),
+    }
+    for needle, spec in bad.items():
+        with pytest.raises(StudyError, match=re.escape(needle)) as e:
+            sweeper.launch(spec, storage=url, progress=False)
+        assert "smoke.toml (as changed in Python)" in str(e.value)
+    assert not (tmp_path / "never.db").exists()  # refused before the storage or Ray

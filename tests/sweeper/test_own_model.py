@@ -253,7 +253,8 @@ def test_a_launch_whose_code_raises_fails_each_point_once_with_its_error(
     text = STUDY.format(model="", search="", train='function = "tests.own_builders:crashing"')
     text = text.replace("widths = [16, 32]", "widths = [16]") + "\n[resources]\nmax_failures = 2\n"
     url = f"sqlite:///{tmp_path / 'crash.db'}"
-    with caplog.at_level(logging.WARNING, logger="sweeper.run.searcher"):
+    short = pytest.warns(sweeper.LaunchShort, match="short of their target after")
+    with caplog.at_level(logging.WARNING, logger="sweeper.run.searcher"), short:
         summary = sweeper.launch(parse_study_toml(text), storage=url, progress=False)
     assert not summary.done
     runs = sweeper.runs("own", storage=url)

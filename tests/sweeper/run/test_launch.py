@@ -571,6 +571,7 @@ def test_tunes_traceback_of_a_failed_run_is_shown_once_per_error() -> None:
     code printed nine of them, 600 lines, in a launch (its retries included). The first run
     to fail with an error shows it; the same error again is left to the searcher's one line."""
     import logging
+    import warnings
 
     from sweeper.run.launch import _FirstOfEachError
 
@@ -589,14 +590,20 @@ def test_tunes_traceback_of_a_failed_run_is_shown_once_per_error() -> None:
     from sweeper.run.launch import _quiet_ray
 
     controller = logging.getLogger("ray.tune.execution.tune_controller")
-    _quiet_ray(0)
-    (first,) = [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
-    assert first.filter(record(boom))
-    _quiet_ray(0)
-    (second,) = [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
-    assert second is not first and second.filter(record(boom))
-    _quiet_ray(1)
+    ray_level, filters = logging.getLogger("ray").level, list(warnings.filters)
+    with _quiet_ray(0):
+        (first,) = [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
+        assert first.filter(record(boom))
+        assert logging.getLogger("ray").level == logging.ERROR
+    with _quiet_ray(0):
+        (second,) = [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
+        assert second is not first and second.filter(record(boom))
+    with _quiet_ray(1):
+        assert not [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
+    # the caller's logging and warnings are as they were (a notebook using Ray saw none of its
+    # warnings after a launch)
     assert not [g for g in controller.filters if isinstance(g, _FirstOfEachError)]
+    assert logging.getLogger("ray").level == ray_level and warnings.filters == filters
 
 
 # ---- the searcher and the trainable without a Ray runtime --------------------------------------
