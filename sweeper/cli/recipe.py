@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -333,18 +334,22 @@ def _check_table(results: list[CheckResult], title: str) -> None:
     from rich.table import Table
 
     t = Table(title=title)
-    for col in ("recipe", "N", "D", "LR", "law LR", "ratio", "in", "batch", "law batch"):
+    cols = ["recipe", "N", "D"]
+    for q in ("LR", "batch"):
+        cols += [q, f"law {q} (95%)", f"{q} off", f"{q} in"]
+    for col in [*cols, "loss penalty"]:
         t.add_column(col, justify="left" if col == "recipe" else "right")
-    t.add_column("ratio", justify="right")
-    t.add_column("in", justify="right")
-    t.add_column("loss penalty", justify="right")
 
     def cells(res: CheckResult, q: str) -> list[str]:
         item = res.item(q)
         if item is None:
             return ["-", "-", "-", "-"]
+        # the interval's half-width in octaves (a log-space interval is near symmetric)
+        half = math.log2(item.high / item.low) / 2 if item.low > 0 and item.high > 0 else 0.0
+        span = "" if item.low == item.high else f" ±{half:.2g} oct"
         inside = {None: "-", True: "yes", False: "no"}[item.inside]
-        return [f"{item.actual:.3g}", f"{item.predicted:.3g}", f"{item.ratio:.3g}", inside]
+        off = f"{item.octaves:+.2f} oct" if item.determined else "undetermined"
+        return [f"{item.actual:.3g}", f"{item.predicted:.3g}{span}", off, inside]
 
     for res in results:
         pen = "-" if res.loss_penalty is None else f"{res.loss_penalty:.2%}"
@@ -358,12 +363,47 @@ def _check_table(results: list[CheckResult], title: str) -> None:
         )
     console = _console()
     console.print(t)
+    console.print(
+        "off: the recipe's value against the law's, in octaves (+1: twice the law's); ±: the half "
+        "width of the law's 95% interval, in octaves; in: inside that interval ('-': the law "
+        "gives none, as a published law does); loss "
+        "penalty: the loss the recipe's LR and batch cost by the law's curvature, each taken "
+        "alone",
+        highlight=False,
+    )
+    for res in results:
+        console.print(f"{res.name}: {_verdict(res)}", highlight=False)
     seen: set[str] = set()
     for res in results:
         for w in res.warnings:
             if w not in seen:
                 seen.add(w)
                 console.print(f"[yellow]warning ({res.name}):[/yellow] {w}", highlight=False)
+
+
+def _verdict(res: CheckResult) -> str:
+    """One line a reader can act on: where the recipe's LR and batch sit against the law."""
+    parts = []
+    for q, name in (("lr", "LR"), ("batch_tokens", "batch")):
+        item = res.item(q)
+        if item is None:
+            continue
+        if not item.determined:
+            parts.append(f"the law does not determine the {name} there")
+            continue
+        where = (
+            "at the law's"
+            if abs(item.octaves) < 0.05
+            else f"{abs(item.octaves):.2f} octave(s) {'above' if item.octaves > 0 else 'below'} "
+            "the law's"
+        )
+        sure = {
+            None: " (the law gives no interval)",
+            True: ", inside its 95% interval",
+            False: ", outside its 95% interval",
+        }[item.inside]
+        parts.append(f"its {name} is {where}{sure}")
+    return "; ".join(parts) if parts else "nothing checked (see the warnings)"
 
 
 def cmd_check(args: argparse.Namespace) -> int:

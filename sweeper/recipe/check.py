@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import Law, PowerLaw
+from sweeper.recipe.doubts import UNDETERMINED_SPAN
 from sweeper.recipe.published_recipes import PublishedRecipe
 from sweeper.recipe.recommend import check_parametrization, extrapolation_summary
 from sweeper.recipe.scale import (
@@ -37,7 +38,7 @@ from sweeper.recipe.scale import (
     token_unit_warnings,
 )
 from sweeper.recipe.target import check_n_params_agrees
-from sweeper.recipe.warning_kinds import by_importance
+from sweeper.recipe.warning_kinds import Doubt, by_importance
 
 __all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_penalty"]
 
@@ -110,9 +111,21 @@ class CheckItem:
         return self.actual / self.predicted
 
     @property
+    def octaves(self) -> float:
+        """How far the recipe's value is from the law's, in octaves (log2; + above)."""
+        return math.log2(self.ratio)
+
+    @property
+    def determined(self) -> bool:
+        """The law's interval here is narrower than :data:`~sweeper.recipe.doubts.UNDETERMINED_SPAN`
+        (the span ``recommend`` refuses to write a recipe from): else nothing is read from it."""
+        return not (self.low > 0 and self.high / self.low > UNDETERMINED_SPAN)
+
+    @property
     def inside(self) -> bool | None:
-        """Inside the law's interval; None when the law gives no interval (a published law)."""
-        if self.low == self.high:
+        """Inside the law's interval; None when the law gives no interval (a published law) or
+        one too wide to say anything (not :attr:`determined`)."""
+        if self.low == self.high or not self.determined:
             return None
         return self.low <= self.actual <= self.high
 
@@ -124,6 +137,8 @@ class CheckItem:
             "low": self.low,
             "high": self.high,
             "ratio": self.ratio,
+            "octaves": self.octaves,
+            "determined": self.determined,
             "inside": self.inside,
             "law": self.law,
             "loss_penalty": self.loss_penalty,
@@ -280,7 +295,7 @@ def _check_item(
         law, quantity, regime_values(v.n_params, v.tokens, v.batch_tokens, f)
     )
     actual = v.lr if quantity == "lr" else v.batch_tokens
-    return CheckItem(
+    item = CheckItem(
         quantity=quantity,
         actual=actual,
         predicted=predicted,
@@ -289,3 +304,13 @@ def _check_item(
         law=law_label(law),
         loss_penalty=loss_penalty(law, actual / predicted),
     )
+    if item.determined:
+        return item
+    warnings.append(
+        Doubt(
+            f"{quantity} law ({law_label(law)}) {level:.0%} interval spans {high / low:.3g}× at "
+            f"{v.name}: it does not determine the value there (recommend refuses it), so this "
+            "check says nothing about the recipe"
+        )
+    )
+    return replace(item, loss_penalty=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import replace
 
@@ -225,3 +226,26 @@ def test_check_byte_laws_and_held_regime() -> None:
     assert c_b.predicted == pytest.approx(0.58 * (4 * recipe.tokens) ** 0.571 / 4)
     # the LR law was measured at a 4096-byte batch; LLaMA-2's is 4M tokens
     assert any("does not model batch" in w for w in conv.warnings)
+
+
+def test_a_law_that_does_not_determine_the_lr_there_is_said_to_say_nothing() -> None:
+    """An audit's smoke law put llama2-7b 'in: yes' with a loss penalty of 2883%: its interval at
+    7B spanned 3.7e33×, where recommend refuses. The item is marked undetermined, carries no
+    penalty and no inside, and a doubt says so."""
+    rng = np.random.default_rng(1)
+    law = lr_law()
+    a = law.log_prefactor
+    wide = tuple(
+        tuple(r) for r in np.array([a, -0.5]) + rng.normal(0, [0.0, 1.0], (300, 2))
+    )  # an exponent known to ±2: at 7B, 64× beyond the ladder, the interval spans >1e3×
+    law = dataclasses.replace(law, boot_coefs=wide, exponents_ci={"n_params": (-2.5, 1.5)})
+    res = check_recipe({"lr": law}, get_recipe("llama2-7b"))
+    (item,) = res.items
+    assert not item.determined and item.inside is None and item.loss_penalty is None
+    assert res.loss_penalty is None
+    assert any("does not determine the value there" in w for w in res.warnings)
+    assert res.warnings[0].startswith("lr law")  # a doubt: listed first
+    d = item.to_dict()
+    assert d["determined"] is False and d["octaves"] == pytest.approx(math.log2(item.ratio))
+    narrow = check_recipe({"lr": lr_law()}, get_recipe("llama2-7b")).items[0]
+    assert narrow.determined and narrow.inside is not None and narrow.loss_penalty is not None

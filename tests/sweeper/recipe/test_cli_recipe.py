@@ -582,3 +582,11 @@ def test_every_verb_reads_numbers_with_suffixes() -> None:
     for verb in (["compare", "s"], ["diff", "a", "b"]):
         args = parser.parse_args([*verb, "--params", "7B", "--tokens", "2T"])
         assert (args.params, args.tokens) == (7e9, 2e12), verb
+
+
+def test_check_says_in_octaves_where_each_recipe_sits(run) -> None:
+    """The table gave ratios under two columns each named 'ratio' and 'in', and no conclusion."""
+    code, out, _ = run("check", "--law", "deepseek", "--recipe", "deepseek-7b")
+    assert code == 0 and "LR off" in out and "batch off" in out and "oct" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("deepseek-7b: "))
+    assert "its LR is" in line and "(the law gives no interval)" in line and "its batch is" in line
