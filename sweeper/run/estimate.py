@@ -27,10 +27,12 @@ alone, and a GPU's speed when probed on a CPU; the probe runs here.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import statistics
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
@@ -173,7 +175,7 @@ def probe_loaded(spec: StudySpec, cell: Cell, steps: int, copies: int) -> Probe:
     if copies <= 1:
         return probe_cell(spec, cell, steps)
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(copies, mp_context=ctx) as pool:
+    with _main_hidden(), ProcessPoolExecutor(copies, mp_context=ctx) as pool:
         got = list(pool.map(probe_cell, [spec] * copies, [cell] * copies, [steps] * copies))
     return Probe(
         cell.name,
@@ -182,6 +184,26 @@ def probe_loaded(spec: StudySpec, cell: Cell, steps: int, copies: int) -> Probe:
         statistics.median(p.fixed_s for p in got),
         steps,
     )
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """A spawned process runs the parent's ``__main__`` file again (as ``__mp_main__``) unless the
+    caller guards its code with ``if __name__ == "__main__"``: ``sweeper.estimate`` in a plain
+    script re-ran the script three times and failed. The probes need nothing of ``__main__`` (they
+    are given a spec and a cell), so it is hidden while their processes start."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    names: tuple[str, ...] = ("__file__", "__spec__")
+    saved: dict[str, Any] = {k: main.__dict__.pop(k) for k in names if k in main.__dict__}
+    if "__spec__" in saved:
+        main.__spec__ = None  # (the module type defines the attribute: None is "none")
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
 
 
 def _probe_params(spec: StudySpec) -> dict[str, Any]:

@@ -218,3 +218,27 @@ def test_validate_estimate_of_a_study_of_seconds_says_seconds(
     assert code == 0
     wall = out.split("about ", 1)[1].split(" wall", 1)[0]
     assert wall.endswith(" s") and float(wall[:-2]) > 0, out  # not "0 min"
+
+
+def test_estimate_in_a_plain_script_does_not_run_the_script_again(tmp_path: Path) -> None:
+    """The probes' spawned processes re-ran an unguarded script (an audit's printed its line
+    three times, then failed with BrokenProcessPool); __main__ is hidden while they start."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[3]
+    script = tmp_path / "script.py"
+    script.write_text(
+        "from sweeper.run.estimate import probe_loaded\n"
+        "from sweeper.study.ladder import cells\n"
+        "from sweeper.study.spec import load_study\n"
+        f"spec = load_study({str(repo / 'studies' / 'smoke.toml')!r})\n"
+        "print('TOP-LEVEL RAN', flush=True)\n"
+        "probe = probe_loaded(spec, cells(spec)[0], 2, 2)\n"
+        "print('probed', probe.s_per_token > 0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("TOP-LEVEL RAN") == 1 and "probed True" in out.stdout
