@@ -392,7 +392,7 @@ def _name(law: Law) -> str:
 def recommend(
     laws: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
     at: Target | Mapping[str, Any],
-    hardware: Hardware | None = None,
+    hardware: Hardware | Mapping[str, Any] | None = None,
     *,
     storage: str | None = None,
     **options: Any,
@@ -414,7 +414,28 @@ def recommend(
     )
     target = as_target(at)
     found, loss = resolve_laws(laws, storage=storage)
-    return _recommend(found, target, hardware, loss_law=loss, **options)
+    return _recommend(found, target, _as_hardware(hardware), loss_law=loss, **options)
+
+
+def _as_hardware(hardware: Hardware | Mapping[str, Any] | None) -> Hardware | None:
+    """``hardware`` as a :class:`Hardware`: as it is, or built from a mapping of its fields (as
+    ``at=`` takes a mapping); TargetError naming the fields for an unknown key or another type."""
+    from dataclasses import fields
+
+    from sweeper.recipe.hardware import Hardware
+    from sweeper.recipe.names import refuse_unknown
+
+    if hardware is None or isinstance(hardware, Hardware):
+        return hardware
+    names = [f.name for f in fields(Hardware)]
+    if not isinstance(hardware, Mapping):
+        raise TargetError(
+            f"hardware is a Hardware or a mapping of its fields ({', '.join(names)}), got "
+            f"{type(hardware).__name__}"
+        )
+    refuse_unknown(hardware, names, what="hardware field", listing="hardware takes",
+                   error=TargetError)  # fmt: skip
+    return Hardware(**{str(k): v for k, v in hardware.items()})
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ Pure: a runs table in, frozen laws out (storing them is :mod:`sweeper.fitting.st
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -278,6 +279,8 @@ def check_resamples(n: int, option: str, level: float = INTERVAL_LEVEL) -> None:
     one rule for every bootstrap option of the fits (``--bootstrap``/``n_boot``,
     ``--cell-bootstrap``/``cell_boot``)."""
     least = min_resamples(level)
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):  # ("50" from Python)
+        raise FitError(f"{option} must be a whole number, got {type(n).__name__} {n!r}")
     if n == 0 or n >= least:
         return
     raise FitError(

@@ -5,6 +5,7 @@ Megatron-style batch ramp-up."""
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -35,8 +36,13 @@ _BATCH_TOLERANCE: Final[float] = 0.02
 
 def positive(name: str, v: float | None, problems: list[str]) -> None:
     """Append a problem unless ``v`` is None or a positive finite number."""
-    if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-        problems.append(f"{name} must be positive, got {name}={v}")
+    number = isinstance(v, numbers.Real) and not isinstance(v, bool)
+    if v is None or (number and math.isfinite(v) and v > 0):
+        return
+    if not number:  # ("1e9" was said to be not positive)
+        problems.append(f"{name} must be a number, got {type(v).__name__} {v!r}")
+    else:
+        problems.append(f"{name} must be positive, got {name}={v!r}")
 
 
 @dataclass(frozen=True)

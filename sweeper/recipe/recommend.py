@@ -22,7 +22,6 @@ proxies' (``conventions.init_std``, at the base width): LR and init transfer tog
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from sweeper.recipe.hardware import (
     RampUp,
     plan_batch,
     plan_rampup,
+    positive,
 )
 from sweeper.recipe.memory import train_flops, train_time_s
 from sweeper.recipe.recipe import Interval, Recipe
@@ -237,11 +237,15 @@ def _laws_in_use(
 
 
 def _check_inputs(level: float, bytes_per_token: float | None, global_batch: int | None) -> None:
+    problems: list[str] = []
+    positive("bytes_per_token", bytes_per_token, problems)
+    positive("global_batch", global_batch, problems)
+    positive("level", level, problems)
+    if problems:  # (a string from Python raised TypeError from a comparison)
+        raise TargetError("; ".join(problems))
     if not 0.0 < level < 1.0:
         raise TargetError(f"level must be in (0, 1), got {level}")
-    if bytes_per_token is not None and not (math.isfinite(bytes_per_token) and bytes_per_token > 0):
-        raise TargetError(f"bytes_per_token must be positive, got {bytes_per_token}")
-    if global_batch is not None and global_batch < 1:
+    if global_batch is not None and global_batch != int(global_batch):
         raise TargetError(f"global batch must be a positive integer, got {global_batch}")
 
 

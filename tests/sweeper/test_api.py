@@ -223,6 +223,20 @@ def test_bad_options_and_targets_are_sweeper_errors_naming_what_is_valid() -> No
     with pytest.raises(SweeperError, match=r"unknown recommend option 'global_batch_size' \(did "
                        "you mean global_batch"):  # fmt: skip
         sweeper.recommend("deepseek", at=at, global_batch_size=512)
+    # a value of the wrong type is named as such (TypeError from a comparison, or "n_params
+    # must be positive, got n_params=1e9" for the string "1e9"); hardware, like at=, may be a
+    # mapping of its fields (it raised AttributeError)
+    with pytest.raises(TargetError, match="n_params must be a number, got str '1e9'"):
+        sweeper.Target(n_params="1e9", tokens=2e10)  # type: ignore[arg-type]
+    for bad in ({"bytes_per_token": "4"}, {"global_batch": "256"}):
+        with pytest.raises(TargetError, match="must be a number, got str"):
+            sweeper.recommend("deepseek", at=at, **bad)
+    with pytest.raises(SweeperError, match=r"\(n_boot\) must be a whole number, got str '50'"):
+        sweeper.fit(runs, store=False, n_boot="50")
+    on8 = sweeper.recommend("deepseek", at=at, hardware={"gpus": 8})
+    assert on8 == sweeper.recommend("deepseek", at=at, hardware=sweeper.Hardware(gpus=8))
+    with pytest.raises(TargetError, match=r"unknown hardware field 'gpu' \(did you mean gpus"):
+        sweeper.recommend("deepseek", at=at, hardware={"gpu": 8})
 
 
 def test_recommend_from_a_sweep_that_does_not_exist_says_so(tmp_path: Path) -> None:
