@@ -236,6 +236,14 @@ def _laws_in_use(
     return _LawsInUse(lr_law, batch_law, given is not None, loss_law, base_width, base_depth)
 
 
+def _planned(batch: float, interval: tuple[float, float]) -> Interval:
+    """The planned batch (the law's, rounded to the hardware) with the law's interval; a law
+    without one (published: low = high) gives none around the planned batch either (the law's
+    own value as both ends had put the value outside its interval)."""
+    low, high = interval
+    return Interval(batch, batch, batch) if low == high else Interval(batch, low, high)
+
+
 def _check_inputs(level: float, bytes_per_token: float | None, global_batch: int | None) -> None:
     problems: list[str] = []
     positive("bytes_per_token", bytes_per_token, problems)
@@ -496,7 +504,7 @@ def recommend(
     predicted_loss = _predicted_loss(loss_law, m, loss_f, target, warnings)
     return Recipe(
         lr=Interval(ev.lr, *ev.lr_iv),
-        batch_tokens=Interval(float(plan.batch_tokens), *ev.batch_iv),
+        batch_tokens=_planned(float(plan.batch_tokens), ev.batch_iv),
         batch_tokens_law=ev.batch,
         global_batch_sequences=plan.global_batch,
         micro_batch_size=plan.micro,

@@ -666,3 +666,13 @@ def test_a_risk_aware_lr_above_the_point_estimate_is_doubted() -> None:
     assert above_point_warnings(law, 0.99 * ABOVE_POINT * 1e-3, 1e-3) == []
     (w,) = above_point_warnings(law, 2.3e-3, 1e-3)
     assert isinstance(w, Doubt) and "is 2.3× the lr law's" in w and "point estimate 0.001" in w
+
+
+def test_a_published_batch_law_gives_no_interval_around_the_planned_batch() -> None:
+    """The planned batch (rounded to whole sequences) sat outside its 'interval', which was the
+    published law's own value at both ends (value 393216, low = high = 441892)."""
+    import sweeper
+
+    r = sweeper.recommend("steplaw", at={"n_params": 1e9, "tokens": 2e10})
+    b = r.batch_tokens
+    assert b.degenerate and b.low == b.value == b.high != r.batch_tokens_law
