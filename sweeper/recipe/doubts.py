@@ -56,10 +56,16 @@ def above_point_warnings(law: Law, lr: float, point: float) -> list[str]:
 
 
 def quality_warnings(
-    law: Law, role: str, interval: tuple[float, float], level: float = 0.95
+    law: Law,
+    role: str,
+    interval: tuple[float, float],
+    level: float = 0.95,
+    *,
+    span_said: bool = False,
 ) -> list[str]:
     """Warnings when ``law`` is poorly constrained (published laws carry no uncertainty);
-    ``interval`` is the prediction's at the target, at confidence ``level``."""
+    ``interval`` is the prediction's at the target, at confidence ``level``. ``span_said``: the
+    interval's span has been said already (:func:`refuse_undetermined`, forced), not again."""
     out: list[str] = []
     name = f"{role} law ({law_label(law)})"
     if law.method == "published" or isinstance(law, KaplanLRLaw):
@@ -70,7 +76,7 @@ def quality_warnings(
         if err is not None and err > POOR_LOG_ERROR:
             out.append(Doubt(f"{name} {what} error is ±{math.expm1(err):.0%} (poorly constrained)"))
     lo, hi = interval
-    if lo > 0 and hi / lo > WIDE_INTERVAL:
+    if lo > 0 and hi / lo > WIDE_INTERVAL and not span_said:
         out.append(
             Doubt(
                 f"{name} {level:.0%} interval {_span(hi / lo)} at the target (poorly constrained)"

@@ -347,12 +347,14 @@ def _evaluate_laws(
     b_law, b_iv = _evaluate(used.batch, "batch", b_scale, s.seq_len, level, b_f)
     if not used.batch_given:
         warnings.append(_fallback_batch_warning(used, b_law))
-    warnings += refuse_undetermined(used.lr, "lr", lr_iv, level, force=force)
-    warnings += quality_warnings(used.lr, "lr", lr_iv, level)
+    forced = refuse_undetermined(used.lr, "lr", lr_iv, level, force=force)
+    warnings += forced + quality_warnings(used.lr, "lr", lr_iv, level, span_said=bool(forced))
     warnings += flops_convention_warnings(used.lr, "lr")
     if used.batch_given:
-        warnings += refuse_undetermined(used.batch, "batch", b_iv, level, force=force)
-        warnings += quality_warnings(used.batch, "batch", b_iv, level)
+        forced = refuse_undetermined(used.batch, "batch", b_iv, level, force=force)
+        warnings += forced + quality_warnings(
+            used.batch, "batch", b_iv, level, span_said=bool(forced)
+        )
         warnings += flops_convention_warnings(used.batch, "batch")
     return _Evaluated(lr, point, regret, lr_iv, b_law, b_iv, lr_scale, b_scale)
 

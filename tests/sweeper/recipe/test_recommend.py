@@ -676,3 +676,14 @@ def test_a_published_batch_law_gives_no_interval_around_the_planned_batch() -> N
     r = sweeper.recommend("steplaw", at={"n_params": 1e9, "tokens": 2e10})
     b = r.batch_tokens
     assert b.degenerate and b.low == b.value == b.high != r.batch_tokens_law
+
+
+def test_a_forced_recipe_says_its_interval_once() -> None:
+    """With force, the recipe carried '95% interval spans 3.73e+33× at the target: ... written
+    anyway (force)' and '95% interval spans 3.73e+33× at the target (poorly constrained)'."""
+    law = power_law("lr", 2.0, {"n_params": -0.3}, spread=2.0)
+    with pytest.raises(TargetError, match="does not determine"):
+        recommend({"lr": law}, Target(n_params=1e12, tokens=2e10))
+    r = recommend({"lr": law}, Target(n_params=1e12, tokens=2e10), force=True)
+    spans = [w for w in r.warnings if "interval spans" in w and "lr law" in w]
+    assert len(spans) == 1 and "written anyway (force)" in spans[0], r.warnings
