@@ -439,16 +439,24 @@ def _law_figures(inputs: ReportInputs) -> list[_Draft]:
     """Each power law against scale, and its residuals."""
     out: list[_Draft] = []
     for law in _power_laws(inputs):
-        hedge = " (the recipe's peak LR can lie below it: its risk-aware choice)"
+        # (the LR only: a recipe's batch is in its target's tokens, the law's may be bytes)
+        r = inputs.recipe
+        value = r.lr.value if r is not None and law.target == "lr" else None
         star = (
             " The star is the law's point estimate at the recipe's target, with its interval, far"
-            f" to the right when the extrapolation is long{hedge if law.target == 'lr' else ''}."
+            " to the right when the extrapolation is long"
+            + (
+                "; the diamond is the peak LR the recipe wrote (risk-aware: it can lie below or "
+                "above the star)."
+                if value is not None
+                else "."
+            )
             if inputs.target_scale
             else ""
         )
         points, source, what = _law_points(inputs.optima, law)
         out.append((
-            plot_law(points, law, target_scale=inputs.target_scale),
+            plot_law(points, law, target_scale=inputs.target_scale, recipe_value=value),
             f"law_{law.target}.png",
             f"Optimal {law.target} against scale",
             what + f" The line is the fitted power law ({law.method}) and the band its 95% "

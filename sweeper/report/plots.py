@@ -241,8 +241,11 @@ def plot_law(
     *,
     holdout_cells: Sequence[str] = (),
     target_scale: Mapping[str, float] | None = None,
+    recipe_value: float | None = None,
 ) -> Figure:
-    """The cells' optima against the law's first predictor, the law line and its 95% band."""
+    """The cells' optima against the law's first predictor, the law line and its 95% band; at
+    ``target_scale``, the law's prediction (a star) and ``recipe_value``, the value the recipe
+    wrote there (a diamond: the risk-aware LR, the batch planned for the hardware)."""
     plt = _plt()
     target, x_name = law.target, law.predictors[0]
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
@@ -268,6 +271,10 @@ def plot_law(
         ax.plot([], [], "s", color="tab:red", label="held out")
     if target_scale and all(p in target_scale for p in law.predictors):
         shown.append(_draw_target(ax, law, {p: float(target_scale[p]) for p in law.predictors}))
+        if recipe_value is not None and recipe_value > 0:
+            ax.plot([target_scale[x_name]], [recipe_value], "D", ms=7, mfc="none",
+                    color="tab:green", label=f"the recipe's value: {recipe_value:.3g}")  # fmt: skip
+            shown.append(float(recipe_value))
     _clamp_ylim(ax, shown)
     exps = ", ".join(
         f"{p}^{law.exponents[p]:+.3f} [{law.exponents_ci[p][0]:+.2f}, {law.exponents_ci[p][1]:+.2f}]"

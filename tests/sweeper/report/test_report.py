@@ -345,3 +345,21 @@ def test_the_page_says_what_the_sweep_trained() -> None:
     assert measured_with(own, imported=True).startswith(
         "imported runs: their model, loop and optimizer are not recorded"
     )
+
+
+def test_the_law_plot_marks_the_lr_the_recipe_wrote_beside_the_laws_point() -> None:
+    """The star is the law's point estimate; the recipe passed to the report wrote its
+    risk-aware LR, 8x higher in an audit's forced recipe, and the plot did not show it."""
+    from sweeper.report.plots import plot_law
+
+    runs = synthetic_sweep(n_params=(1e6, 3e6, 1e7, 3e7), tokens=(4e8,), seeds=2, seed=1)
+    optima = estimate_optima(runs, n_boot=20)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=50)
+    target = {"n_params": 1e9}
+    point = law.predict(target)
+    fig = plot_law(optima, law, target_scale=target, recipe_value=point / 2)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(x.startswith("the law at the target") for x in labels)
+    assert f"the recipe's value: {point / 2:.3g}" in labels
+    plain = plot_law(optima, law, target_scale=target)
+    assert not any("recipe" in t.get_text() for t in plain.axes[0].get_legend().get_texts())
