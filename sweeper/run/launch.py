@@ -400,6 +400,7 @@ def launch_study(
     problems = check_spec(spec)
     if problems:
         raise StudyError(problems, path=spec_origin(spec))
+    check_address(address)
     url = resolve_storage(spec, url)
     data = data_source(spec)
     # one driver per sweep: reconcile below closes the RUNNING trials it finds, which is right only
@@ -473,6 +474,37 @@ def _ray_start_env(local: bool) -> Iterator[None]:
             os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR] = saved_flag
 
 
+#: how long the head's port may take to answer before a launch gives up on ``--address``
+ADDRESS_PROBE_S = 10.0
+
+
+def check_address(address: str | None) -> None:
+    """RayConnectError (exit 2) unless ``address`` is None, ``auto``, or ``host:port`` (with an
+    optional ``ray://``) whose port answers within :data:`ADDRESS_PROBE_S`; checked before the
+    sweep's lease is taken. ``ray.init`` on a port where nothing listens retried for ever, a
+    driver holding the lease that Ctrl-C could not stop."""
+    import socket
+
+    if not address or address == "auto":
+        return
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RayConnectError(
+            f"--address must be host:port (the head's GCS port, 6379 unless `ray start --head "
+            f"--port` set another) or auto, got {address!r}"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_PROBE_S):
+            pass
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise RayConnectError(
+            f"cannot join the Ray cluster at {address!r}: nothing answers at {host}:{port} "
+            f"({why}); check the head's address and port (`ray status` on the head prints them)"
+        ) from None
+
+
 def _loopback(address: str) -> bool:
     """Whether ``address`` (``host:port``, or ``ray://``...) names this machine's loopback: a
     cluster on one machine, whose head listens on 127.0.0.1 only; Ray would otherwise turn
@@ -495,11 +527,16 @@ def _connect_hint(address: str, e: BaseException) -> str:
     first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
     lines = [f"cannot join the Ray cluster at {address!r}: {type(e).__name__}: {first}"]
     if auth.lower() != "token" or not has_token:
+        # (a token file with the mode unset is not sent: say which of the two is missing)
+        why = (
+            "has no token" if auth.lower() == "token"
+            else f"does not send its token (RAY_AUTH_MODE={auth or 'unset'})" if has_token
+            else f"has no token and does not send one (RAY_AUTH_MODE={auth or 'unset'})"
+        )  # fmt: skip
         lines.append(
             "the likely cause: the cluster uses token authentication (the default of `ray "
-            f"start` since Ray 2.5x) and this driver has no token (RAY_AUTH_MODE="
-            f"{auth or 'unset'}, token file {token_file} "
-            f"{'exists' if os.path.exists(token_file) else 'missing'}); fix: set "
+            f"start` since Ray 2.5x) and this driver {why}; token file {token_file} "
+            f"{'exists' if os.path.exists(token_file) else 'missing'}; fix: set "
             "RAY_AUTH_MODE=token and give this driver the cluster's token (copy the head's "
             "~/.ray/auth_token here, or set RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
         )

@@ -799,3 +799,40 @@ def test_a_trial_no_node_can_fit_is_said_before_the_launch_waits(
     caplog.clear()
     assert launch._capacity(replace(four, resources=replace(four.resources, cpu=2.0))) == 2
     assert "no node" not in caplog.text
+
+
+def test_an_address_where_nothing_listens_is_refused_before_the_lease(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A mistyped --address port made ray.init retry for ever while the driver held the sweep's
+    lease (a relaunch with the right address was refused; Ctrl-C did not stop it); without a
+    port it was an 'internal error: ValueError'. Both are refused at once, before the storage."""
+    import socket
+
+    from sweeper.run.launch import RayConnectError, _connect_hint, check_address, launch_study
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # closed again below: nothing listens there
+    with pytest.raises(RayConnectError, match=f"nothing answers at 127.0.0.1:{port}"):
+        check_address(f"127.0.0.1:{port}")
+    with pytest.raises(RayConnectError, match="--address must be host:port"):
+        check_address("127.0.0.2")
+    with socket.socket() as live:
+        live.bind(("127.0.0.1", 0))
+        live.listen()
+        check_address(f"127.0.0.1:{live.getsockname()[1]}")
+        check_address(f"ray://127.0.0.1:{live.getsockname()[1]}")
+    check_address(None)
+    check_address("auto")
+    url = f"sqlite:///{tmp_path / 'never.db'}"
+    with pytest.raises(RayConnectError):
+        launch_study(tiny("addr"), url=url, address=f"127.0.0.1:{port}", progress=False)
+    assert not (tmp_path / "never.db").exists()
+    # the token hint names what is missing: a token file with RAY_AUTH_MODE unset is not sent
+    token = tmp_path / "auth_token"
+    token.write_text("t")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    hint = _connect_hint("10.0.0.1:6379", ConnectionError("Unauthenticated"))
+    assert "does not send its token (RAY_AUTH_MODE=unset)" in hint and "has no token" not in hint
