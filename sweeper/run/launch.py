@@ -63,6 +63,7 @@ from sweeper.run.trainable import (
 )
 from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
+from sweeper.study.own_code import code_dirs
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 from sweeper.study.samplers import reconcile
 from sweeper.study.spec import StudySpec, check_spec, data_source, spec_origin
@@ -275,8 +276,9 @@ def runtime_env_for(refs: list[str], search: list[str] | None = None) -> dict[st
                 found = str(Path(found_spec.origin).resolve())
             if found is None or not _shippable(found):
                 continue
-        if found not in modules:
-            modules.append(found)
+        for path in [found, *_imported_siblings(found)]:
+            if path not in modules:
+                modules.append(path)
     if missing:
         raise StudyError(
             [
@@ -285,6 +287,36 @@ def runtime_env_for(refs: list[str], search: list[str] | None = None) -> dict[st
             ]
         )
     return {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"]} if modules else {}
+
+
+def _imported_siblings(path: str) -> list[str]:
+    """The modules a single-file module at ``path`` imports from its own folder (``import myutils``
+    beside ``mytrain.py``), and theirs in turn: shipped with it, since a worker on another node
+    has no such folder (on one machine the driver's working directory hid that). A package ships
+    whole, so it needs none."""
+    import ast
+
+    out: list[str] = []
+    todo = [Path(path)] if path.endswith(".py") else []
+    while todo:
+        file = todo.pop()
+        try:
+            tree = ast.parse(file.read_text(), filename=str(file))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                 for a in n.names}  # fmt: skip
+        names |= {n.module.split(".")[0] for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and n.module and not n.level}  # fmt: skip
+        for name in sorted(names):
+            for cand in (file.parent / f"{name}.py", file.parent / name):
+                shipped = cand.is_file() or (cand / "__init__.py").is_file()
+                key = str(cand.resolve())
+                if shipped and key != path and key not in out:
+                    out.append(key)
+                    if cand.is_file():
+                        todo.append(cand)
+    return out
 
 
 # ---- launch ------------------------------------------------------------------------------------
@@ -405,7 +437,7 @@ def launch_study(
     data = data_source(spec)
     # one driver per sweep: reconcile below closes the RUNNING trials it finds, which is right only
     # when their driver is gone
-    runtime_env = runtime_env_for(user_code_refs(spec), _search_dirs(spec))
+    runtime_env = runtime_env_for(user_code_refs(spec), code_dirs(spec))
     with sweep_lease(spec.name, url, takeover=takeover) as held:
         return _launch_held(
             spec,
@@ -420,14 +452,6 @@ def launch_study(
             progress=progress,
             t0=t0,
         )
-
-
-def _search_dirs(spec: StudySpec) -> list[str]:
-    dirs = []
-    if spec.source and os.path.exists(str(spec.source)):
-        dirs.append(str(Path(str(spec.source)).resolve().parent))
-    dirs.append(os.getcwd())
-    return dirs
 
 
 class RayConnectError(SweeperError):

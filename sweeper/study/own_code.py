@@ -9,7 +9,10 @@ problem is one line naming the study key; ``sweeper validate`` and ``launch`` re
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,6 +22,7 @@ __all__ = [
     "STABLE_SLOPE",
     "builder_of",
     "check_own_code",
+    "code_dirs",
     "coord_check_study",
     "keys_set",
     "smallest_config",
@@ -84,8 +88,30 @@ def keys_set(spec: StudySpec) -> list[str]:
     return out
 
 
+def code_dirs(spec: StudySpec) -> list[str]:
+    """Where a study's own modules are looked for, before ``sys.path``: the study file's folder,
+    then the working directory."""
+    dirs = []
+    if spec.source and os.path.exists(str(spec.source)):
+        dirs.append(str(Path(str(spec.source)).resolve().parent))
+    if os.getcwd() not in dirs:
+        dirs.append(os.getcwd())
+    return dirs
+
+
+def importable(spec: StudySpec) -> None:
+    """Make the study's own modules importable here, as ``launch`` ships them to the workers:
+    :func:`code_dirs` join the end of ``sys.path`` (an installed module of the same name wins).
+    ``sweeper``'s own command puts neither folder on it."""
+    for d in code_dirs(spec):
+        if d not in sys.path:
+            sys.path.append(d)
+
+
 def check_own_code(spec: StudySpec) -> list[str]:
     """Every problem of the study's builder and training function (module docstring)."""
+    if spec.model.builder is not None or spec.train.function is not None:
+        importable(spec)
     out: list[str] = []
     builder = builder_of(spec)
     if builder is not None:

@@ -408,3 +408,35 @@ def test_a_law_without_an_optimizer_recommends_adamw_with_a_warning() -> None:
     assert export_recipe(r, "litgpt")
     adam = replace(law, conventions=replace(law.conventions, optimizer="Adam", train_function=None))
     assert export_recipe(recommend({"lr": adam}, target), "litgpt")
+
+
+def test_own_code_beside_the_study_is_found_and_its_sibling_imports_are_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CLUSTER.md says a study's own module is found next to the study file or in the working
+    directory, but validate looked on sys.path only ('is it on sys.path?'). And a single-file
+    module's own imports from its folder were not shipped: on other nodes every trial failed
+    (on one machine the driver's working directory hid it)."""
+    import sys
+
+    from sweeper.run.launch import runtime_env_for
+    from sweeper.study.spec import load_study
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "helpers_q7.py").write_text("SCALE = 1.0\n")
+    (folder / "loop_q7.py").write_text(
+        "import helpers_q7\nfrom tests.own_builders import loop as _loop\n\n"
+        "def train(*, hparams, shape, report):\n"
+        "    return _loop(hparams=hparams, shape=shape, report=report)\n\n"
+        "train.honours = ('warmup',)\n"
+    )
+    study = folder / "study.toml"
+    study.write_text(STUDY.format(model="", search="", train='function = "loop_q7:train"'))
+    monkeypatch.chdir(tmp_path)  # neither the study's folder nor on sys.path
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(folder))])
+    spec = load_study(study)  # imports the module, builds nothing: no problem
+    assert spec.train.function == "loop_q7:train"
+    env = runtime_env_for(["loop_q7:train"], [str(folder)])
+    shipped = {Path(p).name for p in env["py_modules"]}
+    assert shipped == {"loop_q7.py", "helpers_q7.py"}  # (tests/ is not in its folder)
