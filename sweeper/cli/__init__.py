@@ -89,12 +89,20 @@ def _urls(args: argparse.Namespace) -> list[str]:
 def _warn_password(args: argparse.Namespace) -> None:
     from sweeper.study.storage import url_password
 
-    if url_password(getattr(args, "storage", None)):
+    url = getattr(args, "storage", None)
+    if url_password(url):
         print(
             "sweeper: warning: the --storage URL carries a password: any user of this machine "
             "can read it with `ps` (and Ray records the command line of a driver); leave it "
             "out of the URL and let the database client find it (PGPASSWORD, ~/.pgpass), or "
             "put the whole URL in $SWEEPER_STORAGE",
+            file=sys.stderr,
+        )
+    authority = (url or "").split("://", 1)[-1].split("/", 1)[0]
+    if authority.count("@") > 1:  # (only the last "@" ends the user part)
+        print(
+            "sweeper: warning: the --storage URL has more than one '@' before its host: an '@' "
+            "in a password must be written %40 in a URL",
             file=sys.stderr,
         )
 

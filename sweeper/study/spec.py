@@ -364,6 +364,15 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
     # machine that launches it), but launch refuses it (check_spec): say so
     for p in check_data(spec):
         log.warning("%s: %s; launch will refuse it", path_s, p)
+    from sweeper.study.storage import url_password
+
+    if url_password(spec.sweep.storage):
+        log.warning(
+            "%s: sweep.storage carries a password: anyone who reads the study file reads it (the "
+            "copy stored with the sweep has it masked); leave it out of the URL and let the "
+            "database client find it (PGPASSWORD, ~/.pgpass), or set $SWEEPER_STORAGE",
+            path_s,
+        )
     return spec
 
 

@@ -116,14 +116,30 @@ _SECRET_KEYS = re.compile(r"(?i)^(password|passwd|pwd|pass|secret|token|sslpassw
 _URL_SECRET = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
 #: ``password=secret`` (libpq keyword strings, query strings) anywhere in a text
 _KEY_SECRET = re.compile(
-    r"(?i)\b(password|passwd|pwd|sslpassword)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\s&;,)]+)"
+    r"(?i)\b(password|passwd|pwd|sslpassword)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\s&;,)'\"]+)"
 )
+#: a URL's authority split at its last ``@``: a password with an unencoded ``@`` in it
+#: (``user:p@ss@host``) is all of the user part, where SQLAlchemy's parser stops at the first
+_AUTHORITY = re.compile(r"(?is)^([a-z][a-z0-9+.\-]*://)([^/?#]*)@([^/?#@]*)(.*)$")
+
+
+def _userinfo_password(url: str) -> str | None:
+    """The password of ``url``'s user part, read up to the authority's last ``@``."""
+    m = _AUTHORITY.match(url)
+    if m is None:
+        return None
+    _user, sep, password = m.group(2).partition(":")
+    return password if sep and password else None
 
 
 def safe_url(url: str) -> str:
     """``url`` for humans: the password masked (``***``), in the user part and in the query.
     Every message, log line, report and JSON output that shows a storage URL goes through this
     function."""
+    m = _AUTHORITY.match(url)
+    if m is not None and "@" in m.group(2):  # an unencoded "@" in the password: mask all of it
+        user = m.group(2).partition(":")[0]
+        return redact(f"{m.group(1)}{user}:***@{m.group(3)}{m.group(4)}")
     try:
         u = sa.engine.make_url(url)
         if u.query:
@@ -145,11 +161,15 @@ def redact(text: str, *urls: str | None) -> str:
             continue
         out = out.replace(url, safe_url(url))
         try:
-            secret = sa.engine.make_url(url).password
+            parsed = sa.engine.make_url(url).password
         except Exception:
-            secret = None
-        if secret and len(str(secret)) >= 3:
-            out = out.replace(str(secret), "***")
+            parsed = None
+        whole = _userinfo_password(url)
+        # (with an unencoded "@" the driver saw a piece of the password as the host name)
+        pieces = whole.split("@") if whole and "@" in whole else []
+        for secret in sorted({str(x) for x in (parsed, whole, *pieces) if x}, key=len)[::-1]:
+            if len(secret) >= 3:
+                out = out.replace(secret, "***")
     out = _URL_SECRET.sub(r"\1***@", out)
     return _KEY_SECRET.sub(r"\1\2***", out)
 

@@ -393,7 +393,12 @@ def _write_row(
     target or sampler knobs (or a hash from an older Sweeper). The stored file is what the fits
     read, so it must be the current one; keys other modules added to the metadata (a transfer
     result) are kept."""
-    h, text, meta = spec_hash(spec), study_toml(spec), study_meta(spec, cell_list)
+    # (a password in the study's storage URL is not copied into the database, where anyone who
+    # reads the sweeps table, or the dashboard, would see it; the hash leaves storage out)
+    stored = spec.sweep.storage
+    masked = replace(spec, sweep=replace(spec.sweep, storage=st.safe_url(stored or "")))
+    text = study_toml(masked if stored else spec)
+    h, meta = spec_hash(spec), study_meta(spec, cell_list)
     engine = st.get_engine(url)  # (open_sweep made the database)
     if existing is None:
         with engine.begin() as conn:

@@ -159,3 +159,41 @@ def test_no_verb_shows_the_password_of_a_reachable_storage(
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert _files_with(tmp_path, SENTINEL) == []
     assert (tmp_path / "report" / "index.html").is_file() and (tmp_path / "recipe.json").is_file()
+
+
+def test_a_password_with_an_at_sign_or_in_a_query_is_masked_whole() -> None:
+    """An unencoded '@' in a password: SQLAlchemy reads the password up to the first '@', so the
+    rest showed, in the URL and in the driver's 'failed to resolve host' message. A query
+    password swallowed the closing quote of the message."""
+    from sweeper.study.storage import redact, safe_url
+
+    url = "postgresql+psycopg://sweep:S3cr@tPW!x@127.0.0.9/db"
+    assert safe_url(url) == "postgresql+psycopg://sweep:***@127.0.0.9/db"
+    said = redact(f"cannot open storage '{url}': failed to resolve host 'tPW!x@127.0.0.9'", url)
+    assert "S3cr" not in said and "tPW!x" not in said
+    query = "postgresql+psycopg://sweep@h/db?password=S3cretPW!x"
+    assert redact(f"cannot open '{query}': refused") == (
+        "cannot open 'postgresql+psycopg://sweep@h/db?password=***': refused"
+    )
+
+
+def test_a_study_files_password_is_warned_about_and_not_stored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`storage = "postgresql://user:pw@..."` in a study file was copied into the sweeps table
+    (study_toml), where anyone reading the database or the dashboard saw it, without a word."""
+    from dataclasses import replace
+
+    from sweeper.study.spec import load_study
+    from sweeper.study.sweep import open_sweep
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    spec = tiny("pw")
+    spec = replace(spec, sweep=replace(spec.sweep, storage=f"postgresql://bob:{SENTINEL}@h/db"))
+    path = tmp_path / "pw.toml"
+    path.write_text(study_toml(spec))
+    with caplog.at_level(logging.WARNING):
+        load_study(path)
+    assert "sweep.storage carries a password" in caplog.text and SENTINEL not in caplog.text
+    open_sweep(spec, url)
+    assert _files_with(tmp_path, SENTINEL) == [str(path)]  # the file itself only, not the db
