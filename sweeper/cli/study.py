@@ -202,9 +202,11 @@ def cmd_launch(args: argparse.Namespace) -> int:
         + (f"; {s.reconciled} stale RUNNING trial(s) re-run" if s.reconciled else "")
     )
     for c in s.cells:
-        print(
-            f"  {_cell_line(c.cell, c.finished, c.target, c.failed, c.pruned, c.best_loss, c.best_lr, c.best_batch_size)}"
-        )
+        line = _cell_line(
+            c.cell, c.finished, c.target, c.failed, c.pruned, c.best_loss, c.best_lr,
+            c.best_batch_size, closed=c.closed, waiting=c.waiting,
+        )  # fmt: skip
+        print(f"  {line}")
     if s.plan_stop:
         print(f"  the law sampler's plan stopped: {s.plan_stop}")
     if s.interrupted:
@@ -237,13 +239,23 @@ def _cell_line(
     best_loss: float | None,
     best_lr: float | None,
     best_batch: int | None,
+    *,
+    closed: int = 0,
+    waiting: int = 0,
 ) -> str:
     best = (
         f"best loss {best_loss:.4f} at lr {best_lr:.3g}, batch {best_batch}"
         if best_loss is not None and best_lr is not None
         else "no complete trial"
     )
-    extra = "".join(f", {n} {what}" for n, what in ((failed, "failed"), (pruned, "pruned")) if n)
+    # (a trial closed because its driver stopped is FAIL without a failed run: said apart)
+    failed_text = (
+        "failed" if not closed
+        else "closed when their driver stopped" if closed == failed
+        else f"failed ({closed} closed when their driver stopped)"
+    )  # fmt: skip
+    counts = ((failed, failed_text), (pruned, "pruned"), (waiting, "queued"))
+    extra = "".join(f", {n} {what}" for n, what in counts if n)
     return f"{cell:<20} {finished}/{target}{extra}; {best}"
 
 
@@ -289,6 +301,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 c["best_loss"],
                 c["best_lr"],
                 c["best_batch_size"],
+                closed=c.get("closed", 0),
+                waiting=c.get("waiting", 0),
             )
             + (f", {c['running']} {running}" if c["running"] else "")
         )

@@ -539,6 +539,9 @@ class CellCounts:
     best_loss: float | None
     best_lr: float | None
     best_batch_size: int | None
+    #: of the FAIL trials, those a relaunch closed because their driver had stopped (killed,
+    #: interrupted, its head lost): no run failed in them; their points ran again
+    closed: int = 0
 
     @property
     def finished(self) -> int:
@@ -569,6 +572,7 @@ def cell_counts(study: optuna.Study, target: int, cell: str | None = None) -> Ce
         best_loss=None if best is None else float(best.value),  # type: ignore[arg-type]
         best_lr=None if best is None else float(best.params["lr"]),
         best_batch_size=None if best is None else int(best.params["batch_size"]),
+        closed=sum(t.state == TrialState.FAIL and "closed_by" in t.user_attrs for t in trials),
     )
 
 
@@ -621,7 +625,8 @@ def sweep_cells(name: str, url: str | None = None) -> list[dict[str, Any]]:
 
 def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
     """``{"sweep": name, "kind": "launched", "cells": [{cell, width, depth, tokens, complete,
-    running, failed, pruned, waiting, target, best_loss, best_lr, best_batch_size}]}``; for an
+    running, failed, closed (of the failed, those closed because their driver stopped), pruned,
+    waiting, target, best_loss, best_lr, best_batch_size}]}``; for an
     imported sweep, :func:`sweeper.study.importer.imported_status`."""
     row = st.get_sweep(name, url)
     if row is not None and row["kind"] == "imported":
@@ -641,6 +646,7 @@ def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
                 "complete": c.complete,
                 "running": c.running,
                 "failed": c.failed,
+                "closed": c.closed,
                 "pruned": c.pruned,
                 "waiting": c.waiting,
                 "target": c.target,

@@ -45,7 +45,7 @@ _CELL_COLS = (
     "flops",
     "parametrization",
 )
-_RUN_EXTRAS = ("train_loss", "init_loss", "stopped", "steps", "tokens_per_s", "device")
+_RUN_EXTRAS = ("train_loss", "init_loss", "stopped", "steps", "tokens_per_s", "device", "node_ip")
 
 
 def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
@@ -56,8 +56,10 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
     run, NaN for a run without a result); ``state`` is its Optuna trial's state. Extra columns:
     ``trial_number``, ``ray_trial_id``, ``value`` (the trial's mean loss), ``tokens_seen``, the
     searched params (``warmup``, ``weight_decay``, ``beta2`` when searched) and
-    ``train_loss``, ``init_loss``, ``stopped``, ``steps``, ``tokens_per_s``, ``device``, ``heads``,
-    ``parametrization``.
+    ``train_loss``, ``init_loss``, ``stopped``, ``steps``, ``tokens_per_s``, ``device``,
+    ``node_ip`` (where the run trained), ``heads``, ``parametrization``, and why a trial failed:
+    ``last_error`` (its run's error), ``closed_by`` (a relaunch closed a dead driver's trial),
+    ``retries`` (Ray restarted a crashed run).
     """
     name = resolve_sweep_name(name, url)
     row = st.get_sweep(name, url)
@@ -83,6 +85,11 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
                 "trial_number": t.number,
                 "value": t.value,
                 "source": f"sweep:{name}",
+                # why a trial FAILed: its run's error, or a relaunch closing a dead driver's
+                # trial; how often Ray retried a crashed run
+                "last_error": t.user_attrs.get("last_error"),
+                "closed_by": t.user_attrs.get("closed_by"),
+                "retries": t.user_attrs.get("retries"),
             }
             runs = t.user_attrs.get("runs") or []
             if not runs:

@@ -505,3 +505,29 @@ def test_report_into_an_existing_file_is_a_user_error(tmp_path: Path, sqlite_url
     target.write_text("mine")
     assert cli_mod.main(["report", "any", "-o", str(target), "--storage", sqlite_url]) == 2
     assert target.read_text() == "mine"
+
+
+def test_a_trial_closed_because_its_driver_stopped_is_told_apart_from_a_failed_run(
+    sqlite_url: str,
+) -> None:
+    """After a driver was killed or interrupted, `status` showed '2 failed' for good, though no
+    run had failed, and `trials` had no column saying why a trial FAILed."""
+    from sweeper.cli.study import _cell_line
+
+    spec = _grid_spec("gc", "1e-3, 1e-2")
+    study = open_sweep(spec, sqlite_url)[0].study
+    dists = distributions(spec.search)
+    study.ask(dists)  # left RUNNING by a driver that died
+    reconcile(study)
+    bad = study.ask(dists)
+    bad.set_user_attr("last_error", "ValueError: boom")
+    study.tell(bad, state=TrialState.FAIL)
+    cell = sweep_status("gc", sqlite_url)["cells"][0]  # (the first cell's study is this one)
+    assert (cell["failed"], cell["closed"]) == (2, 1)  # (the queued point ran as "bad")
+    line = _cell_line("c", 0, 2, 2, 0, None, None, None, closed=1, waiting=1)
+    assert "2 failed (1 closed when their driver stopped), 1 queued" in line
+    only = _cell_line("c", 0, 2, 1, 0, None, None, None, closed=1)
+    assert "1 closed when their driver stopped;" in only and "failed" not in only
+    runs = load_sweep_runs("gc", sqlite_url)
+    assert set(runs["closed_by"].dropna()) == {"reconcile: driver died"}
+    assert set(runs["last_error"].dropna()) == {"ValueError: boom"}
