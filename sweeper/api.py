@@ -142,8 +142,8 @@ def launch(
         warnings.warn(
             f"sweep {summary.sweep}: {len(short)} cell(s) short of their target after "
             f"{failed} failed trial(s): {', '.join(short)}; each failed trial keeps its error "
-            "(runs(...) rows with state FAIL; the trial's user attribute last_error); fix what "
-            "failed, then launch again",
+            "(the last_error column of runs(...), rows with state FAIL); fix what failed, then "
+            "launch again",
             LaunchShort,
             stacklevel=2,
         )

@@ -222,8 +222,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         short = [c.cell for c in s.cells if not c.done]
         print(
             f"sweeper: {len(short)} cell(s) short of their target after repeated failures: "
-            f"{', '.join(short)}; the errors are above (and on each trial: its user attribute "
-            "last_error); fix what failed, then relaunch to run those points again",
+            f"{', '.join(short)}; the errors are above (and in the last_error column of "
+            f"`sweeper trials {s.sweep}`); fix what failed, then relaunch to run those points "
+            "again",
             file=sys.stderr,
         )
         return 1
