@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -378,15 +378,35 @@ class _FirstOfEachError(logging.Filter):
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*$", re.MULTILINE)
 
 
+def _trials_fitting(spec: StudySpec, res: Mapping[str, float]) -> int:
+    """How many trials of ``spec`` the resources ``res`` (Ray's ``cluster_resources``) hold."""
+    r = spec.resources
+    n = math.floor(res.get("CPU", 0.0) / r.cpu + 1e-9) if r.cpu > 0 else 1_000_000
+    if r.gpu > 0:
+        n = min(n, math.floor(res.get("GPU", 0.0) / r.gpu + 1e-9))
+    return n
+
+
+def _capacity_now(spec: StudySpec) -> Callable[[], int | None]:
+    """The cluster's capacity as it grows or shrinks (nodes joining later, a lost node started
+    again), for the searcher to read while the launch runs; None when Ray cannot say."""
+
+    def now() -> int | None:
+        try:
+            return _trials_fitting(spec, ray.cluster_resources())
+        except Exception:  # (the cluster's state is for the launch's end to judge)
+            return None
+
+    return now
+
+
 def _capacity(spec: StudySpec) -> int:
     """How many trials the Ray cluster can run at once with the study's resources per trial; a
     StudyError when it cannot run one, a warning when no node alone can (a trial runs on one
     node: it waits for one to join)."""
     res = ray.cluster_resources()
     r = spec.resources
-    n = math.floor(res.get("CPU", 0.0) / r.cpu + 1e-9) if r.cpu > 0 else 1_000_000
-    if r.gpu > 0:
-        n = min(n, math.floor(res.get("GPU", 0.0) / r.gpu + 1e-9))
+    n = _trials_fitting(spec, res)
     if n < 1:
         raise StudyError(
             f"resources: the Ray cluster ({res.get('CPU', 0):g} CPU, {res.get('GPU', 0):g} GPU) "
@@ -805,6 +825,7 @@ def _run_tune(
         n_conc = max_concurrent or spec.resources.max_concurrent or capacity
         names = [cs.cell.name for cs in cell_studies]
         display = Progress(spec.name, names, live=True) if progress else None
+        fixed = max_concurrent or spec.resources.max_concurrent
         searcher = CellSearcher(
             spec,
             cell_studies,
@@ -812,6 +833,7 @@ def _run_tune(
             base_config=base_config(spec, data),
             on_progress=display.update if display is not None else None,
             held=held,
+            capacity=None if fixed else _capacity_now(spec),
         )
         if display is not None:
             display.start(searcher)
@@ -826,4 +848,4 @@ def _run_tune(
             ray.shutdown()
         shutil.rmtree(ray_dir, ignore_errors=True)
         quiet.close()
-    return searcher, n_conc
+    return searcher, searcher.max_concurrent  # (as the cluster grew or shrank)

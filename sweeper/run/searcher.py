@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 
 ProgressFn = Callable[["CellSearcher", int], None]
+
+#: how often (seconds) a launch reads the cluster's capacity again
+CAPACITY_EVERY_S = 15.0
 
 
 class CellSearcher(Searcher):
@@ -64,8 +68,13 @@ class CellSearcher(Searcher):
         base_config: Mapping[str, Any],
         on_progress: ProgressFn | None = None,
         held: HeldLease | None = None,
+        capacity: Callable[[], int | None] | None = None,
     ) -> None:
         super().__init__(metric=METRIC, mode="min")
+        # the cluster's capacity, read again every CAPACITY_EVERY_S while the launch runs (a
+        # node that joins later gets trials); None: max_concurrent was fixed by the user
+        self.capacity = capacity
+        self.capacity_read = time.monotonic()
         self.held = held
         self.spec = spec
         self.target = spec.trials_per_cell
@@ -147,9 +156,19 @@ class CellSearcher(Searcher):
         unfinished = sum(1 for c in self.cells if not c.exhausted(self.target)) or 1
         return max(1, math.ceil(self.max_concurrent / unfinished))
 
+    def _follow_capacity(self) -> None:
+        if self.capacity is None or time.monotonic() - self.capacity_read < CAPACITY_EVERY_S:
+            return
+        self.capacity_read = time.monotonic()
+        now = self.capacity()
+        if now is not None and now >= 1 and now != self.max_concurrent:
+            logger.info("the cluster now fits %d trials at once (was %d)", now, self.max_concurrent)
+            self.max_concurrent = now
+
     def suggest(self, trial_id: str) -> dict[str, Any] | None:  # or Searcher.FINISHED
         if self.lost:
             return Searcher.FINISHED  # type: ignore[return-value]
+        self._follow_capacity()
         if self.live >= self.max_concurrent:
             return None
         cap = self._cell_cap()

@@ -836,3 +836,26 @@ def test_an_address_where_nothing_listens_is_refused_before_the_lease(
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     hint = _connect_hint("10.0.0.1:6379", ConnectionError("Unauthenticated"))
     assert "does not send its token (RAY_AUTH_MODE=unset)" in hint and "has no token" not in hint
+
+
+def test_a_launch_follows_the_clusters_capacity_as_nodes_join(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The number of trials at once was fixed at launch: a node that joined later stayed idle
+    for the rest of the sweep. The searcher reads the capacity again (every 15 s); a user's own
+    max_concurrent stays fixed (no capacity is read)."""
+    import sweeper.run.searcher as searcher_mod
+
+    searcher = open_searcher(tiny("grow_nodes", trials=6), sqlite_url, max_concurrent=1)
+    sizes = iter([None, 3, 3, 0])  # Ray cannot say; a node joined; the same; all nodes gone
+    searcher.capacity = lambda: next(sizes)
+    monkeypatch.setattr(searcher_mod, "CAPACITY_EVERY_S", 0.0)
+    seen = []
+    for _ in range(4):
+        searcher._follow_capacity()
+        seen.append(searcher.max_concurrent)
+    assert seen == [1, 3, 3, 3]  # (none left: kept, the trials wait for a node)
+    monkeypatch.setattr(searcher_mod, "CAPACITY_EVERY_S", 15.0)
+    searcher.capacity = lambda: 8
+    searcher._follow_capacity()
+    assert searcher.max_concurrent == 3  # read at most every 15 s
