@@ -342,8 +342,9 @@ def _check_table(results: list[CheckResult], title: str) -> None:
 
     def cells(res: CheckResult, q: str) -> list[str]:
         item = res.item(q)
-        if item is None:
-            return ["-", "-", "-", "-"]
+        if item is None:  # (no law, or one that predicts nothing positive there: the warnings)
+            own = res.lr if q == "lr" else res.batch_tokens
+            return [f"{own:.3g}" if own else "-", "-", "-", "-"]
         # the interval's half-width in octaves (a log-space interval is near symmetric)
         half = math.log2(item.high / item.low) / 2 if item.low > 0 and item.high > 0 else 0.0
         span = "" if item.low == item.high else f" ±{half:.2g} oct"

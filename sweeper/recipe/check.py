@@ -156,6 +156,9 @@ class CheckResult:
     extrapolation_factor: float | None
     warnings: tuple[str, ...]
     law_ids: tuple[int | str, ...]
+    #: the recipe's own peak LR and batch (tokens), shown where no law could be compared
+    lr: float | None = None
+    batch_tokens: float | None = None
 
     def item(self, quantity: str) -> CheckItem | None:
         return next((i for i in self.items if i.quantity == quantity), None)
@@ -176,6 +179,8 @@ class CheckResult:
             "extrapolation_factor": self.extrapolation_factor,
             "warnings": list(self.warnings),
             "law_ids": list(self.law_ids),
+            "lr": self.lr,
+            "batch_tokens": self.batch_tokens,
         }
 
 
@@ -267,6 +272,8 @@ def check_recipe(
         extrapolation_factor=factor,
         warnings=by_importance(warnings),
         law_ids=ids,
+        lr=v.lr,
+        batch_tokens=v.batch_tokens,
     )
 
 

@@ -590,3 +590,13 @@ def test_check_says_in_octaves_where_each_recipe_sits(run) -> None:
     assert code == 0 and "LR off" in out and "batch off" in out and "oct" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("deepseek-7b: "))
     assert "its LR is" in line and "(the law gives no interval)" in line and "its batch is" in line
+
+
+def test_check_shows_the_recipes_values_where_the_law_predicts_nothing(run) -> None:
+    """Kaplan's law (linear in log N) predicts no positive LR at 175B: the table had hidden the
+    recipe's own LR too ('-'), and the JSON had no value of the recipe at all."""
+    code, out, _ = run("check", "--law", "kaplan", "--recipe", "gpt3-175b")
+    assert code == 0 and "6e-05" in out and "nothing checked" in out
+    code, out, _ = run("check", "--law", "kaplan", "--recipe", "gpt3-175b", "--json")
+    doc = json.loads(out)
+    assert doc["items"] == [] and doc["lr"] == 6e-5 and doc["batch_tokens"] == 3.2e6
