@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sweeper.cli.numbers import count, number
+from sweeper.cli.output import console as _console
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
@@ -457,18 +458,6 @@ def _scatter_row(law: Any) -> tuple[str, str, str]:
         return "residual std", value, ""
     note = "none beyond the optima's own errors" if law.residual_std <= 1e-3 else ""
     return "cells' scatter about the law (τ)", value, note
-
-
-def _console() -> Any:
-    """A rich console; off a terminal (pipes, tests) wide enough that formulas are not cut."""
-    import shutil
-
-    from rich.console import Console
-
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=max(140, shutil.get_terminal_size((140, 40)).columns))
-    return con
 
 
 def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.cli.numbers import count, number, positive
+from sweeper.cli.output import console as _console
 from sweeper.errors import TargetError
 
 if TYPE_CHECKING:
@@ -228,13 +229,6 @@ def _build_recipe(args: argparse.Namespace) -> Recipe:
 
 
 # ---------------------------------------------------------------------------------------- output
-
-
-def _console() -> Any:
-    """A rich console; 160 columns when stdout is not a terminal (rich would assume 80)."""
-    from rich.console import Console
-
-    return Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _print_recipe(r: Recipe) -> None:

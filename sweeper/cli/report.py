@@ -127,9 +127,9 @@ def _validate_transfer(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0
-    from rich.console import Console
+    from sweeper.cli.output import console
 
-    c = Console()
+    c = console()
     _print_transfer_head(c, res)
     c.print(_transfer_table(res))
     _print_transfer_tail(c, res)

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from sweeper.cli.numbers import count
+from sweeper.cli.output import console
 from sweeper.errors import SweeperError
 
 __all__ = ["register", "run_trial"]
@@ -159,7 +160,6 @@ def _progress(step: int, metrics: dict[str, float]) -> None:
 
 
 def _print_table(cfg: Any, hp: Any, out: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     title = (
@@ -194,4 +194,4 @@ def _print_table(cfg: Any, hp: Any, out: dict[str, Any]) -> None:
     ]
     for k, v in rows:
         table.add_row(k, v)
-    Console().print(table)
+    console().print(table)

@@ -600,3 +600,13 @@ def test_check_shows_the_recipes_values_where_the_law_predicts_nothing(run) -> N
     code, out, _ = run("check", "--law", "kaplan", "--recipe", "gpt3-175b", "--json")
     doc = json.loads(out)
     assert doc["items"] == [] and doc["lr"] == 6e-5 and doc["batch_tokens"] == 3.2e6
+
+
+def test_tables_off_a_terminal_are_wide_enough_not_to_cut_a_formula(run) -> None:
+    """Piped, `laws` and `compare` cut formulas at 140 columns ("D^0.146[0.027…"), and the CLI
+    had two consoles of two widths; one console now, 200 columns off a terminal."""
+    from sweeper.cli.output import OFF_TERMINAL_WIDTH, console
+
+    assert console().width >= OFF_TERMINAL_WIDTH == 200
+    code, out, _ = run("laws", "show", "steplaw")
+    assert code == 0 and "…" not in out
