@@ -210,8 +210,12 @@ def _print_diff(out: dict[str, Any]) -> None:
         print(f"  best loss {cell}: {_ci(e, '+.4f')}")
     print(f"  ({out['correction']}; * = the corrected interval excludes 0, or 1 for a ratio)")
     if out["indistinguishable"]:
+        lo, hi = out["target_lr_ratio"]["ci_corrected"]
         print(
-            f"  {out['b']} and {out['a']} are indistinguishable: no quantity differs beyond its corrected interval"
+            f"  {out['b']} and {out['a']} are indistinguishable: no quantity differs beyond its "
+            f"corrected interval; that is not 'the same': these runs cannot tell an optimal LR "
+            f"ratio between {lo:.3g} and {hi:.3g} at the target from 1"
+            + (" (too wide to say anything: more seeds or cells narrow it)" if hi / lo > 4 else "")
         )
     else:
         print(f"  {out['b']} differs from {out['a']} in: {', '.join(out['distinguished_by'])}")

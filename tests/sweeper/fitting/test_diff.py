@@ -137,3 +137,26 @@ def test_cli_fit_joins_sweeps_of_one_study_on_other_lrs(
     assert recipe["provenance"]["lr"]["source"] == "lo+hi"
     assert cli.main(["laws", "lo+hi", "--storage", url]) == 0  # it said "no sweep 'lo+hi'"
     assert "lo+hi" in capsys.readouterr().out
+
+
+def test_indistinguishable_says_how_little_the_runs_can_tell() -> None:
+    """'indistinguishable' was read as 'the change does not move the law' while the corrected
+    interval of the LR ratio was [0.0386, 40]: the line says what the runs cannot tell apart."""
+    import io
+    from contextlib import redirect_stdout
+
+    from sweeper.cli.own_model import _print_diff
+
+    est = {"value": 1.2, "ci": [0.5, 3.0], "ci_corrected": [0.0386, 40.0], "excludes_null": False}
+    out = {
+        "a": "off", "b": "on", "method": "surface", "target": {"n_params": 1e9, "tokens": 2e10},
+        "exponent_differences": {}, "target_lr_ratio": est, "batch_exponent_differences": {},
+        "target_batch_ratio": None, "best_loss_differences": {}, "correction": "Bonferroni",
+        "indistinguishable": True, "distinguished_by": [], "notes": [],
+    }  # fmt: skip
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        _print_diff(out)
+    text = buf.getvalue()
+    assert "cannot tell an optimal LR ratio between 0.0386 and 40 at the target from 1" in text
+    assert "too wide to say anything" in text
