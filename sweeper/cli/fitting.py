@@ -304,7 +304,8 @@ def _show_laws(args: argparse.Namespace) -> int:
     from sweeper import api
     from sweeper.recipe.published import PUBLISHED_NAMES, published_key, published_laws
 
-    what = f"a stored law's id (see `sweeper laws`) or a published name: {'|'.join(PUBLISHED_NAMES)}"
+    names = "|".join(PUBLISHED_NAMES)
+    what = f"a stored law's id (see `sweeper laws`) or a published name: {names}"
     if len(args.args) != 2:
         raise SweeperError(f"usage: sweeper laws show ID|NAME, with {what}")
     given = args.args[1]

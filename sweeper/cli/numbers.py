@@ -1,4 +1,4 @@
-"""The command line's number arguments: one spelling for every verb ("7B", "2.5T", "4M", "1_000")."""
+"""The command line's number arguments, one spelling for every verb: "7B", "2.5T", "4M", "1_000"."""
 
 from __future__ import annotations
 

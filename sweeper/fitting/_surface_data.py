@@ -114,8 +114,15 @@ def prepare(
     _drop_cells_without(cell_frame, preds, bpreds, usable, bound, left)
     if left:
         notes.append("left out " + "; ".join(left))
-    if on_edge := [f"{c} ({edges[c]})" for c in usable if c in edges]:
+    elsewhere = [c for c in usable if c in edges and INTERIOR_AT_BEST in edges[c]]
+    if on_edge := [f"{c} ({edges[c]})" for c in usable if c in edges and c not in elsewhere]:
         notes.append(f"{EDGE_NOTE}: " + "; ".join(on_edge))
+    if elsewhere:  # (milder: the cell's own optimum is measured; the LR-batch coupling less so)
+        notes.append(
+            "best run on the edge of its LR range at a batch other than the cell's best (the "
+            "fit's LR-batch coupling rests on the other batches there): "
+            + "; ".join(f"{c} ({edges[c]})" for c in elsewhere)
+        )
     bound_frame = cell_frame.loc[bound]
     cell_frame = cell_frame.loc[usable]
     in_usable = df["cell"].isin(usable)
@@ -386,29 +393,50 @@ def _batch_key(df: pd.DataFrame) -> np.ndarray:
     return np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
 
 
+#: how an edge note says that the cell's own optimum, at its best batch, is interior
+INTERIOR_AT_BEST = "interior at its best batch"
+
+
 def _edge_cells(df: pd.DataFrame) -> dict[str, str]:
     """Cells whose best completed LR (lowest mean loss, at some batch size) is the highest LR tried
     there (no completed or diverged run above it: ``"top"``) or the lowest completed one
     (``"bottom"``); where the cell swept the batch, the batch size is named (``"top at batch
-    256 tokens"``: the cell's table and plots, at its best batch, can show no edge)."""
+    256 tokens"``), the cell's best batch first, and an edge at another batch says that the best
+    batch's optimum is interior (the cell's table and plots, at its best batch, show no edge; an
+    audit read the note as the cell's optimum being a bound)."""
     key = _batch_key(df)
     tried = df[df["_done"] | df["_div"]].assign(_b=key[(df["_done"] | df["_div"]).to_numpy()])
     edges: dict[str, str] = {}
-    for (cell, _), g in tried.groupby(["cell", "_b"]):
-        done = g[g["_done"]]
-        if _distinct(np.log(done["lr"].to_numpy(dtype=float))) < 2:
+    for cell, c in tried.groupby("cell"):
+        sides = {b: side for b, g in c.groupby("_b") if (side := _edge_side(g))}
+        if not sides:
             continue
-        best = float(done.groupby("lr")["loss"].mean().idxmin())
-        side = ""
-        if best >= g["lr"].max() * math.exp(-_SAME):
-            side = "top"
-        elif best <= done["lr"].min() * math.exp(_SAME):
-            side = "bottom"
-        if side and tried.loc[tried["cell"] == cell, "_b"].nunique() > 1:
-            side += f" at batch {float(g['batch_tokens'].iloc[0]):.4g} tokens"
-        if side and str(cell) not in edges:
-            edges[str(cell)] = side
+        if c["_b"].nunique() == 1:
+            edges[str(cell)] = next(iter(sides.values()))
+            continue
+        done = c[c["_done"]]
+        best_b = done.groupby(["_b", "lr"])["loss"].mean().idxmin()[0] if len(done) else None
+        tokens = c.groupby("_b")["batch_tokens"].first()
+        b = best_b if best_b in sides else next(iter(sides))
+        text = f"{sides[b]} at batch {float(tokens[b]):.4g} tokens"
+        if b != best_b and best_b is not None:
+            text += f"; {INTERIOR_AT_BEST}, {float(tokens[best_b]):.4g} tokens"
+        edges[str(cell)] = text
     return edges
+
+
+def _edge_side(g: pd.DataFrame) -> str:
+    """``"top"``/``"bottom"`` when the best LR of one cell's runs at one batch is its range's edge
+    (``""`` otherwise, or with fewer than 2 distinct LRs completed)."""
+    done = g[g["_done"]]
+    if _distinct(np.log(done["lr"].to_numpy(dtype=float))) < 2:
+        return ""
+    best = float(done.groupby("lr")["loss"].mean().idxmin())
+    if best >= g["lr"].max() * math.exp(-_SAME):
+        return "top"
+    if best <= done["lr"].min() * math.exp(_SAME):
+        return "bottom"
+    return ""
 
 
 def grid_window(window: tuple[float, float], step: float) -> tuple[float, float]:

@@ -593,3 +593,22 @@ def test_a_cell_left_out_says_its_runs_beyond_the_window_and_its_edge() -> None:
     assert re.search(rf"left out {first}: (\d+) completed runs at \d+ LRs within the fit's window "
                      r"about its best LR \((\d+) in all\)", msg)  # fmt: skip
     assert "its best LR is on the top edge of its range: widen the range there" in msg
+
+
+def test_an_edge_at_a_batch_other_than_the_cells_best_is_said_apart() -> None:
+    """On Step Law's runs, 7 of 17 cells were noted as 'best run on the edge of its LR range'
+    for an edge at their smallest batch, far from their best batch, whose optimum is interior:
+    an audit read it as the cells' optima being bounds. That edge is now said apart."""
+    from sweeper.fitting._surface_data import INTERIOR_AT_BEST, _edge_cells
+
+    lrs = [1e-3, 2e-3, 4e-3, 8e-3]
+    rows = []
+    for batch, losses in ((1024, [3.0, 2.9, 2.8, 2.7]), (8192, [2.9, 2.5, 2.6, 2.8])):
+        rows += [{"cell": "c", "lr": lr, "loss": v, "batch_tokens": batch} for lr, v in
+                 zip(lrs, losses, strict=True)]  # fmt: skip
+    df = pd.DataFrame(rows).assign(_done=True, _div=False)
+    (text,) = _edge_cells(df).values()
+    assert text == f"top at batch 1024 tokens; {INTERIOR_AT_BEST}, 8192 tokens"
+    small = df["batch_tokens"] == 1024
+    best_on_edge = df.assign(loss=np.where(small, df["loss"] - 1.0, df["loss"]))
+    assert _edge_cells(best_on_edge) == {"c": "top at batch 1024 tokens"}
