@@ -98,6 +98,17 @@ class SurfaceLaw(PowerLaw):
 
     # --- parameter access -----------------------------------------------------------------------
 
+    def batch_shift(self, ratio: float) -> float | None:
+        """How the best LR moves with the batch: the factor exp(coupling·Δ + coupling2·Δ²),
+        Δ = ln ``ratio``, for a batch ``ratio`` times the optimal one (measured within the cells:
+        :class:`SurfaceLaw`'s ``coupling``); None when the fit measured none (no batch swept)."""
+        idx = {n: i for i, n in enumerate(self.shape_names)}
+        if "coupling" not in idx or not (ratio > 0 and math.isfinite(ratio)):
+            return None
+        d = math.log(ratio)
+        g2 = self.shape_params[idx["coupling2"]] if "coupling2" in idx else 0.0
+        return math.exp(self.shape_params[idx["coupling"]] * d + g2 * d * d)
+
     def _cols(self) -> tuple[list[int], list[int], list[int], list[int]]:
         """Indices in the shape vector of [ln a, b…], [ln k0, ρ…], [α0, ρ_α…] and [ψ] (none
         when the curve does not level off) for this law's target (the slopes the fit has)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import Law, PowerLaw
-from sweeper.recipe.doubts import UNDETERMINED_SPAN
+from sweeper.recipe.doubts import UNDETERMINED_SPAN, batch_coupling_warning
 from sweeper.recipe.published_recipes import PublishedRecipe
 from sweeper.recipe.recommend import check_parametrization, extrapolation_summary
 from sweeper.recipe.scale import (
@@ -262,6 +262,12 @@ def check_recipe(
             used.append((quantity, law, scale))
     if "batch_tokens" not in laws:
         warnings.append("no batch law given: the batch is not checked")
+    by = {i.quantity: i for i in items}
+    if "lr" in by and "batch_tokens" in by:  # (the LR compared is the optimum at the law's batch)
+        warnings += batch_coupling_warning(
+            laws["lr"], laws["batch_tokens"], by["batch_tokens"].predicted, v.batch_tokens,
+            f"recipe {v.name}'s",
+        )  # fmt: skip
     factor, _ = extrapolation_summary(used, warnings)
     ids = tuple(law.id if law.id is not None else law_label(law) for _, law in roles)
     return CheckResult(

@@ -16,6 +16,7 @@ from sweeper.recipe.warning_kinds import Doubt
 __all__ = [
     "FAR_FACTOR",
     "VERY_FAR_FACTOR",
+    "batch_coupling_warning",
     "check_parametrization",
     "extrapolation_summary",
     "quality_warnings",
@@ -111,6 +112,30 @@ def refuse_undetermined(
         "there; narrow it (cells nearer the target, more seeds, a range around every cell's "
         "optimum) or write it anyway with force=True (--force)"
     )
+
+
+def batch_coupling_warning(
+    lr_law: Law, batch_law: Law | None, law_batch: float, batch: float, whose: str
+) -> list[str]:
+    """A warning when the LR law measured how the best LR moves with the batch (a surface fit
+    of a batch sweep: :meth:`~sweeper.fitting.surface.SurfaceLaw.batch_shift`) and ``batch``
+    (``whose``: the recipe's) is not the batch law's ``law_batch`` (same fit, same units): the
+    LR given is the optimum at the law's batch; at ``batch`` the fit puts it elsewhere. An audit
+    found check silently comparing a 4M-token recipe's LR with the optimum at 6.6M."""
+    shift = getattr(lr_law, "batch_shift", None)
+    if shift is None or batch_law is None or batch_law.source != lr_law.source:
+        return []
+    factor = shift(batch / law_batch)
+    if factor is None or abs(math.log2(factor)) < 0.1:
+        return []
+    text = (
+        f"lr law ({law_label(lr_law)}): its optimum moves with the batch (measured within its "
+        f"cells): at {whose} batch of {batch:.3g} tokens instead of the law's {law_batch:.3g}, "
+        f"the optimal LR is {factor:.2f}× the one given ({math.log2(factor):+.2f} octave)"
+    )
+    if abs(math.log(batch / law_batch)) > math.log(8.0):
+        text += "; that far from the law's batch the factor is an extrapolation"
+    return [text]
 
 
 def _span(ratio: float) -> str:

@@ -31,6 +31,7 @@ from sweeper.errors import TargetError
 from sweeper.fitting.laws import Law, LossLaw, PowerLaw
 from sweeper.recipe.doubts import (
     above_point_warnings,
+    batch_coupling_warning,
     check_parametrization,
     extrapolation_summary,
     quality_warnings,
@@ -488,6 +489,10 @@ def recommend(
     if used.batch_given:
         regime.append(("batch", used.batch, token_factor(used.batch, bytes_per_token)))
     plan = plan_batch(regime, m, hw, ev.batch, ev.batch_iv, global_batch, warnings)
+    if used.batch_given:  # (a batch fixed away from the law's: the LR given is the law's batch's)
+        warnings += batch_coupling_warning(
+            used.lr, used.batch, ev.batch, float(plan.batch_tokens), "the recipe's"
+        )
     warmup, ramp = _plan_schedule(used, plan, m, hw, dflt, rampup, warnings)
     init_std, init_note = _init_std(
         used.lr, target.parametrization, used.base_width, used.base_depth, m.shape, warnings

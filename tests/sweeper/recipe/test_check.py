@@ -249,3 +249,26 @@ def test_a_law_that_does_not_determine_the_lr_there_is_said_to_say_nothing() -> 
     assert d["determined"] is False and d["octaves"] == pytest.approx(math.log2(item.ratio))
     narrow = check_recipe({"lr": lr_law()}, get_recipe("llama2-7b")).items[0]
     assert narrow.determined and narrow.inside is not None and narrow.loss_penalty is not None
+
+
+def test_a_recipe_at_another_batch_is_told_where_the_coupling_puts_the_lr() -> None:
+    """A surface fit of a batch sweep measures how the best LR moves with the batch; check
+    compared a 4M-token recipe's LR with the optimum at the law's 6.6M in silence (the fit put
+    the optimum at 4M 0.82× lower, by an audit's own arithmetic)."""
+    from sweeper.fitting.surface import SurfaceLaw
+    from sweeper.recipe.doubts import batch_coupling_warning
+
+    lr = dataclasses.asdict(lr_law())
+    lr.pop("boot_coefs")
+    law = SurfaceLaw(**{**lr, "conventions": lr_law().conventions},
+                     shape_names=("coupling", "coupling2"), shape_params=(0.304, -0.19))  # fmt: skip
+    d = math.log(4e6 / 6.59e6)
+    assert law.batch_shift(4e6 / 6.59e6) == pytest.approx(math.exp(0.304 * d - 0.19 * d * d))
+    assert law.batch_shift(4e6 / 6.59e6) == pytest.approx(0.82, abs=0.01)
+    batch = dataclasses.replace(law, target="batch_tokens")
+    (w,) = batch_coupling_warning(law, batch, 6.59e6, 4e6, "recipe x's")
+    assert "0.82× the one given (-0.29 octave)" in w and "extrapolation" not in w
+    assert batch_coupling_warning(law, batch, 6.59e6, 6.5e6, "x") == []  # (under 0.1 octave)
+    other = dataclasses.replace(batch, source="elsewhere")  # its B* is not the fit's own
+    assert batch_coupling_warning(law, other, 6.59e6, 4e6, "x") == []
+    assert batch_coupling_warning(lr_law(), batch, 6.59e6, 4e6, "x") == []  # no coupling
