@@ -245,7 +245,7 @@ def _cell_line(
     waiting: int = 0,
 ) -> str:
     best = (
-        f"best loss {best_loss:.4f} at lr {best_lr:.3g}, batch {best_batch}"
+        f"best loss {best_loss:.4f} at lr {best_lr:.3g}, batch {best_batch} seqs"
         if best_loss is not None and best_lr is not None
         else "no complete trial"
     )
@@ -329,7 +329,7 @@ def _print_imported(status: dict[str, Any]) -> None:
             if c["best_lr"] is not None:
                 best += f" at lr {c['best_lr']:.3g}"
             if c["best_batch_size"] is not None:
-                best += f", batch {c['best_batch_size']}"
+                best += f", batch {c['best_batch_size']:g} seqs"
         print(f"  {c['cell']:<20} {c['runs']} runs, {c['complete']} complete{extra}; {best}")
 
 

@@ -47,8 +47,10 @@ def test_status_shows_an_imported_sweeps_cells(imported: str, sqlite_url: str, c
     assert lines[0].startswith("sweep imp: imported from runs.csv on ")
     assert lines[0].endswith("10 runs in 2 cells (not launched: no driver, no target)")
     # the best point is the lowest mean over its seeds: 2e-3 (2.95), not 4e-3's lucky 2.8
-    small = "small 8 runs, 6 complete, 1 diverged, 1 failed; best loss 2.9500 at lr 0.002, batch 16"
-    big = "big 2 runs, 2 complete; best loss 2.5000 at lr 0.002, batch 32"
+    small = (
+        "small 8 runs, 6 complete, 1 diverged, 1 failed; best loss 2.9500 at lr 0.002, batch 16 seqs"
+    )
+    big = "big 2 runs, 2 complete; best loss 2.5000 at lr 0.002, batch 32 seqs"
     assert [" ".join(line.split()) for line in lines[1:]] == [small, big]
 
 
