@@ -452,6 +452,14 @@ class Exported:
     warnings: tuple[str, ...]
     framework_version: str | None = None
     framework: str | None = None
+
+    def __str__(self) -> str:  # (print(exported) prints the file, as it will be written)
+        return self.text
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # a notebook's display: the file,
+        p.text(self.text.rstrip("\n"))  # then what the format cannot carry
+        for line in self.cannot_carry:
+            p.text(f"\n# cannot carry: {line}")
     cautions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 

@@ -54,11 +54,48 @@ PREDICTORS: Final[tuple[str, ...]] = ("n_params", "tokens", "flops", "width", "d
 TARGETS: Final[tuple[str, ...]] = ("lr", "batch_tokens")
 
 
+#: the symbols of the predictors in a law's formula
+_SYMBOL: Final[dict[str, str]] = {"n_params": "N", "tokens": "D", "flops": "C", "width": "d",
+                                  "depth": "L"}  # fmt: skip
+
+
+def formula(law: Law, *, digits: int = 3) -> str:
+    """``a · N^b · D^c`` with 95% intervals on fitted exponents, e.g. ``78.4·N^-0.77[-0.88,-0.67]``
+    (the form every table, the report and ``str(law)`` write)."""
+    if isinstance(law, PowerLaw):
+        parts = [f"{law.prefactor:.{digits}g}"]
+        for p in law.predictors:
+            term = f"{_SYMBOL.get(p, p)}^{law.exponents[p]:.{digits}g}"
+            ci = law.exponents_ci.get(p)
+            if ci is not None and ci[0] != ci[1]:
+                term += f"[{ci[0]:.{digits}g},{ci[1]:.{digits}g}]"
+            parts.append(term)
+        return "·".join(parts)
+    if isinstance(law, KaplanLRLaw):
+        return f"{law.c0:.4g} − {law.c1:.4g}·ln N"
+    if isinstance(law, LossLaw):
+        return f"{law.E:.3g} + {law.A:.3g}/N^{law.alpha:.3g} + {law.B:.3g}/D^{law.beta:.3g}"
+    return law.kind
+
+
 @dataclass(frozen=True)
 class Law:
-    """What every law shares: what it predicts, from what, and where it comes from."""
+    """What every law shares: what it predicts, from what, and where it comes from. ``str(law)``
+    (and a notebook's display) is one line: target, formula, source and method."""
 
     kind: ClassVar[str] = "law"
+
+    def __str__(self) -> str:
+        ident = f" #{self.id}" if self.id is not None else ""
+        how = "published" if self.method == "published" else f"sweep {self.source}, {self.method}"
+        cells = getattr(self, "n_cells", 0)
+        return (
+            f"{self.target} = {formula(self)}  ({how}{ident}"
+            + (f", {cells} cells" if cells else "") + ")"
+        )  # fmt: skip
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter's display
+        p.text(str(self))
 
     target: str
     predictors: tuple[str, ...]

@@ -27,7 +27,7 @@ import pandas as pd
 
 from sweeper.errors import TargetError
 from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION
-from sweeper.fitting.laws import KaplanLRLaw, Law, LossLaw, PowerLaw
+from sweeper.fitting.laws import Law, PowerLaw, formula
 from sweeper.fitting.optimum import CellOptimum, optima_frame
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.scale import (
@@ -50,13 +50,6 @@ __all__ = [
     "target_point",
 ]
 
-_SYMBOL: Final[dict[str, str]] = {
-    "n_params": "N",
-    "tokens": "D",
-    "flops": "C",
-    "width": "d",
-    "depth": "L",
-}
 _POINT_COLUMNS: Final[tuple[str, ...]] = (
     "point",
     "n_params",
@@ -80,22 +73,9 @@ def law_label(law: Law) -> str:
 
 
 def law_formula(law: Law, *, digits: int = 3) -> str:
-    """``a · N^b · D^c`` with 95% intervals on fitted exponents, e.g. ``78.4·N^-0.77[-0.88,-0.67]``."""
-    if isinstance(law, PowerLaw):
-        parts = [f"{law.prefactor:.{digits}g}"]
-        for p in law.predictors:
-            b = law.exponents[p]
-            term = f"{_SYMBOL.get(p, p)}^{b:.{digits}g}"
-            ci = law.exponents_ci.get(p)
-            if ci is not None and ci[0] != ci[1]:
-                term += f"[{ci[0]:.{digits}g},{ci[1]:.{digits}g}]"
-            parts.append(term)
-        return "·".join(parts)
-    if isinstance(law, KaplanLRLaw):
-        return f"{law.c0:.4g} − {law.c1:.4g}·ln N"
-    if isinstance(law, LossLaw):
-        return f"{law.E:.3g} + {law.A:.3g}/N^{law.alpha:.3g} + {law.B:.3g}/D^{law.beta:.3g}"
-    return law.kind
+    """``a · N^b · D^c`` with 95% intervals on fitted exponents (:func:`sweeper.fitting.laws.formula`,
+    its one home)."""
+    return formula(law, digits=digits)
 
 
 def cell_points(optima: Sequence[CellOptimum] | pd.DataFrame) -> pd.DataFrame:

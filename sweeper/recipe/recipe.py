@@ -103,7 +103,21 @@ class Recipe:
     samples, adds a few). The min LR is ``lr.value × min_lr_ratio`` (``min_lr``, derived; a
     ``min_lr`` given to the constructor must agree). LRs are peak/min LRs of ``optimizer``;
     memory in GiB per GPU; time in seconds. See :data:`FIELD_DOCS` for every field.
+    ``str(recipe)`` (and a notebook's display) is the table ``sweeper recommend`` prints, then
+    the warnings, most important first.
     """
+
+    def __str__(self) -> str:
+        from sweeper.recipe.table import recipe_rows
+
+        rows = recipe_rows(self)
+        width = max(len(name) for name, _v, _n in rows)
+        lines = [f"{name:<{width}}  {value}" + (f"  ({note})" if note else "")
+                 for name, value, note in rows]  # fmt: skip
+        return "\n".join(lines + [f"warning: {w}" for w in self.warnings])
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter's display
+        p.text(str(self))
 
     lr: Interval
     batch_tokens: Interval

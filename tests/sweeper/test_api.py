@@ -347,3 +347,29 @@ def test_a_study_edited_in_python_is_held_to_the_files_rules_before_ray(tmp_path
             sweeper.launch(spec, storage=url, progress=False)
         assert "smoke.toml (as changed in Python)" in str(e.value)
     assert not (tmp_path / "never.db").exists()  # refused before the storage or Ray
+
+
+def test_laws_recipes_and_exports_read_as_text_in_a_notebook() -> None:
+    """A notebook displayed each result as a one-line dataclass dump (a recipe 10 kB, a law
+    3 kB): str() and IPython's display now give the law's formula, the recipe's table and the
+    exported file."""
+    class Printer:  # (IPython's pretty printer, as far as _repr_pretty_ uses it)
+        def __init__(self) -> None:
+            self.out = ""
+
+        def text(self, t: str) -> None:
+            self.out += t
+
+    def pretty(obj: object) -> str:
+        p = Printer()
+        obj._repr_pretty_(p, False)  # type: ignore[attr-defined]
+        return p.out
+
+    (lr,) = [x for x in sweeper.resolve_laws("steplaw")[0].values() if x.target == "lr"]
+    assert str(lr) == "lr = 1.79·N^-0.713·D^0.307  (published)" == pretty(lr)
+    recipe = sweeper.recommend("steplaw", at={"n_params": 1e9, "tokens": 2e10})
+    text = pretty(recipe)
+    assert text.startswith("model") and "peak LR              0.000996" in text
+    assert "warning: lr law (steplaw:lr) is published without uncertainty" in text
+    exported = sweeper.export(recipe, "litgpt")
+    assert str(exported) == exported.text and "cannot carry" in pretty(exported)
