@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         resolve_laws,
         runs,
         status,
+        sweeps,
         validate_transfer,
         write_report,
     )
@@ -84,6 +85,7 @@ _WHERE: dict[str, str] = {
             "resolve_laws",
             "runs",
             "status",
+            "sweeps",
             "validate_transfer",
             "write_report",
         )
@@ -144,6 +146,7 @@ __all__ = [
     "resolve_laws",
     "runs",
     "status",
+    "sweeps",
     "validate_transfer",
     "write_report",
 ]

@@ -68,6 +68,7 @@ __all__ = [
     "resolve_laws",
     "runs",
     "status",
+    "sweeps",
     "validate_transfer",
     "write_report",
 ]
@@ -152,6 +153,17 @@ def launch(
 
 class LaunchShort(UserWarning):
     """A launch ended with cells short of their target after failed runs."""
+
+
+def sweeps(*, storage: str | None = None) -> list[dict[str, Any]]:
+    """The sweeps the storage holds, oldest first: ``name``, ``kind`` ("launched" or
+    "imported") and ``created_at`` (what ``sweeper status`` lists without a name)."""
+    from sweeper.study.storage import list_sweeps
+
+    return [
+        {"name": r["name"], "kind": r["kind"], "created_at": r["created_at"]}
+        for r in list_sweeps(storage)
+    ]
 
 
 def status(sweep: str | None = None, *, storage: str | None = None) -> dict[str, Any]:

@@ -268,10 +268,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     url = st.resolve_url(args.storage)
     if args.sweep is None and len(launched_sweeps(url)) != 1:
-        rows = [
-            {"name": r["name"], "kind": r["kind"], "created_at": r["created_at"].isoformat()}
-            for r in st.list_sweeps(url)
-        ]
+        rows = [{**r, "created_at": r["created_at"].isoformat()} for r in api.sweeps(storage=url)]
         if args.json:
             print(json.dumps({"sweeps": rows}))
         elif not rows:

@@ -373,3 +373,16 @@ def test_laws_recipes_and_exports_read_as_text_in_a_notebook() -> None:
     assert "warning: lr law (steplaw:lr) is published without uncertainty" in text
     exported = sweeper.export(recipe, "litgpt")
     assert str(exported) == exported.text and "cannot carry" in pretty(exported)
+
+
+def test_the_sweeps_of_a_storage_are_listed_from_python(tmp_path: Path) -> None:
+    """There was no way to list a storage's sweeps from Python (status() refuses without a name
+    where there are several)."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    csv = tmp_path / "runs.csv"
+    synthetic_sweep(seed=3).to_csv(csv, index=False)
+    for name in ("first", "second"):
+        sweeper.import_runs(csv, sweep=name, storage=url)
+    assert [(s["name"], s["kind"]) for s in sweeper.sweeps(storage=url)] == [
+        ("first", "imported"), ("second", "imported")
+    ]  # fmt: skip
