@@ -87,7 +87,7 @@ def _urls(args: argparse.Namespace) -> list[str]:
 
 
 def _warn_password(args: argparse.Namespace) -> None:
-    from sweeper.study.storage import url_password
+    from sweeper.study.storage import unencoded_at, url_password
 
     url = getattr(args, "storage", None)
     if url_password(url):
@@ -98,8 +98,7 @@ def _warn_password(args: argparse.Namespace) -> None:
             "put the whole URL in $SWEEPER_STORAGE",
             file=sys.stderr,
         )
-    authority = (url or "").split("://", 1)[-1].split("/", 1)[0]
-    if authority.count("@") > 1:  # (only the last "@" ends the user part)
+    if unencoded_at(url):  # (only the last "@" ends the user part)
         print(
             "sweeper: warning: the --storage URL has more than one '@' before its host: an '@' "
             "in a password must be written %40 in a URL",

@@ -6,12 +6,12 @@ Examples::
     sweeper import steplaw_dense_lr_bs_loss.csv --sweep steplaw_runs \\
         --rename N=n_params --rename D=tokens --rename bs=batch_size --rename h=width \\
         --rename numl=depth --rename loss=raw_loss --rename "smooth loss=loss" --seq-len 2048
-    sweeper fit steplaw --method band --predictors lr=n_params,tokens \\
+    sweeper fit steplaw_runs --method band --predictors lr=n_params,tokens \\
         --predictors batch_tokens=tokens          # the Step Law way
-    sweeper fit steplaw --target loss             # L(N, D) = E + A/N^α + B/D^β
-    sweeper laws steplaw
+    sweeper fit steplaw_runs --target loss        # L(N, D) = E + A/N^α + B/D^β
+    sweeper laws steplaw_runs
     sweeper laws show 1 --json
-    sweeper compare steplaw --params 7e9 --tokens 2e12
+    sweeper compare steplaw_runs --params 7e9 --tokens 2e12
 
 Heavy imports (pandas, scipy, the fitting code) happen inside the verbs.
 """

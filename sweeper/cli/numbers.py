@@ -33,6 +33,7 @@ def positive(text: str) -> float:
 def count(text: str) -> int:
     """A whole :func:`number` ("819200", "8.192e5", "819.2k")."""
     v = number(text)
-    if not math.isfinite(v) or v != int(v):
+    whole = round(v) if math.isfinite(v) else v
+    if not math.isfinite(v) or abs(v - whole) > 1e-9 * max(1.0, abs(v)):  # (8.2 * 1e6 is not exact)
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    return int(v)
+    return int(whole)

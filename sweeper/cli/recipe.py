@@ -361,7 +361,7 @@ def _check_table(results: list[CheckResult], title: str) -> None:
     console.print(
         "off: the recipe's value against the law's, in octaves (+1: twice the law's); ±: the half "
         "width of the law's 95% interval, in octaves; in: inside that interval ('-': the law "
-        "gives none, as a published law does); loss "
+        "gives none, as a published law does, or one too wide to say: 'undetermined'); loss "
         "penalty: the loss the recipe's LR and batch cost by the law's curvature, each taken "
         "alone",
         highlight=False,

@@ -23,7 +23,7 @@ from typing import Any
 
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import Law, PowerLaw
-from sweeper.recipe.doubts import UNDETERMINED_SPAN, batch_coupling_warning
+from sweeper.recipe.doubts import batch_coupling_warning, span_text, undetermined
 from sweeper.recipe.published_recipes import PublishedRecipe
 from sweeper.recipe.recommend import check_parametrization, extrapolation_summary
 from sweeper.recipe.scale import (
@@ -119,7 +119,7 @@ class CheckItem:
     def determined(self) -> bool:
         """The law's interval here is narrower than :data:`~sweeper.recipe.doubts.UNDETERMINED_SPAN`
         (the span ``recommend`` refuses to write a recipe from): else nothing is read from it."""
-        return not (self.low > 0 and self.high / self.low > UNDETERMINED_SPAN)
+        return not undetermined(self.low, self.high)
 
     @property
     def inside(self) -> bool | None:
@@ -321,7 +321,7 @@ def _check_item(
         return item
     warnings.append(
         Doubt(
-            f"{quantity} law ({law_label(law)}) {level:.0%} interval spans {high / low:.3g}× at "
+            f"{quantity} law ({law_label(law)}) {level:.0%} interval {span_text(high / low)} at "
             f"{v.name}: it does not determine the value there (recommend refuses it), so this "
             "check says nothing about the recipe"
         )

@@ -22,6 +22,8 @@ __all__ = [
     "quality_warnings",
     "refuse_undetermined",
     "schedule_warnings",
+    "span_text",
+    "undetermined",
 ]
 
 FAR_FACTOR: Final[float] = 10.0
@@ -80,7 +82,7 @@ def quality_warnings(
     if lo > 0 and hi / lo > WIDE_INTERVAL and not span_said:
         out.append(
             Doubt(
-                f"{name} {level:.0%} interval {_span(hi / lo)} at the target (poorly constrained)"
+                f"{name} {level:.0%} interval {span_text(hi / lo)} at the target (poorly constrained)"
             )
         )
     for p, (clo, chi) in law.exponents_ci.items():
@@ -94,6 +96,12 @@ def quality_warnings(
     return out
 
 
+def undetermined(low: float, high: float) -> bool:
+    """Whether an interval [low, high] is wider than :data:`UNDETERMINED_SPAN`: the law does not
+    determine the value there (recommend refuses it, check says it says nothing)."""
+    return low > 0 and high / low > UNDETERMINED_SPAN
+
+
 def refuse_undetermined(
     law: Law, role: str, interval: tuple[float, float], level: float, *, force: bool
 ) -> list[str]:
@@ -102,9 +110,9 @@ def refuse_undetermined(
     config written from its point would carry a guess (an LR of 38.6, or 2.7e64, had been
     exported with exit 0). With ``force`` the recipe is written, and a warning says so."""
     lo, hi = interval
-    if not (lo > 0 and hi / lo > UNDETERMINED_SPAN):
+    if not undetermined(lo, hi):
         return []
-    what = f"{role} law ({law_label(law)}) {level:.0%} interval {_span(hi / lo)} at the target"
+    what = f"{role} law ({law_label(law)}) {level:.0%} interval {span_text(hi / lo)} at the target"
     if force:
         return [Doubt(f"{what}: it does not determine the value; written anyway (force)")]
     raise TargetError(
@@ -138,7 +146,7 @@ def batch_coupling_warning(
     return [text]
 
 
-def _span(ratio: float) -> str:
+def span_text(ratio: float) -> str:
     """How wide an interval is, as its high/low ratio ("spans 14×", "spans 5.93e+35×"), or
     "is unbounded" when its high end is infinite."""
     return "is unbounded" if math.isinf(ratio) else f"spans {ratio:.3g}×"

@@ -6,7 +6,7 @@ from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 
-from sweeper.run.trainable import METRIC
+from sweeper.run.trainable import METRIC, USER_ERROR
 
 __all__ = ["PerCellASHA"]
 
@@ -47,6 +47,9 @@ class PerCellASHA(FIFOScheduler):
         return self._of(trial).on_trial_result(tune_controller, trial, result)
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
+        if result.get(USER_ERROR):  # the run failed in the study's code: no loss for a rung
+            self.on_trial_error(tune_controller, trial)
+            return
         self._of(trial).on_trial_complete(tune_controller, trial, result)
 
     def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:

@@ -9,8 +9,9 @@ recorded in the storage by the driver only (one writer, so SQLite is safe); work
 One Ray trial is one training run: an (Optuna trial, seed) pair. An Optuna trial is told when all
 its seeds have finished: COMPLETE with the mean final validation loss (diverged runs included, with
 ``diverged`` set: the fit uses them as range bounds), PRUNED when Ray's ASHA stopped one of its
-runs, FAIL when a run still crashed after ``max_failures`` retries (with the grid sampler, a FAIL
-point is queued to be asked again, since the grid would not revisit it). Per-seed results are kept
+runs, FAIL when a run crashed after ``max_failures`` retries, or raised in the study's own code
+(not retried: a seeded run raises it again); with the grid or law sampler a FAIL point is queued
+to be asked again, since the grid would not revisit it. Per-seed results are kept
 in the trial's ``runs`` user attribute (see :mod:`sweeper.study.sweep`).
 
 Relaunching the same study resumes it: the target counts COMPLETE + PRUNED trials, RUNNING trials
@@ -312,11 +313,29 @@ def _imported_siblings(path: str) -> list[str]:
             for cand in (file.parent / f"{name}.py", file.parent / name):
                 shipped = cand.is_file() or (cand / "__init__.py").is_file()
                 key = str(cand.resolve())
-                if shipped and key != path and key not in out:
+                if shipped and key != path and key not in out and _sibling_wins(name, key):
                     out.append(key)
                     if cand.is_file():
                         todo.append(cand)
     return out
+
+
+def _sibling_wins(name: str, path: str) -> bool:
+    """Whether the module ``name`` found beside a shipped one at ``path`` is the one the driver
+    imports too (not an installed module of that name, nor Sweeper's own: :func:`_shippable`)."""
+    if not _shippable(path):
+        return False
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        return True  # (importable here only through the study's folders)
+    locations = found.submodule_search_locations
+    where = next(iter(locations)) if locations else found.origin
+    if where is None:
+        return False
+    return str(Path(where).resolve()) in (path, str(Path(path) / "__init__.py"))
 
 
 # ---- launch ------------------------------------------------------------------------------------
@@ -529,11 +548,11 @@ def check_address(address: str | None) -> None:
     driver holding the lease that Ctrl-C could not stop."""
     import socket
 
-    if not address or address == "auto":
+    if not address or address in ("auto", "local"):
         return
     rest = address.split("://", 1)[-1]
     host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise RayConnectError(
             f"--address must be host:port (the head's GCS port, 6379 unless `ray start --head "
             f"--port` set another) or auto, got {address!r}"

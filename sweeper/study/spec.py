@@ -422,9 +422,14 @@ def check_spec(spec: StudySpec, *, code: bool = True) -> list[str]:
     study's own code and build its smallest cell (:func:`check_code`) when the spec has no other
     problem.
     """
-    out = _file_rules(spec) if code else []
-    if out:  # (the rules below assume well-typed fields)
-        return out
+    if code:  # (a spec built in Python: the cross-field rules, then a file's per-key rules)
+        try:
+            out = _check_fields(spec)
+        except (TypeError, AttributeError, ValueError):  # (a field of the wrong type)
+            out = []
+        out = out or _file_rules(spec)
+        if out:
+            return out
     out = _check_fields(spec)
     if code:
         out += check_run(spec, known=out) + check_data(spec)
@@ -442,7 +447,8 @@ def _file_rules(spec: StudySpec) -> list[str]:
 
     try:
         raw = tomllib.loads(study_toml(spec))
-    except (TypeError, ValueError, AttributeError, KeyError, tomllib.TOMLDecodeError) as e:
+    except (TypeError, ValueError, AttributeError, KeyError, AssertionError,
+            tomllib.TOMLDecodeError) as e:  # fmt: skip
         return [f"the study cannot be written as a study file: {type(e).__name__}: {e}"]
     return read_study(raw, source=spec.source)[1]
 

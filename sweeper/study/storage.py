@@ -123,6 +123,12 @@ _KEY_SECRET = re.compile(
 _AUTHORITY = re.compile(r"(?is)^([a-z][a-z0-9+.\-]*://)([^/?#]*)@([^/?#@]*)(.*)$")
 
 
+def unencoded_at(url: str | None) -> bool:
+    """Whether ``url``'s user part holds an ``@`` (a password's, unencoded: it must be ``%40``)."""
+    m = _AUTHORITY.match(url or "")
+    return m is not None and "@" in m.group(2)
+
+
 def _userinfo_password(url: str) -> str | None:
     """The password of ``url``'s user part, read up to the authority's last ``@``."""
     m = _AUTHORITY.match(url)

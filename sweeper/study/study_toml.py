@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from dataclasses import fields
 from typing import Any
 
@@ -173,6 +174,10 @@ def _param_toml(p: ParamSpec) -> Any:
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, numbers.Integral):  # (numpy's too: repr(np.float64(1e-4)) is not TOML)
+        v = int(v)
+    elif isinstance(v, numbers.Real):
+        v = float(v)
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):

@@ -397,7 +397,7 @@ def _write_row(
     # reads the sweeps table, or the dashboard, would see it; the hash leaves storage out)
     stored = spec.sweep.storage
     masked = replace(spec, sweep=replace(spec.sweep, storage=st.safe_url(stored or "")))
-    text = study_toml(masked if stored else spec)
+    text = study_toml(masked if st.url_password(stored) else spec)  # (a URL without one as is)
     h, meta = spec_hash(spec), study_meta(spec, cell_list)
     engine = st.get_engine(url)  # (open_sweep made the database)
     if existing is None:

@@ -386,3 +386,21 @@ def test_the_sweeps_of_a_storage_are_listed_from_python(tmp_path: Path) -> None:
     assert [(s["name"], s["kind"]) for s in sweeper.sweeps(storage=url)] == [
         ("first", "imported"), ("second", "imported")
     ]  # fmt: skip
+
+
+def test_a_python_spec_with_numpy_values_or_a_half_range_is_read_as_a_files() -> None:
+    """Review of the per-key rules for Python-built specs: numpy floats (np.logspace) were
+    refused with 'TOMLDecodeError: Invalid value' (their repr is not TOML), and a range given
+    only its low end raised a bare AssertionError from inside the TOML writer."""
+    import dataclasses
+
+    import numpy as np
+
+    from sweeper.study.spec import ParamSpec, check_spec
+
+    s = sweeper.load_study(Path(__file__).resolve().parents[2] / "studies" / "smoke.toml")
+    grid = dataclasses.replace(s.search, lr=ParamSpec.grid(np.logspace(-4, -2, 6)))
+    assert check_spec(dataclasses.replace(s, search=grid), code=True) == []
+    half = dataclasses.replace(s.search, lr=ParamSpec(low=1e-4))
+    problems = check_spec(dataclasses.replace(s, search=half), code=True)
+    assert any("a range needs low and high" in p for p in problems), problems

@@ -425,8 +425,9 @@ def test_own_code_beside_the_study_is_found_and_its_sibling_imports_are_shipped(
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "helpers_q7.py").write_text("SCALE = 1.0\n")
+    (folder / "pandas.py").write_text("raise ImportError('a stray file, shadowed')\n")
     (folder / "loop_q7.py").write_text(
-        "import helpers_q7\nfrom tests.own_builders import loop as _loop\n\n"
+        "import helpers_q7\nimport pandas\nfrom tests.own_builders import loop as _loop\n\n"
         "def train(*, hparams, shape, report):\n"
         "    return _loop(hparams=hparams, shape=shape, report=report)\n\n"
         "train.honours = ('warmup',)\n"
@@ -439,4 +440,5 @@ def test_own_code_beside_the_study_is_found_and_its_sibling_imports_are_shipped(
     assert spec.train.function == "loop_q7:train"
     env = runtime_env_for(["loop_q7:train"], [str(folder)])
     shipped = {Path(p).name for p in env["py_modules"]}
-    assert shipped == {"loop_q7.py", "helpers_q7.py"}  # (tests/ is not in its folder)
+    # (tests/ is not in its folder; its pandas.py is not the pandas the driver imports)
+    assert shipped == {"loop_q7.py", "helpers_q7.py"}

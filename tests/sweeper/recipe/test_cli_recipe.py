@@ -575,7 +575,7 @@ def test_every_verb_reads_numbers_with_suffixes() -> None:
     from sweeper.cli.numbers import count, number
 
     assert number("7B") == 7e9 and number("2.5T") == 2.5e12 and number("1_000") == 1000.0
-    assert count("819.2k") == 819200
+    assert count("819.2k") == 819200 and count("8.2M") == 8_200_000  # (8.2 * 1e6 is inexact)
     with pytest.raises(argparse.ArgumentTypeError):
         count("1.5")
     parser = cli.build_parser()

@@ -816,8 +816,10 @@ def test_an_address_where_nothing_listens_is_refused_before_the_lease(
         port = free.getsockname()[1]  # closed again below: nothing listens there
     with pytest.raises(RayConnectError, match=f"nothing answers at 127.0.0.1:{port}"):
         check_address(f"127.0.0.1:{port}")
-    with pytest.raises(RayConnectError, match="--address must be host:port"):
-        check_address("127.0.0.2")
+    for bad in ("127.0.0.2", "127.0.0.1:99999999999999999999", "127.0.0.1:0"):
+        with pytest.raises(RayConnectError, match="--address must be host:port"):
+            check_address(bad)
+    check_address("local")  # (ray.init's own word for a Ray of its own)
     with socket.socket() as live:
         live.bind(("127.0.0.1", 0))
         live.listen()
@@ -859,3 +861,4 @@ def test_a_launch_follows_the_clusters_capacity_as_nodes_join(
     searcher.capacity = lambda: 8
     searcher._follow_capacity()
     assert searcher.max_concurrent == 3  # read at most every 15 s
+
