@@ -9,9 +9,9 @@ recorded in the storage by the driver only (one writer, so SQLite is safe); work
 One Ray trial is one training run: an (Optuna trial, seed) pair. An Optuna trial is told when all
 its seeds have finished: COMPLETE with the mean final validation loss (diverged runs included, with
 ``diverged`` set: the fit uses them as range bounds), PRUNED when Ray's ASHA stopped one of its
-runs, FAIL when a run crashed after ``max_failures`` retries, or raised in the study's own code
-(not retried: a seeded run raises it again); with the grid or law sampler a FAIL point is queued
-to be asked again, since the grid would not revisit it. Per-seed results are kept
+runs, FAIL when a run crashed after ``max_failures`` retries (with the grid or law sampler its
+point is queued to be asked again, since the grid would not revisit it), or raised in the study's
+own code (not retried: a seeded run raises it again; its point is held for the next launch). Per-seed results are kept
 in the trial's ``runs`` user attribute (see :mod:`sweeper.study.sweep`).
 
 Relaunching the same study resumes it: the target counts COMPLETE + PRUNED trials, RUNNING trials

@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.run.trainable import METRIC
-from sweeper.study.samplers import requeue_point
+from sweeper.study.samplers import hold_point, requeue_point
 from sweeper.study.sweep import CellStudy, cell_counts
 from sweeper.study.sweep_runs import aggregate_runs
 
@@ -29,6 +29,9 @@ class Point:
     live: set[str] = field(default_factory=set)
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     failed: bool = False
+    #: it failed in the study's own code: a seeded run raises it again, so its point is held for
+    #: the next launch (:func:`~sweeper.study.samplers.hold_point`), not asked again in this one
+    user_error: bool = False
     pruned: bool = False
     retries: int = 0
     reported: set[int] = field(default_factory=set)  # steps with an intermediate value
@@ -96,6 +99,13 @@ def tell_point(c: CellState, p: Point, *, requeue: bool) -> bool:
         for k, v in aggregate_runs(runs).items():
             p.trial.set_user_attr(k, v)
     study = c.cs.study
+    if p.failed and p.user_error:
+        if requeue:  # (held before the FAIL is told, as a queued point is)
+            hold_point(study, p.trial.params)
+        _tell(study, p.trial, state=TrialState.FAIL)
+        c.failed += 1
+        c.failed_now += 1
+        return False
     if p.failed:
         # Queued before the FAIL is told: a driver killed between the two writes leaves the
         # trial RUNNING, which reconcile closes without queueing the point twice.

@@ -88,6 +88,9 @@ class CellSearcher(Searcher):
         self.points: dict[tuple[int, int], Point] = {}
         self.by_ray: dict[str, tuple[tuple[int, int], int]] = {}
         self.failed_runs: dict[str, str] = {}  # Ray trial id -> "cell trial N seed S"
+        # (cell, lr) of the points held for the next launch after failing in the study's code:
+        # pending to the law plan, which would otherwise plan them again in this launch
+        self.held_points: list[tuple[int, float]] = []
         self.errors_shown: set[str] = set()  # first lines of the own code's errors logged whole
         self.live = 0
         self.runs_done = 0
@@ -235,6 +238,7 @@ class CellSearcher(Searcher):
             return Searcher.FINISHED if self.live == 0 and not self.points else None  # type: ignore[return-value]
         assert self.planner is not None
         open_points = [(p.cell, float(p.trial.params["lr"])) for p in self.points.values()]
+        open_points += self.held_points
         plan = self.planner.plan(open_points, told=self.points_told)
         if not plan.points:
             if plan.stop != self.law_stop:
@@ -331,6 +335,8 @@ class CellSearcher(Searcher):
             p.to_start.clear()
             self.failed_runs[trial_id] = f"{c.cs.cell.name} trial {p.trial.number} seed {seed}"
             if user_error:
+                p.user_error = True
+                self.held_points.append((p.cell, float(p.trial.params["lr"])))
                 self._user_error(p, self.failed_runs[trial_id], user_error)
         elif result is None:
             p.to_start.insert(0, seed)  # removed before it started: start it again

@@ -185,8 +185,23 @@ def _point_of(trial: FrozenTrial, sampler: BaseSampler) -> dict[str, Any]:
     return point
 
 
+#: the cell study's user attribute holding the points held for the next launch (:func:`hold_point`)
+HELD = "held_points"
+
+
+def hold_point(study: optuna.Study, params: Mapping[str, Any]) -> None:
+    """Keep ``params`` (a point whose run failed in the study's own code) to be queued by the
+    next launch's :func:`reconcile`: a seeded run raises the same exception again, so asking it
+    again in this launch would only fail again (and use up the cell's failures)."""
+    point = dict(params)
+    held = list(study.user_attrs.get(HELD) or [])
+    if point and point not in held:
+        study.set_user_attr(HELD, [*held, point])
+
+
 def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
-    """Close the RUNNING trials a dead driver left as FAIL and queue their points again.
+    """Close the RUNNING trials a dead driver left as FAIL and queue their points again, after
+    the points the last launch held (:func:`hold_point`).
 
     Returns the point of every closed trial, in order (:func:`_point_of`: the whole point where it
     is known, even when the driver died before or between the suggests). A trial with no point
@@ -197,6 +212,18 @@ def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
     """
     trials = study.get_trials(deepcopy=False)
     waiting = _waiting_params(study)
+    # the points held by the last launch (failed in the study's code) are queued again first;
+    # a driver killed between the two writes queues none twice (requeue_point skips a WAITING one)
+    held = list(study.user_attrs.get(HELD) or [])
+    for point in held:
+        requeue_point(study, point, waiting)
+    if held:
+        study.set_user_attr(HELD, [])
+        logger.info(
+            "%s: %d point(s) that failed in the study's code queued again",
+            study.study_name,
+            len(held),
+        )
     sampler = study.sampler
     closed: list[dict[str, Any]] = []
     for t in trials:

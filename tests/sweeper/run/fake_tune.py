@@ -13,12 +13,14 @@ def drive(
     searcher: Any,
     *,
     crash: Any = lambda cfg: False,
+    user_error: Any = lambda cfg: False,
     concurrent: int = 2,
     budget: int = 50,
     extra: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Play Ray Tune's part: ask for runs while the searcher gives them, finish the oldest live one
-    (crashed when ``crash(config)``, else a final result, with ``extra`` in it), until the
+    (crashed when ``crash(config)``; ended by the study's own code, as the trainable ends such a
+    run, when ``user_error(config)``; else a final result, with ``extra`` in it), until the
     searcher says FINISHED."""
     from ray.tune.search import Searcher
 
@@ -38,6 +40,11 @@ def drive(
         rid, done = live.pop(0)
         if crash(done):
             searcher.on_trial_complete(rid, error=True)
+        elif user_error(done):
+            from sweeper.run.trainable import USER_ERROR
+
+            ended = {"final": True, "loss": float("nan"), USER_ERROR: "f: ValueError: boom\n"}
+            searcher.on_trial_complete(rid, result=ended)
         else:
             loss = 3.0 + done["params"]["lr"]
             result = {"final": True, "loss": loss, "val_loss": loss, "diverged": False}

@@ -661,6 +661,26 @@ def test_grid_point_that_always_fails_gives_up_then_relaunch_retries_it(sqlite_u
     assert _states(study) == {"COMPLETE": 3, "FAIL": 3}
 
 
+def test_a_point_that_fails_in_the_studys_code_is_held_for_the_next_launch(
+    sqlite_url: str,
+) -> None:
+    """A seeded run raises the same exception again: the point was queued and asked again in
+    the same launch until its cell had failed as often as its target (the cell ended short, its
+    other points unasked). It is held for the next launch, which runs it once the code is fixed."""
+    from sweeper.study.samplers import HELD
+
+    spec = parse_study_toml(GRID.format(name="gridheld"))
+    runs = drive(open_searcher(spec, sqlite_url), user_error=lambda c: c["params"]["lr"] == 2e-3)
+    (study,) = _studies(sqlite_url, "gridheld").values()
+    assert sorted(r["params"]["lr"] for r in runs) == [1e-3, 2e-3, 4e-3]  # each once
+    assert _states(study) == {"COMPLETE": 2, "FAIL": 1}
+    assert study.user_attrs[HELD] == [{"lr": 2e-3, "batch_size": 8}]
+    runs = drive(open_searcher(spec, sqlite_url))  # the code fixed; reconcile queues the point
+    assert [r["params"]["lr"] for r in runs] == [2e-3]
+    assert _states(study) == {"COMPLETE": 3, "FAIL": 1} and study.user_attrs[HELD] == []
+    assert drive(open_searcher(spec, sqlite_url)) == []
+
+
 def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
     """A FAIL point without a queued retry (an older Sweeper): stop short, never repeat a point."""
     from sweeper.study.space import distributions

@@ -190,3 +190,24 @@ def test_law_sigkill_part_way_then_relaunch_resumes_the_plan(tmp_path: Path) -> 
         failed = [t.params for t in study.trials if t.state == TrialState.FAIL and t.params]
         done = [t.params for t in study.trials if t.state == TrialState.COMPLETE]
         assert all(any(p.items() <= d.items() for d in done) for p in failed), (failed, done)
+
+
+def test_a_law_point_that_fails_in_the_studys_code_is_neither_asked_nor_planned_again(
+    sqlite_url: str,
+) -> None:
+    """A point whose run failed in the study's code (a seeded run raises it again) is held for
+    the next launch: not queued in this one, and pending to the plan, which would plan it again."""
+    from sweeper.study.samplers import HELD
+
+    spec = law("lawheld", budget=6)
+    searcher = open_searcher(spec, sqlite_url, max_concurrent=1)
+    from sweeper.run.trainable import USER_ERROR
+
+    first = searcher.suggest("first")
+    bad = (first["cell"], first["params"]["lr"])
+    ended = {"final": True, "loss": float("nan"), USER_ERROR: "f: ValueError: boom\n"}
+    searcher.on_trial_complete("first", result=ended)
+    runs = drive(searcher, user_error=lambda c: (c["cell"], c["params"]["lr"]) == bad)
+    assert bad not in [(r["cell"], r["params"]["lr"]) for r in runs]
+    held = [s.user_attrs.get(HELD) for s in _studies(sqlite_url, "lawheld").values()]
+    assert [{"lr": bad[1], "batch_size": 8}] in held
