@@ -432,22 +432,12 @@ def recommend(
 def _as_hardware(hardware: Hardware | Mapping[str, Any] | None) -> Hardware | None:
     """``hardware`` as a :class:`Hardware`: as it is, or built from a mapping of its fields (as
     ``at=`` takes a mapping); TargetError naming the fields for an unknown key or another type."""
-    from dataclasses import fields
-
     from sweeper.recipe.hardware import Hardware
-    from sweeper.recipe.names import refuse_unknown
+    from sweeper.recipe.names import fields_of
 
     if hardware is None or isinstance(hardware, Hardware):
         return hardware
-    names = [f.name for f in fields(Hardware)]
-    if not isinstance(hardware, Mapping):
-        raise TargetError(
-            f"hardware is a Hardware or a mapping of its fields ({', '.join(names)}), got "
-            f"{type(hardware).__name__}"
-        )
-    refuse_unknown(hardware, names, what="hardware field", listing="hardware takes",
-                   error=TargetError)  # fmt: skip
-    return Hardware(**{str(k): v for k, v in hardware.items()})
+    return Hardware(**fields_of(hardware, Hardware, what="hardware", error=TargetError))
 
 
 @dataclass(frozen=True)

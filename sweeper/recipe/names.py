@@ -5,11 +5,13 @@ so that :mod:`sweeper.api` and :mod:`sweeper.recipe.target` both import it witho
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields as dataclass_fields
+from typing import Any
 
 from sweeper.errors import SweeperError
 
-__all__ = ["refuse_unknown"]
+__all__ = ["fields_of", "refuse_unknown"]
 
 
 def refuse_unknown(
@@ -32,3 +34,19 @@ def refuse_unknown(
         f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}{hint}; "
         f"{listing}: {', '.join(known)}"
     )
+
+
+def fields_of(given: object, cls: type, *, what: str, error: type[SweeperError]) -> dict[str, Any]:
+    """``given``, a mapping of the dataclass ``cls``'s fields (``what`` names it: "a target",
+    "hardware"), as keyword arguments for it; ``error`` naming the fields for an unknown key, or
+    for anything but a mapping. (``at=`` and ``hardware=`` of :func:`sweeper.recommend` take
+    one.)"""
+    names = [f.name for f in dataclass_fields(cls)]
+    if not isinstance(given, Mapping):
+        raise error(
+            f"{what} is a {cls.__name__} or a mapping of its fields ({', '.join(names)}), got "
+            f"{type(given).__name__}"
+        )
+    refuse_unknown(given, names, what=f"{what.split()[-1]} field", listing=f"{what} takes",
+                   error=error)  # fmt: skip
+    return {str(k): v for k, v in given.items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from proxy_models.rules import PARAMETRIZATIONS
@@ -14,7 +14,7 @@ from sweeper.errors import TargetError
 from sweeper.recipe.compute_optimal import compute_optimal_n, compute_optimal_tokens
 from sweeper.recipe.hardware import positive
 from sweeper.recipe.memory import train_flops
-from sweeper.recipe.names import refuse_unknown
+from sweeper.recipe.names import fields_of
 from sweeper.recipe.scale import DEFAULT_SEQ_LEN, ResolvedShape, block_n_params, resolve_shape
 from sweeper.recipe.warning_kinds import Assumed
 
@@ -120,15 +120,8 @@ def as_target(at: Target | Mapping[str, Any]) -> Target:
     field). TargetError naming the fields for an unknown key, and for anything else."""
     if isinstance(at, Target):
         return at
-    names = [f.name for f in fields(Target)]
-    if not isinstance(at, Mapping):
-        raise TargetError(
-            f"a target is a Target or a mapping of its fields ({', '.join(names)}), "
-            f"got {type(at).__name__}"
-        )
-    refuse_unknown(at, names, what="target field", listing="a target takes", error=TargetError)
-    given = {str(k): _whole(v) if k in _WHOLE_FIELDS else v for k, v in at.items()}
-    return Target(**given)
+    given = fields_of(at, Target, what="a target", error=TargetError)
+    return Target(**{k: _whole(v) if k in _WHOLE_FIELDS else v for k, v in given.items()})
 
 
 def _whole(v: Any) -> Any:
