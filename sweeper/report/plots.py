@@ -272,8 +272,9 @@ def plot_law(
     if target_scale and all(p in target_scale for p in law.predictors):
         shown.append(_draw_target(ax, law, {p: float(target_scale[p]) for p in law.predictors}))
         if recipe_value is not None and recipe_value > 0:
+            what = "peak LR" if law.target == "lr" else "value"
             ax.plot([target_scale[x_name]], [recipe_value], "D", ms=7, mfc="none",
-                    color="tab:green", label=f"the recipe's value: {recipe_value:.3g}")  # fmt: skip
+                    color="tab:green", label=f"the recipe's {what}: {recipe_value:.3g}")  # fmt: skip
             shown.append(float(recipe_value))
     _clamp_ylim(ax, shown)
     exps = ", ".join(

@@ -360,6 +360,6 @@ def test_the_law_plot_marks_the_lr_the_recipe_wrote_beside_the_laws_point() -> N
     fig = plot_law(optima, law, target_scale=target, recipe_value=point / 2)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any(x.startswith("the law at the target") for x in labels)
-    assert f"the recipe's value: {point / 2:.3g}" in labels
+    assert f"the recipe's peak LR: {point / 2:.3g}" in labels
     plain = plot_law(optima, law, target_scale=target)
     assert not any("recipe" in t.get_text() for t in plain.axes[0].get_legend().get_texts())
