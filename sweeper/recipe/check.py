@@ -24,9 +24,11 @@ from typing import Any
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import Law, PowerLaw
 from sweeper.recipe.doubts import batch_coupling_warning, span_text, undetermined
+from sweeper.recipe.hardware import positive
 from sweeper.recipe.published_recipes import PublishedRecipe
 from sweeper.recipe.recommend import check_parametrization, extrapolation_summary
 from sweeper.recipe.scale import (
+    ResolvedShape,
     evaluate_law,
     flops_convention_warnings,
     law_label,
@@ -211,22 +213,12 @@ def check_recipe(
     roles = [(q, laws[q]) for q in ("lr", "batch_tokens") if q in laws]
     if not roles:
         raise TargetError(f"no lr or batch_tokens law to check against (got {sorted(laws)})")
-    if bytes_per_token is not None and not (math.isfinite(bytes_per_token) and bytes_per_token > 0):
-        raise TargetError(f"bytes_per_token must be positive, got {bytes_per_token}")
+    problems: list[str] = []
+    positive("bytes_per_token", bytes_per_token, problems)  # (recommend's rule)
+    if problems:
+        raise TargetError(problems[0])
     warnings: list[str] = []
-    counts_vocab = any(law.conventions.counts_embeddings for _, law in roles)
-    shape = resolve_shape(
-        n_params=v.n_params,
-        width=v.d_model,
-        depth=v.layers,
-        heads=None,
-        vocab=v.vocab,
-        seq_len=v.context,
-        warnings=warnings,
-        vocab_purpose="the embedding parameters the law's N counts" if counts_vocab else None,
-    )
-    if v.d_model is not None and v.layers is not None:
-        check_n_params_agrees(v.n_params, shape)  # (as recommend and compare refuse it)
+    shape = _recipe_shape(v, [law for _, law in roles], warnings)
     warnings += token_unit_warnings(
         [("batch" if q == "batch_tokens" else q, law) for q, law in roles],
         vocab=v.vocab,
@@ -246,16 +238,10 @@ def check_recipe(
         )
         warnings += flops_convention_warnings(law, quantity)
         scale = law_scale(
-            law,
-            n_params=v.n_params,
-            tokens=v.tokens,
-            width=shape.width,
-            depth=shape.depth,
-            seq_len=shape.seq_len,
-            shape_given=shape.shape_given,
-            n_params_total=shape.n_params_total,
-            bytes_per_token=bytes_per_token,
-        )
+            law, n_params=v.n_params, tokens=v.tokens, width=shape.width, depth=shape.depth,
+            seq_len=shape.seq_len, shape_given=shape.shape_given,
+            n_params_total=shape.n_params_total, bytes_per_token=bytes_per_token,
+        )  # fmt: skip
         item = _check_item(v, quantity, law, scale, shape.seq_len, level, bytes_per_token, warnings)
         if item is not None:
             items.append(item)
@@ -281,6 +267,26 @@ def check_recipe(
         lr=v.lr,
         batch_tokens=v.batch_tokens,
     )
+
+
+def _recipe_shape(v: CheckValues, laws: list[Law], warnings: list[str]) -> ResolvedShape:
+    """The recipe's shape (given, or inferred from N with a warning), its vocab assumed only
+    where a law's N counts embedding parameters; an N that contradicts a given shape is
+    refused, as recommend and compare refuse it."""
+    counts_vocab = any(law.conventions.counts_embeddings for law in laws)
+    shape = resolve_shape(
+        n_params=v.n_params,
+        width=v.d_model,
+        depth=v.layers,
+        heads=None,
+        vocab=v.vocab,
+        seq_len=v.context,
+        warnings=warnings,
+        vocab_purpose="the embedding parameters the law's N counts" if counts_vocab else None,
+    )
+    if v.d_model is not None and v.layers is not None:
+        check_n_params_agrees(v.n_params, shape)
+    return shape
 
 
 def _check_item(
