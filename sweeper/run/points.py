@@ -99,17 +99,13 @@ def tell_point(c: CellState, p: Point, *, requeue: bool) -> bool:
         for k, v in aggregate_runs(runs).items():
             p.trial.set_user_attr(k, v)
     study = c.cs.study
-    if p.failed and p.user_error:
-        if requeue:  # (held before the FAIL is told, as a queued point is)
-            hold_point(study, p.trial.params)
-        _tell(study, p.trial, state=TrialState.FAIL)
-        c.failed += 1
-        c.failed_now += 1
-        return False
     if p.failed:
-        # Queued before the FAIL is told: a driver killed between the two writes leaves the
-        # trial RUNNING, which reconcile closes without queueing the point twice.
-        again = requeue and requeue_point(study, p.trial.params)
+        # Queued (or held, after failing in the study's code) before the FAIL is told: a driver
+        # killed between the two writes leaves the trial RUNNING, which reconcile closes without
+        # queueing the point twice.
+        if requeue and p.user_error:
+            hold_point(study, p.trial.params)
+        again = requeue and not p.user_error and requeue_point(study, p.trial.params)
         _tell(study, p.trial, state=TrialState.FAIL)
         c.failed += 1
         c.failed_now += 1
