@@ -119,13 +119,30 @@ def resolve_storage(spec: StudySpec, url: str | None = None) -> str:
 
 
 class _RetryCounter(tune.Callback):
-    """Tells the searcher when Ray retries a crashed run (the searcher itself is not told)."""
+    """Tells the searcher when Ray retries a crashed run (the searcher itself is not told), and
+    lends it the error of a run that failed for good: Ray tells the searcher before its
+    callbacks, and the searcher keeps the error on the trial before telling it FAIL."""
 
     def __init__(self, searcher: CellSearcher) -> None:
         self.searcher = searcher
+        self.trials: dict[str, Any] = {}  # Ray trial id -> Tune's trial, while it runs
+        searcher.error_of = self.error_of
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's state, never restored
         return {}
+
+    def error_of(self, ray_id: str) -> str:
+        """The last line of a started run's error ("" for a run that never started)."""
+        trial = self.trials.pop(ray_id, None)
+        return _error_line(trial) if trial is not None else ""
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.trials[trial.trial_id] = trial
+
+    def on_trial_complete(
+        self, iteration: int, trials: list[Any], trial: Any, **info: Any
+    ) -> None:
+        self.trials.pop(trial.trial_id, None)
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self.searcher.note_retry(trial.trial_id, _error_line(trial))

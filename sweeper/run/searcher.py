@@ -92,6 +92,9 @@ class CellSearcher(Searcher):
         # pending to the law plan, which would otherwise plan them again in this launch
         self.held_points: list[tuple[int, float]] = []
         self.errors_shown: set[str] = set()  # first lines of the own code's errors logged whole
+        #: the error of a run that crashed for good, by Ray trial id (set by the launch: Ray
+        #: writes it before telling the searcher, which is not given it)
+        self.error_of: Callable[[str], str] = lambda ray_id: ""
         self.live = 0
         self.runs_done = 0
         self.points_told = 0
@@ -338,6 +341,8 @@ class CellSearcher(Searcher):
                 p.user_error = True
                 self.held_points.append((p.cell, float(p.trial.params["lr"])))
                 self._user_error(p, self.failed_runs[trial_id], user_error)
+            else:
+                self._crash_error(p, trial_id)
         elif result is None:
             p.to_start.insert(0, seed)  # removed before it started: start it again
             return
@@ -390,6 +395,17 @@ class CellSearcher(Searcher):
             first,
             f"\n{trace.rstrip()}" if whole and trace.strip() else "",
         )
+
+    def _crash_error(self, p: Point, ray_id: str) -> None:
+        """A run that crashed for good keeps its error as ``last_error`` (a retry sets it too,
+        but with ``max_failures = 0`` there is none); logged by :meth:`note_error`."""
+        error = self.error_of(ray_id)
+        if not error:
+            return
+        try:
+            p.trial.set_user_attr("last_error", error)
+        except (LeaseLost, UpdateFinishedTrialError) as e:
+            self._refused(f"trial {p.trial.number}: last error", e)
 
     def note_retry(self, ray_id: str, error: str) -> None:
         """Ray restarts a crashed run (``max_failures``): count it on the Optuna trial."""
