@@ -33,6 +33,7 @@ __all__ = [
     "USER_ERROR",
     "TrialError",
     "base_config",
+    "data_check",
     "device_kind",
     "own_config",
     "run_trial",
@@ -71,14 +72,39 @@ def retryable(e: BaseException) -> bool:
     return any(t.__name__ == "OutOfMemoryError" for t in type(e).__mro__)
 
 
-def _load_data(source: str, vocab_size: int) -> Any:
-    """TokenData, cached per worker process (actors are reused, so it is read once per worker)."""
+def _load_data(source: str, vocab_size: int, driver: Mapping[str, str] | None = None) -> Any:
+    """TokenData, cached per worker process (actors are reused, so it is read once per worker).
+    ``driver``: what the driver read at the same path (:func:`data_check`); data that differs
+    here is a ValueError (retried, as Ray may place the retry on another node), never a run
+    trained on other data than its sweep's."""
+    import socket
+
     from proxy_models import load_data
 
     key = (source, vocab_size)
     if key not in _data_cache:
         _data_cache[key] = load_data(source, vocab_size=vocab_size)
-    return _data_cache[key]
+    data = _data_cache[key]
+    if driver and data.fingerprint != driver["fingerprint"]:
+        raise ValueError(
+            f"the data on {socket.gethostname()} ({data.name}, fingerprint {data.fingerprint}) "
+            f"differs from the driver's ({driver['name']}, fingerprint {driver['fingerprint']}): "
+            "every node must hold the same data (and, for 'builtin', the same Python release)"
+        )
+    return data
+
+
+def data_check(spec: StudySpec, data: str) -> dict[str, str] | None:
+    """The name and fingerprint of the data as the driver reads it, for each run to compare with
+    its own (:func:`_load_data`); None for a training function (it reads the data its own way)
+    or data the driver cannot read (the runs then report why)."""
+    if spec.train.function is not None:
+        return None
+    try:
+        d = _load_data(data, spec.model.vocab_size)
+    except (OSError, ValueError):
+        return None
+    return {"name": str(d.name), "fingerprint": str(d.fingerprint)}
 
 
 def run_trial(config: Mapping[str, Any]) -> None:
@@ -119,10 +145,14 @@ def train_once(config: Mapping[str, Any]) -> dict[str, Any]:
         if own.get("builder")
         else None
     )
+    if own.get("function"):
+        data = None
+    else:  # outside the own code's errors: data that differs is no error of its code
+        data = _load_data(config["data"], cfg.vocab_size, config.get("data_check"))
     try:
-        if own.get("function"):
+        if data is None:
             return _run_function(config, cfg, hp, own, total_steps)
-        return _run_builtin(config, cfg, hp, own, total_steps, eval_every)
+        return _run_builtin(config, data, cfg, hp, own, total_steps, eval_every)
     except Exception as e:
         if where is None:
             raise
@@ -152,6 +182,7 @@ def _tune_reporter(total_steps: int) -> Callable[[int, int, float], bool]:
 
 def _run_builtin(
     config: Mapping[str, Any],
+    data: Any,
     cfg: Any,
     hp: Any,
     own: Mapping[str, Any],
@@ -161,7 +192,6 @@ def _run_builtin(
     from proxy_models import train
 
     builder = _builder(own)
-    data = _load_data(config["data"], cfg.vocab_size)
     report = None
     if eval_every:
         send = _tune_reporter(total_steps)
@@ -266,6 +296,7 @@ def base_config(spec: StudySpec, data: str) -> dict[str, Any]:
     r = spec.resources
     return {
         "data": data,
+        "data_check": data_check(spec, data),
         "threads": max(1, math.floor(r.cpu)),
         # on a GPU trial, the trainer's own rule: CUDA when torch sees it, else the CPU
         "device": None if device_kind(spec) == "cuda" else "cpu",

@@ -569,6 +569,32 @@ def test_crashed_run_is_retried_then_fail(tmp_path: Path, max_failures: int) -> 
     assert "too short for context" in t.user_attrs["last_error"], t.user_attrs
 
 
+def test_a_node_whose_data_differs_from_the_drivers_fails_its_run(tmp_path: Path) -> None:
+    """Each node reads the study's data at the driver's path: another copy there (or, for the
+    built-in corpus, another Python release's standard library) trained on other data than the
+    sweep's, in silence. Each run now compares what it read with what the driver read."""
+    from sweeper.run import trainable
+    from sweeper.study.ladder import cells
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the driver's copy of the corpus\n" * 200)
+    text = TINY.format(name="data", trials=1, seeds=1, tokens=16384, max_failures=0)
+    spec = parse_study_toml(text.replace('name = "data"', f'name = "data"\ndata = "{corpus}"'))
+    base = trainable.base_config(spec, str(corpus))
+    assert base["data_check"]["name"] == str(corpus)
+    config = trainable.trial_config(
+        base, spec, cells(spec)[0], {"lr": 1e-2, "batch_size": 8}, seed=0
+    )
+    trainable._data_cache.clear()
+    trainable._load_data(str(corpus), 256, base["data_check"])  # the same data: accepted
+    corpus.write_text("another node's copy, edited since\n" * 200)
+    trainable._data_cache.clear()
+    with pytest.raises(ValueError, match="differs from the driver's") as e:
+        trainable.train_once(config)
+    assert base["data_check"]["fingerprint"] in str(e.value)
+    trainable._data_cache.clear()
+
+
 def test_tunes_traceback_of_a_failed_run_is_shown_once_per_error() -> None:
     """Tune logs each failed run with Ray's whole traceback: one exception in a study's own
     code printed nine of them, 600 lines, in a launch (its retries included). The first run
