@@ -19,7 +19,8 @@ LIMITS = {
     "rampup": "no batch ramp-up in litgpt pretrain",
     "z_loss": "no z-loss in litgpt pretrain",
     "parametrization": "no muP/CompleteP in litgpt's GPT",
-    "init_std": "pretrain.initialize_weights is fixed: sqrt(2/(5·n_embd)), proj 1/sqrt(n_embd)/n_layer",
+    "init_std": "pretrain.initialize_weights is fixed: sqrt(2/(5·n_embd)), attention proj "
+                "1/sqrt(n_embd)/n_layer, GptNeoxMLP proj not rescaled",
 }
 CASES = h.cases()
 

@@ -114,8 +114,10 @@ def test_comments_name_real_flags(case: str, version: str) -> None:
 def test_mup_differences_said(case: str, version: str) -> None:
     """With ``--use-mup`` (core >= 0.17) Megatron scales attention by 1/d_head unless
     ``--mup-base-head-dim`` is given, and multiplies the logits by 1/m (``--mup-output-mult``);
-    it also divides the output layer's LR and the hidden Adam eps by m and leaves weight decay
-    alone, unlike the proxies: the file sets the flags or says so."""
+    it also divides the hidden matrices' Adam eps by m and leaves weight decay alone, unlike the
+    proxies: the file sets the flags or says so. The output layer is marked
+    ``is_embedding_parameter`` (language_module.py, core_v0.17.0 on): base LR and eps, as the
+    proxies' lm_head, so the file must not declare it as a difference."""
     if h.recipe(case)["parametrization"] == "sp":
         return
     view = h.load(case, _name(version), _loader(version), key=f"megatron-{version}")
@@ -130,7 +132,10 @@ def test_mup_differences_said(case: str, version: str) -> None:
     if "--mup-output-mult" not in argv and not re.search(r"output mult|logit", comments):
         missing.append("output multiplier (1/m, --mup-output-mult)")
     if not re.search(r"\beps\b", comments):
-        missing.append("hidden/output Adam eps ÷ m")
+        missing.append("hidden Adam eps ÷ m")
     if "weight decay" not in comments:
         missing.append("weight decay not scaled")
     assert not missing, f"{case}: --use-mup differs from the proxies, unsaid: {missing}"
+    wrong = [ln for ln in comments.splitlines() if "not expressible" in ln and "output layer" in ln]
+    assert not wrong, f"{case}: declares the output layer's LR/eps, which --use-mup keeps: {wrong}"
+    assert "--untie-embeddings-and-output-weights" in argv, "the proxies' lm_head is untied"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from proxy_models.rules import VECTOR
 from sweeper.fitting.conventions import Conventions
 from sweeper.recipe.recipe import Recipe
 
@@ -28,6 +29,7 @@ __all__ = [
     "schedule",
     "seq_len",
     "vocab",
+    "weight_decay_groups",
     "z_loss",
     "zero_stage",
 ]
@@ -35,7 +37,7 @@ __all__ = [
 #: the settings a format may be unable to carry (the ``setting`` of a :class:`Missing`)
 SETTINGS: Final[tuple[str, ...]] = (
     "rampup", "z_loss", "init_std", "seq_len", "model_shape", "vocab", "parametrization",
-    "output_mult", "zero_stage", "optimizer", "schedule", "eps", "data_parallel",
+    "output_mult", "zero_stage", "optimizer", "schedule", "eps", "data_parallel", "weight_decay",
 )  # fmt: skip
 
 
@@ -178,13 +180,37 @@ def eps(r: Recipe, default: float, where: str) -> list[Missing]:
     return [Missing("eps", f"Adam eps {r.adam_eps:g}: {where}")]
 
 
-def data_parallel(r: Recipe, launcher: str) -> list[Missing]:
-    """The data-parallel size, when it is the launcher's and not in the file."""
+def data_parallel(r: Recipe, launcher: str, accum_is_total: bool = False) -> list[Missing]:
+    """The data-parallel size, when it is the launcher's and not in the file.
+    ``accum_is_total``: the file's accumulation is the total over processes, which the framework
+    divides by the world size (nanoGPT), so the global batch holds on any world size dividing it."""
     if r.data_parallel == 1:
         return []
-    text = (
-        f"data-parallel size {r.data_parallel}: the launcher's ({launcher}), no key; the global "
-        f"batch {r.global_batch_sequences} = micro {r.micro_batch_size} × accumulation "
-        f"{r.grad_accum_steps} × {r.data_parallel} holds only on {r.data_parallel} processes"
-    )
+    g, accum = r.global_batch_sequences, r.grad_accum_steps
+    text = f"data-parallel size {r.data_parallel}: the launcher's ({launcher}), no key; "
+    if accum_is_total:
+        total = accum * r.data_parallel
+        text += (
+            f"the accumulation {total} is the total over processes (divided by the world size), "
+            f"so the global batch {g} = micro {r.micro_batch_size} × {total} holds on any world "
+            f"size dividing {total} ({r.data_parallel} processes: {accum} micro steps each)"
+        )
+    else:
+        text += (
+            f"the global batch {g} = micro {r.micro_batch_size} × accumulation {accum} × "
+            f"{r.data_parallel} holds only on {r.data_parallel} processes"
+        )
     return [Missing("data_parallel", text)]
+
+
+def weight_decay_groups(r: Recipe, how: str) -> list[Missing]:
+    """The proxies' decay groups (:mod:`proxy_models.rules`: matrices decayed, vectors not) where
+    the format applies one weight decay to every parameter (``how``)."""
+    vector = r.weight_decay * r.rules().weight_decay_multiplier(VECTOR)
+    if r.weight_decay == vector:
+        return []
+    text = (
+        f"weight decay {r.weight_decay:g} on the matrices only, {vector:g} on norm gains and "
+        f"biases (the proxies' param groups): {how}"
+    )
+    return [Missing("weight_decay", text)]

@@ -5,8 +5,13 @@
 the data-parallel world (asserted by DeepSpeedConfig); ``optimizer`` AdamW with lr/betas/eps/
 weight_decay; ``scheduler`` ``WarmupCosineLR`` (lr_schedules.py: ``cos_min_ratio`` is a ratio of
 the peak, ``warmup_type`` defaults to "log", so "linear" is written; ``WarmupDecayLR`` decays to 0
-and cannot keep a min LR); ``gradient_clipping``; ``zero_optimization.stage``; ``bf16.enabled``.
-JSON has no comments: what the file cannot carry is said on stderr.
+and cannot keep a min LR; WarmupCosineLR refuses ``warmup_num_steps`` 0 (ValueError) and warms
+up over max(2, ``warmup_num_steps``) steps: a warmup under 2 steps is written as 1 step from the
+peak, ``warmup_min_ratio`` 1.0, and declared); ``gradient_clipping``;
+``zero_optimization.stage``; ``bf16.enabled``.
+The optimizer's param groups are the training script's (``model_parameters`` of
+``deepspeed.initialize``): the weight decay hits whatever it passes. JSON has no comments: what
+the file cannot carry is said on stderr.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["missing", "render"]
+__all__ = ["cautions", "missing", "render"]
+
+#: WarmupCosineLR (deepspeed/runtime/lr_schedules.py at 0.19.8) warms up over max(2, n) steps
+_MIN_WARMUP = 2
 
 
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
@@ -32,7 +40,33 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     out += carry.z_loss(r) + carry.init_std(r, model)
     out += carry.seq_len(r, "the data loader's and the model's, not a DeepSpeed key")
     out += carry.model_shape(r, model) + carry.vocab(r, model + " (and the tokenizer's)")
-    return out
+    return out + _short_warmup(r)
+
+
+def _short_warmup(r: Recipe) -> list[Missing]:
+    """A warmup WarmupCosineLR cannot run: it refuses 0 steps and warms up over at least 2."""
+    if r.warmup_steps >= _MIN_WARMUP:
+        return []
+    text = (
+        f"warmup of {r.warmup_steps} steps: DeepSpeed's WarmupCosineLR refuses warmup_num_steps "
+        "0 (ValueError) and warms up over max(2, warmup_num_steps) scheduler steps; written as "
+        "warmup_num_steps 1 with warmup_min_ratio 1.0: the peak LR, no ramp, for the first 2 "
+        f"scheduler steps, then the cosine over the remaining {r.total_steps - _MIN_WARMUP} "
+        "(the first optimizer step runs at LR 0: the scheduler sets it before its first step)"
+    )
+    return [Missing("schedule", text)]
+
+
+def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
+    """What the DeepSpeed config leaves to the training script."""
+    if not r.weight_decay:
+        return []
+    return [
+        f"weight_decay {r.weight_decay:g} applies to the param groups your script passes to "
+        "deepspeed.initialize (model_parameters): pass model.parameters() and norm gains and "
+        "biases decay too; the proxies decay matrices only (a second group with weight_decay 0 "
+        "for norm gains and biases matches them)"
+    ]
 
 
 def _doc(r: Recipe) -> dict[str, Any]:
@@ -54,8 +88,8 @@ def _doc(r: Recipe) -> dict[str, Any]:
             "type": "WarmupCosineLR",
             "params": {
                 "total_num_steps": r.total_steps,
-                "warmup_num_steps": r.warmup_steps,
-                "warmup_min_ratio": 0.0,
+                "warmup_num_steps": max(1, r.warmup_steps),
+                "warmup_min_ratio": 0.0 if r.warmup_steps >= _MIN_WARMUP else 1.0,
                 "warmup_type": "linear",  # DeepSpeed's default is "log"
                 "cos_min_ratio": r.min_lr_ratio,
             },

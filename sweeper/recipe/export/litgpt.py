@@ -7,16 +7,20 @@ keep Config's defaults), ``precision`` (``bf16-mixed`` | ``32-true``; unset, lit
 bf16-mixed even for an fp32 recipe), ``devices``/``num_nodes``, ``train`` (``TrainArgs``:
 global_batch_size in sequences over all devices, micro_batch_size, lr_warmup_steps in optimizer
 steps, max_tokens, max_seq_length, min_lr absolute, max_norm) and ``optimizer`` (class_path
-torch.optim.AdamW with init_args). The schedule is fixed in ``pretrain.get_lr``: linear warmup,
-cosine to ``min_lr`` at the end.
+torch.optim.AdamW with init_args; pretrain.py builds it over ``model.parameters()``, one param
+group: the weight decay hits norm gains and biases too). ``data``, ``tokenizer_dir`` and
+``out_dir`` are left to the user (no ``data``: litgpt's TinyLlama data module). The schedule is
+fixed in ``pretrain.get_lr``: linear warmup, cosine to ``min_lr`` at the end.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import yaml
 
+from proxy_models.rules import sp_small_init_std
 from sweeper.recipe.export import carry
 from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.header import comment, header_lines
@@ -33,29 +37,41 @@ ARCHITECTURE_DEFAULTS = (
 
 
 def _init(r: Recipe) -> list[Missing]:
-    """litgpt's initialize_weights (pretrain.py): every Embedding/Linear N(0, sqrt(2/(5·n_embd)))
-    (the recipe's SP init std), the out-projections of attention and LLaMAMLP
-    1/sqrt(n_embd)/n_layer; not configurable."""
+    """litgpt's initialize_weights (pretrain.py at 0.5.13): every Embedding/Linear
+    N(0, sqrt(2/(5·n_embd))), then ``proj`` of CausalSelfAttention and LLaMAMLP only
+    1/sqrt(n_embd)/n_layer; the GptNeoxMLP of this config keeps its ``proj`` (the MLP's
+    down-projection) at sqrt(2/(5·n_embd)). Not configurable."""
+    small = sp_small_init_std(r.width)
+    attn_proj = 1 / math.sqrt(r.width) / r.depth
     fixed = (
-        "litgpt's initialize_weights is fixed: sqrt(2/(5·n_embd)) for every embedding and linear, "
-        "1/sqrt(n_embd)/n_layer for the attention out-projections"
+        f"litgpt's initialize_weights is fixed: sqrt(2/(5·n_embd)) = {small:.4g} for every "
+        f"embedding and linear, the MLP's down-projection (GptNeoxMLP proj) included, "
+        f"1/sqrt(n_embd)/n_layer = {attn_proj:.4g} for the attention out-projections only"
     )
-    if r.parametrization == "sp":
-        proj = r.rules().residual_proj_init_std(r.init_std)
-        return [
-            Missing(
-                "init_std",
-                f"init std of the residual projections {proj:.4g} (init std {r.init_std:.4g} / "
-                f"sqrt(2·{r.depth})): {fixed} (the other matrices agree with the recipe)",
-            )
-        ]
-    return carry.init_std(r, fixed)
+    if r.parametrization != "sp":
+        return carry.init_std(r, fixed)
+    proj = r.rules().residual_proj_init_std(r.init_std)
+    others = (
+        "the other matrices agree with the recipe"
+        if math.isclose(r.init_std, small, rel_tol=1e-9)
+        else f"the other matrices' {small:.4g} is not the recipe's {r.init_std:.4g} either"
+    )
+    return [
+        Missing(
+            "init_std",
+            f"init std of the residual projections (attention out, MLP down) {proj:.4g} (init std "
+            f"{r.init_std:.4g} / sqrt(2·{r.depth})): {fixed} ({others})",
+        )
+    ]
 
 
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     out = carry.optimizer(r, "litgpt") + carry.schedule(r)
     out += carry.parametrization(r) + carry.output_mult(r)
     out += carry.rampup(r) + carry.z_loss(r) + _init(r)
+    out += carry.weight_decay_groups(
+        r, "litgpt pretrain builds its optimizer over model.parameters() (one param group)"
+    )
     multi = r.data_parallel > 1
     out += carry.zero_stage(
         r,
@@ -116,6 +132,9 @@ def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
         f"devices × num_nodes = {r.data_parallel}: on several nodes set devices to the GPUs per "
         f"node and num_nodes to the nodes (the product must stay {r.data_parallel})",
         "min_lr is absolute: if you change the optimizer's lr, change train.min_lr with it",
+        "yours to add: data: (unset, litgpt pretrain trains on its default data module, "
+        "TinyLlama), tokenizer_dir: (the tokenizer's folder) and out_dir: (default "
+        "out/pretrain)",
     ]
     head = comment(header_lines(r, "litgpt", miss, fv, notes))
     return head + yaml.safe_dump(_doc(r), sort_keys=False)

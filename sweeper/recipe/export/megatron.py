@@ -20,13 +20,22 @@ Read at the commits of :data:`~sweeper.recipe.export.versions.MEGATRON`
   ``--init-method-std``, ``--bf16``;
 - ZeRO: stage 1 ``--use-distributed-optimizer``; stages 2/3 Megatron FSDP
   (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params``);
-- muP: ``--use-mup`` and its flags from core 0.17 (:mod:`.megatron_mup`); none at 0.16.
+- muP: ``--use-mup`` and its flags from core 0.17 (:mod:`.megatron_mup`); none at 0.16;
+- the proxies' architecture (:class:`proxy_models.config.ProxyConfig` defaults), where Megatron's
+  defaults differ (TransformerConfig: hidden/attention dropout 0.1, biases on every linear,
+  output layer tied to the word embeddings): ``--hidden-dropout 0.0 --attention-dropout 0.0
+  --disable-bias-linear --untie-embeddings-and-output-weights``, and ``--normalization`` and
+  ``--position-embedding-type learned_absolute`` (the defaults, written to be seen). The MLP is
+  Megatron's default, 4·hidden with F.gelu (exact: the tanh-approximate fused bias-GELU is off
+  without biases, validate_args), pre-LN, softmax scale 1/sqrt(d_head): the proxies'. Megatron's
+  LayerNorm has a bias (zero-initialised, not decayed), the proxies' norms a gain only: a caution.
 """
 
 from __future__ import annotations
 
 import math
 
+from proxy_models.config import ProxyConfig
 from sweeper.recipe.export import carry
 from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.header import comment, header_lines, num
@@ -44,6 +53,43 @@ _ZERO: dict[int, Args] = {
     2: [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", "optim_grads")],
     3: [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", "optim_grads_params")],
 }
+
+
+#: the proxies' architecture (proxy_models.config defaults; the recipe does not record a study's)
+_PROXY = ProxyConfig()
+#: proxy_models.config.NORMS -> Megatron's --normalization
+_NORMALIZATION = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
+
+
+def _architecture_args() -> Args:
+    """Megatron's flags for the proxies' architecture where its defaults differ."""
+    args: Args = [
+        ("--hidden-dropout", "0.0"),
+        ("--attention-dropout", "0.0"),
+        ("--disable-bias-linear",),
+        ("--normalization", _NORMALIZATION[_PROXY.norm]),
+        ("--position-embedding-type", "learned_absolute"),
+    ]
+    if not _PROXY.tied_embeddings:
+        args.append(("--untie-embeddings-and-output-weights",))
+    return args
+
+
+def _architecture_cautions() -> list[str]:
+    out = [
+        "the architecture flags are those of Sweeper's proxies' defaults (no dropout, no biases, "
+        f"{_NORMALIZATION[_PROXY.norm]}, "
+        + ("tied" if _PROXY.tied_embeddings else "untied")
+        + " output layer, learned positions, 4× GELU MLP): the recipe does not record the "
+        "study's norm or embedding tying: if its proxies used another, change --normalization "
+        "or --untie-embeddings-and-output-weights"
+    ]
+    if _PROXY.norm == "layernorm":
+        out.append(
+            "Megatron's LayerNorm has a bias (zero-initialised, not weight-decayed); the proxies' "
+            "norms have a gain only: no flag removes it"
+        )
+    return out
 
 
 def _facts(fv: FrameworkVersion | None) -> MegatronFacts:
@@ -102,6 +148,7 @@ def _args(r: Recipe, facts: MegatronFacts) -> Args:
         ("--seq-length", str(r.seq_len)),
         ("--max-position-embeddings", str(r.seq_len)),
     ]
+    args += _architecture_args()
     args += _batch_args(r, facts)
     args += [
         ("--lr", num(r.lr.value)),
@@ -144,9 +191,10 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
 
 
 def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
+    out = _architecture_cautions()
     if r.parametrization != "sp" and _facts(fv).use_mup:
-        return mup_cautions(r)
-    return []
+        out += mup_cautions(r)
+    return out
 
 
 def _notes(r: Recipe, facts: MegatronFacts) -> list[str]:
@@ -155,6 +203,15 @@ def _notes(r: Recipe, facts: MegatronFacts) -> list[str]:
         "if you change --lr, change --min-lr with it"
     ]
     if r.rampup is not None:
+        g = r.global_batch_sequences
+        notes.append(
+            f"with the ramp-up the run is counted in samples (sequences of {r.seq_len} tokens), "
+            f"not iterations: --train-samples = tokens / seq_len, --lr-warmup-samples = "
+            f"{r.warmup_steps} warmup steps × the full batch {g}, --lr-decay-samples = "
+            f"{r.total_steps} steps × {g}; the smaller batches of the ramp make Megatron run more "
+            f"than {r.total_steps} iterations and end the warmup at a later iteration than "
+            f"{r.warmup_steps}"
+        )
         notes.append(
             "batch ramp-up as --step-batch-size-schedule TOKENS:BATCH (thresholds in tokens, "
             "Megatron-LM >= core 0.18; --rampup-batch-size is parsed and ignored there)"

@@ -13,10 +13,17 @@ the same design at core_v0.17.0), with m = hidden / ``--mup-base-hidden-size``:
   base/width; their extra α is passed as α·base/width);
 - init: hidden ``--init-method-std``/sqrt(m), residual projections ÷ sqrt(2·L·m), embeddings and
   the output layer keep ``--init-method-std`` (the proxies' rules: the same);
-- optimizer: every matrix that is not an embedding, the output layer included, gets lr/m,
-  min_lr/m and Adam eps/m; vectors and embeddings keep lr and eps; weight decay is not scaled.
-  The proxies (microsoft/mup's MuAdamW) keep the lm_head's LR, keep eps, and multiply the hidden
-  weight decay by m.
+- init of the output layer: untied (``--untie-embeddings-and-output-weights``, written by the
+  export) it gets ``embedding_init_method``, the unscaled ``--init-method-std``: the proxies'
+  lm_head init;
+- optimizer (``get_mup_config_overrides``): the hidden matrices get lr/m, min_lr/m and Adam eps/m;
+  the embeddings and the output layer are marked ``is_embedding_parameter`` under ``--use-mup``
+  (megatron/core/models/common/language_module/language_module.py
+  ``setup_embeddings_and_output_layer``, since 310082a6d2: core_v0.17.0 and 0.17.1 line 212,
+  core_v0.18.2 line 232, core_v0.19.0 line 245) and are treated as vector-like: base lr and eps,
+  as the proxies' embeddings and lm_head. Weight decay is not scaled (norm gains and biases have
+  none: ``get_standard_config_overrides``, as the proxies). The proxies (microsoft/mup's
+  MuAdamW) keep eps on every parameter and multiply the hidden weight decay by m.
 """
 
 from __future__ import annotations
@@ -67,7 +74,10 @@ def mup_notes(r: Recipe) -> list[str]:
         f"{d_head} = {scale:.4g} (--mup-base-head-dim {d_base}; without it Megatron uses "
         f"1/d_head), output logits × {_output_mult(r):.4g} (output mult, the proxies' "
         f"{r.output_mult:g}·base/width), hidden init --init-method-std/sqrt(m) = "
-        f"{r.hidden_init_std:.4g}: as the proxies",
+        f"{r.hidden_init_std:.4g}, the embeddings and the untied output layer at the base LR "
+        f"{r.lr.value * r.rules().lr_multiplier(EMBEDDING):.4g} and eps {r.adam_eps:g} "
+        f"(is_embedding_parameter), hidden matrices at lr/m = "
+        f"{r.lr.value * r.rules().lr_multiplier(HIDDEN):.4g}: as the proxies",
     ]
 
 
@@ -75,24 +85,18 @@ def mup_differences(r: Recipe) -> list[Missing]:
     """Where ``--use-mup`` is not the proxies' muP: each a setting the file cannot carry."""
     rules = r.rules()
     m = rules.width_mult
-    lr_out = r.lr.value * rules.lr_multiplier(EMBEDDING)
+    wd_hidden = r.weight_decay * rules.weight_decay_multiplier(HIDDEN)
     out = [
-        Missing(
-            "parametrization",
-            f"the output layer's LR {lr_out:.4g} (the proxies keep the lm_head at the peak LR): "
-            f"--use-mup gives it lr/m = {r.lr.value / m:.4g} like the hidden matrices "
-            "(--decoupled-lr sets the embedding and output-layer LR on its own: not written)",
-        ),
         Missing(
             "eps",
             f"Adam eps {r.adam_eps:g} for every parameter (the proxies'): --use-mup divides it "
-            f"by m for the hidden and output matrices ({r.adam_eps / m:.3g})",
+            f"by m for the hidden matrices ({r.adam_eps / m:.3g})",
         ),
         Missing(
             "parametrization",
-            f"the hidden matrices' weight decay {r.weight_decay * rules.weight_decay_multiplier(HIDDEN):g}"
+            f"the hidden matrices' weight decay {wd_hidden:g}"
             f" = {r.weight_decay:g} × m (the proxies, MuAdamW: lr·wd of the base model kept): "
-            f"--use-mup leaves weight decay {r.weight_decay:g} on every parameter",
+            f"--use-mup leaves weight decay {r.weight_decay:g} on every matrix",
         ),
     ]
     if r.output_mult != 1.0 and _output_mult(r) == 1.0 and m != 1.0:

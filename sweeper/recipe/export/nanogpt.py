@@ -8,7 +8,9 @@ so it is accumulation × GPUs; ``get_lr`` warms up as (it+1)/(warmup_iters+1), t
 absolute ``min_lr`` at ``lr_decay_iters``; the loop runs iterations 0..``max_iters`` inclusive
 (``max_iters`` + 1 optimizer steps, so ``max_iters`` = total_steps − 1). Fixed, not keys: Adam eps
 (torch's 1e-8), the init (N(0, 0.02), c_proj 0.02/sqrt(2·n_layer)), the vocabulary
-(data/<dataset>/meta.pkl, else 50304), DDP only.
+(data/<dataset>/meta.pkl, else 50304), DDP only, ``lm_head`` tied to ``wte`` (model.py:138). Weight
+decay on parameters with dim >= 2 only (model.py ``configure_optimizers``), as the proxies. The
+dataset (``dataset``, default 'openwebtext') and the launch (``torchrun``) are the user's.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sweeper.recipe.export.header import comment, header_lines, num
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["missing", "render"]
+__all__ = ["cautions", "missing", "render"]
 
 
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
@@ -34,8 +36,17 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     out += carry.vocab(r, "nanoGPT reads it from data/<dataset>/meta.pkl (else 50304)")
     out += carry.eps(r, 1e-8, "nanoGPT's AdamW uses torch's default 1e-8 (no key)")
     out += carry.zero_stage(r, 0, "nanoGPT trains with DDP only")
-    out += carry.data_parallel(r, "torchrun --nproc_per_node × nodes")
+    out += carry.data_parallel(r, "torchrun --nproc_per_node × nodes", accum_is_total=True)
     return out
+
+
+def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
+    """nanoGPT's model beyond the file's keys."""
+    return [
+        "nanoGPT always ties lm_head to wte (model.py); Sweeper's proxies untie them by default "
+        "(the recipe does not record the study's choice): the LR was measured on untied proxies "
+        "unless the study set tied_embeddings"
+    ]
 
 
 def _values(r: Recipe) -> dict[str, Any]:
@@ -65,6 +76,10 @@ def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
         f"gradient_accumulation_steps = accumulation {r.grad_accum_steps} × {r.data_parallel} "
         "processes (train.py divides it by the world size); max_iters = total steps − 1 "
         "(the loop runs 0..max_iters); min_lr is absolute: change it with learning_rate",
+        "yours to supply: the data (dataset = 'openwebtext' by default: data/<dataset>/train.bin "
+        "and val.bin) and the launch: torchrun --standalone --nproc_per_node=GPUS train.py FILE "
+        "(several nodes: --nnodes, --node_rank, --master_addr)",
+        *(f"CAUTION: {c}" for c in cautions(r, fv)),
     ]
     body = "".join(
         f"{k} = {num(v) if isinstance(v, float) else repr(v)}\n" for k, v in _values(r).items()

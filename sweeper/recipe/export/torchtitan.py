@@ -34,6 +34,14 @@ from sweeper.recipe.scale import block_n_params
 __all__ = ["flavor", "missing", "render"]
 
 
+_DECAY_03 = (
+    "the argument file has one param group (pattern .*): tyro overrides cannot add a second "
+    "(--optimizer.param_groups.1.* is refused); a config function can put a ParamGroupConfig "
+    "with pattern 'norm' and weight_decay 0 before the .* group"
+)
+_DECAY_02 = "torchtitan 0.2 builds one param group of every parameter ([optimizer] weight_decay)"
+
+
 def flavor(r: Recipe) -> TorchtitanFlavor:
     """The llama3 flavor nearest to the recipe's model in non-embedding parameters (log scale)."""
     n = block_n_params(r.width, r.depth)
@@ -60,6 +68,7 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     out += carry.init_std(r, "the model's (llama3: trunc_normal 0.02, depth-scaled outputs)")
     out += carry.model_shape(r, where)
     out += carry.vocab(r, f"llama3 {f.flavor}'s {f.vocab} (and the tokenizer's)")
+    out += carry.weight_decay_groups(r, _DECAY_03 if _is_03(fv) else _DECAY_02)
     out += carry.zero_stage(
         r,
         3,
@@ -127,10 +136,18 @@ def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
     notes = (
         [
             "one AdamW param group (pattern .*, torchtitan's default_adamw); the overrides keep "
-            "the config function's other settings (dataset, checkpointing, parallelism)"
+            "the config function's other settings (dataset, checkpointing, parallelism)",
+            "yours to supply: the data (the config function's --dataloader.dataset, c4 from the "
+            "Hugging Face hub for the llama3 configs) and the tokenizer: --hf_assets_path (the "
+            "config function's ./assets/hf/... folder, fetched with torchtitan's "
+            "scripts/download_hf_assets.py)",
         ]
         if _is_03(fv)
-        else ["the other job settings keep torchtitan's JobConfig defaults (dataset c4_test, ...)"]
+        else [
+            "the other job settings keep torchtitan's JobConfig defaults: set [training] dataset "
+            "(default c4_test, a test set) and [model] hf_assets_path (default "
+            "./tests/assets/tokenizer, a test tokenizer)"
+        ]
     )
     head = comment(header_lines(r, "torchtitan", miss, fv, notes))
     return head + (_render_03(r) if _is_03(fv) else _render_02(r))

@@ -9,6 +9,7 @@ scripts/check_exports.sh (tests/exports/), outside this suite.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -22,6 +23,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from proxy_models.config import ProxyConfig
+from proxy_models.rules import sp_small_init_std
 from sweeper.errors import TargetError
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PowerLaw
@@ -239,8 +242,6 @@ def test_megatron_mup_flags(checks: SimpleNamespace, mup: Recipe, version: str) 
 
 
 def test_megatron_mup_output_mult_and_head_dim(checks: SimpleNamespace, mup: Recipe) -> None:
-    import dataclasses
-
     r = recommend({"lr": mup_law(output_mult=4.0)}, mup.target, Hardware(gpus=2))
     r = dataclasses.replace(r, base_head_dim=32)
     ns = _megatron_ns(checks, r, "0.19")
@@ -486,3 +487,116 @@ def test_a_longer_string_than_the_checked_release_is_another_release(small: Reci
     for fmt, v in (("megatron", "0.19.0"), ("nanogpt", "3adf61e"), ("nanogpt", "3ADF61E154C3")):
         got = render(small, fmt, v)
         assert got.version is not None and got.version.caution is None, (fmt, v)
+
+
+@pytest.mark.parametrize("version", MEGATRON_VERSIONS)
+def test_megatron_trains_the_proxies_architecture(
+    checks: SimpleNamespace, recipe: Recipe, mup: Recipe, version: str
+) -> None:
+    """Megatron's defaults are dropout 0.1, a bias on every linear and an output layer tied to the
+    word embeddings; the proxies (proxy_models/model.py) have none of them: the file sets the
+    flags, and says what no flag removes (LayerNorm's bias)."""
+    proxy = ProxyConfig()
+    for r in (recipe, mup):
+        ns = _megatron_ns(checks, r, version)
+        assert (ns.hidden_dropout, ns.attention_dropout) == (0.0, 0.0)
+        assert ns.add_bias_linear is False
+        assert ns.untie_embeddings_and_output_weights is not proxy.tied_embeddings
+        assert ns.normalization == {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[proxy.norm]
+        assert ns.position_embedding_type == "learned_absolute"
+    assert "CAUTION: Megatron's LayerNorm has a bias" in export_recipe(recipe, "megatron", version)
+
+
+@pytest.mark.parametrize("version", ["0.17", "0.18", "0.19"])
+def test_megatron_mup_output_layer_keeps_the_base_lr_and_eps(mup: Recipe, version: str) -> None:
+    """Under --use-mup, language_module.py marks the output layer is_embedding_parameter, so
+    get_mup_config_overrides gives it the base LR and eps, as the proxies' lm_head: only the
+    hidden matrices' eps (÷ m) and weight decay (not × m) differ."""
+    missing = cannot_carry(mup, "megatron", version)
+    text = export_recipe(mup, "megatron", version)
+    assert not [m for m in missing if "output layer" in m]
+    assert "--decoupled-lr" not in text
+    assert f"untied output layer at the base LR {mup.lr.value:.4g} and eps" in text
+    (eps,) = [m for m in missing if m.startswith("Adam eps")]
+    assert eps.endswith(f"by m for the hidden matrices ({mup.adam_eps / 8:.3g})")
+    assert [m for m in missing if "weight decay" in m and "× m" in m]
+
+
+@pytest.mark.parametrize("version", MEGATRON_VERSIONS)
+def test_megatron_rampup_header_says_counts_are_samples(
+    recipe: Recipe, small: Recipe, version: str
+) -> None:
+    """With a ramp-up the file trains by samples: the header's steps and warmup are full-batch
+    step counts that Megatron reaches at other iterations."""
+    said = "with the ramp-up the run is counted in samples"
+    text = export_recipe(recipe, "megatron", version)
+    g = recipe.global_batch_sequences
+    assert said in text and f"--lr-warmup-samples = {recipe.warmup_steps} warmup steps" in text
+    assert f"the full batch {g}" in text
+    assert said not in export_recipe(small, "megatron", version)
+
+
+def test_litgpt_init_declares_both_residual_projections(recipe: Recipe) -> None:
+    """litgpt 0.5.13 initialize_weights rescales proj of CausalSelfAttention and LLaMAMLP only:
+    the GptNeoxMLP of the export keeps sqrt(2/(5·n_embd)) on its down-projection."""
+    (line,) = [m for m in cannot_carry(recipe, "litgpt") if m.startswith("init std")]
+    assert "the MLP's down-projection (GptNeoxMLP proj) included" in line
+    assert f"{sp_small_init_std(4096):.4g}" in line and f"{1 / math.sqrt(4096) / 30:.4g}" in line
+    assert "(attention out, MLP down)" in line
+
+
+def test_weight_decay_groups_declared_where_every_parameter_decays(recipe: Recipe) -> None:
+    """The proxies decay matrices only (proxy_models.rules: vectors 0). litgpt and torchtitan put
+    every parameter in one group: declared; nanoGPT (dim >= 2), HF Trainer (no bias/norm) and
+    Megatron (no 1-D/bias) decay as the proxies; DeepSpeed: the script's groups (a caution)."""
+    for fmt, v, one_group in (
+        ("litgpt", None, True), ("torchtitan", "0.2", True), ("torchtitan", "0.3", True),
+        ("nanogpt", None, False), ("hf", None, False), ("megatron", None, False),
+        ("deepspeed", None, False),
+    ):  # fmt: skip
+        said = [m for m in cannot_carry(recipe, fmt, v) if "on norm gains and biases" in m]
+        assert bool(said) is one_group, (fmt, v, said)
+    (caution,) = render(recipe, "deepspeed").cautions
+    assert "model_parameters" in caution and "norm gains" in caution
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_deepspeed_short_warmup_is_written_as_deepspeed_accepts(small: Recipe, warmup: int) -> None:
+    """WarmupCosineLR raises on warmup_num_steps 0 and warms up over max(2, n) steps."""
+    got = render(dataclasses.replace(small, warmup_steps=warmup), "deepspeed")
+    params = json.loads(got.text)["scheduler"]["params"]
+    assert (params["warmup_num_steps"], params["warmup_min_ratio"]) == (1, 1.0)
+    assert [m for m in got.missing if m.setting == "schedule" and "refuses" in m.text]
+    assert (
+        json.loads(export_recipe(small, "deepspeed"))["scheduler"]["params"]["warmup_min_ratio"]
+        == 0.0
+    )
+
+
+def test_nanogpt_batch_holds_on_divisors_and_tying_is_said(recipe: Recipe) -> None:
+    """train.py divides gradient_accumulation_steps by the world size: the global batch holds on
+    any world size dividing it. model.py ties lm_head to wte; the proxies do not by default."""
+    total = recipe.grad_accum_steps * recipe.data_parallel
+    (dp,) = [m for m in cannot_carry(recipe, "nanogpt") if m.startswith("data-parallel")]
+    assert "holds only" not in dp and f"holds on any world size dividing {total}" in dp
+    assert "holds only on 64 processes" in cannot_carry(recipe, "hf")[-1]
+    assert "CAUTION: nanoGPT always ties lm_head to wte" in export_recipe(recipe, "nanogpt")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "version", "words"),
+    [
+        ("litgpt", None, ("data:", "tokenizer_dir:", "out_dir:")),
+        ("nanogpt", None, ("dataset = 'openwebtext'", "torchrun")),
+        ("torchtitan", "0.3", ("--dataloader.dataset", "--hf_assets_path")),
+        ("torchtitan", "0.2", ("[training] dataset", "[model] hf_assets_path")),
+    ],
+)
+def test_header_says_what_the_user_supplies(
+    small: Recipe, fmt: str, version: str | None, words: tuple[str, ...]
+) -> None:
+    head = "".join(
+        ln for ln in export_recipe(small, fmt, version).splitlines(True) if ln.startswith("#")
+    )
+    for w in words:
+        assert w in head, (fmt, w)
