@@ -193,14 +193,26 @@ def import_runs(
     seq_len: int | None = None,
     storage: str | None = None,
     study: str | Path | None = None,
+    conventions: Mapping[str, Any] | Sequence[str] | None = None,
 ) -> Sweep:
     """Store the runs of a CSV/parquet file as the imported sweep ``sweep`` and return it.
 
     ``study``: the study TOML the runs came from (its ladder must hold every cell of the runs);
-    with it the sweep's cells can be trained again, e.g. by :func:`validate_transfer`."""
+    with it the sweep's cells can be trained again, e.g. by :func:`validate_transfer`.
+    ``conventions``: what the file's numbers mean, which its laws then record, e.g.
+    ``{"parametrization": "mup", "base_width": 256, "tokens": "tokenizer:llama3",
+    "n_params": "total"}`` (keys: :data:`sweeper.study.declared.KEYS`); not with ``study``."""
     from sweeper.study.importer import import_runs as _import
 
-    _import(path, sweep=sweep, renames=renames, seq_len=seq_len, url=storage, study=study)
+    _import(
+        path,
+        sweep=sweep,
+        renames=renames,
+        seq_len=seq_len,
+        url=storage,
+        study=study,
+        conventions=conventions,
+    )
     return _sweep(sweep, storage)
 
 

@@ -35,6 +35,7 @@ from sweeper.fitting.methods import (
     SURFACE_HELP,
     SURFACE_SETTINGS,
 )
+from sweeper.study.declared import KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +53,12 @@ example (the Step Law release: N non-embedding params, D tokens, bs in sequences
 
 Required columns: n_params (non-embedding), tokens, loss (nats/token). Optional: lr, batch_size
 (sequences) with seq_len, or batch_tokens; width, depth, n_params_total, flops, seed, diverged,
-state, cell. Other columns are kept with the runs. Renames are applied all at once."""
+state, cell. Other columns are kept with the runs. Renames are applied all at once.
+
+What the numbers mean, where they are not Sweeper's own (non-embedding N, a launched study's
+units): declare it, and the laws record it, so that compare, check and export can match it, e.g.
+  sweeper import runs.csv --sweep ours --convention parametrization=mup \\
+      --convention base_width=256 --convention tokens=tokenizer:llama3 --convention n_params=total"""
 _FIT_EPILOG = """\
 Without --target, fits lr, and batch_tokens when the batch size varies within cells. Predictors
 default to those of n_params and tokens that vary across the usable cells; give one list for all
@@ -97,8 +103,16 @@ def _register_import(sub: Any) -> None:
     p.add_argument(
         "--study",
         metavar="TOML",
-        help="the study the runs were trained from: stored with them, so that validate-transfer "
-        "can train their cells again",
+        help="the study the runs were trained from (a CSV of `sweeper trials`): stored with them, "
+        "with what their numbers mean, so that validate-transfer can train their cells again",
+    )
+    p.add_argument(
+        "--convention",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="what the file's numbers mean, recorded by its laws (repeatable; not with --study): "
+        + "; ".join(f"{k}: {text}" for k, (_, text) in KEYS.items()),
     )
     _common(p)
     p.set_defaults(func=cmd_import)
@@ -215,6 +229,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         seq_len=args.seq_len,
         storage=args.storage,
         study=args.study,
+        conventions=args.convention,
     )
     runs = sw.runs()
     n, cells = len(runs), int(runs["cell"].nunique())

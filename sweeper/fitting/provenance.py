@@ -9,6 +9,7 @@ and D). Runs handed over without a sweep are treated like an imported file.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from sweeper.study.handle import Sweep
     from sweeper.study.spec import StudySpec
 
-__all__ = ["runs_conventions", "sweep_conventions", "token_unit"]
+__all__ = ["declared_conventions", "runs_conventions", "sweep_conventions", "token_unit"]
 
 
 def sweep_conventions(sweep: Sweep) -> Conventions:
@@ -38,7 +39,7 @@ def sweep_conventions(sweep: Sweep) -> Conventions:
         conv = runs_conventions(sweep.runs())
         shape = _shape_of(sweep.meta)  # (an import's metadata names no parametrization: the runs')
         shape["parametrization"] = shape["parametrization"] or conv.parametrization
-        return replace(conv, **shape)
+        return declared_conventions(replace(conv, **shape), sweep.meta.get("conventions"))
     meta = sweep.meta if sweep.launched else _imported_study_meta(sweep)
     data = str(meta.get("data") or "builtin")
     vocab = meta.get("vocab_size")
@@ -84,6 +85,20 @@ def runs_conventions(runs: pd.DataFrame) -> Conventions:
         init_std=None,
         parametrization=_one_parametrization(runs),
     )
+
+
+def declared_conventions(conv: Conventions, declared: Mapping[str, Any] | None) -> Conventions:
+    """``conv`` with what an import declared (``import --convention``,
+    :mod:`sweeper.study.declared`), and the LR described by it."""
+    if not declared:
+        return conv
+    conv = replace(conv, **declared)
+    said = [
+        f"{k} {declared[k]}"
+        for k in ("optimizer", "schedule", "min_lr_ratio", "warmup", "decay_fraction", "z_loss")
+        if k in declared
+    ]
+    return replace(conv, lr=conv.lr + (f" (declared: {', '.join(said)})" if said else ""))
 
 
 def _one_parametrization(runs: pd.DataFrame) -> str | None:

@@ -30,7 +30,7 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
@@ -135,6 +135,9 @@ def read_runs_file(
     if problems:
         raise ImportDataError("\n".join(problems))
     out = normalize_runs(df)
+    problems = _check_steps(out, name)
+    if problems:
+        raise ImportDataError("\n".join(problems))
     out.attrs["diverged_from_loss"] = from_loss
     return out
 
@@ -167,6 +170,7 @@ def import_runs(
     seq_len: int | None = None,
     url: str | None = None,
     study: str | Path | None = None,
+    conventions: Iterable[str] | Mapping[str, Any] | None = None,
 ) -> int:
     """Validate ``path`` and store its runs as the imported sweep ``sweep``; returns the row count.
 
@@ -175,7 +179,10 @@ def import_runs(
     written when anything is wrong (ImportDataError). ``study``: the study TOML the runs were
     trained from (e.g. a CSV written by ``sweeper trials`` and its studies/ file); it is stored
     with the sweep, so that its cells can be trained again (``validate-transfer``), and every
-    cell of the runs must be a cell of its ladder.
+    cell of the runs must be a cell of its ladder, with the N its study counts.
+    ``conventions``: what the file's numbers mean (:mod:`sweeper.study.declared`: ``KEY=VALUE``
+    texts or a mapping), stored with the sweep for its laws to record; not with ``study``, which
+    says all of it.
     """
     if not sweep or not sweep.strip():
         raise ImportDataError("the sweep name must not be empty")
@@ -184,9 +191,11 @@ def import_runs(
             f"--sweep {sweep!r} must be letters, digits, '_', '-' or '.' (no '/'), the rule of "
             "a study's sweep.name"
         )
+    declared = _declared(conventions, study)
     p = Path(path)
     df = read_runs_file(p, renames=renames, seq_len=seq_len)
-    notes = import_notes(df, dict(renames or {}), sweep)
+    _check_declared_column(df, declared)
+    notes = import_notes(df, dict(renames or {}), sweep, declared)
     if "source" not in df.columns or df["source"].isna().all():
         df["source"] = f"import:{p.name}"
     meta = {
@@ -198,6 +207,8 @@ def import_runs(
         "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
         "diverged_from_loss": int(df.attrs.get("diverged_from_loss", 0)),
     }
+    if declared:
+        meta["conventions"] = declared
     study_toml = _study_text(study, df) if study is not None else ""
     records = [json.dumps(_jsonable_row(r)) for r in df.to_dict(orient="records")]
     try:
@@ -233,6 +244,34 @@ def import_runs(
     return len(df)
 
 
+def _declared(
+    conventions: Iterable[str] | Mapping[str, Any] | None, study: str | Path | None
+) -> dict[str, Any]:
+    """The conventions declared (checked), none where ``study`` is given: it says them all."""
+    from sweeper.study.declared import parse_declared
+
+    if not conventions:
+        return {}
+    if study is not None:
+        raise ImportDataError(
+            "--convention with --study: the study says what its runs' numbers mean; give one"
+        )
+    return parse_declared(conventions)
+
+
+def _check_declared_column(df: pd.DataFrame, declared: Mapping[str, Any]) -> None:
+    """A declared parametrization agrees with the file's own ``parametrization`` column."""
+    p = declared.get("parametrization")
+    if p is None or "parametrization" not in df:
+        return
+    named = sorted({str(v).lower() for v in df["parametrization"].dropna()} - {p})
+    if named:
+        raise ImportDataError(
+            f"--convention parametrization={p}, but the file's parametrization column names "
+            f"{', '.join(named)}: import each parametrization as its own sweep"
+        )
+
+
 def _study_text(study: str | Path, df: pd.DataFrame) -> str:
     """The text of the study file ``study``, once it parses and its ladder has every cell of
     ``df`` (ImportDataError naming the cells it lacks)."""
@@ -246,13 +285,22 @@ def _study_text(study: str | Path, df: pd.DataFrame) -> str:
         spec = parse_study_toml(text, source=str(p))
     except (OSError, SweeperError) as e:
         raise ImportDataError(f"--study {p}: {e}") from None
-    known = {c.name for c in cells(spec)}
-    missing = sorted(set(df["cell"].dropna().astype(str)) - known) if "cell" in df else []
+    known = {c.name: c for c in cells(spec)}
+    missing = sorted(set(df["cell"].dropna().astype(str)) - set(known)) if "cell" in df else []
     if missing:
         raise ImportDataError(
             f"--study {p}: its ladder has no cell {', '.join(missing[:5])}"
             + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else "")
             + f"; its cells: {', '.join(sorted(known))}"
+        )
+    n = df.groupby("cell")["n_params"].median()
+    off = [(c, v, known[c].n_params) for c, v in n.items() if abs(v / known[c].n_params - 1) > 0.01]
+    if off:
+        c, v, counted = off[0]
+        raise ImportDataError(
+            f"--study {p}: the runs' n_params differ from the N its study counts ({c}: "
+            f"{v:.4g} against {counted:.4g}; {len(off)} cells): --study is for runs trained from "
+            "that study; declare other runs' conventions with --convention"
         )
     return text
 
@@ -302,13 +350,21 @@ def _read(p: Path) -> pd.DataFrame:
     raise ImportDataError(f"{p.name}: unknown file type {suffix!r}; use .csv, .tsv or .parquet")
 
 
-def import_notes(df: pd.DataFrame, renames: Mapping[str, str], sweep: str) -> list[str]:
-    """What an import accepted that a fit will miss, said when it is imported rather than when a
-    law is absent: no LR (a canonical column renamed away), a batch size in sequences without a
-    sequence length (no batch law), batches too small to be tokens, a sweep named as a published
-    law set (a SWEEP argument then means the sweep)."""
+def import_notes(
+    df: pd.DataFrame,
+    renames: Mapping[str, str],
+    sweep: str,
+    declared: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """What an import accepted that a fit will miss or get wrong, said when it is imported rather
+    than when a law is absent or off: no LR (a canonical column renamed away), a batch size in
+    sequences without a sequence length (no batch law), batches too small to be tokens, tokens
+    too few per parameter to be tokens, an N that counts the embeddings, several
+    parametrizations, a sweep named as a published law set (a SWEEP argument then means the
+    sweep). ``declared``: the conventions the import declares (:mod:`sweeper.study.declared`)."""
     from sweeper.recipe.published import PUBLISHED_NAMES, published_key
 
+    declared = declared or {}
     notes = []
     away = [f"{old}={new}" for old, new in renames.items() if old in COLUMNS and new not in COLUMNS]
     if df["lr"].isna().all():
@@ -327,12 +383,69 @@ def import_notes(df: pd.DataFrame, renames: Mapping[str, str], sweep: str) -> li
             f"batch_tokens are at most {bt.max():g} for models of {n.median():.3g} parameters: "
             "if they count sequences, import them as batch_size with --seq-len"
         )
+    per_param = float((df["tokens"] / df["n_params"]).median())
+    if per_param < 0.01:
+        notes.append(
+            f"a median of {per_param:.2g} tokens per parameter: are the tokens in millions or "
+            "billions (or N in thousands)? Sweeper reads both as plain counts"
+        )
+    if declared.get("n_params") in (None, "non-embedding"):
+        notes += _embedding_note(df)
+    column = df["parametrization"] if "parametrization" in df else pd.Series(dtype=object)
+    named = sorted({str(v).lower() for v in column.dropna()})
+    if len(named) > 1:
+        notes.append(
+            f"the parametrization column names {', '.join(named)}: a law fitted to these runs "
+            "pools them, and records none; import each parametrization as its own sweep"
+        )
     if published_key(sweep) in PUBLISHED_NAMES:
         notes.append(
             f"{sweep!r} is also a published law set's name: as a SWEEP argument it now means this "
             f"sweep (the published laws: --law {published_key(sweep)})"
         )
     return notes
+
+
+def _embedding_note(df: pd.DataFrame) -> list[str]:
+    """N seems to count the embeddings: with width and depth columns, n_params exceeds the
+    blocks' 12·L·d² by about the same multiple of the width in every shape (a vocabulary's
+    embeddings, V·d), and by 30% or more at the smallest. A count of the blocks alone exceeds it
+    by a constant ratio, or by an FFN that varies with the shape (Step Law's), not by V·d."""
+    from sweeper.recipe.scale import block_n_params
+
+    if not {"width", "depth"} <= set(df.columns):
+        return []
+    g = df.dropna(subset=["width", "depth", "n_params"])
+    g = g.groupby(["width", "depth"], as_index=False)["n_params"].median()
+    if len(g) < 3:
+        return []
+    blocks = block_n_params(g["width"].astype(float), g["depth"].astype(float))
+    extra = (g["n_params"] - blocks) / g["width"]
+    ratio = float((g["n_params"] / blocks).max())
+    if ratio < 1.3 or extra.min() <= 0 or extra.max() / extra.min() > 1.15:
+        return []
+    return [
+        f"n_params exceeds the blocks' 12·L·d² by about {extra.median():.3g}·width in every "
+        f"shape ({ratio:.2g}x at the smallest): it seems to count the embeddings (a vocabulary "
+        "of that size untied, or twice it tied), whose share shrinks as models grow and steepens "
+        "the N exponent; import the non-embedding count, or declare --convention n_params=total"
+    ]
+
+
+def _check_steps(df: pd.DataFrame, name: str) -> list[str]:
+    """A run trains at least one optimizer step: tokens >= its batch in tokens (tokens counted
+    in billions, or a batch in tokens imported as sequences, break it)."""
+    steps = (df["tokens"] / df["batch_tokens"]).to_numpy(dtype=float)
+    bad = np.isfinite(steps) & (steps < 1)
+    if not bad.any():
+        return []
+    i = int(np.argmax(bad))
+    return [
+        f"{name}: row {i + 1} trains {df['tokens'].iloc[i]:.4g} tokens at a batch of "
+        f"{df['batch_tokens'].iloc[i]:.4g} tokens ({int(bad.sum())} rows less than one step): "
+        "are the tokens in millions or billions, or the batch already in tokens (import it as "
+        "batch_tokens, without --seq-len)?"
+    ]
 
 
 def _renamed(raw: pd.DataFrame, renames: dict[str, str], name: str) -> pd.DataFrame:

@@ -11,6 +11,7 @@ validation loss in nats per token.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -103,10 +104,9 @@ def normalize_runs(df: pd.DataFrame) -> pd.DataFrame:
         out["cell"] = None
     no_cell = out["cell"].isna()
     if no_cell.any():
-        out.loc[no_cell, "cell"] = [
-            f"N{_fmt(n)}-D{_fmt(d)}"
-            for n, d in zip(out.loc[no_cell, "n_params"], out.loc[no_cell, "tokens"], strict=True)
-        ]
+        n_name = _grouped(out.loc[no_cell, "n_params"])
+        d_name = _grouped(out.loc[no_cell, "tokens"])
+        out.loc[no_cell, "cell"] = [f"N{n}-D{d}" for n, d in zip(n_name, d_name, strict=True)]
     out["cell"] = out["cell"].astype(str)
     if "state" not in out.columns:
         out["state"] = "COMPLETE"
@@ -118,6 +118,32 @@ def normalize_runs(df: pd.DataFrame) -> pd.DataFrame:
         out["source"] = None
     extra = [c for c in out.columns if c not in COLUMNS]
     return out[[*COLUMNS, *extra]].reset_index(drop=True)
+
+
+#: values closer than this (relative) are one cell's: a file's N or D jittered by a logger
+CELL_TOLERANCE: Final[float] = 0.01
+
+
+def _grouped(values: pd.Series) -> list[str]:
+    """Each value's name in a cell's: values within :data:`CELL_TOLERANCE` of the smallest of
+    their group share one name, the commonest of their 3-digit forms (rounding alone split
+    values either side of a rounding edge, 8.495e8 and 8.505e8, into two cells)."""
+    x = values.to_numpy(dtype=float)
+    group = np.full(len(x), -1)
+    order = np.argsort(x, kind="stable")
+    start, g = math.nan, -1
+    for i in order:
+        if not np.isfinite(x[i]):
+            continue
+        if not (x[i] <= start * (1.0 + CELL_TOLERANCE)):
+            start, g = x[i], g + 1
+        group[i] = g
+    names = [_fmt(v) for v in x]
+    common: dict[int, str] = {}
+    for k in set(group.tolist()) - {-1}:
+        forms = [names[i] for i in np.flatnonzero(group == k)]
+        common[k] = max(sorted(set(forms)), key=forms.count)
+    return [common[k] if k >= 0 else names[i] for i, k in enumerate(group)]
 
 
 def _fmt(x: float) -> str:
