@@ -321,16 +321,21 @@ def solve(p0: np.ndarray, lay: Layout, r: Runs, *, max_nfev: int = 200) -> Optim
             lower[lay.slices[name]], upper[lay.slices[name]] = ASYMMETRY_RANGE
     p0 = np.clip(p0, lower + 1e-9, upper - 1e-9)
     p0[lay.index("sat")] = max(p0[lay.index("sat")], 1e-6)
-    return least_squares(
-        residuals,
-        p0,
-        jac=jacobian,
-        args=(lay, r),
-        bounds=(lower, upper),
-        method="trf",
-        x_scale="jac",
-        max_nfev=max_nfev,
-    )
+    try:
+        return least_squares(
+            residuals,
+            p0,
+            jac=jacobian,
+            args=(lay, r),
+            bounds=(lower, upper),
+            method="trf",
+            x_scale="jac",
+            max_nfev=max_nfev,
+        )
+    except ValueError as e:  # a residual or its Jacobian went non-finite: no fit, not a crash
+        from sweeper.errors import FitError
+
+        raise FitError(f"the surface fit met a non-finite value and stopped ({e})") from None
 
 
 def laplace_cov(p: np.ndarray, lay: Layout, r: Runs) -> np.ndarray:

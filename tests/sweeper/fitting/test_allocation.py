@@ -198,6 +198,34 @@ def test_runs_the_law_puts_past_the_blowup_carry_no_information(ladder: pd.DataF
     assert info.gain(big, [u_opt - 6.0]) == 0.0  # e^6 = 400x below the optimum: off the model
 
 
+def test_the_stopping_rule_stops_on_the_interval_fit_reports(ladder: pd.DataFrame) -> None:
+    """The Laplace interval leaves the cells' scatter out of the law's slope: an audit's plan
+    stopped at a ratio of 439 where fit then reported 6.45e9. A stop by the interval rule is
+    confirmed by fit's bootstrap interval: between the two ratios the plan goes on."""
+    runs = ladder[ladder["seed"] == 0].sort_values("loss").groupby("cell").head(4)
+    cells = _cells(ladder)
+    target = al.default_target(cells)
+    law, _ = al._fit(runs, 0, None, False)
+    laplace = al._interval_ratio(law, target)
+    boot = al._bootstrap_ratio(runs, 0, None, False, target)
+    assert laplace is not None and boot is not None and boot > 1.2 * laplace
+    kw = {"k": 1, "confirm_runs": 1, "max_seeds": 3, "window": None, "shape_scaling": False}
+    p = al.plan(runs, cells, stop_lr_interval_ratio=math.sqrt(laplace * boot), **kw)
+    assert p.points and not p.stop
+    assert any("the bootstrap's" in n for n in p.notes), p.notes
+    p = al.plan(runs, cells, stop_lr_interval_ratio=1.01 * boot, **kw)
+    assert p.points == () and "(bootstrap, as fit reports it" in p.stop
+    assert p.interval_ratio == pytest.approx(boot)
+
+
+def test_a_fit_that_meets_a_non_finite_value_is_no_law_not_a_crash(ladder: pd.DataFrame) -> None:
+    """Two seeds of each cell's five best LRs sent the planner's fit to a NaN inside scipy's
+    least squares: a ValueError that would have ended the launch, where no law just explores."""
+    runs = ladder.sort_values("loss").groupby("cell").head(5)
+    law, note = al._fit(runs, 0, None, False)
+    assert law is None and "non-finite" in note
+
+
 def test_pending_runs_do_not_settle_the_stopping_rule(ladder: pd.DataFrame) -> None:
     """A confirmation still running does not count as done: the plan goes on instead of stopping
     (it stops once the confirmations have completed)."""
