@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.run.trainable import METRIC
-from sweeper.study.samplers import hold_point, requeue_point
+from sweeper.study.samplers import RUNS_DONE, hold_point, requeue_point
 from sweeper.study.sweep import CellStudy, cell_counts
 from sweeper.study.sweep_runs import aggregate_runs
 
@@ -76,6 +76,27 @@ class CellState:
             or self.failed_now >= target
             or self.grid_spent
         )
+
+
+def resume_seeds(p: Point) -> int:
+    """Take the runs of ``p``'s seeds that finished under the trial a stopped driver left
+    (:data:`~sweeper.study.samplers.RUNS_DONE`, queued with the point by ``reconcile``) instead
+    of running them again; at least one seed is left to run, so that the point reaches Tune.
+    Returns how many were taken."""
+    taken = 0
+    for rec in p.trial.user_attrs.get(RUNS_DONE) or []:
+        seed = int(rec.get("seed", -1))
+        if seed in p.to_start and len(p.to_start) > 1:
+            p.to_start.remove(seed)
+            p.runs[seed] = dict(rec)
+            taken += 1
+    return taken
+
+
+def keep_runs_done(p: Point) -> None:
+    """Write the point's finished runs while others are still to run (:func:`resume_seeds`)."""
+    if p.to_start or p.live:
+        p.trial.set_user_attr(RUNS_DONE, [p.runs[s] for s in sorted(p.runs)])
 
 
 def report_value(p: Point, seed: int, result: Mapping[str, Any]) -> None:

@@ -12,7 +12,16 @@ from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune.search import Searcher
 
 from sweeper.run.law_plan import LawPlanner, same_lr, waiting
-from sweeper.run.points import CannotTell, CellState, Point, report_value, run_record, tell_point
+from sweeper.run.points import (
+    CannotTell,
+    CellState,
+    Point,
+    keep_runs_done,
+    report_value,
+    resume_seeds,
+    run_record,
+    tell_point,
+)
 from sweeper.run.trainable import METRIC, USER_ERROR, trial_config
 from sweeper.study.lease import HeldLease, LeaseLost
 from sweeper.study.samplers import grid_points_left
@@ -221,6 +230,7 @@ class CellSearcher(Searcher):
                 to_start=list(range(first, first + self.seeds)),
                 first_seed=first,
             )
+            self._resume(p)
             self.points[key] = p
             c.open_points += 1
             return self._dispatch(trial_id, key, p)
@@ -286,9 +296,21 @@ class CellSearcher(Searcher):
         p = Point(
             cell=i, trial=trial, to_start=list(range(first, first + self.seeds)), first_seed=first
         )
+        self._resume(p)
         self.points[key] = p
         c.open_points += 1
         return self._dispatch(trial_id, key, p)
+
+    def _resume(self, p: Point) -> None:
+        """Keep the seeds of a point that finished before its driver stopped (:func:`resume_seeds`)."""
+        taken = resume_seeds(p)
+        if taken:
+            logger.info(
+                "%s trial %d: %d seed(s) finished before the last launch stopped, kept",
+                self.cells[p.cell].cs.cell.name,
+                p.trial.number,
+                taken,
+            )
 
     def _dispatch(self, ray_id: str, key: tuple[int, int], p: Point) -> dict[str, Any]:
         seed = p.to_start.pop(0)
@@ -357,6 +379,11 @@ class CellSearcher(Searcher):
                     self._refused(f"trial {p.trial.number}: report", e)
                 p.pruned = True
                 p.to_start.clear()
+            else:
+                try:
+                    keep_runs_done(p)
+                except (LeaseLost, UpdateFinishedTrialError) as e:
+                    self._refused(f"trial {p.trial.number}: runs done", e)
         self.runs_done += 1
         if not p.live and not p.to_start and not self.lease_lost:
             try:

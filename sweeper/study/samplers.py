@@ -19,6 +19,7 @@ from sweeper.study.space import grid_values
 from sweeper.study.spec import StudySpec
 
 __all__ = [
+    "CLOSED_BY",
     "PlannedOnlySampler",
     "cell_key",
     "grid_points_left",
@@ -151,14 +152,21 @@ def _waiting_params(study: optuna.Study) -> list[dict[str, Any]]:
     ]
 
 
+#: a trial's user attribute: the runs of its point's seeds that finished before the point did (a
+#: driver stopped in between leaves them there; :func:`reconcile` queues them with the point)
+RUNS_DONE = "runs_done"
+
+
 def requeue_point(
     study: optuna.Study,
     params: Mapping[str, Any],
     waiting: list[dict[str, Any]] | None = None,
+    runs_done: list[dict[str, Any]] | None = None,
 ) -> bool:
     """Queue ``params`` (a point whose trial was closed as FAIL) to be asked again, unless an
     identical WAITING trial is already queued. ``waiting``: the queued points, when the caller
-    keeps them (updated in place). Returns whether a trial was queued."""
+    keeps them (updated in place). ``runs_done``: its seeds' runs that finished, queued with it
+    (:data:`RUNS_DONE`) so that they are not run again. Returns whether a trial was queued."""
     point = dict(params)
     if not point:
         return False
@@ -166,7 +174,7 @@ def requeue_point(
         waiting = _waiting_params(study)
     if point in waiting:
         return False
-    study.enqueue_trial(point)
+    study.enqueue_trial(point, user_attrs={RUNS_DONE: runs_done} if runs_done else None)
     waiting.append(point)
     return True
 
@@ -199,8 +207,14 @@ def hold_point(study: optuna.Study, params: Mapping[str, Any]) -> None:
         study.set_user_attr(HELD, [*held, point])
 
 
+#: the ``closed_by`` attribute of a trial :func:`reconcile` closed: its driver stopped (killed,
+#: interrupted, its lease taken over) with the trial RUNNING; no run of it failed
+CLOSED_BY = "reconcile: its driver stopped"
+
+
 def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
-    """Close the RUNNING trials a dead driver left as FAIL and queue their points again, after
+    """Close the RUNNING trials a stopped driver left (killed, or interrupted: a run it stopped
+    is not told) as FAIL (``closed_by`` :data:`CLOSED_BY`) and queue their points again, after
     the points the last launch held (:func:`hold_point`).
 
     Returns the point of every closed trial, in order (:func:`_point_of`: the whole point where it
@@ -229,11 +243,11 @@ def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
     for t in trials:
         if t.state != TrialState.RUNNING:
             continue
-        study._storage.set_trial_user_attr(t._trial_id, "closed_by", "reconcile: driver died")
+        study._storage.set_trial_user_attr(t._trial_id, "closed_by", CLOSED_BY)
         study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
         params = _point_of(t, sampler)
         closed.append(params)
-        requeue_point(study, params, waiting)  # a no-op for {}
+        requeue_point(study, params, waiting, t.user_attrs.get(RUNS_DONE))  # a no-op for {}
     if closed:
         logger.info(
             "%s: %d RUNNING trial(s) closed as FAIL, %d point(s) queued again",

@@ -710,6 +710,29 @@ def test_a_point_that_fails_in_the_studys_code_is_held_for_the_next_launch(
     assert drive(open_searcher(spec, sqlite_url)) == []
 
 
+def test_a_seed_that_finished_before_its_driver_stopped_is_kept(sqlite_url: str) -> None:
+    """Two seeds a point: one finished, the other running when the driver stopped. The relaunch
+    closed the trial and ran both seeds again (an audit lost a finished seed so); now it runs
+    only the one that had not finished, and the point is told with both."""
+    spec = parse_study_toml(GRID.format(name="gridseeds").replace("seeds_per_point = 1",
+                                                                  "seeds_per_point = 2"))  # fmt: skip
+    first = open_searcher(spec, sqlite_url)
+    a, b = first.suggest("r0"), first.suggest("r1")  # the two seeds of the first point
+    assert (a["seed"], b["seed"]) == (0, 1) and a["params"] == b["params"]
+    done = {"final": True, "loss": 3.1, "val_loss": 3.1, "diverged": False, "wall_s": 1.0,
+            "tokens": 16384, "tokens_per_s": 1e4}  # fmt: skip
+    first.on_trial_complete("r0", result=done)  # seed 0 finishes; then the driver stops
+    runs = drive(open_searcher(spec, sqlite_url))
+    again = [r for r in runs if r["params"] == a["params"]]
+    assert [r["seed"] for r in again] == [1]  # seed 0 is not run again
+    (study,) = _studies(sqlite_url, "gridseeds").values()
+    (told,) = [t for t in study.trials if t.state == TrialState.COMPLETE
+               and t.params["lr"] == a["params"]["lr"]]  # fmt: skip
+    assert [r["seed"] for r in told.user_attrs["runs"]] == [0, 1]
+    assert told.user_attrs["runs"][0]["ray_trial_id"] == "r0"
+    assert _states(study) == {"COMPLETE": 3, "FAIL": 1}
+
+
 def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
     """A FAIL point without a queued retry (an older Sweeper): stop short, never repeat a point."""
     from sweeper.study.space import distributions
