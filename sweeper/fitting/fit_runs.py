@@ -111,6 +111,7 @@ def fit_runs(
     power law, the loss law's points (``best`` per cell or ``all``), the seed, and the surface
     method's named settings ``surface`` (:data:`sweeper.fitting.surface.SETTINGS`).
     """
+    _check_batch_known(runs)
     outcome = _fit_targets(runs, conventions, source, target, predictors, options)
     mixed = device_kinds(runs["device"]) if "device" in runs else set()
     if len(mixed) < 2:
@@ -359,6 +360,21 @@ def _predictors_for(
     else:
         chosen = predictors
     return tuple(chosen) if chosen else default_predictors(optima)
+
+
+def _check_batch_known(runs: pd.DataFrame) -> None:
+    """FitError where the batch size varies within a cell in sequences but not in tokens (no
+    sequence length): every method would pool the batch sizes as if one, silently (an audit's
+    LR exponent interval widened 2.5x, its D exponent took in 0)."""
+    if "batch_size" not in runs or runs["batch_tokens"].notna().any():
+        return
+    seqs = runs.dropna(subset=["batch_size"]).groupby("cell")["batch_size"].nunique()
+    if (seqs > 1).any():
+        raise FitError(
+            "the batch size (in sequences) varies within cells but batch_tokens is unknown (no "
+            "sequence length): the fit would pool the batch sizes as one; import the runs with "
+            "--seq-len (or a seq_len column)"
+        )
 
 
 def batch_varies(runs: pd.DataFrame) -> bool:

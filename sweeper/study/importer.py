@@ -375,7 +375,8 @@ def import_notes(
     if df["batch_tokens"].isna().all() and df["batch_size"].notna().any():
         notes.append(
             "batch_size (sequences) without a sequence length: batch_tokens is unknown, so no "
-            "batch-size law can be fitted (give --seq-len, or a seq_len column)"
+            "batch-size law can be fitted, nor any law where it varies within a cell (give "
+            "--seq-len, or a seq_len column)"
         )
     bt, n = df["batch_tokens"].dropna(), df["n_params"].dropna()
     if len(bt) and len(n) and bt.max() < 4096 and n.median() > 1e7:

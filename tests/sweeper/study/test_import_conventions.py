@@ -165,3 +165,18 @@ def test_mixed_parametrizations_are_said(
     df = ladder()
     df["parametrization"] = ["sp", "mup"] * 6
     assert "column names mup, sp" in notes_of(tmp_path, df, caplog)
+
+
+def test_a_batch_in_sequences_without_a_length_is_not_pooled(tmp_path: Path) -> None:
+    """Without a sequence length the batch in tokens is unknown, and every fit pooled the batch
+    sizes of a cell as one (an audit's LR interval widened 2.5x); the fit now says so."""
+    from sweeper import api
+    from sweeper.errors import FitError
+
+    df = ladder()
+    df = pd.concat([df.assign(batch_size=32), df.assign(batch_size=128)], ignore_index=True)
+    path = write_csv(df, tmp_path / "runs.csv")
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    api.import_runs(path, sweep="seqs", storage=url)
+    with pytest.raises(FitError, match="--seq-len"):
+        api.fit("seqs", storage=url, n_boot=0)
