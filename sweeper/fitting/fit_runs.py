@@ -189,7 +189,10 @@ def _fit_surface(
     if not (pd.to_numeric(runs.get("lr", pd.Series(dtype=float)), errors="coerce") > 0).any():
         raise FitError(NO_LR)
     if target == "batch_tokens" and not batch_varies(runs):
-        raise FitError("batch_tokens: the batch size does not vary within any cell")
+        raise FitError(
+            "batch_tokens: the batch size does not vary within any cell (a cell is one (N, D): "
+            "runs at a fixed step count put each batch size in a cell of its own)"
+        )
     settings = SETTINGS[opt.surface]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always", FitWarning)

@@ -62,6 +62,12 @@ _POSITIVE: Final[tuple[str, ...]] = tuple(c for c in NUMERIC_COLUMNS if c not in
 _TRUE: Final[frozenset[str]] = frozenset({"true", "1", "yes", "y", "t"})
 _FALSE: Final[frozenset[str]] = frozenset({"false", "0", "no", "n", "f", ""})
 _EMPTY: Final[frozenset[str]] = frozenset({"", "nan", "na", "n/a", "none", "null"})
+#: run states as trackers write them (Weights & Biases: finished, crashed, failed, killed,
+#: running), as Sweeper's
+_STATE_ALIASES: Final[dict[str, str]] = {
+    "finished": "COMPLETE", "complete": "COMPLETE", "completed": "COMPLETE", "crashed": "FAIL",
+    "failed": "FAIL", "fail": "FAIL", "killed": "FAIL", "running": "RUNNING", "pruned": "PRUNED",
+}  # fmt: skip
 #: how a file writes a diverged run's loss
 _NONFINITE: Final[frozenset[str]] = frozenset(
     {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
@@ -110,12 +116,14 @@ def read_runs_file(
         diverged = pd.Series(False, index=df.index)
     if "state" in df.columns:
         df["state"] = df["state"].fillna("COMPLETE")
+        df["state"] = [_STATE_ALIASES.get(str(v).strip().lower(), v) for v in df["state"]]
         bad = ~df["state"].astype(str).isin(STATES)
         if bad.any():
             i = int(np.argmax(bad.to_numpy()))
             problems.append(
                 f"{name}: column 'state' has {df['state'].iloc[i]!r} in row {i + 1}; "
-                f"known states: {', '.join(STATES)}"
+                f"known states: {', '.join(STATES)} (or as trackers write them: "
+                f"{', '.join(sorted(_STATE_ALIASES))})"
             )
     for col in (*_POSITIVE, *_NON_NEGATIVE):
         if col not in df.columns:
@@ -492,7 +500,13 @@ def _numeric_column(
         blank = empty.to_numpy() & ~excused
         if blank.any():
             i = int(np.argmax(blank))
-            return values, f"{name}: column {col!r} is empty in row {i + 1}"
+            hint = (
+                " (a run that diverged or did not finish: mark it in a diverged or state column, "
+                "or drop the row)"
+                if col == "loss"
+                else ""
+            )
+            return values, f"{name}: column {col!r} is empty in row {i + 1}{hint}"
     with np.errstate(invalid="ignore"):
         bad = (~np.isfinite(v) & ~np.isnan(v)) & ~excused
         bad |= (v <= 0) if col in _POSITIVE else (v < 0)

@@ -91,7 +91,8 @@ def _law_lines(r: Recipe) -> list[str]:
         lines.append(
             f"{role} law: id {p.get('id')}, source {p.get('source')}, method {p.get('method')}, "
             f"predictors {','.join(p.get('predictors') or [])}, flops {conv.flops}"
-            + (f", tokens counted as {unit}" if unit else "")
+            + (f", tokens {'as imported' if unit == 'as imported' else 'counted as ' + unit}"
+               if unit else "")  # fmt: skip
             + fb
         )
         if conv.held_text:

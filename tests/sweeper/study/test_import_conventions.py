@@ -180,3 +180,15 @@ def test_a_batch_in_sequences_without_a_length_is_not_pooled(tmp_path: Path) -> 
     api.import_runs(path, sweep="seqs", storage=url)
     with pytest.raises(FitError, match="--seq-len"):
         api.fit("seqs", storage=url, n_boot=0)
+
+
+def test_tracker_states_and_an_empty_loss(tmp_path: Path) -> None:
+    """Weights & Biases writes finished/crashed/killed; an empty loss says how to mark it."""
+    df = ladder()
+    df["state"] = ["finished", "crashed", "killed", "finished"] * 3
+    df.loc[df["state"] != "finished", "loss"] = np.nan
+    runs = read_runs_file(write_csv(df, tmp_path / "w.csv"))
+    assert runs["state"].value_counts().to_dict() == {"COMPLETE": 6, "FAIL": 6}
+    df["state"] = "finished"
+    with pytest.raises(ImportDataError, match="mark it in a diverged or state column"):
+        read_runs_file(write_csv(df, tmp_path / "e.csv"))
