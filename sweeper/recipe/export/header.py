@@ -88,11 +88,11 @@ def _law_lines(r: Recipe) -> list[str]:
         unit = conv.tokens
         if conv.counts_bytes and r.bytes_per_token:
             unit += f" (converted at {r.bytes_per_token:g} bytes per token)"
+        tokens = "tokens as imported" if unit == "as imported" else f"tokens counted as {unit}"
         lines.append(
             f"{role} law: id {p.get('id')}, source {p.get('source')}, method {p.get('method')}, "
             f"predictors {','.join(p.get('predictors') or [])}, flops {conv.flops}"
-            + (f", tokens {'as imported' if unit == 'as imported' else 'counted as ' + unit}"
-               if unit else "")  # fmt: skip
+            + (f", {tokens}" if unit else "")
             + fb
         )
         if conv.held_text:
