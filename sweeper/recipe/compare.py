@@ -318,11 +318,12 @@ def convention_notes(fitted: Sequence[Law], published: Sequence[Law]) -> list[st
                 "tokens: their exponents compare, their values and prefactors do not"
             )
         param = c.parametrization or "sp"
-        if param != "sp":
+        if param != "sp" and f.target == "lr":
+            base = f"base width {c.base_width}" if c.base_width else "base width not recorded"
             notes.append(
-                f"{name} was measured under {param}: its LR is a {param} model's (base width "
-                f"{c.base_width}); the published laws are SP, so the values do not compare and "
-                "a width exponent near 0 is what muP predicts"
+                f"{name} was measured under {param}: its LR is a {param} model's ({base}); the "
+                "published laws are SP, so the values do not compare and a width exponent near "
+                "0 is what muP predicts"
             )
         for p in others:
             if "tokens" in c.held and "tokens" not in p.predictors and "n_params" in p.predictors:

@@ -418,6 +418,9 @@ def test_compare_says_where_a_fitted_law_and_the_published_differ_in_convention(
     assert "measured under mup" in notes and "base width 64" in notes
     assert "porian has no D term" in notes and "steplaw has no D term" not in notes
     assert "porian peak AdamW LR, constant after warmup" in notes
+    # a muP sweep's batch law is no 'mup model's LR' (an import audit read that in compare)
+    batch = replace(law, target="batch_tokens")
+    assert "measured under mup" not in "\n".join(convention_notes([batch], pub))
     plain = replace(Conventions(tokens="tokens"), parametrization="sp", lr=pub[2].conventions.lr)
     assert convention_notes([replace(law, conventions=plain)], pub[2:]) == []
     # Porian's N counts the output layer: with a total count at the point it is added
