@@ -104,10 +104,12 @@ KEYS: Final[Mapping[str, tuple[Callable[[str], Any], str]]] = {
 }
 
 
-def parse_declared(items: Iterable[str] | Mapping[str, Any]) -> dict[str, Any]:
+def parse_declared(
+    items: Iterable[str] | Mapping[str, Any], named: str | None = None
+) -> dict[str, Any]:
     """``KEY=VALUE`` texts (or a mapping) as a dict of checked values; ImportDataError listing
     every problem (an unknown key with the known ones, a value with the rule it breaks, a key
-    given twice)."""
+    given twice). ``named``: the parametrization the file's own column names."""
     pairs: list[tuple[str, str]] = []
     problems: list[str] = []
     if isinstance(items, Mapping):
@@ -130,16 +132,17 @@ def parse_declared(items: Iterable[str] | Mapping[str, Any]) -> dict[str, Any]:
                 out[key] = KEYS[key][0](value)
             except ValueError as e:
                 problems.append(f"--convention {key}={value}: must be {e}")
-    problems += check_declared(out)
+    problems += check_declared(out, named)
     if problems:
         raise ImportDataError("\n".join(problems))
     return out
 
 
-def check_declared(declared: Mapping[str, Any]) -> list[str]:
-    """The rules across keys: a base shape belongs to muP/CompleteP, a WSD decay to WSD."""
+def check_declared(declared: Mapping[str, Any], named: str | None = None) -> list[str]:
+    """The rules across keys: a base shape belongs to muP/CompleteP (declared, or ``named`` by
+    the file's parametrization column), a WSD decay to WSD."""
     problems = []
-    p = declared.get("parametrization")
+    p = declared.get("parametrization") or named
     base = [k for k in ("base_width", "base_depth", "base_head_dim") if k in declared]
     if base and p in (None, "sp"):
         problems.append(

@@ -199,10 +199,13 @@ def import_runs(
             f"--sweep {sweep!r} must be letters, digits, '_', '-' or '.' (no '/'), the rule of "
             "a study's sweep.name"
         )
-    declared = _declared(conventions, study)
+    if conventions and study is not None:
+        raise ImportDataError(
+            "--convention with --study: the study says what its runs' numbers mean; give one"
+        )
     p = Path(path)
     df = read_runs_file(p, renames=renames, seq_len=seq_len)
-    _check_declared_column(df, declared)
+    declared = _declared(conventions, df)
     notes = import_notes(df, dict(renames or {}), sweep, declared)
     if "source" not in df.columns or df["source"].isna().all():
         df["source"] = f"import:{p.name}"
@@ -253,31 +256,22 @@ def import_runs(
 
 
 def _declared(
-    conventions: Iterable[str] | Mapping[str, Any] | None, study: str | Path | None
+    conventions: Iterable[str] | Mapping[str, Any] | None, df: pd.DataFrame
 ) -> dict[str, Any]:
-    """The conventions declared (checked), none where ``study`` is given: it says them all."""
+    """The conventions declared (checked: :mod:`sweeper.study.declared`), with the file's own
+    ``parametrization`` column: a declared one must agree with it, a base shape needs one."""
     from sweeper.study.declared import parse_declared
 
-    if not conventions:
-        return {}
-    if study is not None:
-        raise ImportDataError(
-            "--convention with --study: the study says what its runs' numbers mean; give one"
-        )
-    return parse_declared(conventions)
-
-
-def _check_declared_column(df: pd.DataFrame, declared: Mapping[str, Any]) -> None:
-    """A declared parametrization agrees with the file's own ``parametrization`` column."""
+    column = df["parametrization"] if "parametrization" in df else pd.Series(dtype=object)
+    named = sorted({str(v).lower() for v in column.dropna()})
+    declared = parse_declared(conventions or {}, named[0] if len(named) == 1 else None)
     p = declared.get("parametrization")
-    if p is None or "parametrization" not in df:
-        return
-    named = sorted({str(v).lower() for v in df["parametrization"].dropna()} - {p})
-    if named:
+    if p is not None and set(named) - {p}:
         raise ImportDataError(
             f"--convention parametrization={p}, but the file's parametrization column names "
-            f"{', '.join(named)}: import each parametrization as its own sweep"
+            f"{', '.join(sorted(set(named) - {p}))}: import each parametrization as its own sweep"
         )
+    return declared
 
 
 def _study_text(study: str | Path, df: pd.DataFrame) -> str:
@@ -402,6 +396,13 @@ def import_notes(
         notes += _embedding_note(df)
     column = df["parametrization"] if "parametrization" in df else pd.Series(dtype=object)
     named = sorted({str(v).lower() for v in column.dropna()})
+    param = declared.get("parametrization") or (named[0] if len(named) == 1 else None)
+    if param in ("mup", "completep") and "base_width" not in declared:
+        notes.append(
+            f"{param} runs without a base width: its laws record none, so recommend and export "
+            "ask for --base-width; declare it (--convention base_width=W, and output_mult if the "
+            "logit multiplier was not 1)"
+        )
     if len(named) > 1:
         notes.append(
             f"the parametrization column names {', '.join(named)}: a law fitted to these runs "

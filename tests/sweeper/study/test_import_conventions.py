@@ -192,3 +192,14 @@ def test_tracker_states_and_an_empty_loss(tmp_path: Path) -> None:
     df["state"] = "finished"
     with pytest.raises(ImportDataError, match="mark it in a diverged or state column"):
         read_runs_file(write_csv(df, tmp_path / "e.csv"))
+
+
+def test_mup_runs_without_a_base_width_are_told_to_declare_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    df = ladder()
+    df["parametrization"] = "mup"
+    assert "--convention base_width=W" in notes_of(tmp_path, df, caplog)
+    caplog.clear()
+    said = notes_of(tmp_path / "b", df, caplog, conventions=["base_width=64"])
+    assert "base width" not in said
