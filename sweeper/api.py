@@ -562,7 +562,7 @@ def compare(
     and n_params, or width/depth/context; n_params and a shape given together must agree, as
     :func:`recommend` requires). ``at=None`` compares at the cells alone; ``at={}`` is a
     TargetError (no target named)."""
-    from sweeper.recipe.compare import compare_sweep_laws, convention_notes
+    from sweeper.recipe.compare import compare_sweep_laws, convention_notes, coupling_notes
 
     sw = _sweep(sweep, storage)
     fitted = [x for x in laws(sw) if x.target in ("lr", "batch_tokens")]
@@ -578,7 +578,7 @@ def compare(
         published = [x.strip() for x in published.split(",")]
     all_laws, exps, pred = compare_sweep_laws(sw.runs(), list(latest.values()), published, at)
     pub = [x for x in all_laws if x.method == "published"]
-    notes = convention_notes(list(latest.values()), pub)
+    notes = convention_notes(list(latest.values()), pub) + coupling_notes(pred)
     return Comparison(sw.name, tuple(all_laws), exps, pred, tuple(notes))
 
 

@@ -431,3 +431,33 @@ def test_compare_says_where_a_fitted_law_and_the_published_differ_in_convention(
     assert a["value"] == pytest.approx(porian.predict({"n_params": 1.25e8}))
     assert b["value"] == pytest.approx(porian.predict({"n_params": 1e8}))
     assert "without the embedding parameters" in b["note"] and a["note"] == ""
+
+
+def test_compare_sets_a_coupled_lr_law_beside_a_cell_at_its_best_batch(tmp_path) -> None:
+    """A surface law of a batch sweep gives the optimum at its batch law's B*; a cell's measured
+    optimum is at the cell's best batch. compare moved neither (on Step Law's runs the law sat
+    +0.42 octave above the cells' optima; +0.32 at their batches)."""
+    import math
+
+    import sweeper
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    repo = Path(__file__).resolve().parents[3]
+    sweeper.import_runs(repo / "docs" / "data" / "batch_ladder.csv", sweep="bl", storage=url)
+    laws = sweeper.fit("bl", storage=url, n_boot=0)
+    lr = next(x for x in laws if x.target == "lr")
+    bt = next(x for x in laws if x.target == "batch_tokens")
+    c = sweeper.compare("bl", storage=url, published=[])
+    rows = c.predictions[(c.predictions["target"] == "lr") & c.predictions["note"].str.contains(
+        "best batch")]  # fmt: skip
+    assert len(rows), c.predictions[["point", "note"]]
+    row = rows.iloc[0]
+    runs = sweeper.runs("bl", storage=url)
+    cell = runs[runs["cell"] == row["point"]].iloc[0]
+    b = next(m for m in c.predictions.itertuples() if m.point == row["point"]
+             and m.target == "batch_tokens").measured  # fmt: skip
+    scale = {p: float(cell[p]) for p in lr.predictors}
+    own = bt.predict({p: float(cell[p]) for p in bt.predictors})
+    assert row["value"] == pytest.approx(lr.predict(scale) * lr.batch_shift(b / own), rel=1e-9)
+    assert abs(math.log2(row["value"] / lr.predict(scale))) >= 0.05
+    assert any("at the cell's best batch" in n for n in c.notes)
