@@ -287,8 +287,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for line in skipped:
         print(f"sweeper: {line}", file=sys.stderr)
     if args.json:
-        dicts = [_law_json(law, args.sweep) for law in laws]
-        _print_json(dicts[0] if len(dicts) == 1 else {"laws": dicts})
+        # one shape whatever the count: {"laws": [...]} (it was a bare law when one was fitted)
+        _print_json({"laws": [_law_json(law, args.sweep) for law in laws]})
         return 0
     for law in laws:
         _print_law(law, args.sweep)

@@ -84,7 +84,7 @@ def test_fit_one_target_and_laws_listing(sweep: str, sqlite_url: str, cli) -> No
         "--bootstrap", "100", "--json", "--storage", sqlite_url,
     )  # fmt: skip
     assert code == 0, err
-    law = json.loads(out)
+    (law,) = json.loads(out)["laws"]
     assert set(law) >= POWER_KEYS and law["predictors"] == ["n_params"]
     assert law["method"].startswith("band0.0025")
 
@@ -92,7 +92,7 @@ def test_fit_one_target_and_laws_listing(sweep: str, sqlite_url: str, cli) -> No
         "fit", sweep, "--target", "loss", "--bootstrap", "40", "--json", "--storage", sqlite_url
     )
     assert code == 0, err
-    loss = json.loads(out)
+    (loss,) = json.loads(out)["laws"]
     assert set(loss) >= LOSS_KEYS and loss["target"] == "loss" and loss["n_points"] == 12
 
     code, out, err = cli("laws", "--json", "--storage", sqlite_url)
@@ -241,7 +241,7 @@ def test_fit_a_launched_sweep(sqlite_url: str, cli) -> None:
     launch_fake(LAUNCHED_STUDY, sqlite_url)
     code, out, err = cli("fit", "launched", "--bootstrap", "200", "--json", "--storage", sqlite_url)
     assert code == 0, err
-    law = json.loads(out)  # batch not swept: one law
+    (law,) = json.loads(out)["laws"]  # batch not swept: one law, in the list as any count is
     assert law["target"] == "lr" and law["n_cells"] == 3 and law["parametrization"] == "sp"
     assert law["predictors"] == ["n_params"]  # tokens is the same in every cell
     conv = law["conventions"]
@@ -293,7 +293,7 @@ def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
     launch_fake(MUP_WSD_STUDY, sqlite_url, exponent=0.0)
     code, out, err = cli("fit", "mupwsd", "--bootstrap", "50", "--json", "--storage", sqlite_url)
     assert code == 0, err
-    conv = json.loads(out)["conventions"]
+    conv = json.loads(out)["laws"][0]["conventions"]
     assert conv["schedule"] == "wsd" and conv["min_lr_ratio"] == 0.0
     assert conv["warmup"] == 0.05 and conv["z_loss"] == 0.0001
     assert conv["init_std"] == 0.01 and conv["decay_fraction"] == 0.2
@@ -322,7 +322,7 @@ def test_imported_flops_convention(sweep: str, sqlite_url: str, cli) -> None:
         "--no-store", "--json", "--storage", sqlite_url,
     )  # fmt: skip
     assert code == 0, err
-    conv = json.loads(out)["conventions"]
+    conv = json.loads(out)["laws"][0]["conventions"]
     assert conv["flops"] == "6ND (no attention)" and conv["tokens"] == "as imported"
     assert conv["init_std"] is None and conv["schedule"] is None and conv["output_mult"] == 1.0
 

@@ -126,9 +126,9 @@ def test_cli_fit_joins_sweeps_of_one_study_on_other_lrs(
     capsys.readouterr()
     fit = ["--target", "lr", "--storage", url, "--json", "--bootstrap", "50"]
     assert cli.main(["fit", "lo+hi", *fit]) == 0
-    joined = json.loads(capsys.readouterr().out)
+    (joined,) = json.loads(capsys.readouterr().out)["laws"]
     assert cli.main(["fit", "all", *fit, "--no-store"]) == 0
-    whole = json.loads(capsys.readouterr().out)
+    (whole,) = json.loads(capsys.readouterr().out)["laws"]
     assert joined["source"] == "lo+hi"
     assert joined["exponents"] == pytest.approx(whole["exponents"])
     assert cli.main(["recommend", "lo+hi", "--params", "1e7", "--tokens", "2e8",

@@ -241,7 +241,7 @@ def test_smoke_study_end_to_end(tmp_path: Path) -> None:
         tmp_path,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    law = json.loads(r.stdout)
+    (law,) = json.loads(r.stdout)["laws"]
     assert (
         law["target"] == "lr"
         and law["n_cells"] >= 3
