@@ -34,6 +34,8 @@ from typing import Final
 import numpy as np
 from scipy.optimize import OptimizeResult, least_squares, minimize, minimize_scalar
 
+from sweeper.errors import FitError
+
 #: Huber threshold of the standardised residuals (in units of the noise model's σ)
 HUBER_SCALE: Final[float] = 2.0
 #: softness of the divergence bound, natural-log LR units (5%)
@@ -333,9 +335,12 @@ def solve(p0: np.ndarray, lay: Layout, r: Runs, *, max_nfev: int = 200) -> Optim
             max_nfev=max_nfev,
         )
     except ValueError as e:  # a residual or its Jacobian went non-finite: no fit, not a crash
-        from sweeper.errors import FitError
+        raise NonFiniteFit(f"the surface fit met a non-finite value and stopped ({e})") from None
 
-        raise FitError(f"the surface fit met a non-finite value and stopped ({e})") from None
+
+class NonFiniteFit(FitError, ValueError):
+    """:func:`solve` met a non-finite residual or Jacobian: a FitError (no law, said as such),
+    and still the ValueError a bootstrap refit counts as one bad resample and goes on from."""
 
 
 def laplace_cov(p: np.ndarray, lay: Layout, r: Runs) -> np.ndarray:

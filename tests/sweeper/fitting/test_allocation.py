@@ -433,3 +433,26 @@ def test_oracle_runs_and_their_predicted_error(ladder: pd.DataFrame) -> None:
     assert mine["predicted_sd_diff_log2_nested"] == pytest.approx(sd)
     assert mine["predicted_target_pass_nested"] == pytest.approx(2 * NormalDist().cdf(0.4 / sd) - 1)
     assert bench.predicted(stored, stored, ref)["predicted_sd_diff_log2_nested"] == 0.0
+
+
+def test_one_non_finite_bootstrap_refit_is_a_bad_resample_not_a_failed_fit(
+    ladder: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The non-finite FitError must still count as one bad resample in the bootstrap: a review
+    made the 7th of 200 refits meet a non-finite residual, and the whole fit was refused."""
+    from sweeper.fitting import _surface_fit as sfit
+    from sweeper.fitting import _surface_model as sm
+    from sweeper.fitting.surface import fit_surface
+
+    real, calls = sm.least_squares, {"n": 0}
+
+    def flaky(*a, **k):  # type: ignore[no-untyped-def]
+        if k.get("max_nfev") == sfit.REFIT_MAX_NFEV:
+            calls["n"] += 1
+            if calls["n"] == 7:
+                raise ValueError("Residuals are not finite in the initial point.")
+        return real(*a, **k)
+
+    monkeypatch.setattr(sm, "least_squares", flaky)
+    law = fit_surface(ladder, n_boot=50, cv=False, seed=0)
+    assert calls["n"] >= 7 and law.interval({"n_params": 1e7})[0] > 0
