@@ -122,8 +122,9 @@ def launch(
 ) -> LaunchSummary:
     """Run (or resume) the sweep of ``study`` on local Ray (or the cluster at ``address``) until
     every cell has its trials. Relaunching resumes; see :func:`sweeper.run.launch.launch_study`.
-    A launch that ends with cells short of their target after failed runs says so with a
-    :class:`LaunchShort` warning (each failed trial keeps its error as ``last_error``)."""
+    A launch that ends with cells short of their target (law sampler: its plan not ended) after
+    failed runs says so with a :class:`LaunchShort` warning (each failed trial keeps its error as
+    ``last_error``)."""
     spec = study if not isinstance(study, (str, Path)) else load_study(study)
     from sweeper.run.launch import launch_study  # ray: only once the study is known to be good
 
@@ -138,13 +139,11 @@ def launch(
         takeover=takeover,
     )
     if not summary.done and not summary.interrupted:
-        short = [c.cell for c in summary.cells if not c.done]
         failed = sum(c.failed for c in summary.cells)
         warnings.warn(
-            f"sweep {summary.sweep}: {len(short)} cell(s) short of their target after "
-            f"{failed} failed trial(s): {', '.join(short)}; each failed trial keeps its error "
-            "(the last_error column of runs(...), rows with state FAIL); fix what failed, then "
-            "launch again",
+            f"sweep {summary.sweep}: {summary.short(f' after {failed} failed trial(s)')}; each "
+            "failed trial keeps its error (the last_error column of runs(...), rows with state "
+            "FAIL); fix what failed, then launch again",
             LaunchShort,
             stacklevel=2,
         )
@@ -152,7 +151,8 @@ def launch(
 
 
 class LaunchShort(UserWarning):
-    """A launch ended with cells short of their target after failed runs."""
+    """A launch ended with cells short of their target (law sampler: its plan not ended) after
+    failed runs."""
 
 
 def sweeps(*, storage: str | None = None) -> list[dict[str, Any]]:
@@ -168,8 +168,10 @@ def sweeps(*, storage: str | None = None) -> list[dict[str, Any]]:
 
 def status(sweep: str | None = None, *, storage: str | None = None) -> dict[str, Any]:
     """Trials per cell by state, the best loss and its LR/batch, and the driver that holds the
-    sweep (``driver``: host, pid, whether that process is alive on this host). Without ``sweep``:
-    the only launched sweep in the storage."""
+    sweep (``driver``: host, pid, whether that process is alive on this host); for the law
+    sampler, ``law``: its runs used of ``budget_runs`` and why its plan stopped (see
+    :func:`sweeper.study.sweep.sweep_status`). Without ``sweep``: the only launched sweep in the
+    storage."""
     from sweeper.study.lease import driver_status
     from sweeper.study.sweep import resolve_sweep_name, sweep_status
 

@@ -115,14 +115,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return 2
     cell_list = cells(spec)
     est = api.estimate(spec, steps=args.probe_steps) if args.estimate else None
+    law = spec.sampler.kind == "law"
+    target, doubts = _law_target(spec, cell_list) if law else (None, [])
     if args.json:
         out: dict[str, Any] = {
             "study": str(args.study),
             "ok": True,
             "sweep": spec.name,
-            "trials_per_cell": spec.trials_per_cell,
+            "trials_per_cell": None if law else spec.trials_per_cell,
             "seeds_per_point": spec.sweep.seeds_per_point,
-            "budget_runs": spec.sampler.budget_runs if spec.sampler.kind == "law" else None,
+            "budget_runs": spec.sampler.budget_runs if law else None,
+            "target": target,
+            "warnings": doubts,
             "cells": [c.to_dict() for c in cell_list],
         }
         if est is not None:
@@ -132,6 +136,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"{args.study}: ok — sweep {spec.name!r}, {_runs_line(spec, len(cell_list))}; "
           f"sampler {spec.sampler.kind}, pruner {spec.pruner.kind}, "
           f"{spec.model.parametrization}")  # fmt: skip
+    if target is not None:
+        print(f"  {_target_line(spec, target)}")
+    for d in doubts:
+        print(f"  warning: {d}")
     print(f"  {'cell':<20} {'heads':>5} {'N':>10} {'tokens':>12} {'tok/N':>7} {'FLOPs':>10}")
     for c in cell_list:
         print(
@@ -143,12 +151,42 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _law_target(spec: Any, cell_list: list[Any]) -> tuple[dict[str, float], list[str]]:
+    """The scale a law study's plan aims at, and doubts about a given one."""
+    from sweeper.run.law_plan import law_target, target_warnings
+
+    scales = {c.name: (float(c.n_params), float(c.tokens)) for c in cell_list}
+    return law_target(spec, scales), target_warnings(spec, scales)
+
+
+def _target_line(spec: Any, target: dict[str, float]) -> str:
+    """Where a law study's plan pins the optimal LR down, and where that comes from."""
+    t = spec.target
+    params, tokens = (t is not None and getattr(t, k) is not None for k in ("params", "tokens"))
+    whence = (
+        "from [target]" if params and tokens
+        else "N from [target], D the largest cell's" if params
+        else "D from [target], N 10x the largest cell's" if tokens
+        else "the default: 10x the largest cell's N, at its D"
+    )  # fmt: skip
+    return (f"target: N {target['n_params']:.3g}, D {target['tokens']:.3g} tokens ({whence}): "
+            "where the plan pins the optimal LR down")  # fmt: skip
+
+
 def _runs_line(spec: Any, n_cells: int) -> str:
+    from sweeper.study.spec import law_max_runs
+
     seeds = spec.sweep.seeds_per_point
     cells_word = f"{n_cells} cell{'s' if n_cells != 1 else ''}"
     if spec.sampler.kind == "law":
-        return (f"{cells_word}, law sampler: {spec.sampler.budget_runs} runs at most "
-                f"(stops when the target LR's interval ratio < "
+        # (a point runs every seed: the budget is spent in whole points, LawPlanner's rule)
+        most = law_max_runs(spec)
+        whole = "" if seeds == 1 else (
+            f" {spec.sampler.budget_runs}, spent in whole points of {seeds} runs: "
+            f"{most // seeds} points"
+        )  # fmt: skip
+        return (f"{cells_word}, law sampler: at most {most} training runs "
+                f"(budget_runs{whole}; stops earlier when the target LR's interval ratio < "
                 f"{spec.sampler.stop_lr_interval_ratio:g})")  # fmt: skip
     runs = n_cells * spec.trials_per_cell * seeds
     first = spec.sweep.first_seed
@@ -168,14 +206,19 @@ def _print_estimate(est: Any) -> None:
         print(f"  {c.cell:<20} {c.runs:>5} {c.run_s:>8.1f} {c.core_s(est.cpu_per_trial):>9,.0f}")
     lo, hi = est.core_s
     wlo, whi = est.wall_s
-    span = f"{lo:,.0f}" if lo == hi else f"{lo:,.0f}-{hi:,.0f}"
-    wall = duration(wlo) if lo == hi else f"{duration(wlo)} to {duration(whi)}"
-    print(f"  total: {est.runs} runs, {span} core-s ({lo / 3600:.2g}"
-          f"{'' if lo == hi else f'-{hi / 3600:.2g}'} core-h); about {wall} wall with "
+    span = _span(f"{lo:,.0f}", f"{hi:,.0f}", "-")
+    hours = _span(f"{lo / 3600:.2g}", f"{hi / 3600:.2g}", "-")
+    wall = _span(duration(wlo), duration(whi), " to ")
+    print(f"  total: {est.runs} runs, {span} core-s ({hours} core-h); about {wall} wall with "
           f"{est.concurrent} trial(s) at once on this machine, {duration(est.overhead_s)} of it "
           "Ray's start and Tune's per-trial cost")  # fmt: skip
     for n in est.notes:
         print(f"  note: {n}")
+
+
+def _span(lo: str, hi: str, sep: str) -> str:
+    """A range as printed: one figure when both ends print alike."""
+    return lo if lo == hi else f"{lo}{sep}{hi}"
 
 
 # ---- launch ------------------------------------------------------------------------------------
@@ -201,40 +244,47 @@ def cmd_launch(args: argparse.Namespace) -> int:
         f"in {s.wall_s:.1f} s"
         + (f"; {s.reconciled} stale RUNNING trial(s) re-run" if s.reconciled else "")
     )
+    law = s.budget_runs is not None
     for c in s.cells:
         line = _cell_line(
-            c.cell, c.finished, c.target, c.failed, c.pruned, c.best_loss, c.best_lr,
-            c.best_batch_size, closed=c.closed, waiting=c.waiting,
+            c.cell, c.runs if law else c.finished, None if law else c.target, c.failed,
+            c.pruned, c.best_loss, c.best_lr, c.best_batch_size, closed=c.closed,
+            waiting=c.waiting,
         )  # fmt: skip
         print(f"  {line}")
-    if s.plan_stop:
-        print(f"  the law sampler's plan stopped: {s.plan_stop}")
+    if law:
+        print(f"  {_law_line(s.runs_used, s.budget_runs, s.plan_stop)}")
     if s.interrupted:
-        short = [c.cell for c in s.cells if not c.done]
+        short = s.short()
         print(
             f"sweeper: interrupted ({s.interrupted})"
-            + (f": {len(short)} cell(s) short of their target" if short else "")
+            + (f": {short}" if short else "")
             + "; relaunch to resume (the runs it stopped run again)",
             file=sys.stderr,
         )
         return 128 + (15 if s.interrupted == "SIGTERM" else 2)
     if not s.done:
-        short = [c.cell for c in s.cells if not c.done]
         print(
-            f"sweeper: {len(short)} cell(s) short of their target after repeated failures: "
-            f"{', '.join(short)}; the errors are above (and in the last_error column of "
-            f"`sweeper trials {s.sweep}`); fix what failed, then relaunch to run those points "
-            "again",
+            f"sweeper: {s.short(' after repeated failures')}; the errors are above (and in the "
+            f"last_error column of `sweeper trials {s.sweep}`); fix what failed, then relaunch "
+            "to run those points again",
             file=sys.stderr,
         )
         return 1
     return 0
 
 
+def _law_line(used: int, budget: int | None, stop: str) -> str:
+    """The law sampler's overall progress: runs used of its budget, and why its plan stopped."""
+    return f"law sampler: {used} of {budget} runs used" + (
+        f"; its plan stopped: {stop}" if stop else ""
+    )
+
+
 def _cell_line(
     cell: str,
     finished: int,
-    target: int,
+    target: int | None,
     failed: int,
     pruned: int,
     best_loss: float | None,
@@ -257,7 +307,11 @@ def _cell_line(
     )  # fmt: skip
     counts = ((failed, failed_text), (pruned, "pruned"), (waiting, "queued"))
     extra = "".join(f", {n} {what}" for n, what in counts if n)
-    return f"{cell:<20} {finished}/{target}{extra}; {best}"
+    # (target None: the law sampler, whose budget is the sweep's: ``finished`` counts runs)
+    done = (
+        f"{finished}/{target}" if target is not None else f"{finished} run" + "s" * (finished != 1)
+    )
+    return f"{cell:<20} {done}{extra}; {best}"
 
 
 # ---- status ------------------------------------------------------------------------------------
@@ -287,12 +341,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"sweep {status['sweep']}" + _driver_text(status["driver"]))
     driven = bool(status["driver"]) and status["driver"].get("alive") is not False
     running = "running" if driven else "left RUNNING (no driver: the next launch runs them again)"
+    law = status.get("law")
     for c in status["cells"]:
         print(
             "  "
             + _cell_line(
                 c["cell"],
-                c["complete"] + c["pruned"],
+                c["runs"] if law else c["complete"] + c["pruned"],
                 c["target"],
                 c["failed"],
                 c["pruned"],
@@ -304,6 +359,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             )
             + (f", {c['running']} {running}" if c["running"] else "")
         )
+    if law:
+        print(f"  {_law_line(law['runs_used'], law['budget_runs'], law['stop'])}")
     return 0
 
 

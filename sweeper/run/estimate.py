@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from sweeper.study.ladder import Cell, cells
-from sweeper.study.spec import StudySpec
+from sweeper.study.spec import StudySpec, law_max_runs
 
 __all__ = [
     "PROBE_STEPS",
@@ -260,7 +260,7 @@ def estimate_study(
     notes = _notes(spec)
     if spec.sampler.kind == "law":
         seeds = spec.sweep.seeds_per_point
-        runs = int(spec.sampler.budget_runs or 0) // seeds * seeds  # (in whole points)
+        runs = law_max_runs(spec)  # (in whole points)
         costs, low, high = _law_budget(costs, runs, seeds)
         core = (low * cpu, high * cpu)
     else:
@@ -336,7 +336,7 @@ def _notes(spec: StudySpec) -> tuple[str, ...]:
     if spec.pruner.kind == "asha":
         out.append("ASHA stops runs early: the figures are an upper bound")
     if spec.sampler.kind == "law":
-        out.append(f"law sampler: {spec.sampler.budget_runs} runs at most (fewer if its stopping "
+        out.append(f"law sampler: {law_max_runs(spec)} runs at most (fewer if its stopping "
                    "rule is met); the start is priced per cell, the rest as a range between the "
                    "cheapest and the dearest cell")  # fmt: skip
     if spec.resources.gpu > 0:

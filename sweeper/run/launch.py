@@ -68,7 +68,14 @@ from sweeper.study.own_code import code_dirs
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 from sweeper.study.samplers import reconcile
 from sweeper.study.spec import StudySpec, check_spec, data_source, spec_origin
-from sweeper.study.sweep import CellCounts, CellStudy, FencedStorage, cell_counts, open_sweep
+from sweeper.study.sweep import (
+    CellCounts,
+    CellStudy,
+    FencedStorage,
+    cell_counts,
+    open_sweep,
+    record_law_stop,
+)
 
 __all__ = [
     "USER_CODE_FIELDS",
@@ -103,12 +110,32 @@ class LaunchSummary:
     plan_stop: str = ""
     #: the signal that stopped the launch ("SIGINT", "SIGTERM"; "" when it was not interrupted)
     interrupted: str = ""
+    #: the law sampler's budget (None for other samplers: their targets are per cell)
+    budget_runs: int | None = None
 
     @property
     def done(self) -> bool:
         """Every cell reached its target, or (law sampler) the plan stopped: its cells' trial
         counts are only caps."""
         return bool(self.plan_stop) or all(c.done for c in self.cells)
+
+    @property
+    def runs_used(self) -> int:
+        """Training runs of the COMPLETE trials in every cell (what ``budget_runs`` counts)."""
+        return sum(c.runs for c in self.cells)
+
+    def short(self, why: str = "") -> str:
+        """What is left to run ("" when done), ``why`` said after the subject: the law sampler's
+        runs used of its budget, else the cells short of their target."""
+        if self.done:
+            return ""
+        if self.budget_runs is not None:
+            return (
+                f"the law sampler's plan has not ended{why}: {self.runs_used} of "
+                f"{self.budget_runs} runs used"
+            )
+        short = [c.cell for c in self.cells if not c.done]
+        return f"{len(short)} cell(s) short of their target{why}: {', '.join(short)}"
 
 
 def resolve_storage(spec: StudySpec, url: str | None = None) -> str:
@@ -801,12 +828,15 @@ def _launch_fenced(
             max_concurrent=n_conc,
             plan_stop="" if searcher is None or searcher.law_gave_up else searcher.law_stop,
             interrupted="" if searcher is None else searcher.interrupted,
+            budget_runs=spec.sampler.budget_runs if spec.sampler.kind == "law" else None,
         )
 
     if all(cell_counts(cs.study, target).done for cs in cell_studies):
         logger.info("sweep %s: every cell has its %d trials; nothing to run", spec.name, target)
         return summary(None, 0)
     ended = _law_plan_ended(spec, cell_studies)
+    if spec.sampler.kind == "law":  # (a stop kept from an earlier launch may no longer hold)
+        record_law_stop(spec.name, url, ended, held=held)
     if ended:
         logger.info("sweep %s: the law sampler's plan has ended (%s); nothing to run", spec.name,
                     ended)  # fmt: skip
@@ -831,7 +861,10 @@ def _launch_fenced(
             f"{held.why}; this driver stopped its trials and wrote nothing after that "
             f"({searcher.refused} write(s) refused)"
         )
-    return summary(searcher, n_conc)
+    done = summary(searcher, n_conc)
+    if spec.sampler.kind == "law":
+        record_law_stop(spec.name, url, done.plan_stop, held=held)
+    return done
 
 
 def _run_tune(

@@ -9,7 +9,7 @@ dispatches what it plans; the launch asks it, before starting Ray, whether the p
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,9 +18,9 @@ from optuna.trial import TrialState
 from sweeper.fitting import allocation
 from sweeper.study.runs import COLUMNS, normalize_runs
 from sweeper.study.spec import StudySpec, law_lrs
-from sweeper.study.sweep import CellStudy
+from sweeper.study.sweep import CellStudy, trial_runs
 
-__all__ = ["LawPlanner", "same_lr", "waiting"]
+__all__ = ["LawPlanner", "law_target", "same_lr", "target_warnings", "waiting"]
 
 
 class LawPlanner:
@@ -69,7 +69,7 @@ class LawPlanner:
             seed=sm.seed,
             budget_runs=self.budget_runs - self.seeds + 1,
             pending=pending,
-            target=self._target(cells),
+            target=law_target(self.spec, scales),
             stop_lr_interval_ratio=sm.stop_lr_interval_ratio,
             max_seeds=max(3, self.seeds),
         )
@@ -88,21 +88,9 @@ class LawPlanner:
         """The replicate index of a new point's first run at ``lr`` in cell ``i``: the stored runs
         there that count for the plan (COMPLETE, or diverged) plus the runs of the ``open_at_lr``
         points open at that LR."""
-        n = 0
-        for t in self.studies[i].study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if same_lr(t.params.get("lr"), lr):
-                n += max(1, len(t.user_attrs.get("runs") or []))
+        done = self.studies[i].study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        n = sum(trial_runs(t) for t in done if same_lr(t.params.get("lr"), lr))
         return n + open_at_lr * self.seeds
-
-    def _target(self, cells: list[allocation.CellPlan]) -> dict[str, float]:
-        """The study's ``[target]``, each scale it leaves out the sampler's default."""
-        target = allocation.default_target(cells)
-        t = self.spec.target
-        if t is not None and t.params is not None:
-            target["n_params"] = float(t.params)
-        if t is not None and t.tokens is not None:
-            target["tokens"] = float(t.tokens)
-        return target
 
     def runs(self) -> pd.DataFrame:
         """The runs table of the stored COMPLETE trials (one row per seed), in a fixed order."""
@@ -144,6 +132,34 @@ def _trial_rows(cs: CellStudy, t: Any) -> list[dict[str, Any]]:
             "wall_s": r.get("wall_s"),
         }
         for r in runs
+    ]
+
+
+def law_target(spec: StudySpec, scales: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    """The scale the plan pins the LR down at (``n_params``, ``tokens``): the study's
+    ``[target]``, each scale it leaves out the sampler's default
+    (:func:`~sweeper.fitting.allocation.default_target`: 10x the largest cell's N, at its D).
+    ``scales``: (N, D) per cell name."""
+    cells = [allocation.CellPlan(c, n, d, (), 0.0) for c, (n, d) in scales.items()]
+    target = allocation.default_target(cells)
+    t = spec.target
+    if t is not None and t.params is not None:
+        target["n_params"] = float(t.params)
+    if t is not None and t.tokens is not None:
+        target["tokens"] = float(t.tokens)
+    return target
+
+
+def target_warnings(spec: StudySpec, scales: Mapping[str, tuple[float, float]]) -> list[str]:
+    """Doubts about a given ``[target]``: its params below the largest cell's N (the plan would
+    pin the LR down by extrapolating the law backwards)."""
+    t = spec.target
+    largest = max(n for n, _ in scales.values())
+    if t is None or t.params is None or t.params >= largest:
+        return []
+    return [
+        f"target.params {t.params:.3g} is below the largest cell's N {largest:,.0f}: the plan "
+        "extrapolates the law backwards (a target is usually larger than every cell)"
     ]
 
 

@@ -49,6 +49,7 @@ class CellState:
     running: int = 0  # Ray trials of this cell alive now
     open_points: int = 0  # asked, not yet told
     failed_now: int = 0  # points that failed in this launch
+    runs: int = 0  # training runs of the COMPLETE trials (what the law sampler's budget counts)
     grid_spent: bool = False  # grid sampler: every point asked, none queued
     best_loss: float | None = None
     best_lr: float | None = None
@@ -64,6 +65,7 @@ class CellState:
             complete=c.complete,
             pruned=c.pruned,
             failed=c.failed,
+            runs=c.runs,
             best_loss=c.best_loss,
             best_lr=c.best_lr,
             best_batch=c.best_batch_size,
@@ -142,6 +144,7 @@ def tell_point(c: CellState, p: Point, *, requeue: bool) -> bool:
     _tell(study, p.trial, value)
     c.complete += 1
     c.finished += 1
+    c.runs += len(runs)
     diverged = any(r.get("diverged") for r in runs)  # (a bound on the range, not a best)
     if not diverged and (c.best_loss is None or value < c.best_loss):
         c.best_loss = value

@@ -11,7 +11,9 @@ __all__ = ["Progress"]
 
 
 class Progress:
-    """One line per cell (rich Live table on a terminal; plain lines per finished run otherwise)."""
+    """One line per cell (rich Live table on a terminal; plain lines per finished run otherwise).
+    A law-sampler study's cells show their runs (the budget is the sweep's), with the runs used
+    of ``budget_runs`` in the table's title or at the end of each line."""
 
     def __init__(self, sweep: str, cells: list[str], *, live: bool) -> None:
         from rich.console import Console
@@ -30,13 +32,13 @@ class Progress:
             self._live.start()
         else:
             for i in range(len(searcher.cells)):
-                self.console.print(self._line(searcher, i))
+                self.console.print(self._line(searcher, i), soft_wrap=True)
 
     def update(self, searcher: CellSearcher, i: int) -> None:
         if self._live is not None:
             self._live.update(self._table(searcher))
         else:
-            self.console.print(self._line(searcher, i))
+            self.console.print(self._line(searcher, i), soft_wrap=True)
 
     def stop(self) -> None:
         if self._live is not None:
@@ -52,19 +54,21 @@ class Progress:
         )
         extra = f", {c.failed} failed" if c.failed else ""
         extra += f", {c.pruned} pruned" if c.pruned else ""
-        return f"{self.sweep}/{c.cs.cell.name}: {c.finished}/{s.target} done{extra}; {best}"
+        overall = f"; {_used(s)}" if s.law else ""
+        return f"{self.sweep}/{c.cs.cell.name}: {_done(s, i)} done{extra}; {best}{overall}"
 
     def _table(self, s: CellSearcher) -> Any:
         from rich.table import Table
 
-        t = Table(title=f"sweep {self.sweep}", title_justify="left")
+        title = f"sweep {self.sweep}" + (f": {_overall(s)}" if s.law else "")
+        t = Table(title=title, title_justify="left")
         t.add_column("cell", no_wrap=True, min_width=max(len(n) for n in self.names))
         for col in ("done", "running", "failed", "pruned", "best loss", "lr", "batch"):
             t.add_column(col, justify="right")
-        for c in s.cells:
+        for i, c in enumerate(s.cells):
             t.add_row(
                 c.cs.cell.name,
-                f"{c.finished}/{s.target}",
+                _done(s, i),
                 str(c.running),
                 str(c.failed),
                 str(c.pruned),
@@ -73,3 +77,21 @@ class Progress:
                 "-" if c.best_batch is None else str(c.best_batch),
             )
         return t
+
+
+def _done(s: CellSearcher, i: int) -> str:
+    """A cell's finished count: trials of its target, or (law sampler, whose budget is the
+    sweep's) its runs."""
+    c = s.cells[i]
+    return f"{c.runs} run{'s' if c.runs != 1 else ''}" if s.law else f"{c.finished}/{s.target}"
+
+
+def _used(s: CellSearcher) -> str:
+    """The law sampler's runs used of its ``budget_runs``."""
+    assert s.planner is not None
+    return f"{sum(c.runs for c in s.cells)} of {s.planner.budget_runs} runs used"
+
+
+def _overall(s: CellSearcher) -> str:
+    """The law sampler's budget: runs used of ``budget_runs``, and why its plan stopped."""
+    return f"law sampler: {_used(s)}" + (f"; stopped: {s.law_stop}" if s.law_stop else "")

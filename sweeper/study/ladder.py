@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sweeper.errors import StudyError
-from sweeper.study.spec import StudySpec
+from sweeper.study.spec import LadderSpec, StudySpec
 
 __all__ = ["Cell", "cell_name", "cells", "param_counts"]
 
@@ -109,22 +109,27 @@ def _si(x: int) -> str:
     return str(x)
 
 
+def shapes(lad: LadderSpec) -> list[tuple[int, int, int | None, float | None]]:
+    """The ladder's (width, depth, tokens, tokens_per_param) in :func:`cells`' order, one of the
+    two budgets None: what a cell is, before its parameters are counted (no torch)."""
+    if lad.cells:
+        return [(c.width, c.depth, c.tokens, c.tokens_per_param) for c in lad.cells]
+    out: list[tuple[int, int, int | None, float | None]] = []
+    for w in lad.widths:
+        for dep in lad.depths:
+            out.extend((w, dep, t, None) for t in lad.tokens)
+            out.extend((w, dep, None, tpp) for tpp in lad.tokens_per_param)
+    return out
+
+
 def cells(spec: StudySpec) -> list[Cell]:
     """The ladder's cells in order (widths, then depths, then budgets; or as listed).
 
     A ``tokens_per_param`` budget is rounded to whole tokens: ``round(tpp · N)``.
     """
-    lad, m = spec.ladder, spec.model
-    shapes: list[tuple[int, int, int | None, float | None]] = []
-    if lad.cells:
-        shapes = [(c.width, c.depth, c.tokens, c.tokens_per_param) for c in lad.cells]
-    else:
-        for w in lad.widths:
-            for dep in lad.depths:
-                shapes.extend((w, dep, t, None) for t in lad.tokens)
-                shapes.extend((w, dep, None, tpp) for tpp in lad.tokens_per_param)
+    m = spec.model
     out: list[Cell] = []
-    for w, dep, budget, tpp in shapes:
+    for w, dep, budget, tpp in shapes(spec.ladder):
         heads = m.heads if m.heads is not None else max(1, w // m.head_dim)
         if m.builder is not None:
             n, total = _builder_counts(spec, w, dep)

@@ -240,8 +240,9 @@ class SamplerSpec:
     spread over the cells), so that TPE/GP see results before proposing more points.
 
     ``kind = "law"`` (:mod:`sweeper.fitting.allocation`) plans the LR of every trial from the
-    ladder's joint fit: ``budget_runs`` training runs in all (required), fewer when the 95%
-    interval of the predicted target LR has upper/lower below ``stop_lr_interval_ratio``.
+    ladder's joint fit: ``budget_runs`` training runs in all (required; spent in whole points,
+    :func:`law_max_runs`; at least :func:`law_start_runs`), fewer when the 95% interval of the
+    predicted target LR has upper/lower below ``stop_lr_interval_ratio``.
     """
 
     kind: str = "tpe"
@@ -540,8 +541,29 @@ def _check_sampler(spec: StudySpec) -> list[str]:
     return out
 
 
-#: candidate LRs the law sampler needs in a cell (its start tries 3)
+#: candidate LRs the law sampler needs in a cell (its start tries 3:
+#: :data:`sweeper.fitting.allocation.START_LRS`, not imported here: validate stays light)
 LAW_MIN_LRS: Final = 3
+
+
+def law_start_runs(spec: StudySpec) -> int:
+    """The runs the law sampler's plan spends before it can fit: every cell started with
+    :data:`LAW_MIN_LRS` LRs, each point ``seeds_per_point`` runs (the smallest budget allowed)."""
+    return _n_cells(spec.ladder) * LAW_MIN_LRS * max(1, spec.sweep.seeds_per_point)
+
+
+def law_max_runs(spec: StudySpec) -> int:
+    """The most runs a law study trains: ``budget_runs`` in whole points (a point runs every one
+    of its ``seeds_per_point`` seeds, so one is planned only while all of them fit)."""
+    seeds = max(1, spec.sweep.seeds_per_point)
+    return (spec.sampler.budget_runs or 0) // seeds * seeds
+
+
+def _n_cells(lad: LadderSpec) -> int:
+    """The ladder's cells, counted without building them (no torch for a builder's)."""
+    from sweeper.study.ladder import shapes
+
+    return len(shapes(lad))
 
 
 def law_lrs(search: SearchSpace) -> tuple[float, ...]:
@@ -572,10 +594,12 @@ def _check_law(spec: StudySpec) -> list[str]:
         )
     if sm.budget_runs is None:
         out.append("sampler.budget_runs: missing (required with kind = 'law')")
-    elif sm.budget_runs < max(1, spec.sweep.seeds_per_point):
+    elif sm.budget_runs < (need := law_start_runs(spec)):
+        n, seeds = _n_cells(spec.ladder), spec.sweep.seeds_per_point
         out.append(
-            f"sampler.budget_runs: {sm.budget_runs} is less than one point's "
-            f"{spec.sweep.seeds_per_point} runs (sweep.seeds_per_point)"
+            f"sampler.budget_runs: {sm.budget_runs} is less than the {need} runs the plan "
+            f"spends starting every cell ({n} cell(s) x {LAW_MIN_LRS} LRs x {seeds} run(s) a "
+            f"point, sweep.seeds_per_point) before it can fit anything: give at least {need}"
         )
     if not sm.stop_lr_interval_ratio > 1:
         out.append(f"sampler.stop_lr_interval_ratio: {sm.stop_lr_interval_ratio!r} must be > 1")

@@ -241,7 +241,7 @@ class _Reader:
             return default
         ok, v = _coerce(d[key], kind)
         if not ok:
-            self.bad(where, f"expected {_KIND_NAMES[kind]}, got {_tname(d[key])} {d[key]!r}")
+            self.bad(where, _not_a(kind, d[key], (low, low_open, high, high_open)))
             return default
         if choices is not None and v not in choices:
             self.bad(where, f"unknown value {v!r} (expected one of: {', '.join(choices)})")
@@ -283,9 +283,7 @@ class _Reader:
         for i, item in enumerate(v):
             ok, x = _coerce(item, kind)
             if not ok:
-                self.bad(
-                    f"{where}[{i}]", f"expected {_KIND_NAMES[kind]}, got {_tname(item)} {item!r}"
-                )
+                self.bad(f"{where}[{i}]", _not_a(kind, item, (low, low_open, None, False)))
                 continue
             if not _in_bounds(x, low, low_open, None, False):
                 self.bad(where, f"{x!r} {_bounds_text(low, low_open, None, False)}")
@@ -318,6 +316,15 @@ def _as_list(kind: str, v: Any) -> str:
     if not all(math.isfinite(x) for x in nums):
         return ""
     return f": write [{', '.join(repr(x) for x in nums)}]"
+
+
+def _not_a(kind: str, v: Any, bounds: tuple[float | None, bool, float | None, bool]) -> str:
+    """Why ``v`` is not a value of ``kind``: a NaN or an infinity given for a number is said to
+    be so, with the bounds the key holds to ("nan must be finite and > 0")."""
+    if kind in ("int", "float") and isinstance(v, float) and not math.isfinite(v):
+        rule = _bounds_text(*bounds).removeprefix("must be ")
+        return f"{v!r} must be finite" + (f" and {rule}" if rule else "")
+    return f"expected {_KIND_NAMES[kind]}, got {_tname(v)} {v!r}"
 
 
 def _tname(v: Any) -> str:

@@ -2,9 +2,10 @@
 
 Each cell of a sweep is the Optuna study ``<sweep>/<cell>`` (so optuna-dashboard shows it) with the
 cell's metadata as study attributes; the sweep itself is a ``sweeper_sweeps`` row holding the
-resolved study file, its hash and the model family. The storage is the source of truth: relaunching
-the same study resumes it, and :func:`reconcile` closes the RUNNING trials a killed driver left
-behind (Optuna's heartbeat does not work with ask/tell) and queues their points again.
+resolved study file, its hash and the model family (and, for the law sampler, why its plan stopped:
+:func:`record_law_stop`). The storage is the source of truth: relaunching the same study resumes
+it, and :func:`reconcile` closes the RUNNING trials a stopped driver left behind (Optuna's
+heartbeat does not work with ask/tell) and queues their points again.
 
 Per trial, the launcher records user attributes: ``runs`` (one dict per seed: ``seed``,
 ``ray_trial_id``, ``loss``, ``train_loss``, ``diverged``, ``stopped``, ``tokens``, ``steps``, ``wall_s``,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     pass
 
 __all__ = [
+    "LAW_STOP",
     "OBJECTIVE_NAME",
     "CellCounts",
     "CellStudy",
@@ -56,17 +58,21 @@ __all__ = [
     "launched_sweeps",
     "open_sweep",
     "optuna_storage",
+    "record_law_stop",
     "resolve_sweep_name",
     "stored_spec",
     "study_name",
     "sweep_cells",
     "sweep_status",
+    "trial_runs",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: what a cell study's trial value is (the name optuna-dashboard shows for the objective)
 OBJECTIVE_NAME = "final val loss (nats), mean over seeds"
+#: the sweep row's metadata key keeping why a law study's plan stopped (:func:`record_law_stop`)
+LAW_STOP = "law_stop"
 
 
 def study_name(sweep: str, cell: str) -> str:
@@ -367,12 +373,23 @@ def _existing_row(
     elif not force_new:
         raise StorageError(
             f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
-            f"file{f' ({changed})' if changed else ''}; relaunch it with the same study (more "
-            "cells in its ladder, or more trials_per_cell, are allowed), choose another "
-            "sweep.name, or pass --force-new to delete its trials and start again"
+            f"file{f' ({changed})' if changed else ''}; relaunch it with the same study "
+            f"({_allowed_growth(spec)}), choose another sweep.name, or pass --force-new to "
+            "delete its trials and start again"
         )
     delete_sweep(spec.name, url, held=held)
     return None
+
+
+def _allowed_growth(spec: StudySpec) -> str:
+    """What a relaunch may change of a launched study (what the hash leaves out, or a larger
+    ladder), in the words of the study's sampler."""
+    if spec.sampler.kind == "law":
+        return (
+            "more cells in its ladder, a larger sampler.budget_runs or another "
+            "sampler.stop_lr_interval_ratio are allowed; [target] is fixed once launched"
+        )
+    return "more cells in its ladder, or more trials_per_cell, are allowed"
 
 
 def _holds_trials(name: str, url: str) -> bool:
@@ -542,6 +559,9 @@ class CellCounts:
     #: of the FAIL trials, those a relaunch closed because their driver had stopped (killed,
     #: interrupted, its head lost): no run failed in them; their points ran again
     closed: int = 0
+    #: training runs of the COMPLETE trials (:func:`trial_runs`): what the law sampler's
+    #: ``budget_runs`` counts
+    runs: int = 0
 
     @property
     def finished(self) -> int:
@@ -551,6 +571,12 @@ class CellCounts:
     @property
     def done(self) -> bool:
         return self.finished >= self.target
+
+
+def trial_runs(trial: optuna.trial.FrozenTrial) -> int:
+    """The training runs a finished trial holds: one per seed recorded (one for a trial from
+    before per-seed records)."""
+    return max(1, len(trial.user_attrs.get("runs") or []))
 
 
 def cell_counts(study: optuna.Study, target: int, cell: str | None = None) -> CellCounts:
@@ -573,6 +599,7 @@ def cell_counts(study: optuna.Study, target: int, cell: str | None = None) -> Ce
         best_lr=None if best is None else float(best.params["lr"]),
         best_batch_size=None if best is None else int(best.params["batch_size"]),
         closed=sum(t.state == TrialState.FAIL and "closed_by" in t.user_attrs for t in trials),
+        runs=sum(trial_runs(t) for t in trials if t.state == TrialState.COMPLETE),
     )
 
 
@@ -623,16 +650,41 @@ def sweep_cells(name: str, url: str | None = None) -> list[dict[str, Any]]:
     return [dict(s.user_attrs) for s in cell_studies(name, url)]
 
 
+def record_law_stop(
+    name: str, url: str | None, stop: str, *, held: HeldLease | None = None
+) -> None:
+    """Keep why a law study's plan stopped (``stop``; "" while it goes on) in the sweep row's
+    metadata (:data:`LAW_STOP`), for ``status``: written as a launch starts and as it ends,
+    fenced by its lease ``held``."""
+    row = st.get_sweep(name, url)
+    if row is None or row["meta"].get(LAW_STOP, "") == stop:
+        return
+    meta = {**row["meta"], LAW_STOP: stop}
+    with st.transaction(url) as conn:
+        if held is not None:
+            held.fence(conn)
+        conn.execute(
+            st.sweeps_table.update()
+            .where(st.sweeps_table.c.name == name)
+            .values(meta_json=json.dumps(meta))
+        )
+
+
 def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
     """``{"sweep": name, "kind": "launched", "cells": [{cell, width, depth, tokens, complete,
     running, failed, closed (of the failed, those closed because their driver stopped), pruned,
-    waiting, target, best_loss, best_lr, best_batch_size}]}``; for an
-    imported sweep, :func:`sweeper.study.importer.imported_status`."""
+    waiting, runs (of the COMPLETE trials), target (None for the law sampler: its budget is the
+    sweep's), best_loss, best_lr, best_batch_size}], "law": ...}``; ``law`` (None for other
+    samplers): ``{budget_runs, runs_used, stop}`` (``stop``: why the plan stopped, as the last
+    launch left it; "" while it goes on). For an imported sweep,
+    :func:`sweeper.study.importer.imported_status`."""
     row = st.get_sweep(name, url)
     if row is not None and row["kind"] == "imported":
         from sweeper.study.importer import imported_status
 
         return imported_status(name, url, row)
+    spec = None if row is None else _stored_spec_or_none(row)
+    law = spec is not None and spec.sampler.kind == "law"
     rows = []
     for s in cell_studies(name, url):
         a = s.user_attrs
@@ -649,10 +701,18 @@ def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
                 "closed": c.closed,
                 "pruned": c.pruned,
                 "waiting": c.waiting,
-                "target": c.target,
+                "runs": c.runs,
+                "target": None if law else c.target,
                 "best_loss": c.best_loss,
                 "best_lr": c.best_lr,
                 "best_batch_size": c.best_batch_size,
             }
         )
-    return {"sweep": name, "kind": "launched", "cells": rows}
+    out: dict[str, Any] = {"sweep": name, "kind": "launched", "cells": rows, "law": None}
+    if law and spec is not None and row is not None:
+        out["law"] = {
+            "budget_runs": spec.sampler.budget_runs,
+            "runs_used": sum(r["runs"] for r in rows),
+            "stop": str(row["meta"].get(LAW_STOP, "")),
+        }
+    return out

@@ -58,8 +58,8 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
     searched params (``warmup``, ``weight_decay``, ``beta2`` when searched) and
     ``train_loss``, ``init_loss``, ``stopped``, ``steps``, ``tokens_per_s``, ``device``,
     ``node_ip`` (where the run trained), ``heads``, ``parametrization``, and why a trial failed:
-    ``last_error`` (its run's error), ``closed_by`` (a relaunch closed a dead driver's trial),
-    ``retries`` (Ray restarted a crashed run).
+    ``last_error`` (its run's error), ``closed_by`` (a relaunch closed a trial its stopped driver
+    left RUNNING), ``retries`` (Ray restarted a crashed run).
     """
     name = resolve_sweep_name(name, url)
     row = st.get_sweep(name, url)
@@ -85,8 +85,8 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
                 "trial_number": t.number,
                 "value": t.value,
                 "source": f"sweep:{name}",
-                # why a trial FAILed: its run's error, or a relaunch closing a dead driver's
-                # trial; how often Ray retried a crashed run
+                # why a trial FAILed: its run's error, or a relaunch closing a trial its
+                # stopped driver left; how often Ray retried a crashed run
                 "last_error": t.user_attrs.get("last_error"),
                 "closed_by": t.user_attrs.get("closed_by"),
                 "retries": t.user_attrs.get("retries"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -118,9 +119,10 @@ def test_a_law_study_is_a_range_with_its_start_priced_exactly() -> None:
     spent = sum(3 * r for r in run_s)
     assert est.core_s == pytest.approx((spent + 6 * run_s[0], spent + 6 * run_s[-1]))
     assert est.runs == 15 and any("law sampler" in n for n in est.notes)
-    # a budget smaller than the start: the cheapest cells first, nothing left to range over
+    # a budget smaller than the start (refused in a study file; a spec built in Python): the
+    # cheapest cells first, nothing left to range over
     small = estimate_study(
-        study(seeds=1, sampler='kind = "law"\nbudget_runs = 4'),
+        replace(spec, sampler=replace(spec.sampler, budget_runs=4)),
         cores=2,
         probe=fake_probe(1e-4, 1e-3, fixed=0.0),
     )
@@ -132,12 +134,15 @@ def test_a_law_studys_points_carry_all_their_seeds() -> None:
     """With 2 seeds a point, a cell's start is 3 points of 2 runs, and the budget is spent in
     whole points (the searcher plans a point only while all its seeds fit)."""
     est = estimate_study(
-        study(seeds=2, sampler='kind = "law"\nbudget_runs = 15'),
+        study(seeds=2, sampler='kind = "law"\nbudget_runs = 21'),
         cores=2,
         probe=fake_probe(1e-4, 1e-3, fixed=0.0),
     )
-    assert [c.runs for c in est.cells] == [6, 6, 2] and est.runs == 14  # 7 points of 2 runs
-    assert est.core_s[0] == pytest.approx(est.core_s[1])  # nothing left to range over
+    assert [c.runs for c in est.cells] == [6, 6, 6] and est.runs == 20  # 10 points of 2 runs
+    run_s = sorted(c.run_s for c in est.cells)
+    start = sum(6 * r for r in run_s)  # the 2 runs left range between the cheapest and dearest
+    assert est.core_s == pytest.approx((start + 2 * run_s[0], start + 2 * run_s[-1]))
+    assert any("law sampler: 20 runs at most" in n for n in est.notes)
 
 
 def test_a_searched_batch_is_probed_at_its_smallest_and_said_to_be_a_bound() -> None:
@@ -181,14 +186,14 @@ def test_validate_estimate_prints_and_writes_json(
 def test_validate_says_a_law_studys_budget(tmp_path: Path, cli: CliRunner) -> None:
     path = tmp_path / "law.toml"
     path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8",
-                                 sampler='kind = "law"\nbudget_runs = 7'))  # fmt: skip
+                                 sampler='kind = "law"\nbudget_runs = 10'))  # fmt: skip
     code, out, _ = cli("validate", path)
-    assert code == 0 and "law sampler: 7 runs at most" in out and "trials ×" not in out
+    assert code == 0 and "law sampler: at most 10 training runs" in out and "trials ×" not in out
     code, out, _ = cli("validate", path, "--json")
-    assert json.loads(out)["budget_runs"] == 7 and json.loads(out)["ok"] is True
+    assert json.loads(out)["budget_runs"] == 10 and json.loads(out)["ok"] is True
     # a bad file answers in JSON too (it printed plain text under --json), exit 2
     bad = tmp_path / "bad.toml"
-    bad.write_text(path.read_text().replace("budget_runs = 7", "budget_runs = -1"))
+    bad.write_text(path.read_text().replace("budget_runs = 10", "budget_runs = -1"))
     code, out, _ = cli("validate", bad, "--json")
     doc = json.loads(out)
     assert code == 2 and doc["ok"] is False and doc["problems"][0].startswith("sampler.budget_runs")
@@ -242,3 +247,25 @@ def test_estimate_in_a_plain_script_does_not_run_the_script_again(tmp_path: Path
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.count("TOP-LEVEL RAN") == 1 and "probed True" in out.stdout
+
+
+def test_an_estimate_whose_ends_print_alike_prints_one_figure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It printed "about 25 s to 25 s wall" when the two ends rounded alike."""
+    from types import SimpleNamespace
+
+    from sweeper.cli.study import _print_estimate
+
+    probe = SimpleNamespace(cell="c", s_per_token=1e-4, fixed_s=0.0, steps=2)
+    est = SimpleNamespace(
+        probes=[probe], cells=[], core_s=(25.2, 25.4), wall_s=(25.2, 25.4), runs=6,
+        concurrent=1, overhead_s=5.0, cpu_per_trial=1.0, notes=(),
+    )  # fmt: skip
+    _print_estimate(est)
+    out = capsys.readouterr().out
+    assert "about 25 s wall" in out and "25 s to" not in out and ", 25 core-s (" in out
+    est.core_s = est.wall_s = (25.2, 90.0)
+    _print_estimate(est)
+    out = capsys.readouterr().out
+    assert "about 25 s to 2 min wall" in out and "25-90 core-s" in out

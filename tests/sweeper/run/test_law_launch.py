@@ -4,9 +4,11 @@ budget of planned runs, a relaunch adds nothing, and a SIGKILLed driver's plan i
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.study.spec import StudySpec, law_lrs, parse_study_toml
+from tests.sweeper.helpers import CliRunner, cli_fixture  # noqa: F401  (the `cli` fixture)
 from tests.sweeper.run.fake_tune import drive, open_searcher
 from tests.sweeper.run.test_launch import _launch_until, _session_pids
 
@@ -211,3 +214,96 @@ def test_a_law_point_that_fails_in_the_studys_code_is_neither_asked_nor_planned_
     assert bad not in [(r["cell"], r["params"]["lr"]) for r in runs]
     held = [s.user_attrs.get(HELD) for s in _studies(sqlite_url, "lawheld").values()]
     assert [{"lr": bad[1], "batch_size": 8}] in held
+
+
+def test_law_status_counts_runs_against_the_budget_and_keeps_the_plans_stop(
+    sqlite_url: str, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A law study's cells have no target of their own (each showed the whole budget as its
+    target: "3/6"): they show their runs, and the sweep its runs used of budget_runs and why its
+    plan stopped, kept with the sweep (only the launch itself printed it)."""
+    from sweeper.run import launch
+    from sweeper.run.launch import launch_study
+    from sweeper.run.progress import Progress
+    from sweeper.study.sweep import sweep_status
+
+    spec = law("lawstat", budget=6)
+    searcher = open_searcher(spec, sqlite_url)
+    drive(searcher)
+    names = [c.cs.cell.name for c in searcher.cells]
+    line = Progress(spec.name, names, live=False)._line(searcher, 0)
+    assert "3 runs done" in line and "6 of 6 runs used" in line and "/6" not in line
+
+    def no_ray(*a: object, **k: object) -> bool:
+        raise AssertionError("a finished law study started Ray")
+
+    monkeypatch.setattr(launch, "_start_ray", no_ray)
+    summary = launch_study(spec, url=sqlite_url, progress=False)  # the plan has ended
+    assert summary.plan_stop.startswith("budget reached") and summary.runs_used == 6
+    status = sweep_status("lawstat", sqlite_url)
+    assert status["law"] == {"budget_runs": 6, "runs_used": 6, "stop": summary.plan_stop}
+    assert [(c["runs"], c["target"]) for c in status["cells"]] == [(3, None), (3, None)]
+    code, out, _ = cli("status", "lawstat", "--storage", sqlite_url)
+    assert code == 0 and "3 runs;" in out and "3/" not in out
+    assert f"law sampler: 6 of 6 runs used; its plan stopped: {summary.plan_stop}" in out
+    code, out, _ = cli("status", "lawstat", "--storage", sqlite_url, "--json")
+    assert json.loads(out)["law"]["stop"] == summary.plan_stop
+
+    # a relaunch with a larger budget clears the stop before it runs (it no longer holds)
+    def stop_before_tune(*a: object, **k: object) -> None:
+        raise RuntimeError("stopped before Tune")
+
+    monkeypatch.setattr(launch, "_run_tune", stop_before_tune)
+    with pytest.raises(RuntimeError, match="before Tune"):
+        launch_study(law("lawstat", budget=8), url=sqlite_url, progress=False)
+    assert sweep_status("lawstat", sqlite_url)["law"] == {
+        "budget_runs": 8,
+        "runs_used": 6,
+        "stop": "",
+    }
+
+
+def test_law_launch_says_runs_of_the_budget_not_cells_short_of_a_target(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupted (or failing) law launch said "2 cell(s) short of their target" and showed
+    every cell against the whole budget ("1/12")."""
+    from sweeper import api
+    from sweeper.run.launch import LaunchSummary
+    from sweeper.study.sweep import CellCounts
+
+    counts = {"running": 0, "failed": 0, "pruned": 0, "waiting": 0, "target": 12}
+    best = {"best_loss": None, "best_lr": None, "best_batch_size": None}
+    cells = tuple(CellCounts(f"c{i}", complete=1, **counts, **best, runs=1) for i in range(2))
+    summary = LaunchSummary(
+        sweep="lawsum", url="", cells=cells, wall_s=1.0, runs_this_launch=2,
+        points_this_launch=2, reconciled=0, max_concurrent=1, interrupted="SIGINT",
+        budget_runs=12,
+    )  # fmt: skip
+    path = tmp_path / "law.toml"
+    path.write_text(LAW.format(name="lawsum", budget=12, tokens=16384))
+    monkeypatch.setattr(api, "launch", lambda *a, **k: summary)
+    code, out, err = cli("launch", path, "--no-progress")
+    assert code == 130 and "1 run;" in out and "/12" not in out
+    assert "law sampler: 2 of 12 runs used" in out
+    assert "short of their target" not in err and "plan has not ended: 2 of 12 runs used" in err
+    monkeypatch.setattr(api, "launch", lambda *a, **k: replace(summary, interrupted=""))
+    code, out, err = cli("launch", path, "--no-progress")
+    assert code == 1 and "short of their target" not in err
+    assert "the law sampler's plan has not ended after repeated failures: 2 of 12" in err
+
+
+def test_a_changed_law_study_is_told_what_a_law_study_may_change(sqlite_url: str) -> None:
+    """The refusal offered a grid study's growth ("more trials_per_cell"), a key the law
+    sampler refuses."""
+    from sweeper.errors import StorageError
+    from sweeper.study.spec import TargetSpec
+    from sweeper.study.sweep import open_sweep
+
+    spec = law("lawchg", budget=6)
+    open_sweep(spec, sqlite_url)[0].study.enqueue_trial({"lr": 0.016, "batch_size": 8})
+    with pytest.raises(StorageError, match="different study file") as e:
+        open_sweep(replace(spec, target=TargetSpec(params=1e7)), sqlite_url)
+    text = str(e.value)
+    assert "trials_per_cell" not in text and "sampler.budget_runs" in text
+    assert "stop_lr_interval_ratio" in text and "[target] is fixed once launched" in text

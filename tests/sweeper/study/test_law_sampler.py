@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,6 +16,7 @@ from sweeper.errors import StudyError
 from sweeper.study.samplers import PlannedOnlySampler, make_sampler
 from sweeper.study.spec import TargetSpec, law_lrs, load_study, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
+from tests.sweeper.helpers import CliRunner, cli_fixture  # noqa: F401  (the `cli` fixture)
 
 LAW = """\
 [sweep]
@@ -48,6 +50,16 @@ BAD: list[tuple[str, str, str]] = [
         ),
         "sampler.budget_runs: 2 is less than",
     ),
+    (  # 2 cells: 6 runs start them; a budget of 5 ran them in one cell, then fit failed
+        "budget-below-start",
+        LAW.replace("budget_runs = 8", "budget_runs = 5"),
+        "sampler.budget_runs: 5 is less than the 6 runs the plan spends starting every cell",
+    ),
+    (
+        "budget-below-start-seeds",
+        LAW.replace('name = "law"', 'name = "law"\nseeds_per_point = 2'),
+        "give at least 12",
+    ),
     (
         "ratio-one",
         LAW + "stop_lr_interval_ratio = 1.0\n",
@@ -65,6 +77,8 @@ BAD: list[tuple[str, str, str]] = [
     ),
     ("target-negative", LAW + "\n[target]\nparams = -1e9\n", "target.params"),
     ("target-zero-tokens", LAW + "\n[target]\ntokens = 0\n", "target.tokens"),
+    ("target-nan", LAW + "\n[target]\ntokens = nan\n", "target.tokens: nan must be finite and > 0"),
+    ("target-inf", LAW + "\n[target]\nparams = inf\n", "target.params: inf must be finite and > 0"),
     ("target-string", LAW + '\n[target]\nparams = "big"\n', "target.params"),
     ("target-unknown-key", LAW + "\n[target]\nwidth = 1024\n", "target.width: unknown key"),
     (
@@ -194,3 +208,45 @@ def test_planned_only_sampler_serves_queued_points_only() -> None:
     assert study.ask(dist).params == {"lr": 0.016}
     with pytest.raises(RuntimeError, match="only planned"):
         study.ask(dist)
+
+
+def test_the_law_samplers_start_is_the_planners(tmp_path: Path) -> None:
+    from sweeper.fitting.allocation import START_LRS
+    from sweeper.study.spec import LAW_MIN_LRS, law_start_runs
+
+    assert LAW_MIN_LRS == START_LRS
+    path = tmp_path / "law.toml"
+    path.write_text(LAW.replace("budget_runs = 8", "budget_runs = 6"))  # the least allowed
+    assert law_start_runs(load_study(path)) == 6
+
+
+def test_validate_shows_the_target_and_the_budget_in_whole_points(
+    tmp_path: Path, cli: CliRunner
+) -> None:
+    """``[target]`` was never shown; a budget of 13 runs with 2 seeds a point said "13 runs at
+    most" where the launch stops at 12; --json gave a law study a trials_per_cell."""
+    from sweeper.study.ladder import cells
+
+    path = tmp_path / "law.toml"
+    path.write_text(
+        LAW.replace('name = "law"', 'name = "law"\nseeds_per_point = 2').replace(
+            "budget_runs = 8", "budget_runs = 13"
+        )
+    )
+    largest = max(c.n_params for c in cells(load_study(path)))
+    code, out, _ = cli("validate", path)
+    assert code == 0 and "at most 12 training runs" in out
+    assert "budget_runs 13, spent in whole points of 2 runs: 6 points" in out
+    assert f"target: N {10 * largest:.3g}, D 1.64e+04 tokens (the default" in out
+    assert "warning" not in out
+    code, out, _ = cli("validate", path, "--json")
+    doc = json.loads(out)
+    assert doc["trials_per_cell"] is None and doc["budget_runs"] == 13 and not doc["warnings"]
+    assert doc["target"] == {"n_params": 10.0 * largest, "tokens": 16384.0}
+    # a target below the largest cell: the plan would extrapolate backwards
+    path.write_text(path.read_text() + "\n[target]\nparams = 1e3\n")
+    code, out, _ = cli("validate", path)
+    assert code == 0 and "target: N 1e+03, D 1.64e+04 tokens (N from [target]" in out
+    assert f"warning: target.params 1e+03 is below the largest cell's N {largest:,}" in out
+    code, out, _ = cli("validate", path, "--json")
+    assert json.loads(out)["warnings"][0].startswith("target.params 1e+03 is below")

@@ -529,5 +529,5 @@ def test_a_trial_closed_because_its_driver_stopped_is_told_apart_from_a_failed_r
     only = _cell_line("c", 0, 2, 1, 0, None, None, None, closed=1)
     assert "1 closed when their driver stopped;" in only and "failed" not in only
     runs = load_sweep_runs("gc", sqlite_url)
-    assert set(runs["closed_by"].dropna()) == {"reconcile: driver died"}
+    assert set(runs["closed_by"].dropna()) == {"reconcile: its driver stopped"}
     assert set(runs["last_error"].dropna()) == {"ValueError: boom"}
