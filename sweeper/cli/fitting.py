@@ -58,7 +58,8 @@ state, cell. Other columns are kept with the runs. Renames are applied all at on
 What the numbers mean, where they are not Sweeper's own (non-embedding N, a launched study's
 units): declare it, and the laws record it, so that compare, check and export can match it, e.g.
   sweeper import runs.csv --sweep ours --convention parametrization=mup \\
-      --convention base_width=256 --convention tokens=tokenizer:llama3 --convention n_params=total"""
+      --convention base_width=256 --convention tokens=tokenizer:llama3 \\
+      --convention n_params=total"""
 _FIT_EPILOG = """\
 Without --target, fits lr, and batch_tokens when the batch size varies within cells. Predictors
 default to those of n_params and tokens that vary across the usable cells; give one list for all

@@ -315,7 +315,7 @@ def plan(
             return Plan(
                 (),
                 stop=f"target LR interval ratio {boot:.3g} < {stop_lr_interval_ratio:g} "
-                f"(bootstrap, as fit reports it; Laplace {ratio:.3g})",
+                f"(bootstrap of {STOP_BOOT} refits; Laplace {ratio:.3g})",
                 law=law,
                 interval_ratio=boot,
             )

@@ -111,7 +111,8 @@ def fit_runs(
     power law, the loss law's points (``best`` per cell or ``all``), the seed, and the surface
     method's named settings ``surface`` (:data:`sweeper.fitting.surface.SETTINGS`).
     """
-    _check_batch_known(runs)
+    if target != "loss":  # the loss law takes each cell's best run: no batch unit in it
+        _check_batch_known(runs)
     outcome = _fit_targets(runs, conventions, source, target, predictors, options)
     mixed = device_kinds(runs["device"]) if "device" in runs else set()
     if len(mixed) < 2:

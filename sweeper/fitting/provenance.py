@@ -30,7 +30,13 @@ if TYPE_CHECKING:
     from sweeper.study.handle import Sweep
     from sweeper.study.spec import StudySpec
 
-__all__ = ["declared_conventions", "runs_conventions", "sweep_conventions", "token_unit"]
+__all__ = [
+    "declared_conventions",
+    "named_parametrizations",
+    "runs_conventions",
+    "sweep_conventions",
+    "token_unit",
+]
 
 
 def sweep_conventions(sweep: Sweep) -> Conventions:
@@ -101,15 +107,21 @@ def declared_conventions(conv: Conventions, declared: Mapping[str, Any] | None) 
     return replace(conv, lr=conv.lr + (f" (declared: {', '.join(said)})" if said else ""))
 
 
+def named_parametrizations(runs: pd.DataFrame) -> list[str]:
+    """The parametrizations the runs' own ``parametrization`` column names (lower case, sorted;
+    what is not a known one, such as "standard", included: it is the column's word)."""
+    if "parametrization" not in runs:
+        return []
+    return sorted({str(v).strip().lower() for v in runs["parametrization"].dropna()})
+
+
 def _one_parametrization(runs: pd.DataFrame) -> str | None:
     """The parametrization the runs' own column names, when every run names the same known one
     (None otherwise: a mixed or unknown column says nothing the law can carry)."""
     from proxy_models.rules import PARAMETRIZATIONS
 
-    if "parametrization" not in runs:
-        return None
-    named = {str(v).lower() for v in runs["parametrization"].dropna()}
-    return named.pop() if len(named) == 1 and named <= set(PARAMETRIZATIONS) else None
+    named = named_parametrizations(runs)
+    return named[0] if len(named) == 1 and named[0] in PARAMETRIZATIONS else None
 
 
 def token_unit(data: str, vocab: Any) -> str:

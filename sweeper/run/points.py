@@ -3,6 +3,7 @@ each cell's counts, and how a finished point is written to its cell's study."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from sweeper.run.trainable import METRIC
 from sweeper.study.samplers import RUNS_DONE, hold_point, requeue_point
 from sweeper.study.sweep import CellStudy, cell_counts
 from sweeper.study.sweep_runs import aggregate_runs
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["CannotTell", "CellState", "Point", "report_value", "run_record", "tell_point"]
 
@@ -92,6 +95,13 @@ def resume_seeds(p: Point) -> int:
             p.to_start.remove(seed)
             p.runs[seed] = dict(rec)
             taken += 1
+        else:  # its point now starts at other seeds (the law's replicates finished out of order)
+            logger.info(
+                "trial %d: a finished run of seed %d is not among its seeds %s: run again",
+                p.trial.number,
+                seed,
+                p.to_start,
+            )
     return taken
 
 

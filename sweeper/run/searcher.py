@@ -302,7 +302,7 @@ class CellSearcher(Searcher):
         return self._dispatch(trial_id, key, p)
 
     def _resume(self, p: Point) -> None:
-        """Keep the seeds of a point that finished before its driver stopped (:func:`resume_seeds`)."""
+        """Keep a point's seeds that finished before its driver stopped (:func:`resume_seeds`)."""
         taken = resume_seeds(p)
         if taken:
             logger.info(

@@ -100,8 +100,10 @@ def data_check(spec: StudySpec, data: str) -> dict[str, str] | None:
     or data the driver cannot read (the runs then report why)."""
     if spec.train.function is not None:
         return None
-    try:
-        d = _load_data(data, spec.model.vocab_size)
+    from proxy_models import load_data
+
+    try:  # read afresh, not from this process's cache: the file may have changed since
+        d = load_data(data, vocab_size=spec.model.vocab_size)
     except (OSError, ValueError):
         return None
     return {"name": str(d.name), "fingerprint": str(d.fingerprint)}

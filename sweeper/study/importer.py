@@ -206,7 +206,7 @@ def import_runs(
     p = Path(path)
     df = read_runs_file(p, renames=renames, seq_len=seq_len)
     declared = _declared(conventions, df)
-    notes = import_notes(df, dict(renames or {}), sweep, declared)
+    notes = import_notes(df, dict(renames or {}), sweep, declared, with_study=study is not None)
     if "source" not in df.columns or df["source"].isna().all():
         df["source"] = f"import:{p.name}"
     meta = {
@@ -260,10 +260,10 @@ def _declared(
 ) -> dict[str, Any]:
     """The conventions declared (checked: :mod:`sweeper.study.declared`), with the file's own
     ``parametrization`` column: a declared one must agree with it, a base shape needs one."""
+    from sweeper.fitting.provenance import named_parametrizations
     from sweeper.study.declared import parse_declared
 
-    column = df["parametrization"] if "parametrization" in df else pd.Series(dtype=object)
-    named = sorted({str(v).lower() for v in column.dropna()})
+    named = named_parametrizations(df)
     declared = parse_declared(conventions or {}, named[0] if len(named) == 1 else None)
     p = declared.get("parametrization")
     if p is not None and set(named) - {p}:
@@ -357,13 +357,17 @@ def import_notes(
     renames: Mapping[str, str],
     sweep: str,
     declared: Mapping[str, Any] | None = None,
+    *,
+    with_study: bool = False,
 ) -> list[str]:
     """What an import accepted that a fit will miss or get wrong, said when it is imported rather
     than when a law is absent or off: no LR (a canonical column renamed away), a batch size in
     sequences without a sequence length (no batch law), batches too small to be tokens, tokens
     too few per parameter to be tokens, an N that counts the embeddings, several
     parametrizations, a sweep named as a published law set (a SWEEP argument then means the
-    sweep). ``declared``: the conventions the import declares (:mod:`sweeper.study.declared`)."""
+    sweep). ``declared``: the conventions the import declares (:mod:`sweeper.study.declared`);
+    ``with_study``: a study file came with the runs and says them."""
+    from sweeper.fitting.provenance import named_parametrizations
     from sweeper.recipe.published import PUBLISHED_NAMES, published_key
 
     declared = declared or {}
@@ -394,10 +398,9 @@ def import_notes(
         )
     if declared.get("n_params") in (None, "non-embedding"):
         notes += _embedding_note(df)
-    column = df["parametrization"] if "parametrization" in df else pd.Series(dtype=object)
-    named = sorted({str(v).lower() for v in column.dropna()})
+    named = named_parametrizations(df)
     param = declared.get("parametrization") or (named[0] if len(named) == 1 else None)
-    if param in ("mup", "completep") and "base_width" not in declared:
+    if param in ("mup", "completep") and "base_width" not in declared and not with_study:
         notes.append(
             f"{param} runs without a base width: its laws record none, so recommend and export "
             "ask for --base-width; declare it (--convention base_width=W, and output_mult if the "

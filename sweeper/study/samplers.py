@@ -172,7 +172,7 @@ def requeue_point(
         return False
     if waiting is None:
         waiting = _waiting_params(study)
-    if point in waiting:
+    if point in waiting and not runs_done:  # (law replicates share params: each keeps its runs)
         return False
     study.enqueue_trial(point, user_attrs={RUNS_DONE: runs_done} if runs_done else None)
     waiting.append(point)

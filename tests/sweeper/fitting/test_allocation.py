@@ -214,7 +214,7 @@ def test_the_stopping_rule_stops_on_the_interval_fit_reports(ladder: pd.DataFram
     assert p.points and not p.stop
     assert any("the bootstrap's" in n for n in p.notes), p.notes
     p = al.plan(runs, cells, stop_lr_interval_ratio=1.01 * boot, **kw)
-    assert p.points == () and "(bootstrap, as fit reports it" in p.stop
+    assert p.points == () and "(bootstrap of 200 refits" in p.stop
     assert p.interval_ratio == pytest.approx(boot)
 
 

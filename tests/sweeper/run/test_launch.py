@@ -587,6 +587,10 @@ def test_a_node_whose_data_differs_from_the_drivers_fails_its_run(tmp_path: Path
     )
     trainable._data_cache.clear()
     trainable._load_data(str(corpus), 256, base["data_check"])  # the same data: accepted
+    # the driver reads afresh: a file changed since this process cached it is seen changed
+    corpus.write_text("the driver's copy, edited before the next launch\n" * 200)
+    assert trainable.data_check(spec, str(corpus)) != base["data_check"]
+    corpus.write_text("the driver's copy of the corpus\n" * 200)
     corpus.write_text("another node's copy, edited since\n" * 200)
     trainable._data_cache.clear()
     with pytest.raises(ValueError, match="differs from the driver's") as e:
@@ -714,8 +718,8 @@ def test_a_seed_that_finished_before_its_driver_stopped_is_kept(sqlite_url: str)
     """Two seeds a point: one finished, the other running when the driver stopped. The relaunch
     closed the trial and ran both seeds again (an audit lost a finished seed so); now it runs
     only the one that had not finished, and the point is told with both."""
-    spec = parse_study_toml(GRID.format(name="gridseeds").replace("seeds_per_point = 1",
-                                                                  "seeds_per_point = 2"))  # fmt: skip
+    text = GRID.format(name="gridseeds").replace("seeds_per_point = 1", "seeds_per_point = 2")
+    spec = parse_study_toml(text)
     first = open_searcher(spec, sqlite_url)
     a, b = first.suggest("r0"), first.suggest("r1")  # the two seeds of the first point
     assert (a["seed"], b["seed"]) == (0, 1) and a["params"] == b["params"]
@@ -731,6 +735,23 @@ def test_a_seed_that_finished_before_its_driver_stopped_is_kept(sqlite_url: str)
     assert [r["seed"] for r in told.user_attrs["runs"]] == [0, 1]
     assert told.user_attrs["runs"][0]["ray_trial_id"] == "r0"
     assert _states(study) == {"COMPLETE": 3, "FAIL": 1}
+
+
+def test_two_law_replicates_at_one_lr_each_keep_their_finished_seeds() -> None:
+    """Law replicates share their params ({"lr": x}): reconcile queued the first and dropped the
+    second as a duplicate, with the seed it had finished (a review)."""
+    from optuna.distributions import FloatDistribution
+
+    from sweeper.study.samplers import RUNS_DONE, reconcile
+
+    study = optuna.create_study()
+    for seed in (0, 2):  # as the law sampler asks a planned point
+        study.enqueue_trial({"lr": 1e-3})
+        t = study.ask({"lr": FloatDistribution(1e-4, 1.0, log=True)})
+        t.set_user_attr(RUNS_DONE, [{"seed": seed, "loss": 3.0}])
+    reconcile(study)
+    waiting = [t for t in study.trials if t.state == TrialState.WAITING]
+    assert [t.user_attrs[RUNS_DONE][0]["seed"] for t in waiting] == [0, 2]
 
 
 def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:

@@ -80,7 +80,8 @@ def test_a_logger_jitter_in_tokens_does_not_split_a_cell() -> None:
     )
     assert normalize_runs(df)["cell"].nunique() == 1
     df["tokens"] = [8.5e8, 8.5e8, 1.7e9, 1.7e9]
-    assert normalize_runs(df)["cell"].tolist() == ["N8.49e07-D8.5e08"] * 2 + ["N8.49e07-D1.7e09"] * 2
+    cells = normalize_runs(df)["cell"].tolist()
+    assert cells == ["N8.49e07-D8.5e08"] * 2 + ["N8.49e07-D1.7e09"] * 2
 
 
 def test_declared_conventions_are_stored_and_recorded_by_the_laws(tmp_path: Path) -> None:
@@ -203,3 +204,31 @@ def test_mup_runs_without_a_base_width_are_told_to_declare_it(
     caplog.clear()
     said = notes_of(tmp_path / "b", df, caplog, conventions=["base_width=64"])
     assert "base width" not in said
+
+
+def test_a_study_imported_with_its_runs_is_not_told_to_declare_a_base_width(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The study says its base width (a review: every muP ladder imported with --study was told
+    to declare one, and the advice was then refused)."""
+    with caplog.at_level(logging.WARNING):
+        import_runs(
+            REPO / "docs" / "data" / "width_mup.csv",
+            sweep="wm",
+            url=f"sqlite:///{tmp_path / 'm.db'}",
+            study=REPO / "studies" / "width_mup.toml",
+        )
+    assert "base width" not in caplog.text
+
+
+def test_the_loss_law_needs_no_batch_unit(tmp_path: Path) -> None:
+    from sweeper import api
+
+    base = ladder()
+    df = pd.concat([base.assign(tokens=base["tokens"] * k) for k in (1, 2)])
+    df = pd.concat([df.assign(batch_size=32), df.assign(batch_size=128)], ignore_index=True)
+    df["loss"] = 2.0 + 50 / df["n_params"] ** 0.3 + 300 / df["tokens"] ** 0.3
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    api.import_runs(write_csv(df, tmp_path / "runs.csv"), sweep="seqs", storage=url)
+    (law,) = api.fit("seqs", storage=url, target="loss", n_boot=0, store=False)
+    assert law.target == "loss"
