@@ -27,6 +27,7 @@ __all__ = [
     "lr_at",
     "warmup_steps",
     "weight_decay_of",
+    "wsd_decay_start",
 ]
 
 #: learning-rate schedules (each after a linear warmup); "linear" decays linearly to
@@ -82,7 +83,7 @@ class HParams:
     batch_size: int = 32  # sequences per optimizer step
     micro_batch_size: int | None = None  # sequences per forward/backward; None = batch_size
     warmup: float = 0.1  # < 1: fraction of the steps; >= 1: number of steps
-    schedule: str = "cosine"  # "cosine" | "wsd" | "constant"
+    schedule: str = "cosine"  # one of SCHEDULES
     min_lr_ratio: float = 0.1  # final LR / peak LR (cosine and WSD)
     decay_fraction: float = 0.2  # WSD: fraction of the steps spent decaying
     beta1: float = 0.9
@@ -199,6 +200,12 @@ def warmup_steps(hp: HParams, total_steps: int) -> int:
     return min(w, total_steps)
 
 
+def wsd_decay_start(hp: HParams, total_steps: int) -> int:
+    """The first step of a WSD decay (the LR is still the peak there): the last
+    ``round(decay_fraction · total_steps)`` steps decay, never into the warmup."""
+    return max(warmup_steps(hp, total_steps), total_steps - round(hp.decay_fraction * total_steps))
+
+
 def lr_at(hp: HParams, step: int, total_steps: int) -> float:
     """Learning rate at optimizer step ``step`` (0-based) of ``total_steps``.
 
@@ -221,8 +228,7 @@ def lr_at(hp: HParams, step: int, total_steps: int) -> float:
     if hp.schedule == "linear":
         p = min(1.0, (step - w) / max(1, last - w))
         return hp.lr * (1.0 - (1.0 - r) * p)
-    # wsd: the decay starts after the warmup at the latest
-    start = max(w, total_steps - round(hp.decay_fraction * total_steps))
+    start = wsd_decay_start(hp, total_steps)
     if step < start:
         return hp.lr
     p = min(1.0, (step - start) / max(1, last - start))

@@ -2,25 +2,35 @@
 (:func:`expected`), and the comparison (:func:`compare`).
 
 A loader reads an exported file with the framework's own config loader and reports the
-framework's own view of the numbers: its scheduler's LR at the end of the warmup, mid-decay and
-at the end; its batch calculator's global batch, micro batch and accumulation; its ramp-up
+framework's own view of the numbers: its scheduler's LR at the end of the warmup, mid-stable and
+at the start of the decay (WSD), mid-decay and at the end (:func:`lr_points`); its batch calculator's global batch, micro batch and accumulation; its ramp-up
 calculator's batch at 0 and mid-ramp. The expected values come from the recipe JSON
 (``sweeper export --format json``) read with the recipe's documented semantics (see
-``expected``), never from what an exporter writes.
+``expected``; the LRs are the proxies' own :func:`proxy_models.hparams.lr_at`, the shape the LR
+was measured under), never from what an exporter writes.
 
-Only the standard library is imported here: this module runs inside every framework venv.
+Only the standard library is imported here, and proxy_models.hparams from the repository (pure
+Python, standard library only): this module runs inside every framework venv.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+if str(Path(__file__).resolve().parents[2]) not in sys.path:  # the repository, for proxy_models
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from proxy_models.hparams import HParams, lr_at, wsd_decay_start  # noqa: E402
 
 #: quantities compared, in report order
 KEYS: tuple[str, ...] = (
-    "peak_lr", "min_lr", "lr_warmup_end", "lr_mid", "lr_end", "total_steps",
+    "peak_lr", "min_lr", "lr_warmup_end", "lr_stable_mid", "lr_decay_start", "lr_mid", "lr_end",
+    "total_steps",
     "global_batch", "micro_batch", "grad_accum", "data_parallel", "seq_len",
     "beta1", "beta2", "eps", "weight_decay", "grad_clip", "precision",
     "rampup_batch_start", "rampup_batch_mid", "rampup_batch_end",
@@ -52,6 +62,8 @@ class View:
     peak_lr: float | None = None
     min_lr: float | None = None
     lr_warmup_end: float | None = None
+    lr_stable_mid: float | None = None
+    lr_decay_start: float | None = None
     lr_mid: float | None = None
     lr_end: float | None = None
     total_steps: int | None = None
@@ -84,23 +96,37 @@ class View:
         return asdict(self)
 
 
+def _hparams(recipe: dict[str, Any]) -> HParams:
+    """The recipe's schedule as the proxies' HParams (warmup in steps)."""
+    return HParams(
+        lr=float(recipe["lr"]["value"]),
+        warmup=int(recipe["warmup_steps"]),
+        schedule=recipe.get("schedule") or "cosine",
+        min_lr_ratio=float(recipe["min_lr_ratio"]),
+        decay_fraction=float(recipe.get("decay_fraction") or 0.0),
+    )
+
+
 def lr_points(recipe: dict[str, Any]) -> dict[str, int]:
     """The optimizer-step indices at which LRs are compared: the end of the warmup (the first
-    step at the peak), the middle of the cosine decay, and the last step."""
+    step at the peak), for WSD the middle of the stable phase and the start of the decay (still
+    the peak), the middle of the decay, and the last step."""
     w, t = int(recipe["warmup_steps"]), int(recipe["total_steps"])
-    return {"lr_warmup_end": w, "lr_mid": w + (t - w) // 2, "lr_end": t}
+    schedule = recipe.get("schedule") or "cosine"
+    start = wsd_decay_start(_hparams(recipe), t) if schedule == "wsd" else w
+    out = {"lr_warmup_end": w}
+    if schedule == "wsd":
+        out |= {"lr_stable_mid": (w + start) // 2, "lr_decay_start": start}
+    return out | {"lr_mid": start + (t - start) // 2, "lr_end": t}
 
 
-def cosine_lr(recipe: dict[str, Any], step: float) -> float:
-    """The recipe's schedule: linear warmup over ``warmup_steps`` optimizer steps to the peak
-    ``lr.value``, then a cosine to ``min_lr`` = peak × ``min_lr_ratio`` at ``total_steps``."""
-    peak = float(recipe["lr"]["value"])
-    lo = peak * float(recipe["min_lr_ratio"])
-    w, t = int(recipe["warmup_steps"]), int(recipe["total_steps"])
-    if step < w:
-        return peak * step / w
-    p = min(1.0, (step - w) / max(1, t - w))
-    return lo + (peak - lo) * 0.5 * (1 + math.cos(math.pi * p))
+def recipe_lr(recipe: dict[str, Any], step: int) -> float:
+    """The recipe's LR at optimizer step ``step``: the proxies' ``lr_at`` (linear warmup to the
+    peak, then cosine/linear to min_lr_ratio × peak at the last step, WSD's linear decay over
+    the last decay_fraction of the steps, or constant). Frameworks count the warmup and the
+    decay's end one step apart from it (step/W against (step+1)/W, the end at total_steps
+    against total_steps − 1): within the comparison's one step's worth of tolerance."""
+    return lr_at(_hparams(recipe), step, int(recipe["total_steps"]))
 
 
 def rampup_batch(recipe: dict[str, Any], consumed_samples: int) -> int:
@@ -131,7 +157,7 @@ def expected(recipe: dict[str, Any]) -> dict[str, Any]:
         "peak_lr": peak,
         # the min LR follows the peak: min_lr_ratio is the recipe's setting, min_lr derived
         "min_lr": peak * float(recipe["min_lr_ratio"]),
-        **{k: cosine_lr(recipe, s) for k, s in pts.items()},
+        **{k: recipe_lr(recipe, s) for k, s in pts.items()},
         "total_steps": int(recipe["total_steps"]),
         "global_batch": int(recipe["global_batch_sequences"]),
         "micro_batch": int(recipe["micro_batch_size"]),

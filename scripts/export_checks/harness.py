@@ -27,7 +27,8 @@ EXTRA_WORDS = {"vocab": ("vocab",)}
 
 #: test name -> quantities it compares
 CHECKS: dict[str, tuple[str, ...]] = {
-    "lr_schedule": ("peak_lr", "min_lr", "lr_warmup_end", "lr_mid", "lr_end", "total_steps"),
+    "lr_schedule": ("peak_lr", "min_lr", "lr_warmup_end", "lr_stable_mid", "lr_decay_start",
+                    "lr_mid", "lr_end", "total_steps"),
     "batch": ("global_batch", "micro_batch", "grad_accum", "data_parallel", "seq_len"),
     "optimizer": ("beta1", "beta2", "eps", "weight_decay", "grad_clip"),
     "precision": ("precision",),
@@ -76,6 +77,22 @@ def export(case: str, name: str) -> tuple[str, str, int]:
 
 class ExportFailed(AssertionError):
     pass
+
+
+def refused_schedule(case: str, name: str, runs: tuple[str, ...]) -> bool:
+    """True when the recipe's schedule is not one the format ``runs`` as the proxies ran it, after
+    asserting that the export refused it (exit status != 0, naming the schedule and
+    --allow-inexpressible); False when the format runs it (the numbers are then checked)."""
+    schedule = recipe(case).get("schedule") or "cosine"
+    if schedule in runs:
+        return False
+    _out, err, rc = export(case, name)
+    said = err.lower()
+    assert rc != 0 and "schedule" in said and "--allow-inexpressible" in said, (
+        f"{case} / {name}: a {schedule} recipe must be refused (the format runs "
+        f"{', '.join(runs)} only); exit {rc}: {err.strip()[-400:]}"
+    )
+    return True
 
 
 _LOADS: dict[tuple[str, str, str], View | BaseException] = {}

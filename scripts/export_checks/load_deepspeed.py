@@ -110,7 +110,9 @@ def load(text: str, recipe: dict[str, Any]) -> View:
         view.total_steps = int(total) if total is not None else None
         if "cos_min_ratio" in sp:
             view.min_lr = float(sp["cos_min_ratio"]) * view.peak_lr
-        elif cfg.scheduler_name == "WarmupDecayLR":
-            view.min_lr = 0.0
+        elif cfg.scheduler_name == "WarmupDecayLR":  # decays to warmup_min_lr (default 0)
+            view.min_lr = float(sp.get("warmup_min_lr", 0.0))
+        elif cfg.scheduler_name == "WarmupLR":  # no decay
+            view.min_lr = float(sp.get("warmup_max_lr") or view.peak_lr)
         view.notes.append(f"scheduler {cfg.scheduler_name} {sp}")
     return view

@@ -75,6 +75,10 @@ def load(text: str, recipe: dict[str, Any]) -> View:
             view.min_lr = float(kw["min_lr"])
         elif "min_lr_rate" in kw:
             view.min_lr = float(kw["min_lr_rate"]) * view.peak_lr
+        elif "min_lr_ratio" in kw:  # warmup_stable_decay (get_wsd_schedule)
+            view.min_lr = float(kw["min_lr_ratio"]) * view.peak_lr
+        elif str(args.lr_scheduler_type).endswith("constant_with_warmup"):
+            view.min_lr = view.peak_lr  # no decay
         elif str(args.lr_scheduler_type).endswith(("cosine", "linear")):
             view.min_lr = 0.0
     view.precision = "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")

@@ -16,7 +16,9 @@ here. What is loaded and what is written from the source:
   pinned commit (:class:`StepSchedule`): "table-checked, not loaded";
 - LR: megatron-core's own ``OptimizerParamScheduler`` (0.16.1; ``get_lr`` is unchanged up to
   core_v0.19.0), built with the arguments of ``get_optimizer_param_scheduler`` in
-  ``megatron/training/training.py`` and stepped by samples as ``train_step`` does.
+  ``megatron/training/training.py`` (``wsd_decay_steps`` = ``--lr-wsd-decay-iters`` × the global
+  batch, or ``--lr-wsd-decay-samples``; ``lr_wsd_decay_style``) and stepped by samples as
+  ``train_step`` does.
 """
 
 from __future__ import annotations
@@ -300,6 +302,9 @@ def _scheduler_lr(
         decay_iters = ns.lr_decay_iters if ns.lr_decay_iters is not None else ns.train_iters
         lr_decay_steps = decay_iters * ns.global_batch_size
         wd_incr_steps = ns.train_iters * ns.global_batch_size
+        wsd_decay_steps = None
+        if getattr(ns, "lr_wsd_decay_iters", None) is not None:
+            wsd_decay_steps = ns.lr_wsd_decay_iters * ns.global_batch_size
         if ns.lr_warmup_fraction is not None:
             lr_warmup_steps = ns.lr_warmup_fraction * lr_decay_steps
         else:
@@ -308,6 +313,7 @@ def _scheduler_lr(
         decay_samples = ns.lr_decay_samples if ns.lr_decay_samples is not None else ns.train_samples
         lr_decay_steps = decay_samples
         wd_incr_steps = ns.train_samples
+        wsd_decay_steps = getattr(ns, "lr_wsd_decay_samples", None)
         if ns.lr_warmup_fraction is not None:
             lr_warmup_steps = ns.lr_warmup_fraction * lr_decay_steps
         else:
@@ -321,6 +327,7 @@ def _scheduler_lr(
             lr_decay_style=ns.lr_decay_style, start_wd=ns.weight_decay, end_wd=ns.weight_decay,
             wd_incr_steps=wd_incr_steps, wd_incr_style="constant",
             use_checkpoint_opt_param_scheduler=True, override_opt_param_scheduler=False,
+            wsd_decay_steps=wsd_decay_steps, lr_wsd_decay_style=ns.lr_wsd_decay_style,
         )  # fmt: skip
         sch.step(increment=pos)
         out[name] = float(opt.param_groups[0]["lr"])
@@ -358,11 +365,8 @@ def load(text: str, recipe: dict[str, Any], version: str) -> View:
     g = int(recipe["global_batch_sequences"])
     pos = {k: s * g for k, s in lr_points(recipe).items()}
     lrs = _scheduler_lr(ns, pos, full)
-    view.lr_warmup_end, view.lr_mid, view.lr_end = (
-        lrs["lr_warmup_end"],
-        lrs["lr_mid"],
-        lrs["lr_end"],
-    )
+    for k, lr in lrs.items():
+        setattr(view, k, lr)
     view.peak_lr, view.min_lr = ns.lr, ns.min_lr
     if ns.lr_decay_style != "cosine":
         view.notes.append(f"lr decay style {ns.lr_decay_style}")

@@ -35,6 +35,10 @@ from pathlib import Path
 #: ZeRO 0, 64 GPUs); the second a muP, fp32, ZeRO-1 recipe without ramp-up (8 GPUs); the third a
 #: muP recipe with a batch ramp-up and z-loss (bf16, 64 GPUs). The muP cases export with
 #: --allow-inexpressible (without it, formats that cannot express muP refuse: probed below).
+#: The last two are SP recipes under another schedule than the cosine, as an LR law measured under
+#: it gives them (here by --schedule): WSD (decay over the last 20%, to 10%) with a ramp-up
+#: (Megatron counts it in samples), and linear to 10% without one; the formats that cannot run
+#: them refuse (tests/exports: harness.refused_schedule).
 CASES: dict[str, list[str]] = {
     "sp-rampup-bf16": [
         "--law", "deepseek", "--width", "4096", "--depth", "30", "--heads", "32",
@@ -53,6 +57,17 @@ CASES: dict[str, list[str]] = {
         "--vocab", "50304", "--context", "2048", "--tokens", "100B", "--gpus", "64",
         "--gpu-memory-gb", "80", "--micro-batch", "2", "--parametrization", "mup",
         "--base-width", "256", "--force", "--rampup", "--allow-inexpressible",
+    ],
+    "wsd-rampup": [
+        "--law", "deepseek", "--width", "2048", "--depth", "16", "--heads", "16",
+        "--vocab", "50304", "--context", "2048", "--tokens", "200B", "--gpus", "64",
+        "--gpu-memory-gb", "80", "--micro-batch", "2", "--rampup",
+        "--schedule", "wsd", "--decay-fraction", "0.2",
+    ],
+    "linear": [
+        "--law", "deepseek", "--width", "2048", "--depth", "16", "--heads", "16",
+        "--vocab", "50304", "--context", "2048", "--tokens", "100B", "--gpus", "8",
+        "--gpu-memory-gb", "80", "--micro-batch", "4", "--no-rampup", "--schedule", "linear",
     ],
 }  # fmt: skip
 
@@ -137,7 +152,8 @@ def make(out_dir: Path, py: str | None) -> None:
         # the same edit with the derived min_lr dropped: the min LR must follow lr × min_lr_ratio
         edited.pop("min_lr", None)
         (probes / "edited_lr_no_min.json").write_text(json.dumps(edited), encoding="utf-8")
-        allow = [a for a in ("--allow-inexpressible", "--force") if a in args]
+        # (--allow-inexpressible always: the probes ask about the min LR, not what is refused)
+        allow = ["--allow-inexpressible"] + [a for a in ("--force",) if a in args]
         for fmt in FORMATS:
             for probe in ("edited_lr", "edited_lr_no_min"):
                 _run(py, ["--recipe-json", str(probes / f"{probe}.json"), "--format", fmt, *allow],

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from proxy_models.hparams import SCHEDULES
 from sweeper.cli.numbers import count, number, positive
 from sweeper.cli.output import console as _console
 from sweeper.errors import TargetError
@@ -91,6 +92,22 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="batch ramp-up on/off (default: on from 1024 sequences)",
+    )
+    r.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        help="LR schedule after the warmup (default: the one the LR law was measured under, "
+        "else cosine)",
+    )
+    r.add_argument(
+        "--min-lr-ratio",
+        type=float,
+        help="final LR / peak LR (default: the LR law's, else 0.1; constant: 1)",
+    )
+    r.add_argument(
+        "--decay-fraction",
+        type=float,
+        help="WSD: share of the steps spent decaying (default: the LR law's, else 0.2)",
     )
 
 
@@ -199,6 +216,7 @@ def _laws_arg(args: argparse.Namespace) -> Any:
 #: the target and hardware arguments spelled as their fields (``--params`` is n_params)
 _TARGET_ARGS = ("width", "depth", "heads", "vocab", "context", "tokens", "compute",
                 "tokens_per_param", "parametrization", "base_width", "base_depth")  # fmt: skip
+_SCHEDULE_ARGS = ("schedule", "min_lr_ratio", "decay_fraction")
 _HARDWARE_ARGS = ("gpus", "gpu_memory_gb", "seq_len", "micro_batch", "precision", "peak_tflops",
                   "mfu", "zero_stage", "recompute")  # fmt: skip
 
@@ -225,6 +243,7 @@ def _build_recipe(args: argparse.Namespace) -> Recipe:
         rampup=args.rampup,
         force=args.force,
         bytes_per_token=args.bytes_per_token,
+        **{k: getattr(args, k) for k in _SCHEDULE_ARGS if getattr(args, k) is not None},
     )
 
 
@@ -298,6 +317,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise TargetError(str(e)) from None
     _check_output(args.output)
+    given = [k for k in _SCHEDULE_ARGS if getattr(args, k) is not None]
+    if args.recipe_json and given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise TargetError(f"{flags}: a --recipe-json recipe keeps its own schedule")
     recipe = _read_recipe_json(args.recipe_json) if args.recipe_json else _build_recipe(args)
     out = api.export(
         recipe,

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from typing import Final
 
 from sweeper.errors import TargetError
+from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import KaplanLRLaw, Law, PowerLaw
 from sweeper.recipe.scale import HELD_SLACK, law_label
+from sweeper.recipe.schedule import schedule_text
 from sweeper.recipe.warning_kinds import Doubt
 
 __all__ = [
@@ -257,6 +259,30 @@ def _below_warning(role: str, law: Law, predictor: str, value: float, lo: float)
     )
 
 
+def _decay_differences(
+    conv: Conventions, schedule: str, min_lr_ratio: float, decay_fraction: float | None
+) -> tuple[list[str], list[str]]:
+    """(the law's side, the recipe's side) of the schedule, min LR and WSD decay that differ."""
+    law_side, recipe_side = [], []
+    if conv.schedule != schedule:
+        law_side.append(f"a {conv.schedule} schedule")
+        recipe_side.append(schedule_text(schedule, min_lr_ratio, decay_fraction))
+    ratio = conv.min_lr_ratio
+    decays = "constant" not in (schedule, conv.schedule)
+    if ratio is not None and abs(ratio - min_lr_ratio) > 1e-9 and decays:
+        law_side.append(f"decay to {ratio:.0%} of peak")
+        recipe_side.append(f"decay to {min_lr_ratio:.0%}")
+    if schedule == conv.schedule == "wsd" and decay_fraction is not None:
+        df = conv.decay_fraction
+        if df is None:
+            law_side.append("a WSD decay of unrecorded length")
+            recipe_side.append(f"a decay over the last {decay_fraction:.0%} of steps")
+        elif abs(df - decay_fraction) > 1e-9:
+            law_side.append(f"a WSD decay over the last {df:.0%} of steps")
+            recipe_side.append(f"the last {decay_fraction:.0%}")
+    return law_side, recipe_side
+
+
 def _warmup_text(fraction_or_steps: float) -> str:
     if fraction_or_steps < 1.0:
         return f"warmup {fraction_or_steps:.0%} of steps"
@@ -271,30 +297,24 @@ def schedule_warnings(
     warmup_steps: int,
     total_steps: int,
     z_loss: float,
+    decay_fraction: float | None = None,
 ) -> list[str]:
-    """A warning when the recipe's schedule, min LR, warmup or z-loss differ from those the LR law
-    was measured under (``conventions.schedule``, ``min_lr_ratio``, ``warmup``, ``z_loss`` of a
-    launched sweep; published and imported laws only describe it in ``conventions.lr``). A warmup
+    """A warning when the recipe's schedule, min LR, WSD decay fraction, warmup or z-loss differ
+    from those the LR law was measured under (``conventions.schedule``, ``min_lr_ratio``,
+    ``decay_fraction``, ``warmup``, ``z_loss`` of a launched sweep or declared by an import;
+    published and imported laws otherwise only describe it in ``conventions.lr``). A warmup
     counts as the same within a factor 1.5 of the recipe's fraction of steps."""
     conv = lr_law.conventions
     name = f"lr law ({law_label(lr_law)})"
+    said = schedule_text(schedule, min_lr_ratio, decay_fraction)
     if conv.schedule is None:
         text = conv.lr
-        if text and f"cosine to {min_lr_ratio:.0%}" not in text:
+        if text and said not in text:
             # the optimum peak LR depends on the schedule it was measured under
-            return [
-                f"the LR of the {name} was measured as '{text}'; this recipe runs warmup + "
-                f"{schedule} to {min_lr_ratio:.0%}"
-            ]
+            return [f"the LR of the {name} was measured as '{text}'; this recipe runs warmup + "
+                    f"{said}"]  # fmt: skip
         return []
-    law_side, recipe_side = [], []
-    if conv.schedule != schedule:
-        law_side.append(f"a {conv.schedule} schedule")
-        recipe_side.append(f"{schedule}")
-    ratio = conv.min_lr_ratio
-    if ratio is not None and abs(ratio - min_lr_ratio) > 1e-9 and conv.schedule != "constant":
-        law_side.append(f"decay to {ratio:.0%} of peak")
-        recipe_side.append(f"decay to {min_lr_ratio:.0%}")
+    law_side, recipe_side = _decay_differences(conv, schedule, min_lr_ratio, decay_fraction)
     warm = conv.warmup
     recipe_frac = warmup_steps / max(1, total_steps)
     recipe_warm = f"warmup {warmup_steps} steps ({recipe_frac:.1%})"

@@ -14,7 +14,8 @@ back refuses an unknown key (named), a schema version newer than this one, and a
 that disagrees with the fields it comes from: the min LR is stored as ``min_lr_ratio``, so a recipe
 whose ``lr`` was edited must drop ``min_lr`` or set it to ``lr.value × min_lr_ratio``. A recipe
 written before the schema existed (no ``schema_version``: version 1) is read the same way, with
-``lr_point`` = ``lr.value`` and ``optimizer`` = ``"adamw"``.
+``lr_point`` = ``lr.value`` and ``optimizer`` = ``"adamw"``; a version 1 or 2 recipe is a cosine
+(``decay_fraction`` null).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from proxy_models.rules import Rules
 from sweeper.errors import TargetError
 from sweeper.recipe.hardware import Hardware, RampUp
 from sweeper.recipe.memory import MemoryEstimate
+from sweeper.recipe.schedule import schedule_problems
 from sweeper.recipe.target import Target
 
 __all__ = [
@@ -46,9 +48,11 @@ __all__ = [
 
 #: the ``schema`` key of the recipe JSON
 RECIPE_SCHEMA: Final[str] = "sweeper-recipe"
-#: 2: schema/schema_version, lr_point, optimizer and base_head_dim added, min LR checked against
-#: the ratio (issue #15); 1: the form before (no schema_version key)
-RECIPE_SCHEMA_VERSION: Final[int] = 2
+#: 3: the schedule follows the LR law's (cosine | wsd | linear | constant), decay_fraction added
+#: (an older reader would export a WSD recipe as a cosine); 2: schema/schema_version, lr_point,
+#: optimizer and base_head_dim added, min LR checked against the ratio (issue #15); 1: the form
+#: before (no schema_version key)
+RECIPE_SCHEMA_VERSION: Final[int] = 3
 #: keys of the JSON form derived from the fields (checked on reading, never trusted)
 DERIVED: Final[tuple[str, ...]] = (
     "min_lr",
@@ -101,7 +105,9 @@ class Recipe:
     identity ``global_batch_sequences = micro_batch_size · grad_accum_steps · data_parallel``
     always holds. ``total_steps`` counts optimizer steps at the full batch (a ramp-up, run by
     samples, adds a few). The min LR is ``lr.value × min_lr_ratio`` (``min_lr``, derived; a
-    ``min_lr`` given to the constructor must agree). LRs are peak/min LRs of ``optimizer``;
+    ``min_lr`` given to the constructor must agree); the LR follows ``schedule`` (with
+    ``decay_fraction`` for WSD) as :mod:`sweeper.recipe.schedule` says (:func:`recipe_lr`, the
+    proxies' ``lr_at``). LRs are peak/min LRs of ``optimizer``;
     memory in GiB per GPU; time in seconds. See :data:`FIELD_DOCS` for every field.
     ``str(recipe)`` (and a notebook's display) is the table ``sweeper recommend`` prints, then
     the warnings, most important first.
@@ -177,6 +183,8 @@ class Recipe:
     #: uncertainty and loss curve (None: the law does not know its loss curve)
     lr_regret_pct: float | None = None
     lr_point_regret_pct: float | None = None
+    #: WSD: the share of the steps spent decaying (None for the other schedules)
+    decay_fraction: float | None = None
     #: derived: lr.value × min_lr_ratio (NaN: derive it; a value given must agree)
     min_lr: float = math.nan
 
@@ -190,6 +198,9 @@ class Recipe:
             )
         if self.optimizer not in OPTIMIZERS:
             raise TargetError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        problems = schedule_problems(self.schedule, self.min_lr_ratio, self.decay_fraction)
+        if problems:
+            raise TargetError("recipe schedule: " + "; ".join(problems))
         if math.isnan(self.lr_point):
             object.__setattr__(self, "lr_point", self.lr.value)
         derived = self.lr.value * self.min_lr_ratio
@@ -258,12 +269,15 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
     "grad_accum_steps": "gradient accumulation steps per optimizer step",
     "data_parallel": "data-parallel GPUs",
     "seq_len": "training sequence length, tokens",
-    "min_lr": "derived: lr.value × min_lr_ratio (absolute min LR of the cosine)",
+    "min_lr": "derived: lr.value × min_lr_ratio (absolute final LR of the decay)",
     "min_lr_ratio": "min LR as a fraction of the peak LR (the stored setting)",
     "warmup_steps": "linear warmup, optimizer steps",
+    "decay_fraction": "WSD: share of the steps spent decaying (linearly), or null",
     "total_steps": "optimizer steps at the full batch",
     "tokens": "training tokens D",
-    "schedule": "LR schedule after warmup (cosine)",
+    "schedule": "LR schedule after warmup, the LR law's (cosine | wsd | linear | constant; the "
+    "proxies' lr_at: cosine/linear to min_lr at the last step, wsd peak then linear, constant "
+    "min_lr_ratio 1)",
     "rampup": "global-batch ramp-up (Megatron's start/increment/samples) or null",
     "optimizer": f"optimizer the LR is for ({' | '.join(OPTIMIZERS)})",
     "adam_beta1": "Adam β1",

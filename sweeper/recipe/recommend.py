@@ -59,6 +59,7 @@ from sweeper.recipe.scale import (
     token_factor,
     token_unit_warnings,
 )
+from sweeper.recipe.schedule import Schedule, resolve_schedule
 from sweeper.recipe.target import ResolvedTarget, Target, resolve_target
 from sweeper.recipe.warning_kinds import Doubt, by_importance
 
@@ -69,7 +70,11 @@ __all__ = ["PARAMETRIZATIONS", "RecipeDefaults", "recommend"]
 class RecipeDefaults:
     """The settings the laws do not measure, each with its source.
 
-    - ``min_lr_ratio`` 0.1: cosine to 10% of peak (GPT-3, LLaMA).
+    - ``min_lr_ratio`` 0.1: decay to 10% of peak (GPT-3, LLaMA), when the LR law records no
+      decaying schedule's (the recipe's schedule is the law's: :mod:`sweeper.recipe.schedule`).
+    - ``decay_fraction`` 0.2: a WSD decay over the last 20% of the steps (the proxies' default,
+      ``StudySpec``'s train.decay_fraction; Hägele et al. 2024, arXiv:2405.18392, find 20%
+      matches a cosine), when the LR law records none.
     - ``adam_beta1`` 0.9, ``adam_beta2`` 0.95: LLM practice (GPT-3, LLaMA); β2 0.95 lowers the
       chance that Adam's second moment lags a sudden gradient change (seed 002).
     - ``adam_eps`` 1e-8: PyTorch's default; Wortsman et al. (arXiv:2309.14322) show it should
@@ -88,6 +93,7 @@ class RecipeDefaults:
     """
 
     min_lr_ratio: float = 0.1
+    decay_fraction: float = 0.2
     adam_beta1: float = 0.9
     adam_beta2: float = 0.95
     adam_eps: float = 1e-8
@@ -382,6 +388,7 @@ def _plan_schedule(
     hw: Hardware,
     dflt: RecipeDefaults,
     rampup: bool | None,
+    sched: Schedule,
     warnings: list[str],
 ) -> tuple[int, RampUp | None]:
     """(warmup steps, batch ramp-up) by the defaults' rules, with the schedule's warnings."""
@@ -391,8 +398,9 @@ def _plan_schedule(
     )
     warnings += schedule_warnings(
         used.lr,
-        schedule="cosine",
-        min_lr_ratio=dflt.min_lr_ratio,
+        schedule=sched.name,
+        min_lr_ratio=sched.min_lr_ratio,
+        decay_fraction=sched.decay_fraction,
         warmup_steps=warmup,
         total_steps=plan.total_steps,
         z_loss=dflt.z_loss,
@@ -457,6 +465,9 @@ def recommend(
     force: bool = False,
     level: float = 0.95,
     bytes_per_token: float | None = None,
+    schedule: str | None = None,
+    min_lr_ratio: float | None = None,
+    decay_fraction: float | None = None,
 ) -> Recipe:
     """The recipe for ``target`` from ``laws`` (keyed by target: "lr" required, "batch_tokens"
     optional: without it Step Law's batch law B = 0.58·D^0.571 is used, named in the provenance
@@ -468,7 +479,9 @@ def recommend(
     :class:`RecipeDefaults`); ``force`` lets a law of another parametrization through, and one
     whose interval at the target is too wide to determine its value
     (:func:`~sweeper.recipe.doubts.refuse_undetermined`), each with a warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
-    target's tokens (None: no conversion, and a warning). Raises :class:`TargetError` when the
+    target's tokens (None: no conversion, and a warning). ``schedule`` (cosine | wsd | linear |
+    constant), ``min_lr_ratio`` and ``decay_fraction`` (WSD) override the LR law's measured
+    schedule, which the recipe follows otherwise (:mod:`sweeper.recipe.schedule`). Raises :class:`TargetError` when the
     laws cannot serve the target. (Long only because the last statement names every field of the
     :class:`Recipe`.)
     """
@@ -477,6 +490,14 @@ def recommend(
     warnings: list[str] = []
     _check_inputs(level, bytes_per_token, global_batch)
     used = _laws_in_use(laws, loss_law, target, force=force, warnings=warnings)
+    sched = resolve_schedule(
+        used.lr.conventions,
+        schedule=schedule,
+        min_lr_ratio=min_lr_ratio,
+        decay_fraction=decay_fraction,
+        default_ratio=dflt.min_lr_ratio,
+        default_decay=dflt.decay_fraction,
+    )
     warnings += token_unit_warnings(
         used.measured(), vocab=target.vocab, bytes_per_token=bytes_per_token, what="the target"
     )
@@ -493,7 +514,7 @@ def recommend(
         warnings += batch_coupling_warning(
             used.lr, used.batch, ev.batch, float(plan.batch_tokens), "the recipe's"
         )
-    warmup, ramp = _plan_schedule(used, plan, m, hw, dflt, rampup, warnings)
+    warmup, ramp = _plan_schedule(used, plan, m, hw, dflt, rampup, sched, warnings)
     init_std, init_note = _init_std(
         used.lr, target.parametrization, used.base_width, used.base_depth, m.shape, warnings
     )
@@ -518,11 +539,12 @@ def recommend(
         grad_accum_steps=plan.global_batch // (plan.micro * hw.gpus),
         data_parallel=hw.gpus,
         seq_len=s.seq_len,
-        min_lr_ratio=dflt.min_lr_ratio,
+        min_lr_ratio=sched.min_lr_ratio,
         warmup_steps=warmup,
         total_steps=plan.total_steps,
         tokens=m.tokens,
-        schedule="cosine",
+        schedule=sched.name,
+        decay_fraction=sched.decay_fraction,
         rampup=ramp,
         adam_beta1=dflt.adam_beta1,
         adam_beta2=dflt.adam_beta2,

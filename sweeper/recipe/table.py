@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sweeper.recipe.doubts import ratios_text
 from sweeper.recipe.recipe import Recipe
+from sweeper.recipe.schedule import schedule_text
 
 __all__ = ["recipe_rows", "time_text"]
 
@@ -36,7 +37,8 @@ def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
         )
         rows.append(("LR law's point", f"{r.lr_point:.4g}", f"{regret}; peak LR is the one used"))
     rows += [
-        ("min LR", f"{r.min_lr:.4g}", f"{r.min_lr_ratio:.0%} of peak, {r.schedule}"),
+        ("schedule", r.schedule, schedule_text(r.schedule, r.min_lr_ratio, r.decay_fraction)),
+        ("min LR", f"{r.min_lr:.4g}", f"{r.min_lr_ratio:.0%} of peak"),
         (
             "batch (tokens)",
             f"{r.batch_tokens.value:.4g}",

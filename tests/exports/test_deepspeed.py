@@ -24,15 +24,20 @@ LIMITS = {
     "z_loss": "no z-loss key",
     "parametrization": "no muP/CompleteP key",
 }
+#: the recipe schedules the format runs as the proxies ran them (the others are refused)
+RUNS = ("cosine", "constant", "linear")
 CASES = h.cases()
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_loads(case: str) -> None:
-    h.load(case, FORMAT, load)
+    if not h.refused_schedule(case, FORMAT, RUNS):
+        h.load(case, FORMAT, load)
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("check", list(h.CHECKS))
 def test_numbers(case: str, check: str) -> None:
+    if h.refused_schedule(case, FORMAT, RUNS):
+        return
     h.check(case, FORMAT, h.load(case, FORMAT, load), check, LIMITS)

@@ -62,13 +62,17 @@ def _min_lr(fmt: str, text: str) -> tuple[float | None, float | None]:
     if fmt == "hf":
         d = json.loads(text)
         kw = d.get("lr_scheduler_kwargs") or {}
-        return d["learning_rate"], kw.get(
-            "min_lr", d["learning_rate"] * kw.get("min_lr_rate", math.nan)
-        )
+        ratio = kw.get("min_lr_rate", kw.get("min_lr_ratio", math.nan))  # (warmup_stable_decay)
+        if d["lr_scheduler_type"] == "linear":
+            ratio = 0.0  # get_linear_schedule_with_warmup decays to 0
+        return d["learning_rate"], kw.get("min_lr", d["learning_rate"] * ratio)
     if fmt == "deepspeed":
         d = json.loads(text)
-        lr = d["optimizer"]["params"]["lr"]
-        return lr, lr * d["scheduler"]["params"]["cos_min_ratio"]
+        lr, params = d["optimizer"]["params"]["lr"], d["scheduler"]["params"]
+        if d["scheduler"]["type"] == "WarmupDecayLR":  # absolute, from warmup_max_lr to min
+            assert params["warmup_max_lr"] == lr
+            return lr, params["warmup_min_lr"]
+        return lr, lr * params["cos_min_ratio"]
     if fmt == "litgpt":
         import yaml
 
@@ -134,8 +138,8 @@ def test_unknown_framework_version_refused(case: str) -> None:
 def test_mup_refused_without_allow_inexpressible(case: str, fmt: str) -> None:
     """A muP recipe to a format that cannot express muP: one line, exit 2, nothing written."""
     out, err, rc = _probe(case, f"no_allow.{fmt}")
-    if h.recipe(case)["parametrization"] == "sp":
-        assert rc == 0, err
+    if h.recipe(case)["parametrization"] == "sp":  # (a schedule the format cannot run: refused)
+        assert rc == 0 or "cannot express schedule" in err, err
         return
     assert rc == 2 and out == "", err
     lines = err.strip().splitlines()

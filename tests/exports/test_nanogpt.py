@@ -22,15 +22,20 @@ LIMITS = {
     "vocab": "the vocabulary comes from data/<dataset>/meta.pkl (else 50304), not a config key",
     "eps": "AdamW's eps is torch's default 1e-8, not a config key",
 }
+#: the recipe schedules the format runs as the proxies ran them (the others are refused)
+RUNS = ("cosine", "constant")
 CASES = h.cases()
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_loads(case: str) -> None:
-    h.load(case, FORMAT, ln.load)
+    if not h.refused_schedule(case, FORMAT, RUNS):
+        h.load(case, FORMAT, ln.load)
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("check", list(h.CHECKS))
 def test_numbers(case: str, check: str) -> None:
+    if h.refused_schedule(case, FORMAT, RUNS):
+        return
     h.check(case, FORMAT, h.load(case, FORMAT, ln.load), check, LIMITS)

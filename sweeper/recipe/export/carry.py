@@ -13,6 +13,7 @@ from typing import Final
 from proxy_models.rules import VECTOR
 from sweeper.fitting.conventions import Conventions
 from sweeper.recipe.recipe import Recipe
+from sweeper.recipe.schedule import schedule_text
 
 __all__ = [
     "SETTINGS",
@@ -29,6 +30,7 @@ __all__ = [
     "schedule",
     "seq_len",
     "vocab",
+    "warmup_from_min",
     "weight_decay_groups",
     "z_loss",
     "zero_stage",
@@ -167,11 +169,33 @@ def lr_law_conventions(r: Recipe) -> Conventions | None:
     return Conventions.from_json(p.get("conventions"), law=p) if p else None
 
 
-def schedule(r: Recipe) -> list[Missing]:
-    """A schedule other than the cosine every format writes."""
-    if r.schedule == "cosine":
+def schedule(r: Recipe, fmt: str, runs: tuple[str, ...], writes: str) -> list[Missing]:
+    """The recipe's schedule where the format cannot run it (``runs``: the schedules it can run
+    as the proxies ran them; ``writes``: what the file runs instead). Refused: the peak LR is the
+    optimum under the recipe's schedule (the LR law's measured one, unless overridden), and under
+    another schedule (a cosine for a WSD, or a decay to another min LR) the optimum moves."""
+    if r.schedule in runs:
         return []
-    return [Missing("schedule", f"schedule {r.schedule}: the file writes a cosine decay")]
+    text = (
+        f"schedule {schedule_text(r.schedule, r.min_lr_ratio, r.decay_fraction)}: {fmt} runs "
+        f"{' | '.join(runs)} only; the file writes {writes}, and the peak LR {r.lr.value:.4g} is "
+        "the optimum under the recipe's schedule, not under that one"
+    )
+    return [Missing("schedule", text, refuse=True)]
+
+
+def warmup_from_min(r: Recipe, how: str) -> list[Missing]:
+    """A warmup that starts at the min LR instead of 0 (``how``: the scheduler that does so):
+    declared, not refused (the decay and the peak are the recipe's; the warmup's first steps run
+    a higher LR than the proxies' lr·(step+1)/warmup)."""
+    if r.min_lr_ratio == 0 or r.warmup_steps < 1:
+        return []
+    text = (
+        f"warmup from 0: {how} warms up linearly from the min LR {r.min_lr:.4g} (min_lr_ratio "
+        f"{r.min_lr_ratio:g} × peak), not from 0, to the peak over {r.warmup_steps} steps; the "
+        "decay after it is the recipe's"
+    )
+    return [Missing("schedule", text)]
 
 
 def eps(r: Recipe, default: float, where: str) -> list[Missing]:

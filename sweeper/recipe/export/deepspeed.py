@@ -3,11 +3,21 @@
 
 ``train_batch_size`` = ``train_micro_batch_size_per_gpu`` × ``gradient_accumulation_steps`` ×
 the data-parallel world (asserted by DeepSpeedConfig); ``optimizer`` AdamW with lr/betas/eps/
-weight_decay; ``scheduler`` ``WarmupCosineLR`` (lr_schedules.py: ``cos_min_ratio`` is a ratio of
-the peak, ``warmup_type`` defaults to "log", so "linear" is written; ``WarmupDecayLR`` decays to 0
-and cannot keep a min LR; WarmupCosineLR refuses ``warmup_num_steps`` 0 (ValueError) and warms
-up over max(2, ``warmup_num_steps``) steps: a warmup under 2 steps is written as 1 step from the
-peak, ``warmup_min_ratio`` 1.0, and declared); ``gradient_clipping``;
+weight_decay; ``scheduler`` by the recipe's schedule (deepspeed/runtime/lr_schedules.py at 0.19.8;
+``warmup_type`` defaults to "log", so "linear" is written):
+
+- cosine: ``WarmupCosineLR`` (``cos_min_ratio`` is a ratio of the peak; it refuses
+  ``warmup_num_steps`` 0 (ValueError) and warms up over max(2, ``warmup_num_steps``) steps: a
+  warmup under 2 steps is written as 1 step from the peak, ``warmup_min_ratio`` 1.0, and declared);
+- constant: ``WarmupLR`` (lines 703-789: linear warmup from ``warmup_min_lr`` 0 to the optimizer's
+  lr, ``warmup_max_lr`` unset, then constant);
+- linear: ``WarmupDecayLR`` (lines 791-839: from ``warmup_max_lr``, whose default is 0.001, not the
+  optimizer's lr, so it is written, linearly down to ``warmup_min_lr`` at ``total_num_steps``;
+  ``warmup_min_lr`` = the min LR, where its warmup also starts: declared when it is not 0);
+- WSD: no scheduler (VALID_LR_SCHEDULES, line 24: LRRangeTest, OneCycle, WarmupLR,
+  WarmupDecayLR, WarmupCosineLR): refused; with --allow-inexpressible, a cosine.
+
+``gradient_clipping``;
 ``zero_optimization.stage``; ``bf16.enabled``.
 The optimizer's param groups are the training script's (``model_parameters`` of
 ``deepspeed.initialize``): the weight decay hits whatever it passes. JSON has no comments: what
@@ -24,7 +34,10 @@ from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["cautions", "missing", "render"]
+__all__ = ["RUNS", "cautions", "missing", "render"]
+
+#: the recipe schedules a DeepSpeed scheduler runs as the proxies ran them
+RUNS = ("cosine", "constant", "linear")
 
 #: WarmupCosineLR (deepspeed/runtime/lr_schedules.py at 0.19.8) warms up over max(2, n) steps
 _MIN_WARMUP = 2
@@ -32,7 +45,10 @@ _MIN_WARMUP = 2
 
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     model = "the model is the training script's, not the DeepSpeed config's"
-    out = carry.optimizer(r, "deepspeed") + carry.schedule(r)
+    out = carry.optimizer(r, "deepspeed")
+    out += carry.schedule(r, "deepspeed", RUNS, f"WarmupCosineLR to {r.min_lr:.4g}")
+    if r.schedule == "linear":
+        out += carry.warmup_from_min(r, "WarmupDecayLR (its warmup_min_lr is also its final LR)")
     out += carry.parametrization(r) + carry.output_mult(r)
     out += carry.rampup(
         r, "DeepSpeed's curriculum learning ramps the sequence length, not the batch"
@@ -44,15 +60,19 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
 
 
 def _short_warmup(r: Recipe) -> list[Missing]:
-    """A warmup WarmupCosineLR cannot run: it refuses 0 steps and warms up over at least 2."""
+    """A warmup DeepSpeed's schedulers cannot run: they refuse 0 steps and warm up over at least
+    2 (WarmupCosineLR and WarmupLR start it at the peak; WarmupDecayLR cannot: its warmup_min_lr
+    is also its final LR)."""
     if r.warmup_steps >= _MIN_WARMUP:
         return []
+    name, _params = _scheduler(r)
+    start = "the min LR" if name == "WarmupDecayLR" else "the peak LR, no ramp,"
     text = (
-        f"warmup of {r.warmup_steps} steps: DeepSpeed's WarmupCosineLR refuses warmup_num_steps "
-        "0 (ValueError) and warms up over max(2, warmup_num_steps) scheduler steps; written as "
-        "warmup_num_steps 1 with warmup_min_ratio 1.0: the peak LR, no ramp, for the first 2 "
-        f"scheduler steps, then the cosine over the remaining {r.total_steps - _MIN_WARMUP} "
-        "(the first optimizer step runs at LR 0: the scheduler sets it before its first step)"
+        f"warmup of {r.warmup_steps} steps: DeepSpeed's {name} refuses warmup_num_steps 0 "
+        "(ValueError) and warms up over max(2, warmup_num_steps) scheduler steps; written as "
+        f"warmup_num_steps 1 from {start} over the first 2 scheduler steps, then the decay over "
+        f"the remaining {r.total_steps - _MIN_WARMUP} (the first optimizer step runs at LR 0: "
+        "the scheduler sets it before its first step)"
     )
     return [Missing("schedule", text)]
 
@@ -69,7 +89,30 @@ def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
     ]
 
 
+def _scheduler(r: Recipe) -> tuple[str, dict[str, Any]]:
+    """The DeepSpeed scheduler and its params for the recipe's schedule (a WSD: the cosine)."""
+    short = r.warmup_steps < _MIN_WARMUP
+    warmup = {"warmup_num_steps": max(1, r.warmup_steps), "warmup_type": "linear"}
+    if r.schedule == "constant":
+        return "WarmupLR", {**warmup, "warmup_min_lr": r.lr.value if short else 0.0}
+    if r.schedule == "linear":
+        return "WarmupDecayLR", {
+            "total_num_steps": r.total_steps,
+            "warmup_min_lr": r.min_lr,
+            "warmup_max_lr": r.lr.value,
+            **warmup,
+        }
+    return "WarmupCosineLR", {
+        "total_num_steps": r.total_steps,
+        "warmup_num_steps": max(1, r.warmup_steps),
+        "warmup_min_ratio": 1.0 if short else 0.0,
+        "warmup_type": "linear",  # DeepSpeed's default is "log"
+        "cos_min_ratio": r.min_lr_ratio,
+    }
+
+
 def _doc(r: Recipe) -> dict[str, Any]:
+    name, params = _scheduler(r)
     doc: dict[str, Any] = {
         "train_batch_size": r.global_batch_sequences,
         "train_micro_batch_size_per_gpu": r.micro_batch_size,
@@ -84,16 +127,7 @@ def _doc(r: Recipe) -> dict[str, Any]:
                 "weight_decay": r.weight_decay,
             },
         },
-        "scheduler": {
-            "type": "WarmupCosineLR",
-            "params": {
-                "total_num_steps": r.total_steps,
-                "warmup_num_steps": max(1, r.warmup_steps),
-                "warmup_min_ratio": 0.0 if r.warmup_steps >= _MIN_WARMUP else 1.0,
-                "warmup_type": "linear",  # DeepSpeed's default is "log"
-                "cos_min_ratio": r.min_lr_ratio,
-            },
-        },
+        "scheduler": {"type": name, "params": params},
         "zero_optimization": {"stage": r.hardware.zero_stage},
     }
     if r.precision == "bf16":

@@ -17,6 +17,7 @@ from sweeper.recipe.doubts import extrapolation_text
 from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import RECIPE_SCHEMA, RECIPE_SCHEMA_VERSION, Recipe
+from sweeper.recipe.schedule import schedule_text
 
 __all__ = ["comment", "header_lines", "lr_line", "num", "toml_value"]
 
@@ -52,7 +53,7 @@ def lr_line(r: Recipe) -> str:
     return (
         f"peak LR {r.lr.value:.4g} ({r.optimizer}): {which}; "
         f"{r.lr.text(4, f'{r.level:.0%} interval')}; min LR {r.min_lr:.4g} = lr × min_lr_ratio "
-        f"{r.min_lr_ratio:g} (cosine)"
+        f"{r.min_lr_ratio:g}; schedule {schedule_text(r.schedule, r.min_lr_ratio, r.decay_fraction)}"
     )
 
 

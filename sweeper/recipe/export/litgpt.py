@@ -10,7 +10,9 @@ steps, max_tokens, max_seq_length, min_lr absolute, max_norm) and ``optimizer`` 
 torch.optim.AdamW with init_args; pretrain.py builds it over ``model.parameters()``, one param
 group: the weight decay hits norm gains and biases too). ``data``, ``tokenizer_dir`` and
 ``out_dir`` are left to the user (no ``data``: litgpt's TinyLlama data module). The schedule is
-fixed in ``pretrain.get_lr``: linear warmup, cosine to ``min_lr`` at the end.
+fixed in ``pretrain.get_lr`` (litgpt/pretrain.py:463-474 at 0.5.13): linear warmup
+(lr·it/warmup), then ``min_lr + coeff·(lr − min_lr)`` with a cosine coeff: a cosine recipe, and a
+constant one (min_lr = lr, min_lr_ratio 1); a WSD or linear recipe is refused (:data:`RUNS`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ from sweeper.recipe.export.header import comment, header_lines
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["cautions", "missing", "render"]
+__all__ = ["RUNS", "cautions", "missing", "render"]
+
+#: the recipe schedules litgpt's fixed get_lr runs as the proxies ran them
+RUNS = ("cosine", "constant")
 
 #: litgpt.Config fields the export leaves at their defaults (litgpt/config.py at 0.5.13)
 ARCHITECTURE_DEFAULTS = (
@@ -66,7 +71,8 @@ def _init(r: Recipe) -> list[Missing]:
 
 
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
-    out = carry.optimizer(r, "litgpt") + carry.schedule(r)
+    out = carry.optimizer(r, "litgpt")
+    out += carry.schedule(r, "litgpt (pretrain.get_lr)", RUNS, f"a cosine to min_lr {r.min_lr:.4g}")
     out += carry.parametrization(r) + carry.output_mult(r)
     out += carry.rampup(r) + carry.z_loss(r) + _init(r)
     out += carry.weight_decay_groups(

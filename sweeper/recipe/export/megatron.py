@@ -14,7 +14,15 @@ Read at the commits of :data:`~sweeper.recipe.export.versions.MEGATRON`
   TOKENS (Megatron-LM passes ``--seq-length``: threshold // seq_length samples) and no
   ``--global-batch-size`` (validate_args: "Cannot specify both"), because ``--rampup-batch-size``
   is parsed and then ignored there;
-- ``--lr-decay-style cosine`` (the default is linear), ``--min-lr`` absolute, Adam betas/eps
+- ``--lr-decay-style`` the recipe's schedule (the default is linear): cosine, linear, constant,
+  or ``WSD`` with ``--lr-wsd-decay-style linear`` (the default is exponential) and
+  ``--lr-wsd-decay-iters`` (``--lr-wsd-decay-samples`` with a ramp-up) = the decay's steps
+  (megatron/training/config/training_config.py ``lr_decay_style``/``lr_wsd_decay_style``, < 0.17
+  megatron/training/training_config.py; megatron/core/optimizer_param_scheduler.py ``get_lr``:
+  the decay starts at lr_decay_steps − wsd_decay_steps and reaches ``--min-lr`` at
+  lr_decay_steps; get_optimizer_param_scheduler in megatron/training/training.py multiplies the
+  iterations by the global batch): every schedule as the proxies ran it;
+- ``--min-lr`` absolute, Adam betas/eps
   (``--optimizer adam``, the default, is AdamW: megatron/core/optimizer/optimizer_config.py
   ``decoupled_weight_decay = True``), ``--weight-decay`` (default 0.01), ``--clip-grad``,
   ``--init-method-std``, ``--bf16``;
@@ -42,6 +50,7 @@ from sweeper.recipe.export.header import comment, header_lines, num
 from sweeper.recipe.export.megatron_mup import mup_args, mup_cautions, mup_differences, mup_notes
 from sweeper.recipe.export.versions import MEGATRON, FrameworkVersion, MegatronFacts
 from sweeper.recipe.recipe import Recipe
+from sweeper.recipe.schedule import decay_start
 
 __all__ = ["cautions", "missing", "render", "step_schedule"]
 
@@ -140,6 +149,25 @@ def _batch_args(r: Recipe, facts: MegatronFacts) -> Args:
     ]
 
 
+#: the recipe's schedule -> Megatron's --lr-decay-style
+_DECAY_STYLE = {"cosine": "cosine", "linear": "linear", "constant": "constant", "wsd": "WSD"}
+
+
+def _decay_args(r: Recipe) -> Args:
+    """``--lr-decay-style`` and, for WSD, the linear decay over its last steps (in iterations,
+    or in samples at the full batch when the run is counted in samples: a ramp-up)."""
+    args: Args = [("--lr-decay-style", _DECAY_STYLE[r.schedule])]
+    if r.schedule != "wsd":
+        return args
+    steps = r.total_steps - decay_start(r)
+    length = (
+        ("--lr-wsd-decay-iters", str(steps))
+        if r.rampup is None
+        else ("--lr-wsd-decay-samples", str(steps * r.global_batch_sequences))
+    )
+    return [*args, ("--lr-wsd-decay-style", "linear"), length]
+
+
 def _args(r: Recipe, facts: MegatronFacts) -> Args:
     args: Args = [
         ("--num-layers", str(r.depth)),
@@ -153,7 +181,7 @@ def _args(r: Recipe, facts: MegatronFacts) -> Args:
     args += [
         ("--lr", num(r.lr.value)),
         ("--min-lr", num(r.min_lr)),
-        ("--lr-decay-style", "cosine"),
+        *_decay_args(r),
         ("--weight-decay", num(r.weight_decay)),
         ("--adam-beta1", num(r.adam_beta1)),
         ("--adam-beta2", num(r.adam_beta2)),
@@ -171,7 +199,7 @@ def _args(r: Recipe, facts: MegatronFacts) -> Args:
 
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     facts = _facts(fv)
-    out = carry.optimizer(r, "megatron") + carry.schedule(r)
+    out = carry.optimizer(r, "megatron")
     if r.parametrization != "sp" and facts.use_mup:
         out += mup_differences(r)
     else:

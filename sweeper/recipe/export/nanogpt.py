@@ -5,7 +5,8 @@ not read is silently unused, so the file sets train.py's config globals only).
 train.py at that commit: ``batch_size`` is the micro batch per GPU; ``gradient_accumulation_steps``
 is the total over DDP processes (train.py asserts it divisible by the world size and divides it),
 so it is accumulation × GPUs; ``get_lr`` warms up as (it+1)/(warmup_iters+1), then a cosine to the
-absolute ``min_lr`` at ``lr_decay_iters``; the loop runs iterations 0..``max_iters`` inclusive
+absolute ``min_lr`` at ``lr_decay_iters`` (train.py:231-242): a cosine recipe, or a constant one
+(min_lr = learning_rate); a WSD or linear recipe is refused (:data:`RUNS`). The loop runs iterations 0..``max_iters`` inclusive
 (``max_iters`` + 1 optimizer steps, so ``max_iters`` = total_steps − 1). Fixed, not keys: Adam eps
 (torch's 1e-8), the init (N(0, 0.02), c_proj 0.02/sqrt(2·n_layer)), the vocabulary
 (data/<dataset>/meta.pkl, else 50304), DDP only, ``lm_head`` tied to ``wte`` (model.py:138). Weight
@@ -23,11 +24,17 @@ from sweeper.recipe.export.header import comment, header_lines, num
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["cautions", "missing", "render"]
+__all__ = ["RUNS", "cautions", "missing", "render"]
+
+#: the recipe schedules nanoGPT's get_lr runs as the proxies ran them
+RUNS = ("cosine", "constant")
 
 
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
-    out = carry.optimizer(r, "nanogpt") + carry.schedule(r)
+    out = carry.optimizer(r, "nanogpt")
+    out += carry.schedule(
+        r, "nanoGPT (train.py get_lr)", RUNS, f"a cosine to min_lr {r.min_lr:.4g}"
+    )
     out += carry.parametrization(r) + carry.output_mult(r)
     out += carry.rampup(r) + carry.z_loss(r)
     out += carry.init_std(

@@ -11,8 +11,14 @@
   are refused) with ``[model] name/flavor`` (without it, the debug model trains silently),
   ``[optimizer]``, ``[lr_scheduler]`` and ``[training]``.
 
-Both: ``lr_scheduler`` warmup_steps, decay_type cosine, min_lr_factor (a ratio of the peak),
-decay_ratio unset (the cosine starts right after the warmup); ``training`` local_batch_size,
+Both: ``lr_scheduler`` warmup_steps, decay_type, min_lr_factor (a ratio of the peak) and
+decay_ratio, by the recipe's schedule (linear_warmup_stable_decay: 0.3.0
+components/optimizer/lr_scheduler.py lines 90-192, 0.2.2 components/lr_scheduler.py lines
+84-199, the same rule: warmup (step+1)/warmup_steps, decay_steps = round(steps · decay_ratio),
+or every step after the warmup when decay_ratio is unset, then 1 → min_lr_factor): cosine and
+linear decay_type cosine/linear with decay_ratio unset; WSD decay_type linear with decay_ratio =
+decay_fraction; constant decay_type linear with min_lr_factor 1 (no decay): each as the proxies
+ran it. ``training`` local_batch_size,
 global_batch_size (sequences), seq_len, max_norm, steps, mixed_precision_param (bfloat16: mixed
 with fp32 master weights; float32 for an fp32 recipe: the default is bfloat16). The model is a
 named llama3 flavor (:data:`~sweeper.recipe.export.versions.TORCHTITAN_LLAMA3`), not the
@@ -62,7 +68,7 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
         f"{f.layers} layers × dim {f.dim}, {f.heads} heads, vocab {f.vocab}), the nearest; "
         "write a config function for the recipe's shape"
     )
-    out = carry.optimizer(r, "torchtitan") + carry.schedule(r)
+    out = carry.optimizer(r, "torchtitan")
     out += carry.parametrization(r) + carry.output_mult(r)
     out += carry.rampup(r) + carry.z_loss(r)
     out += carry.init_std(r, "the model's (llama3: trunc_normal 0.02, depth-scaled outputs)")
@@ -82,8 +88,9 @@ def _common(r: Recipe) -> dict[str, dict[str, Any]]:
     return {
         "lr_scheduler": {
             "warmup_steps": r.warmup_steps,
-            "decay_type": "cosine",
+            "decay_type": "cosine" if r.schedule == "cosine" else "linear",
             "min_lr_factor": r.min_lr_ratio,
+            **({"decay_ratio": r.decay_fraction} if r.schedule == "wsd" else {}),
         },
         "training": {
             "local_batch_size": r.micro_batch_size,

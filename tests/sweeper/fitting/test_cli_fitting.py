@@ -289,7 +289,8 @@ warmup = 0.05
 
 def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
     """A muP sweep trained with WSD to 0, 5% warmup, z-loss 1e-4 and init std 0.01: the law says
-    so, and the recipe exports the proxies' init std and warns about the schedule it changes."""
+    so, and the recipe exports the proxies' init std and runs their WSD (warning about the
+    schedule only when --schedule changes it)."""
     launch_fake(MUP_WSD_STUDY, sqlite_url, exponent=0.0)
     code, out, err = cli("fit", "mupwsd", "--bootstrap", "50", "--json", "--storage", sqlite_url)
     assert code == 0, err
@@ -309,10 +310,19 @@ def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
     assert r["init_std"] == 0.01 and r["base_width"] == 16
     assert r["hidden_init_std"] == pytest.approx(0.01 * (16 / 1024) ** 0.5)
     assert r["provenance"]["lr"]["conventions"]["output_mult"] == 4.0
-    sched = [w for w in r["warnings"] if "LR of the lr law" in w]
+    # the recipe runs the schedule the LR was measured under: no schedule warning
+    assert (r["schedule"], r["min_lr_ratio"], r["decay_fraction"]) == ("wsd", 0.0, 0.2)
+    assert not [w for w in r["warnings"] if "LR of the lr law" in w]
+    assert not any("in bytes" in w for w in r["warnings"])  # a byte-level target (vocab 256)
+    code, out, err = cli(
+        "recommend", "mupwsd", "--width", "1024", "--depth", "8", "--tokens", "1e9",
+        "--parametrization", "mup", "--context", "64", "--vocab", "256",
+        "--storage", sqlite_url, "--json", "--schedule", "cosine", "--min-lr-ratio", "0.1",
+    )  # fmt: skip
+    assert code == 0, err
+    sched = [w for w in json.loads(out)["warnings"] if "LR of the lr law" in w]
     assert len(sched) == 1 and "a wsd schedule" in sched[0] and "decay to 0% of peak" in sched[0]
     assert "z-loss" not in sched[0]  # 1e-4 in both
-    assert not any("in bytes" in w for w in r["warnings"])  # a byte-level target (vocab 256)
 
 
 def test_imported_flops_convention(sweep: str, sqlite_url: str, cli) -> None:

@@ -39,7 +39,7 @@ def d(recipe: Recipe) -> dict[str, Any]:
 
 def test_schema_and_version(d: dict[str, Any], recipe: Recipe) -> None:
     assert list(d)[:2] == ["schema", "schema_version"]
-    assert d["schema"] == "sweeper-recipe" and d["schema_version"] == RECIPE_SCHEMA_VERSION == 2
+    assert d["schema"] == "sweeper-recipe" and d["schema_version"] == RECIPE_SCHEMA_VERSION == 3
     assert d["lr_point"] == d["lr"]["value"] and d["optimizer"] == "adamw"
     assert d["min_lr"] == d["lr"]["value"] * d["min_lr_ratio"]
     assert d["base_head_dim"] is None
@@ -62,7 +62,7 @@ def test_json_schema_validates_the_form(d: dict[str, Any]) -> None:
         (lambda d: d.update(a=1, b=2), "unknown keys a, b"),
         (lambda d: d["lr"].update(val=1), "unknown key lr.val"),
         (lambda d: d["hardware"].update(gpu=8), "unknown key hardware.gpu"),
-        (lambda d: d.update(schema_version=3), "schema_version 3 is newer than this Sweeper"),
+        (lambda d: d.update(schema_version=4), "schema_version 4 is newer than this Sweeper"),
         (lambda d: d.update(schema="other"), "schema 'other' is not 'sweeper-recipe'"),
         (lambda d: d["lr"].update(value=d["lr"]["value"] * 2), "min_lr .* disagrees with lr"),
         (lambda d: d.update(min_lr_ratio=0.2), "min_lr .* disagrees with lr .* × min_lr_ratio 0.2"),

@@ -379,10 +379,11 @@ def test_schedule_of_the_lr_law_compared_with_the_recipe() -> None:
         lr="peak AdamW LR, warmup 10% of steps, WSD",
     )
     target = Target(n_params=5e7, tokens=5e9)
-    r = recommend({"lr": wsd}, target)
+    r = recommend({"lr": wsd}, target, schedule="cosine", min_lr_ratio=0.1)
     sched = [w for w in r.warnings if "LR of the lr law" in w]
     assert len(sched) == 1
-    for part in ("a wsd schedule", "decay to 0% of peak", "warmup 10% of steps", "z-loss 0;"):
+    for part in ("a wsd schedule", "cosine to 10%", "decay to 0% of peak", "warmup 10% of steps",
+                 "z-loss 0;"):  # fmt: skip
         assert part in sched[0], part
     assert "z-loss 0.0001" in sched[0] and f"warmup {r.warmup_steps} steps" in sched[0]
     # a law measured exactly as the recipe runs: no warning
