@@ -409,7 +409,10 @@ def _leave_one_out(
             level_cells=np.arange(u_n - 1), scaling=scaling,
             tau=max(tau, sm.TAU_FLOOR), tau_b=max(tau_b, sm.TAU_FLOOR),
         )  # fmt: skip
-        res = sm.solve(_transfer(p_hat, lay, lay_c, cells), lay_c, rc, max_nfev=REFIT_MAX_NFEV)
+        try:  # a fold whose refit meets a non-finite value is NaN, as a failed one (not the law)
+            res = sm.solve(_transfer(p_hat, lay, lay_c, cells), lay_c, rc, max_nfev=REFIT_MAX_NFEV)
+        except (ValueError, np.linalg.LinAlgError):
+            continue
         a = res.x[lay_c.slices["a"]]
         err_m[c] = a[0] + z[c] @ a[1:] - m_hat[c]
         if zb is not None and w_hat is not None:

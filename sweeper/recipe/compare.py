@@ -29,6 +29,7 @@ from sweeper.errors import TargetError
 from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION, TOKENS_AS_IMPORTED
 from sweeper.fitting.laws import Law, PowerLaw, formula
 from sweeper.fitting.optimum import CellOptimum, optima_frame
+from sweeper.recipe.doubts import coupling_factor
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.scale import (
     DEFAULT_SEQ_LEN,
@@ -201,21 +202,19 @@ def _at_measured_batch(law: Law, laws: Sequence[Law], p: Mapping[str, Any]) -> t
     measured LR at that cell's best batch, not at its batch law's: the factor and a note (1 and
     "" otherwise). On Step Law's runs this moves the surface law's LR at 16 of 17 cells, its
     median distance above their per-cell optima from +0.42 to +0.32 octave."""
-    shift = getattr(law, "batch_shift", None)
     b = _num(p.get("measured_batch_tokens"))
-    if law.target != "lr" or shift is None or not (math.isfinite(b) and b > 0):
-        return 1.0, ""
-    pair = [x for x in laws if x.target == "batch_tokens" and x.source == law.source
-            and x.method == law.method and x is not law]  # fmt: skip
-    if not pair:
+    pair = [x for x in laws if coupling_factor(law, x, 1.0) is not None]
+    if law.target != "lr" or not pair or not (math.isfinite(b) and b > 0):
         return 1.0, ""
     scale, _ = _scale_for(pair[-1], p)
     if scale is None:
         return 1.0, ""
     own = pair[-1].predict(scale)
-    factor = shift(b / own)
-    if factor is None or not math.isfinite(factor) or abs(math.log2(factor)) < 0.05:
+    factor = coupling_factor(law, pair[-1], b / own)
+    if factor is None:
         return 1.0, ""
+    if abs(math.log2(factor)) < 0.05:  # (applied all the same: it is the same fit's)
+        return factor, ""
     return factor, (
         f"at the cell's best batch {b:.3g} tokens, not the law's {own:.3g}: ×{factor:.2f} "
         f"({_COUPLING})"

@@ -124,6 +124,20 @@ def refuse_undetermined(
     )
 
 
+def coupling_factor(lr_law: Law, batch_law: Law | None, ratio: float) -> float | None:
+    """How the LR law's optimum moves at a batch ``ratio`` times its batch law's, where the LR
+    law measured that (:meth:`~sweeper.fitting.surface.SurfaceLaw.batch_shift`) and the batch
+    law is the same fit's (same source and method); None otherwise, or for a ratio that is not
+    finite and positive."""
+    shift = getattr(lr_law, "batch_shift", None)
+    if shift is None or batch_law is None or batch_law.target != "batch_tokens":
+        return None
+    if (batch_law.source, batch_law.method) != (lr_law.source, lr_law.method):
+        return None
+    factor = shift(ratio)
+    return factor if factor is not None and math.isfinite(factor) else None
+
+
 def batch_coupling_warning(
     lr_law: Law, batch_law: Law | None, law_batch: float, batch: float, whose: str
 ) -> list[str]:
@@ -132,10 +146,7 @@ def batch_coupling_warning(
     (``whose``: the recipe's) is not the batch law's ``law_batch`` (same fit, same units): the
     LR given is the optimum at the law's batch; at ``batch`` the fit puts it elsewhere. An audit
     found check silently comparing a 4M-token recipe's LR with the optimum at 6.6M."""
-    shift = getattr(lr_law, "batch_shift", None)
-    if shift is None or batch_law is None or batch_law.source != lr_law.source:
-        return []
-    factor = shift(batch / law_batch)
+    factor = coupling_factor(lr_law, batch_law, batch / law_batch)
     if factor is None or abs(math.log2(factor)) < 0.1:
         return []
     text = (
@@ -271,6 +282,9 @@ def _decay_differences(
     decays = "constant" not in (schedule, conv.schedule)
     if ratio is not None and abs(ratio - min_lr_ratio) > 1e-9 and decays:
         law_side.append(f"decay to {ratio:.0%} of peak")
+        recipe_side.append(f"decay to {min_lr_ratio:.0%}")
+    elif ratio is None and decays:  # (an import that declared the schedule, not its min LR)
+        law_side.append("a decay to an unrecorded min LR")
         recipe_side.append(f"decay to {min_lr_ratio:.0%}")
     if schedule == conv.schedule == "wsd" and decay_fraction is not None:
         df = conv.decay_fraction

@@ -426,7 +426,7 @@ def _check_derived(d: Mapping[str, Any], recipe: Recipe) -> None:
 
 
 def recipe_from_dict(d: Mapping[str, Any]) -> Recipe:
-    """Inverse of :meth:`Recipe.to_dict` (a saved ``--json`` recipe, schema version 1 or 2).
+    """Inverse of :meth:`Recipe.to_dict` (a saved ``--json`` recipe, schema version 1, 2 or 3).
     TargetError (one line) when a key is unknown or missing, a value malformed, a derived value
     (the min LR above all) disagrees with the fields, or the batch identity is broken."""
     _schema_version(d)

@@ -164,9 +164,11 @@ def requeue_point(
     runs_done: list[dict[str, Any]] | None = None,
 ) -> bool:
     """Queue ``params`` (a point whose trial was closed as FAIL) to be asked again, unless an
-    identical WAITING trial is already queued. ``waiting``: the queued points, when the caller
-    keeps them (updated in place). ``runs_done``: its seeds' runs that finished, queued with it
-    (:data:`RUNS_DONE`) so that they are not run again. Returns whether a trial was queued."""
+    identical WAITING trial is already queued and ``runs_done`` is empty. ``waiting``: the queued
+    points, when the caller keeps them (updated in place). ``runs_done``: its seeds' runs that
+    finished, queued with it (:data:`RUNS_DONE`) so that they are not run again; such a point is
+    queued even beside an identical one (law replicates at one LR share their params, each with
+    its own finished seeds). Returns whether a trial was queued."""
     point = dict(params)
     if not point:
         return False
@@ -222,7 +224,7 @@ def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
     known (killed before its sampler chose anything) is returned as ``{}`` and not queued: the
     sampler asks a new point.
     Call it only when no other driver runs this sweep. A point is not queued twice (an identical
-    WAITING trial is kept instead).
+    WAITING trial is kept instead), unless it carries finished seeds (:func:`requeue_point`).
     """
     trials = study.get_trials(deepcopy=False)
     waiting = _waiting_params(study)

@@ -67,11 +67,13 @@ def _short_warmup(r: Recipe) -> list[Missing]:
         return []
     name, _params = _scheduler(r)
     start = "the min LR" if name == "WarmupDecayLR" else "the peak LR, no ramp,"
+    # WarmupCosineLR's first step runs at LR 0; WarmupLR and WarmupDecayLR start at warmup_min_lr
+    first = "LR 0" if name == "WarmupCosineLR" else start.removesuffix(", no ramp,")
     text = (
         f"warmup of {r.warmup_steps} steps: DeepSpeed's {name} refuses warmup_num_steps 0 "
         "(ValueError) and warms up over max(2, warmup_num_steps) scheduler steps; written as "
         f"warmup_num_steps 1 from {start} over the first 2 scheduler steps, then the decay over "
-        f"the remaining {r.total_steps - _MIN_WARMUP} (the first optimizer step runs at LR 0: "
+        f"the remaining {r.total_steps - _MIN_WARMUP} (the first optimizer step runs at {first}: "
         "the scheduler sets it before its first step)"
     )
     return [Missing("schedule", text)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -78,6 +77,14 @@ def test_an_imported_wsd_without_its_decay_fraction_gets_the_default_and_a_warni
     r = make(lr_law(schedule="wsd", min_lr_ratio=0.1, decay_fraction=None))
     assert (r.schedule, r.decay_fraction) == ("wsd", 0.2)
     assert "WSD decay of unrecorded length" in _schedule_warning(r)
+
+
+def test_an_imported_decay_without_its_min_lr_gets_the_default_and_a_warning() -> None:
+    """import --convention schedule=wsd leaves the min LR unrecorded: the recipe's 10% was said
+    of nothing (a review)."""
+    r = make(lr_law(schedule="wsd", min_lr_ratio=None, decay_fraction=0.2))
+    assert (r.schedule, r.min_lr_ratio) == ("wsd", 0.1)
+    assert "a decay to an unrecorded min LR" in _schedule_warning(r)
 
 
 def test_an_override_replaces_the_law_and_the_warning_says_what_it_was_measured_under() -> None:
@@ -249,8 +256,10 @@ def test_cli_refuses_schedule_options_with_a_recipe_json(tmp_path: Any) -> None:
     assert rc != 0
 
 
-def test_old_recipes_read_as_cosine() -> None:
+def test_a_version_2_recipe_without_a_decay_fraction_still_reads() -> None:
+    """Version 2 wrote no decay_fraction (every recipe was a cosine then)."""
     d = make().to_dict()
     d.pop("decay_fraction")
     d["schema_version"] = 2
-    assert replace(recipe_from_dict(d)).schedule == "cosine"
+    back = recipe_from_dict(d)
+    assert (back.schedule, back.decay_fraction) == ("cosine", None)
