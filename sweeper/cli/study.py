@@ -253,7 +253,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         )  # fmt: skip
         print(f"  {line}")
     if law:
-        print(f"  {_law_line(s.runs_used, s.budget_runs, s.plan_stop)}")
+        from sweeper.study.sweep import law_progress
+
+        print(f"  {law_progress(s.runs_used, s.budget_runs, s.plan_stop)}")
     if s.interrupted:
         short = s.short()
         print(
@@ -272,13 +274,6 @@ def cmd_launch(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
-
-
-def _law_line(used: int, budget: int | None, stop: str) -> str:
-    """The law sampler's overall progress: runs used of its budget, and why its plan stopped."""
-    return f"law sampler: {used} of {budget} runs used" + (
-        f"; its plan stopped: {stop}" if stop else ""
-    )
 
 
 def _cell_line(
@@ -360,7 +355,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             + (f", {c['running']} {running}" if c["running"] else "")
         )
     if law:
-        print(f"  {_law_line(law['runs_used'], law['budget_runs'], law['stop'])}")
+        from sweeper.study.sweep import law_progress
+
+        print(f"  {law_progress(law['runs_used'], law['budget_runs'], law['stop'])}")
     return 0
 
 

@@ -94,4 +94,7 @@ def _used(s: CellSearcher) -> str:
 
 def _overall(s: CellSearcher) -> str:
     """The law sampler's budget: runs used of ``budget_runs``, and why its plan stopped."""
-    return f"law sampler: {_used(s)}" + (f"; stopped: {s.law_stop}" if s.law_stop else "")
+    from sweeper.study.sweep import law_progress
+
+    assert s.planner is not None
+    return law_progress(sum(c.runs for c in s.cells), s.planner.budget_runs, s.law_stop)

@@ -56,6 +56,7 @@ __all__ = [
     "cell_studies",
     "delete_sweep",
     "launched_sweeps",
+    "law_progress",
     "open_sweep",
     "optuna_storage",
     "record_law_stop",
@@ -668,6 +669,14 @@ def record_law_stop(
             .where(st.sweeps_table.c.name == name)
             .values(meta_json=json.dumps(meta))
         )
+
+
+def law_progress(used: int, budget: int | None, stop: str = "") -> str:
+    """A law study's overall progress in one line: runs used of ``budget_runs``, and why its plan
+    stopped (the progress display, the launch summary and ``status`` all say it so)."""
+    return f"law sampler: {used} of {budget} runs used" + (
+        f"; its plan stopped: {stop}" if stop else ""
+    )
 
 
 def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
