@@ -369,11 +369,12 @@ def _predictors_for(
 def _check_batch_known(runs: pd.DataFrame) -> None:
     """FitError where the batch size varies within a cell in sequences but not in tokens (no
     sequence length): every method would pool the batch sizes as if one, silently (an audit's
-    LR exponent interval widened 2.5x, its D exponent took in 0)."""
-    if "batch_size" not in runs or runs["batch_tokens"].notna().any():
+    LR exponent interval widened 2.5x, its D exponent took in 0). Rows whose sequence length is
+    given are in tokens; a cell whose other rows still vary in sequences is refused too."""
+    if "batch_size" not in runs:
         return
-    seqs = runs.dropna(subset=["batch_size"]).groupby("cell")["batch_size"].nunique()
-    if (seqs > 1).any():
+    unknown = runs[runs["batch_tokens"].isna()].dropna(subset=["batch_size"])
+    if (unknown.groupby("cell")["batch_size"].nunique() > 1).any():
         raise FitError(
             "the batch size (in sequences) varies within cells but batch_tokens is unknown (no "
             "sequence length): the fit would pool the batch sizes as one; import the runs with "

@@ -232,3 +232,18 @@ def test_the_loss_law_needs_no_batch_unit(tmp_path: Path) -> None:
     api.import_runs(write_csv(df, tmp_path / "runs.csv"), sweep="seqs", storage=url)
     (law,) = api.fit("seqs", storage=url, target="loss", n_boot=0, store=False)
     assert law.target == "loss"
+
+
+def test_a_batch_in_sequences_is_refused_where_only_some_rows_have_a_length(
+    tmp_path: Path,
+) -> None:
+    from sweeper import api
+    from sweeper.errors import FitError
+
+    df = ladder()
+    df = pd.concat([df.assign(batch_size=32), df.assign(batch_size=128)], ignore_index=True)
+    df["seq_len"] = np.where(df.index < 3, 2048.0, np.nan)  # a length in a few rows only
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    api.import_runs(write_csv(df, tmp_path / "runs.csv"), sweep="part", storage=url)
+    with pytest.raises(FitError, match="--seq-len"):
+        api.fit("part", storage=url, n_boot=0)
