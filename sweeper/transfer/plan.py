@@ -196,8 +196,8 @@ class TransferResult:
     losses: Mapping[str, float]  # point name → mean loss over seeds
     loss_sd: Mapping[str, float]  # point name → sd over seeds
     lrs: Mapping[str, float]
-    regret_pct: float
-    regret_point_pct: float
+    regret_pct: float | None  # None: every seed at the prediction diverged (a note says so)
+    regret_point_pct: float | None
     baselines: Mapping[str, Mapping[str, float | None]]
     baseline_regret_pct: float | None  # the "reuse the smallest cell's optimum" baseline
     published_regret_pct: float | None  # Step Law's
@@ -453,8 +453,11 @@ def _baselines(
 # ---- summarizing -------------------------------------------------------------------------------
 def _point_losses(runs: pd.DataFrame) -> pd.DataFrame:
     """Mean, sd and count of the loss per point (seeds averaged; points told apart by every
-    hyperparameter column present, so that different batch sizes are never averaged together)."""
-    ok = runs[(runs["state"] == "COMPLETE") & np.isfinite(runs["loss"])]
+    hyperparameter column present, so that different batch sizes are never averaged together).
+    A diverged run is left out: its loss is a number (the loop's last, 72 or 1857 nats), not a
+    result to average (:func:`_trained_losses` says which points diverged)."""
+    diverged = runs["diverged"].astype(bool) if "diverged" in runs else False
+    ok = runs[(runs["state"] == "COMPLETE") & np.isfinite(runs["loss"]) & ~diverged]
     keys = [k for k in _POINT_KEYS if k in ok.columns and ok[k].notna().all()]
     return ok.groupby(keys)["loss"].agg(["mean", "std", "count"]).reset_index()
 
@@ -515,8 +518,8 @@ def summarize_transfer(
         losses=losses,
         loss_sd=sds,
         lrs=dict(plan.lrs),
-        regret_pct=regret("law"),  # type: ignore[arg-type]
-        regret_point_pct=regret("law_point" if "law_point" in losses else "law"),  # type: ignore[arg-type]
+        regret_pct=regret("law"),
+        regret_point_pct=regret("law_point" if "law_point" in plan.lrs else "law"),
         baselines=baselines,
         baseline_regret_pct=regret("smallest_cell"),
         published_regret_pct=regret("steplaw"),
@@ -546,28 +549,33 @@ def _measured_optimum(
 def _trained_losses(
     lrs: Mapping[str, float], transfer_runs: pd.DataFrame
 ) -> tuple[dict[str, float], dict[str, float], list[str]]:
-    """Mean and sd over seeds of the loss (nats) trained at each planned LR (point name → LR),
-    and a note per point that diverged (its mean loss is then that of the diverged runs)."""
+    """Mean and sd over the seeds that did not diverge of the loss (nats) trained at each planned
+    LR (point name → LR), and a note per point where seeds diverged: some (the mean is the
+    others'), or every one (the point has no loss and no regret: it is not a number to rank)."""
     trained = _point_losses(transfer_runs)
     losses: dict[str, float] = {}
     sds: dict[str, float] = {}
     notes: list[str] = []
     for name, lr in lrs.items():
+        at = np.isclose(transfer_runs["lr"], lr, rtol=SAME)
+        n_div = int((at & transfer_runs["diverged"].astype(bool)).sum())
         row = (
             trained.iloc[(np.abs(np.log(trained["lr"] / lr))).argsort()[:1]]
             if len(trained)
             else trained
         )
         if row.empty or abs(math.log(float(row["lr"].iloc[0]) / lr)) > SAME:
-            div = transfer_runs[
-                np.isclose(transfer_runs["lr"], lr, rtol=SAME) & transfer_runs["diverged"]
-            ]
-            if len(div):
-                notes.append(f"{name}: diverged at lr {lr:.3g}")
-                losses[name] = float(div["loss"].mean())
-                sds[name] = 0.0
+            if n_div:
+                notes.append(
+                    f"{name}: diverged at lr {lr:.3g} (every seed, {n_div}): no loss, no regret"
+                )
                 continue
             raise FitError(f"no completed transfer run at the {name} LR {lr:.3g}")
+        if n_div:
+            notes.append(
+                f"{name}: {n_div} of {n_div + int(row['count'].iloc[0])} seeds diverged at lr "
+                f"{lr:.3g} (its loss is the others' mean)"
+            )
         losses[name] = float(row["mean"].iloc[0])
         sds[name] = float(row["std"].iloc[0]) if row["count"].iloc[0] > 1 else 0.0
     return losses, sds, notes

@@ -107,6 +107,31 @@ def test_regret_and_its_resolution_are_hand_computable(sweep_runs: pd.DataFrame)
     assert d["baselines"]["steplaw"]["lr"] == plan.lrs["steplaw"]
 
 
+def test_a_diverged_seed_is_no_loss_to_average(sweep_runs: pd.DataFrame) -> None:
+    """The loop reports a diverged run as COMPLETE with its last loss (72 or 1857 nats): one
+    such seed at the prediction gave a regret of +1334% with no word (an audit). It is left out
+    of the mean and said; a point whose every seed diverged has no loss and no regret."""
+    from sweeper.cli.report import _print_transfer_tail, _transfer_table
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    trained = _trained(plan, {"law": [2.0, 72.0], "steplaw": [1857.0, 900.0]})
+    law_lr, pub_lr = plan.lrs["law"], plan.lrs["steplaw"]
+    trained.loc[np.isclose(trained["lr"], law_lr) & (trained["loss"] == 72.0), "diverged"] = True
+    trained.loc[np.isclose(trained["lr"], pub_lr), "diverged"] = True
+    res = summarize_transfer(plan, sweep_runs, trained)
+    assert res.losses["law"] == pytest.approx(2.0)
+    assert "steplaw" not in res.losses and res.published_regret_pct is None
+    assert any("law: 1 of 2 seeds diverged" in n for n in res.notes)
+    assert any("steplaw: diverged" in n and "every seed" in n for n in res.notes)
+    assert res.best_swept_loss < 72.0
+    from rich.console import Console
+
+    c = Console(record=True, width=200)
+    c.print(_transfer_table(res))
+    _print_transfer_tail(c, res)
+    assert "nan" not in c.export_text().lower()
+
+
 def test_the_cli_prints_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
     """``validate-transfer`` without --json: the head, one row per trained point, the tail."""
     from rich.console import Console
