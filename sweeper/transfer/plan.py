@@ -477,8 +477,9 @@ def summarize_transfer(
     best = float(best_row["mean"])
     lrs_trained = np.unique(np.log2(points["lr"].to_numpy(dtype=float)))
     grid_step = float(np.median(np.diff(lrs_trained))) if len(lrs_trained) > 1 else None
-    measured, measured_ci = _measured_optimum(cell_runs, held.name)
+    measured, measured_ci, opt_notes = _measured_optimum(cell_runs, held.name)
     losses, sds, notes = _trained_losses(plan.lrs, transfer_runs)
+    notes = [*opt_notes, *notes]
 
     def regret(name: str) -> float | None:
         return 100.0 * (losses[name] - best) / best if name in losses else None
@@ -536,14 +537,22 @@ def summarize_transfer(
 
 def _measured_optimum(
     cell_runs: pd.DataFrame, cell: str
-) -> tuple[float, tuple[float, float] | None]:
+) -> tuple[float, tuple[float, float] | None, list[str]]:
     """The held-out cell's optimum from every run in it (parabola, edges kept: the grid around
-    the prediction is what bounds it)."""
+    the prediction is what bounds it), its interval, and what the estimate noted, said as the
+    measured optimum's (a parabola that fell back to the best trained point had left every log2
+    error measured against a grid point, in silence: an audit)."""
     runs = cell_runs.assign(cell=cell)
     (opt,) = estimate_optima(runs, method="parabola", n_boot=100, keep_edge=True, min_runs=2)
     if opt.lr is None:
         raise FitError(f"{cell}: no optimum can be measured ({opt.reason})")
-    return float(opt.lr), opt.lr_ci
+    ci = (
+        f" (95% {opt.lr_ci[0]:.3g}-{opt.lr_ci[1]:.3g})"
+        if opt.lr_ci and all(math.isfinite(v) for v in opt.lr_ci)
+        else ""
+    )
+    notes = [f"measured optimum {opt.lr:.3g}{ci}: {n}" for n in opt.notes]
+    return float(opt.lr), opt.lr_ci, notes
 
 
 def _trained_losses(

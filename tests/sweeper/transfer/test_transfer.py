@@ -420,3 +420,20 @@ def test_grid_points_are_one_grid_whether_derived_before_or_after_rounding(
     grid = {v for k, v in late.lrs.items() if k.startswith("grid")}
     assert grid == {v for k, v in early.lrs.items() if k.startswith("grid")}
     assert grid <= set(_candidates(late))
+
+
+def test_a_measured_optimum_that_fell_back_to_the_best_point_says_so() -> None:
+    """The parabola of a cell whose losses are not convex in log LR falls back to the best
+    trained point: every log2 error was then measured against a grid point, with no word."""
+    from sweeper.transfer.plan import _measured_optimum
+
+    lrs = 1e-3 * 2.0 ** np.arange(6) / 2
+    rows = [
+        {"n_params": 1e6, "tokens": 4e8, "lr": lr, "batch_size": 64.0, "seq_len": 256.0,
+         "loss": 3.0 - 0.01 * (np.log2(lr / 2e-3)) ** 2 + 0.001 * s, "diverged": False,
+         "state": "COMPLETE", "seed": float(s)}
+        for lr in lrs for s in (0, 1)
+    ]  # fmt: skip
+    lr, _ci, notes = _measured_optimum(normalize_runs(pd.DataFrame(rows)), "held")
+    assert np.isclose(lrs, lr).any() and any("used the best point" in n for n in notes), notes
+    assert notes[0].startswith(f"measured optimum {lr:.3g}")
