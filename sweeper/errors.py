@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "FitError",
     "ImportDataError",
+    "Interrupted",
     "StorageError",
     "StudyError",
     "SweeperError",
@@ -44,3 +45,13 @@ class FitError(SweeperError):
 
 class TargetError(SweeperError):
     """A recommendation target, hardware description or export request is invalid."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (``signal_name``: "SIGINT", "SIGTERM") stopped the runs a verb had launched
+    (validate-transfer's): what finished is kept, and the same command resumes. A
+    KeyboardInterrupt, so a caller that catches Ctrl-C catches it."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name

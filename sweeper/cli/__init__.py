@@ -152,9 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in redact(str(e), *urls).splitlines() or [type(e).__name__]:
             print(f"sweeper: error: {line}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("sweeper: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        sig = getattr(e, "signal_name", "")  # (errors.Interrupted: a launch the verb made)
+        resume = ": what finished is kept; the same command resumes" if sig else ""
+        print(f"sweeper: interrupted{f' ({sig})' if sig else ''}{resume}", file=sys.stderr)
+        return 128 + (15 if sig == "SIGTERM" else 2)
     except BrokenPipeError:
         return 0
     except Exception as e:  # internal failure: one line unless --debug

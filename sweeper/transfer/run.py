@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from sweeper.errors import SweeperError
+from sweeper.errors import Interrupted, SweeperError
 from sweeper.fitting.methods import DEFAULT_METHOD
 from sweeper.study import storage
 from sweeper.transfer.plan import (
@@ -326,9 +326,11 @@ def _train_points(
         key = round(lr, 12)
         if key not in asked and key not in waiting:
             cs.study.enqueue_trial({"lr": lr, "batch_size": plan.holdout.batch_size})
-    launch_study(
+    summary = launch_study(
         tspec, url=sw.url, max_concurrent=max_concurrent, progress=progress, verbose=verbose
     )
+    if summary.interrupted:  # scoring a check cut short said "no completed transfer run"
+        raise Interrupted(summary.interrupted)
 
 
 def _changed(tspec: StudySpec, url: str | None) -> bool:

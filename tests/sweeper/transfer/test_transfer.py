@@ -437,3 +437,33 @@ def test_a_measured_optimum_that_fell_back_to_the_best_point_says_so() -> None:
     lr, _ci, notes = _measured_optimum(normalize_runs(pd.DataFrame(rows)), "held")
     assert np.isclose(lrs, lr).any() and any("used the best point" in n for n in notes), notes
     assert notes[0].startswith(f"measured optimum {lr:.3g}")
+
+
+def test_a_check_whose_launch_is_interrupted_stops_saying_so(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during a check's training stopped its launch cleanly, and the check then scored
+    what it had: 'error: no completed transfer run at the smallest_cell LR', rc 2 (an audit).
+    It stops as interrupted (128 + the signal), its finished runs kept for the rerun."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import sweeper.run.launch as launch
+    from sweeper import api, cli
+
+    repo = Path(__file__).resolve().parents[3]
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    api.import_runs(repo / "docs/data/quickstart.csv", sweep="q", storage=url,
+                    study=repo / "studies/quickstart.toml")  # fmt: skip
+    calls: list[str] = []
+
+    def stopped(spec, **kw):  # type: ignore[no-untyped-def]
+        calls.append(spec.name)
+        return SimpleNamespace(interrupted="SIGTERM")
+
+    monkeypatch.setattr(launch, "launch_study", stopped)
+    code = cli.main(["validate-transfer", "q", "--holdout", "w192-d2-t819k", "--seeds", "1",
+                     "--storage", url])  # fmt: skip
+    err = capsys.readouterr().err
+    assert calls and code == 143, err
+    assert "interrupted (SIGTERM)" in err and "the same command resumes" in err
