@@ -467,8 +467,8 @@ def summarize_transfer(
 ) -> TransferResult:
     """Compare the trained points with everything trained in the held-out cell."""
     held = plan.holdout
-    cell_runs = pd.concat(
-        [sweep_runs[sweep_runs["cell"] == held.name], transfer_runs], ignore_index=True
+    cell_runs = _one_run_per_seed(
+        pd.concat([sweep_runs[sweep_runs["cell"] == held.name], transfer_runs], ignore_index=True)
     )
     points = _point_losses(cell_runs)
     if points.empty:
@@ -533,6 +533,23 @@ def summarize_transfer(
         law=plan.law,
         notes=tuple(notes),
     )
+
+
+def _one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with one per (LR, batch, seed), the first kept (the sweep's): a check retrains
+    the cell's swept optimum at the sweep's seeds, and pooling both counted those seeds twice in
+    the best loss and its standard error (an audit's regret came out negative)."""
+    key = pd.DataFrame(
+        {
+            "lr": np.round(np.log(runs["lr"].to_numpy(dtype=float)), 9),
+            "batch": runs["batch_tokens"].round(6) if "batch_tokens" in runs else 0.0,
+            # a run without a seed is its own (an imported file may have none)
+            "seed": (runs["seed"] if "seed" in runs else pd.Series(np.nan, runs.index)).fillna(
+                pd.Series(-1.0 - np.arange(len(runs)), runs.index)
+            ),
+        }
+    )
+    return runs[~key.duplicated(keep="first").to_numpy()].reset_index(drop=True)
 
 
 def _measured_optimum(

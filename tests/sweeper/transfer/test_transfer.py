@@ -467,3 +467,23 @@ def test_a_check_whose_launch_is_interrupted_stops_saying_so(
     err = capsys.readouterr().err
     assert calls and code == 143, err
     assert "interrupted (SIGTERM)" in err and "the same command resumes" in err
+
+
+def test_a_retrained_swept_point_is_not_counted_twice(sweep_runs: pd.DataFrame) -> None:
+    """The check retrains the cell's swept optimum at the sweep's seeds (identical losses):
+    pooled with the sweep's runs those seeds counted twice in the best loss and its s.e."""
+    from sweeper.transfer.plan import _one_run_per_seed
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    cell = sweep_runs[np.isclose(sweep_runs["n_params"], 1.6e7)]
+    again = cell.assign(source="transfer")
+    both = pd.concat([cell, again], ignore_index=True)
+    assert len(_one_run_per_seed(both)) == len(cell)
+    unseeded = cell.assign(seed=np.nan)
+    assert len(_one_run_per_seed(unseeded)) == len(cell)  # no seed: each run its own
+    pts = cell[cell["state"] == "COMPLETE"].groupby("lr")["loss"].agg(["mean", "std", "count"])
+    b = pts.loc[pts["mean"].idxmin()]
+    law = [b["mean"] * 1.01, b["mean"] * 1.03]  # (every other point at 1.1 x the worst)
+    res = summarize_transfer(plan, sweep_runs, pd.concat([_trained(plan, {"law": law}), again]))
+    se = 100 * math.sqrt(np.var(law, ddof=1) / 2 + b["std"] ** 2 / b["count"]) / b["mean"]
+    assert res.regret_se_pct == pytest.approx(se)  # the best point's seeds counted once
