@@ -487,3 +487,22 @@ def test_a_retrained_swept_point_is_not_counted_twice(sweep_runs: pd.DataFrame) 
     res = summarize_transfer(plan, sweep_runs, pd.concat([_trained(plan, {"law": law}), again]))
     se = 100 * math.sqrt(np.var(law, ddof=1) / 2 + b["std"] ** 2 / b["count"]) / b["mean"]
     assert res.regret_se_pct == pytest.approx(se)  # the best point's seeds counted once
+
+
+def test_a_held_out_cell_inside_the_fitted_range_is_called_an_interpolation(
+    sweep_runs: pd.DataFrame,
+) -> None:
+    """An audit's holdout w32 under --fit-cells width<=48 read '0.445x beyond the largest
+    fitted cell'."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from sweeper.cli.report import _print_transfer_head
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    res = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
+    c = Console(record=True, width=200)
+    _print_transfer_head(c, replace(res, extrapolation={"n_params": 0.445, "tokens": 1.0}))
+    text = c.export_text()
+    assert "inside the fitted range, an interpolation" in text and "beyond" not in text
