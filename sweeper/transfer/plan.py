@@ -479,7 +479,7 @@ def summarize_transfer(
     grid_step = float(np.median(np.diff(lrs_trained))) if len(lrs_trained) > 1 else None
     measured, measured_ci, opt_notes = _measured_optimum(cell_runs, held.name)
     losses, sds, notes = _trained_losses(plan.lrs, transfer_runs)
-    notes = [*opt_notes, *notes]
+    notes = [*_law_doubts(plan), *opt_notes, *notes]
 
     def regret(name: str) -> float | None:
         return 100.0 * (losses[name] - best) / best if name in losses else None
@@ -533,6 +533,26 @@ def summarize_transfer(
         law=plan.law,
         notes=tuple(notes),
     )
+
+
+def _law_doubts(plan: TransferPlan) -> list[str]:
+    """What recommend would say of the law at the held-out cell: a cell outside what the law's
+    cells held (a tokens-blind law at a new budget), a wide interval (recommend's
+    ``WIDE_INTERVAL``), a risk-aware LR above the point estimate (an audit's check said none
+    of it)."""
+    from sweeper.recipe.doubts import WIDE_INTERVAL, above_point_warnings, span_text
+    from sweeper.recipe.scale import regime_values, regime_warnings
+
+    held, law = plan.holdout, plan.law
+    batch = float(held.batch_size * held.seq_len)
+    out = [str(w) for w in regime_warnings(law, "lr", regime_values(held.n_params, held.tokens,
+                                                                    batch))]  # fmt: skip
+    lo, hi = law.interval(held.scale())
+    if not (lo > 0 and hi / lo <= WIDE_INTERVAL):
+        out.append(f"the law's 95% interval at the held-out cell {span_text(hi / lo)} (poorly "
+                   "constrained): a small regret there says little about the law")  # fmt: skip
+    out += [str(w) for w in above_point_warnings(law, plan.predicted_lr, plan.predicted_lr_point)]
+    return out
 
 
 def _one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:

@@ -506,3 +506,21 @@ def test_a_held_out_cell_inside_the_fitted_range_is_called_an_interpolation(
     _print_transfer_head(c, replace(res, extrapolation={"n_params": 0.445, "tokens": 1.0}))
     text = c.export_text()
     assert "inside the fitted range, an interpolation" in text and "beyond" not in text
+
+
+def test_the_check_says_what_recommend_would_of_the_law_at_the_cell(
+    sweep_runs: pd.DataFrame,
+) -> None:
+    """An audit's held-out cell at 4x the tokens a tokens-blind law was fitted at was planned
+    with no word (recommend warns of it), nor of a 700x interval."""
+    from dataclasses import replace
+
+    from sweeper.transfer.plan import _law_doubts
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    assert not any("D 1.6e+09" in n for n in _law_doubts(plan))  # (its D/N is outside: said)
+    far = replace(plan, holdout=replace(plan.holdout, tokens=plan.holdout.tokens * 4))
+    notes = _law_doubts(far)
+    assert any("does not model D" in n and "D 1.6e+09 (its cells: 4e+08)" in n for n in notes)
+    res = summarize_transfer(far, sweep_runs, _trained(far, {"law": [2.0, 2.02]}))
+    assert any("D 1.6e+09" in n for n in res.notes)
