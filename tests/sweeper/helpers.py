@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -114,3 +115,23 @@ def launch_fake(study: str, url: str, exponent: float = -0.8) -> None:
                 None if diverged else loss,
                 state=None if not diverged else optuna.trial.TrialState.PRUNED,
             )
+
+
+def tokens_lr_law(prefactor: float = 0.05, source: str = "sweep", **conv: object) -> Any:
+    """An LR law lr = prefactor · D^-0.1 over D in [1e8, 1e10], with the conventions ``conv``
+    (a test's stand-in for a fitted law)."""
+    import math
+
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+
+    return PowerLaw(
+        conventions=Conventions(**conv),  # type: ignore[arg-type]
+        target="lr",
+        predictors=("tokens",),
+        source=source,
+        method="test",
+        domain={"tokens": (1e8, 1e10)},
+        log_prefactor=math.log(prefactor),
+        exponents={"tokens": -0.1},
+    )

@@ -35,6 +35,7 @@ from sweeper.recipe.published import published_laws
 from sweeper.recipe.recipe import NO_INTERVAL, Interval, Recipe, recipe_from_dict
 from sweeper.recipe.recommend import recommend
 from sweeper.recipe.target import Target
+from tests.sweeper.helpers import tokens_lr_law
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,16 +61,7 @@ def checks() -> Iterator[SimpleNamespace]:
 
 
 def mup_law(**conv: object) -> PowerLaw:
-    return PowerLaw(
-        conventions=Conventions(parametrization="mup", base_width=256, **conv),  # type: ignore[arg-type]
-        target="lr",
-        predictors=("tokens",),
-        source="mup-sweep",
-        method="test",
-        domain={"tokens": (1e8, 1e10)},
-        log_prefactor=math.log(0.5),
-        exponents={"tokens": -0.1},
-    )
+    return tokens_lr_law(0.5, "mup-sweep", parametrization="mup", base_width=256, **conv)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ declares (and refuses) it where it cannot."""
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from typing import Any
 
@@ -15,7 +14,6 @@ import yaml
 from proxy_models.hparams import HParams, lr_at
 from sweeper import cli
 from sweeper.errors import TargetError
-from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PowerLaw
 from sweeper.recipe.export import export_recipe, missing_settings, render
 from sweeper.recipe.hardware import Hardware
@@ -25,22 +23,14 @@ from sweeper.recipe.recommend import recommend
 from sweeper.recipe.schedule import decay_start, recipe_lr
 from sweeper.recipe.table import recipe_rows
 from sweeper.recipe.target import Target
+from tests.sweeper.helpers import tokens_lr_law
 
 TARGET = Target(width=1024, depth=12, heads=16, context=1024, tokens=2e10)
 HW = Hardware(gpus=4, micro_batch=4)
 
 
 def lr_law(**conv: Any) -> PowerLaw:
-    return PowerLaw(
-        conventions=Conventions(**conv),
-        target="lr",
-        predictors=("tokens",),
-        source="sweep",
-        method="test",
-        domain={"tokens": (1e8, 1e10)},
-        log_prefactor=math.log(0.05),
-        exponents={"tokens": -0.1},
-    )
+    return tokens_lr_law(**conv)
 
 
 def make(law: PowerLaw | None = None, **kw: Any) -> Recipe:
