@@ -3,7 +3,8 @@
 
 A loader reads an exported file with the framework's own config loader and reports the
 framework's own view of the numbers: its scheduler's LR at the end of the warmup, mid-stable and
-at the start of the decay (WSD), mid-decay and at the end (:func:`lr_points`); its batch calculator's global batch, micro batch and accumulation; its ramp-up
+at the start of the decay (WSD), mid-decay and at the end (:func:`lr_points`); its batch
+calculator's global batch, micro batch and accumulation; its ramp-up
 calculator's batch at 0 and mid-ramp. The expected values come from the recipe JSON
 (``sweeper export --format json``) read with the recipe's documented semantics (see
 ``expected``; the LRs are the proxies' own :func:`proxy_models.hparams.lr_at`, the shape the LR

@@ -21,8 +21,8 @@ Units and values:
   about 4 bytes of English text), ``"tokenizer:<name>"`` (token files), ``"tokens"`` (a
   published law's tokenizer tokens) or :data:`TOKENS_AS_IMPORTED`; with ``vocab_size`` and
   ``data`` (the sweep's data source).
-- the LR: ``lr`` says what it is in words; ``optimizer``, ``schedule`` (cosine | linear | wsd | constant),
-  ``min_lr_ratio``, ``warmup`` (a fraction of the steps if < 1, a number of steps if >= 1, or
+- the LR: ``lr`` says what it is in words; ``optimizer``, ``schedule`` (cosine | linear | wsd |
+  constant), ``min_lr_ratio``, ``warmup`` (a fraction of the steps if < 1, a number of steps if >= 1, or
   ``"searched"``), ``decay_fraction`` (WSD) and ``z_loss`` say what it was measured under (None:
   unknown).
 - ``init_std`` and ``output_mult``: the proxies' init std at the base shape and their logit

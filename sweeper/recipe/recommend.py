@@ -481,7 +481,8 @@ def recommend(
     (:func:`~sweeper.recipe.doubts.refuse_undetermined`), each with a warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
     target's tokens (None: no conversion, and a warning). ``schedule`` (cosine | wsd | linear |
     constant), ``min_lr_ratio`` and ``decay_fraction`` (WSD) override the LR law's measured
-    schedule, which the recipe follows otherwise (:mod:`sweeper.recipe.schedule`). Raises :class:`TargetError` when the
+    schedule, which the recipe follows otherwise (:mod:`sweeper.recipe.schedule`). Raises
+    :class:`TargetError` when the
     laws cannot serve the target. (Long only because the last statement names every field of the
     :class:`Recipe`.)
     """

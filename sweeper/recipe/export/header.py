@@ -53,7 +53,8 @@ def lr_line(r: Recipe) -> str:
     return (
         f"peak LR {r.lr.value:.4g} ({r.optimizer}): {which}; "
         f"{r.lr.text(4, f'{r.level:.0%} interval')}; min LR {r.min_lr:.4g} = lr × min_lr_ratio "
-        f"{r.min_lr_ratio:g}; schedule {schedule_text(r.schedule, r.min_lr_ratio, r.decay_fraction)}"
+        f"{r.min_lr_ratio:g}; schedule "
+        + schedule_text(r.schedule, r.min_lr_ratio, r.decay_fraction)
     )
 
 

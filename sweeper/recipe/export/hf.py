@@ -15,7 +15,8 @@ schedule (transformers/optimization.py at 5.23.0; every one runs as the proxies 
   min_lr_ratio × peak, not 0 (line 489: factor·(1 − min_lr_ratio) + min_lr_ratio): declared;
 
 ``warmup_steps`` (an int >= 1 is steps; ``warmup_ratio`` no longer exists in 5.x); ``max_steps``;
-``per_device_train_batch_size`` and ``gradient_accumulation_steps`` (the global batch is × the launcher's world size);
+``per_device_train_batch_size`` and ``gradient_accumulation_steps`` (the global batch is × the
+launcher's world size);
 ``adam_beta1``/``adam_beta2``/``adam_epsilon``, ``weight_decay``, ``max_grad_norm``; ``bf16``
 (neither bf16 nor fp16: fp32). JSON has no comments: what the file cannot carry is said on stderr.
 """

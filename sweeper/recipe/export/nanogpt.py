@@ -6,7 +6,8 @@ train.py at that commit: ``batch_size`` is the micro batch per GPU; ``gradient_a
 is the total over DDP processes (train.py asserts it divisible by the world size and divides it),
 so it is accumulation × GPUs; ``get_lr`` warms up as (it+1)/(warmup_iters+1), then a cosine to the
 absolute ``min_lr`` at ``lr_decay_iters`` (train.py:231-242): a cosine recipe, or a constant one
-(min_lr = learning_rate); a WSD or linear recipe is refused (:data:`RUNS`). The loop runs iterations 0..``max_iters`` inclusive
+(min_lr = learning_rate); a WSD or linear recipe is refused (:data:`RUNS`). The loop runs
+iterations 0..``max_iters`` inclusive
 (``max_iters`` + 1 optimizer steps, so ``max_iters`` = total_steps − 1). Fixed, not keys: Adam eps
 (torch's 1e-8), the init (N(0, 0.02), c_proj 0.02/sqrt(2·n_layer)), the vocabulary
 (data/<dataset>/meta.pkl, else 50304), DDP only, ``lm_head`` tied to ``wte`` (model.py:138). Weight
