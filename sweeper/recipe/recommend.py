@@ -482,8 +482,7 @@ def recommend(
     target's tokens (None: no conversion, and a warning). ``schedule`` (cosine | wsd | linear |
     constant), ``min_lr_ratio`` and ``decay_fraction`` (WSD) override the LR law's measured
     schedule, which the recipe follows otherwise (:mod:`sweeper.recipe.schedule`). Raises
-    :class:`TargetError` when the
-    laws cannot serve the target. (Long only because the last statement names every field of the
+    :class:`TargetError` when the laws cannot serve the target. (Long only because the last statement names every field of the
     :class:`Recipe`.)
     """
     hw = hardware or Hardware()
