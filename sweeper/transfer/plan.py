@@ -467,7 +467,7 @@ def summarize_transfer(
 ) -> TransferResult:
     """Compare the trained points with everything trained in the held-out cell."""
     held = plan.holdout
-    cell_runs = _one_run_per_seed(
+    cell_runs = one_run_per_seed(
         pd.concat([sweep_runs[sweep_runs["cell"] == held.name], transfer_runs], ignore_index=True)
     )
     points = _point_losses(cell_runs)
@@ -555,21 +555,30 @@ def _law_doubts(plan: TransferPlan) -> list[str]:
     return out
 
 
-def _one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with one per (LR, batch, seed), the first kept (the sweep's): a check retrains
-    the cell's swept optimum at the sweep's seeds, and pooling both counted those seeds twice in
-    the best loss and its standard error (an audit's regret came out negative)."""
+def one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with one finished run per (LR, batch, seed), the first kept; unfinished runs and
+    runs without a seed (an imported file may have none) are kept as they are. A check retrains
+    the cell's swept optimum at the sweep's seeds, and a fill block retrains seeds its read-only
+    block finished: counted twice, they weighed double in the best loss and its standard error
+    (an audit's regret came out negative)."""
+    seeds = runs["seed"] if "seed" in runs else pd.Series(np.nan, runs.index)
     key = pd.DataFrame(
         {
             "lr": np.round(np.log(runs["lr"].to_numpy(dtype=float)), 9),
             "batch": runs["batch_tokens"].round(6) if "batch_tokens" in runs else 0.0,
-            # a run without a seed is its own (an imported file may have none)
-            "seed": (runs["seed"] if "seed" in runs else pd.Series(np.nan, runs.index)).fillna(
-                pd.Series(-1.0 - np.arange(len(runs)), runs.index)
-            ),
-        }
+            "seed": seeds,
+        },
+        index=runs.index,
     )
-    return runs[~key.duplicated(keep="first").to_numpy()].reset_index(drop=True)
+    counted = finished(runs) & seeds.notna()
+    again = key[counted].duplicated(keep="first")
+    return runs.drop(index=again[again].index).reset_index(drop=True)
+
+
+def finished(runs: pd.DataFrame) -> pd.Series:
+    """Which runs finished: diverged, or COMPLETE (or stateless, as imported) with a loss."""
+    diverged = runs["diverged"].astype(bool)
+    return diverged | ((runs["state"].fillna("COMPLETE") == "COMPLETE") & runs["loss"].notna())
 
 
 def _measured_optimum(

@@ -30,7 +30,9 @@ from sweeper.transfer.plan import (
     TransferPlan,
     TransferResult,
     as_trained,
+    finished,
     next_grid_step,
+    one_run_per_seed,
     plan_transfer,
     summarize_transfer,
 )
@@ -127,7 +129,7 @@ def run_transfer(
 
     def all_runs() -> pd.DataFrame:
         tables = [read[b.name] if b.read_only else b.runs(sw.url) for b in blocks]
-        return _one_run_per_seed(pd.concat(tables, ignore_index=True))
+        return one_run_per_seed(pd.concat(tables, ignore_index=True))
 
     for launch in range(1, max_rounds + 1):
         plan = plan.rounded()
@@ -171,7 +173,7 @@ class SeedBlock:
     def complete_lrs(self, runs: pd.DataFrame) -> list[float]:
         """The LRs at which every seed of the block has a finished run (COMPLETE, or diverged)
         in ``runs`` (the block's own)."""
-        seeds = runs[_finished(runs)]
+        seeds = runs[finished(runs)]
         want = set(range(self.first, self.first + self.count))
         return [
             float(lr)
@@ -228,20 +230,6 @@ def _block_runs(name: str, imported: bool, url: str | None) -> pd.DataFrame:
     if storage.get_sweep(name, url) is None:  # (not launched yet: nothing queued)
         return empty_runs()
     return load_sweep_runs(name, url)
-
-
-def _one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` with one finished run per (LR, seed), the first block's: a fill trains every seed
-    of an LR that its read-only block did not finish for all of them, so a seed that did finish
-    there is trained twice, and must count once."""
-    again = runs[_finished(runs) & runs["seed"].notna()].duplicated(["lr", "seed"], keep="first")
-    return runs.drop(index=again[again].index).reset_index(drop=True)
-
-
-def _finished(runs: pd.DataFrame) -> pd.Series:
-    """Which runs finished: diverged, or COMPLETE (or stateless, as imported) with a loss."""
-    diverged = runs["diverged"].astype(bool)
-    return diverged | ((runs["state"].fillna("COMPLETE") == "COMPLETE") & runs["loss"].notna())
 
 
 def _check_runs(name: str, url: str | None) -> dict[str, pd.DataFrame]:

@@ -342,8 +342,8 @@ def test_a_check_whose_law_moved_keeps_its_runs_and_fills_beside_them(
         _changed,
         _complete_lrs,
         _grid_moved,
-        _one_run_per_seed,
         _transfer_spec,
+        one_run_per_seed,
         with_fills,
     )
 
@@ -377,7 +377,7 @@ def test_a_check_whose_law_moved_keeps_its_runs_and_fills_beside_them(
     }
     assert _complete_lrs(blocks, runs) == {head.name: [lr], f"{head.name}.fill": [lr, 2 * lr]}
     # ... and a seed trained again by a fill (its block did not finish the other) counts once
-    both = _one_run_per_seed(pd.concat(runs.values(), ignore_index=True))
+    both = one_run_per_seed(pd.concat(runs.values(), ignore_index=True))
     assert sorted(zip(both["lr"], both["seed"], strict=True)) == [
         (lr, 0), (lr, 1), (2 * lr, 0), (2 * lr, 1), (3 * lr, 0)
     ]  # fmt: skip
@@ -472,15 +472,15 @@ def test_a_check_whose_launch_is_interrupted_stops_saying_so(
 def test_a_retrained_swept_point_is_not_counted_twice(sweep_runs: pd.DataFrame) -> None:
     """The check retrains the cell's swept optimum at the sweep's seeds (identical losses):
     pooled with the sweep's runs those seeds counted twice in the best loss and its s.e."""
-    from sweeper.transfer.plan import _one_run_per_seed
+    from sweeper.transfer.plan import one_run_per_seed
 
     plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
     cell = sweep_runs[np.isclose(sweep_runs["n_params"], 1.6e7)]
     again = cell.assign(source="transfer")
     both = pd.concat([cell, again], ignore_index=True)
-    assert len(_one_run_per_seed(both)) == len(cell)
+    assert len(one_run_per_seed(both)) == len(cell)
     unseeded = cell.assign(seed=np.nan)
-    assert len(_one_run_per_seed(unseeded)) == len(cell)  # no seed: each run its own
+    assert len(one_run_per_seed(unseeded)) == len(cell)  # no seed: each run its own
     pts = cell[cell["state"] == "COMPLETE"].groupby("lr")["loss"].agg(["mean", "std", "count"])
     b = pts.loc[pts["mean"].idxmin()]
     law = [b["mean"] * 1.01, b["mean"] * 1.03]  # (every other point at 1.1 x the worst)
