@@ -112,7 +112,11 @@ def run_transfer(
         surface=surface,
         conventions=sweep_conventions(sw),
     )
-    name = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells, method, surface)
+    # a filter that keeps every other cell is no filter: the same check, not a new one to train
+    # (an audit's "width<=32" with w48 held out retrained the whole check)
+    others = set(runs["cell"].astype(str)) - {plan.holdout.name}
+    named = None if fit_cells and set(plan.fit_cells) == others else fit_cells
+    name = transfer_sweep_name(sw.name, plan.holdout.name, named, method, surface)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
     stored = _check_runs(name, sw.url)  # (read once: a read-only block is never trained)
     known = [lr for t in stored.values() for lr in t["lr"].dropna().unique()]

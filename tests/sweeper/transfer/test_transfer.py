@@ -524,3 +524,32 @@ def test_the_check_says_what_recommend_would_of_the_law_at_the_cell(
     assert any("does not model D" in n and "D 1.6e+09 (its cells: 4e+08)" in n for n in notes)
     res = summarize_transfer(far, sweep_runs, _trained(far, {"law": [2.0, 2.02]}))
     assert any("D 1.6e+09" in n for n in res.notes)
+
+
+def test_a_filter_that_keeps_every_other_cell_is_the_unfiltered_check(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audit's --fit-cells "width<=32" with the largest cell (w48) held out was a new check
+    sweep under the filter's name, and retrained every run of the existing one."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import sweeper.run.launch as launch
+    from sweeper import api, cli
+
+    repo = Path(__file__).resolve().parents[3]
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    api.import_runs(repo / "docs/data/quickstart.csv", sweep="q", storage=url,
+                    study=repo / "studies/quickstart.toml")  # fmt: skip
+    names: list[str] = []
+
+    def stopped(spec, **kw):  # type: ignore[no-untyped-def]
+        names.append(spec.name)
+        return SimpleNamespace(interrupted="SIGINT")
+
+    monkeypatch.setattr(launch, "launch_study", stopped)
+    for fit in ([], ["--fit-cells", "width<=96"], ["--fit-cells", "width<=64"]):
+        cli.main(["validate-transfer", "q", "--holdout", "w128-d2-t819k", "--seeds", "1",
+                  *fit, "--storage", url])  # fmt: skip
+    plain, same, other = names
+    assert same == plain and ".fit-" not in plain and other.endswith(".fit-width-le-64")
