@@ -112,11 +112,7 @@ def run_transfer(
         surface=surface,
         conventions=sweep_conventions(sw),
     )
-    # a filter that keeps every other cell is no filter: the same check, not a new one to train
-    # (an audit's "width<=32" with w48 held out retrained the whole check)
-    others = set(runs["cell"].astype(str)) - {plan.holdout.name}
-    named = None if fit_cells and set(plan.fit_cells) == others else fit_cells
-    name = transfer_sweep_name(sw.name, plan.holdout.name, named, method, surface)
+    name = _check_name(sw, plan, runs, fit_cells, method, surface)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
     stored = _check_runs(name, sw.url)  # (read once: a read-only block is never trained)
     known = [lr for t in stored.values() for lr in t["lr"].dropna().unique()]
@@ -323,6 +319,26 @@ def _train_points(
     )
     if summary.interrupted:  # scoring a check cut short said "no completed transfer run"
         raise Interrupted(summary.interrupted)
+
+
+def _check_name(
+    sw: Sweep,
+    plan: TransferPlan,
+    runs: pd.DataFrame,
+    fit_cells: str | None,
+    method: str,
+    surface: str,
+) -> str:
+    """The check's sweep: a filter that keeps every cell but the held-out one is no filter, the
+    same check (an audit's "width<=32" with w48 held out retrained the whole check under a new
+    name), unless a check under the filter's name exists already (trained or imported so)."""
+    filtered = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells, method, surface)
+    others = set(runs["cell"].astype(str)) - {plan.holdout.name}
+    if not fit_cells or set(plan.fit_cells) != others:
+        return filtered
+    if storage.get_sweep(filtered, sw.url) is not None:
+        return filtered
+    return transfer_sweep_name(sw.name, plan.holdout.name, None, method, surface)
 
 
 def _changed(tspec: StudySpec, url: str | None) -> bool:

@@ -553,3 +553,10 @@ def test_a_filter_that_keeps_every_other_cell_is_the_unfiltered_check(
                   *fit, "--storage", url])  # fmt: skip
     plain, same, other = names
     assert same == plain and ".fit-" not in plain and other.endswith(".fit-width-le-64")
+    # a check kept under the filter's name (trained so before, or imported as RESULTS shows) is
+    # still that check
+    api.import_runs(repo / "docs/data/quickstart.csv", storage=url,
+                    sweep="q.transfer.w128-d2-t819k.surface.fit-width-le-96")  # fmt: skip
+    cli.main(["validate-transfer", "q", "--holdout", "w128-d2-t819k", "--seeds", "1",
+              "--fit-cells", "width<=96", "--storage", url])  # fmt: skip
+    assert ".fit-width-le-96" in names[-1]
