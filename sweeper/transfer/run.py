@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -131,6 +132,8 @@ def run_transfer(
         tables = [read[b.name] if b.read_only else b.runs(sw.url) for b in blocks]
         return one_run_per_seed(pd.concat(tables, ignore_index=True))
 
+    if progress:
+        _say_cost(sw, plan, runs, known, seeds)
     for launch in range(1, max_rounds + 1):
         plan = plan.rounded()
         for block in blocks:
@@ -319,6 +322,34 @@ def _train_points(
     )
     if summary.interrupted:  # scoring a check cut short said "no completed transfer run"
         raise Interrupted(summary.interrupted)
+
+
+def _say_cost(
+    sw: Sweep, plan: TransferPlan, runs: pd.DataFrame, known: Sequence[float], seeds: int
+) -> None:
+    """Say, before anything trains, how many runs the first round trains in the held-out cell
+    and about what they cost: the sweep's measured core-seconds per run, scaled by N·D to the
+    cell (an audit's check began training a cell 64x the sweep's largest unannounced)."""
+    todo = [lr for lr in set(plan.lrs.values())
+            if not any(math.isclose(lr, k, rel_tol=SAME) for k in known)]  # fmt: skip
+    if not todo:
+        return
+    done = runs[finished(runs) & runs["wall_s"].notna() & (runs["wall_s"] > 0)]
+    done = done[done["n_params"] == done["n_params"].max()]  # (the nearest in cost per N·D)
+    held = plan.holdout
+    cores = float(sw.spec.resources.cpu) if sw.spec is not None else 1.0
+    per_nd = (done["wall_s"] / (done["n_params"] * done["tokens"])).median() if len(done) else None
+    each = (
+        f" (about {cores * per_nd * held.n_params * held.tokens:.3g} core-seconds each: the "
+        "sweep's largest cell's runs scaled by N·D)"
+        if per_nd is not None and math.isfinite(per_nd)
+        else ""
+    )
+    print(
+        f"validate-transfer: {held.name}: {len(todo) * seeds} run(s) to train first ({len(todo)} "
+        f"LRs x {seeds} seeds){each}; more if the grid must be extended",
+        file=sys.stderr,
+    )
 
 
 def _check_name(

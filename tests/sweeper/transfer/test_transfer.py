@@ -466,6 +466,8 @@ def test_a_check_whose_launch_is_interrupted_stops_saying_so(
                      "--storage", url])  # fmt: skip
     err = capsys.readouterr().err
     assert calls and code == 143, err
+    # before it trained, the check said what it would train and about what it costs
+    assert "validate-transfer: w192-d2-t819k: " in err and "core-seconds each" in err
     assert "interrupted (SIGTERM)" in err and "the same command resumes" in err
 
 
