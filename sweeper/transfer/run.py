@@ -481,12 +481,14 @@ def _transfer_spec(
 def _store_result(name: str, url: str | None, result: TransferResult) -> None:
     """Record ``result`` in the meta of the transfer sweep ``name``."""
     import json
+    from datetime import datetime, timezone
 
     import sqlalchemy as sa
 
     row = storage.get_sweep(name, url)
     meta = dict(row["meta"]) if row else {}
     meta["transfer_result"] = result.to_dict()
+    meta["transfer_stored_at"] = datetime.now(timezone.utc).isoformat()
     with storage.transaction(url) as conn:
         conn.execute(
             sa.update(storage.sweeps_table)
@@ -496,8 +498,11 @@ def _store_result(name: str, url: str | None, result: TransferResult) -> None:
 
 
 def stored_transfer(sweep: str, url: str | None = None) -> dict[str, Any] | None:
-    """The transfer result stored last for ``sweep`` (of any held-out cell), or None."""
+    """The transfer result stored last for ``sweep`` (of any held-out cell), or None: by the time
+    it was stored (an audit's rerun of an older check was not shown: the order had been the
+    check sweeps' creation), results stored before that was kept first, in creation order."""
     prefix = f"{sweep}.transfer."
     rows = [r for r in storage.list_sweeps(url) if r["name"].startswith(prefix)]
-    results = [r["meta"]["transfer_result"] for r in rows if r["meta"].get("transfer_result")]
-    return dict(results[-1]) if results else None
+    kept = [(r["meta"].get("transfer_stored_at") or "", i, r["meta"]["transfer_result"])
+            for i, r in enumerate(rows) if r["meta"].get("transfer_result")]  # fmt: skip
+    return dict(max(kept, key=lambda k: (k[0], k[1]))[2]) if kept else None

@@ -562,3 +562,25 @@ def test_a_filter_that_keeps_every_other_cell_is_the_unfiltered_check(
     cli.main(["validate-transfer", "q", "--holdout", "w128-d2-t819k", "--seeds", "1",
               "--fit-cells", "width<=96", "--storage", url])  # fmt: skip
     assert ".fit-width-le-96" in names[-1]
+
+
+def test_the_report_shows_the_check_stored_last(sweep_runs: pd.DataFrame, tmp_path) -> None:
+    """The report's check was the one whose sweep was created last: an audit reran an older
+    check and the report still showed the other."""
+    import time
+    from dataclasses import replace
+
+    from sweeper import api
+    from sweeper.transfer.run import _store_result, stored_transfer
+    from tests.sweeper.helpers import write_csv
+
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    res = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
+    csv = write_csv(sweep_runs.head(3), tmp_path / "r.csv")
+    for name in ("syn.transfer.a", "syn.transfer.b"):  # b created last
+        api.import_runs(csv, sweep=name, storage=url)
+    _store_result("syn.transfer.b", url, replace(res, holdout_cell="b"))
+    time.sleep(0.01)
+    _store_result("syn.transfer.a", url, replace(res, holdout_cell="a"))  # a rerun, stored last
+    assert stored_transfer("syn", url)["holdout_cell"] == "a"
