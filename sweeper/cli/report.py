@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
+
+_TRANSFER_EPILOG = """\
+regret: the mean loss over seeds at a point, over the best mean loss trained or swept in the
+held-out cell (one run per LR, batch and seed; diverged seeds left out and said), minus 1, in %;
+its s.e. is from the seeds' spread. log2 error: log2(LR / the cell's measured optimum, a
+parabola's vertex through every run there, or its best point when not convex, said). Baselines:
+reuse the smallest / the largest fitted cell's optimum, Step Law, DeepSeek and Porian published
+(their arXiv ids in the table), and for muP/CompleteP the base-width optimum reused. A check
+keeps its runs in sweeps named <sweep>.transfer.<cell>...; rerunning it reads them back."""
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
@@ -54,6 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser(
         "validate-transfer",
         help="refit without a held-out cell, predict it, train it at the prediction, report regret",
+        description="Fit the law on the fit cells, predict the held-out cell's optimal LR, and "
+        "train that cell at the prediction, at each baseline and on a sqrt(2) grid around them "
+        "until its best point is bracketed (a finished check is read back, not retrained).",
+        epilog=_TRANSFER_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     t.add_argument("sweep")
     t.add_argument(
@@ -76,11 +91,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="seeds per trained point, at least (default 2); asking more of a check that has run "
         "adds the missing seeds beside it and trains nothing twice; a check keeps every seed it has",
     )
-    t.add_argument("--storage")
+    t.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
     t.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
     t.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)
-    t.add_argument("--max-concurrent", type=int)
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--max-concurrent", type=int, help="trials at once (default: what Ray fits)")
+    t.add_argument("--json", action="store_true", help="print the result as one JSON object")
     t.set_defaults(func=_validate_transfer)
 
 
