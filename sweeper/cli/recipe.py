@@ -179,6 +179,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--depth", type=count, help="layers (for DeepSeek's M)")
     p.add_argument("--context", type=count, help="sequence length (for DeepSeek's M)")
     p.add_argument("--vocab", type=count, help="vocabulary size (256: byte-level)")
+    p.add_argument(
+        "--parametrization",
+        default="sp",
+        help="sp | mup | completep: the given recipe's (default sp; a muP recipe is taken at the "
+        "law's base width)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_check)
 
@@ -485,6 +491,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 d_model=args.width,
                 context=args.context,
                 vocab=args.vocab,
+                parametrization=args.parametrization,
             )
         ]
     results = api.check(

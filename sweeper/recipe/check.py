@@ -26,7 +26,7 @@ from sweeper.fitting.laws import Law, PowerLaw
 from sweeper.recipe.doubts import batch_coupling_warning, span_text, undetermined
 from sweeper.recipe.hardware import positive
 from sweeper.recipe.published_recipes import PublishedRecipe
-from sweeper.recipe.recommend import check_parametrization, extrapolation_summary
+from sweeper.recipe.recommend import PARAMETRIZATIONS, check_parametrization, extrapolation_summary
 from sweeper.recipe.scale import (
     ResolvedShape,
     evaluate_law,
@@ -80,6 +80,11 @@ class CheckValues:
             raise TargetError(
                 f"give layers and d_model together, got layers={self.layers}, "
                 f"d_model={self.d_model}"
+            )
+        if self.parametrization not in PARAMETRIZATIONS:
+            raise TargetError(
+                f"recipe parametrization {self.parametrization!r} is not one of "
+                f"{', '.join(PARAMETRIZATIONS)}"
             )
 
     @classmethod

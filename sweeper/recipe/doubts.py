@@ -198,8 +198,9 @@ def check_parametrization(
             )
         else:
             raise TargetError(
-                f"{msg}: a {p} law transfers only to a {p} model (force=True, --force: use it "
-                "anyway)"
+                f"{msg}: a {p} law transfers only to a {p} model (a {p} recipe given as numbers: "
+                f"CheckValues(parametrization={p!r}), --parametrization {p}; force=True, --force: "
+                "use it anyway)"
             )
     return law.base_width, law.base_depth
 

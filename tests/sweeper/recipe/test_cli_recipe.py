@@ -610,3 +610,20 @@ def test_tables_off_a_terminal_are_wide_enough_not_to_cut_a_formula(run) -> None
     assert console().width >= OFF_TERMINAL_WIDTH == 200
     code, out, _ = run("laws", "show", "steplaw")
     assert code == 0 and "…" not in out
+
+
+def test_check_takes_a_given_recipes_parametrization(run, tmp_path: Path) -> None:
+    """A muP law could not be checked against numbers given on the command line: the recipe was
+    SP, and only --force went on (an import audit)."""
+    from dataclasses import replace
+
+    url = f"sqlite:///{tmp_path / 'mup.db'}"
+    law = _law("lr", 0.01, {"n_params": -0.05})
+    put_law(replace(law, conventions=Conventions(parametrization="mup", base_width=64)), url)
+    given = ["--params", "1e7", "--tokens", "2e8", "--lr", "1e-3", "--batch-tokens", "1e5"]
+    code, _, err = run("check", "s1", *given, "--storage", url)
+    assert code == 2 and "--parametrization mup" in err
+    code, _, err = run("check", "s1", *given, "--parametrization", "mup", "--storage", url)
+    assert code == 0, err
+    code, _, err = run("check", "s1", *given, "--parametrization", "nup", "--storage", url)
+    assert code == 2 and "'nup' is not one of" in err
