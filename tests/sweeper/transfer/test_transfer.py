@@ -439,29 +439,41 @@ def test_a_measured_optimum_that_fell_back_to_the_best_point_says_so() -> None:
     assert notes[0].startswith(f"measured optimum {lr:.3g}")
 
 
-def test_a_check_whose_launch_is_interrupted_stops_saying_so(
-    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Ctrl-C during a check's training stopped its launch cleanly, and the check then scored
-    what it had: 'error: no completed transfer run at the smallest_cell LR', rc 2 (an audit).
-    It stops as interrupted (128 + the signal), its finished runs kept for the rerun."""
+@pytest.fixture
+def stopped_check(tmp_path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The quickstart's runs imported with their study, and a launch that stops at once
+    (interrupted by ``signal``): returns (storage URL, the launched check sweeps' names)."""
     from pathlib import Path
     from types import SimpleNamespace
 
     import sweeper.run.launch as launch
-    from sweeper import api, cli
+    from sweeper import api
 
     repo = Path(__file__).resolve().parents[3]
-    url = f"sqlite:///{tmp_path / 'i.db'}"
+    url = f"sqlite:///{tmp_path / 'q.db'}"
     api.import_runs(repo / "docs/data/quickstart.csv", sweep="q", storage=url,
                     study=repo / "studies/quickstart.toml")  # fmt: skip
-    calls: list[str] = []
+    names: list[str] = []
+    signal = {"name": "SIGINT"}
 
     def stopped(spec, **kw):  # type: ignore[no-untyped-def]
-        calls.append(spec.name)
-        return SimpleNamespace(interrupted="SIGTERM")
+        names.append(spec.name)
+        return SimpleNamespace(interrupted=signal["name"])
 
     monkeypatch.setattr(launch, "launch_study", stopped)
+    return url, names, signal, repo
+
+
+def test_a_check_whose_launch_is_interrupted_stops_saying_so(
+    stopped_check, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during a check's training stopped its launch cleanly, and the check then scored
+    what it had: 'error: no completed transfer run at the smallest_cell LR', rc 2 (an audit).
+    It stops as interrupted (128 + the signal), its finished runs kept for the rerun."""
+    from sweeper import cli
+
+    url, calls, signal, _ = stopped_check
+    signal["name"] = "SIGTERM"
     code = cli.main(["validate-transfer", "q", "--holdout", "w192-d2-t819k", "--seeds", "1",
                      "--storage", url])  # fmt: skip
     err = capsys.readouterr().err
@@ -528,28 +540,12 @@ def test_the_check_says_what_recommend_would_of_the_law_at_the_cell(
     assert any("D 1.6e+09" in n for n in res.notes)
 
 
-def test_a_filter_that_keeps_every_other_cell_is_the_unfiltered_check(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_filter_that_keeps_every_other_cell_is_the_unfiltered_check(stopped_check) -> None:
     """An audit's --fit-cells "width<=32" with the largest cell (w48) held out was a new check
     sweep under the filter's name, and retrained every run of the existing one."""
-    from pathlib import Path
-    from types import SimpleNamespace
-
-    import sweeper.run.launch as launch
     from sweeper import api, cli
 
-    repo = Path(__file__).resolve().parents[3]
-    url = f"sqlite:///{tmp_path / 'f.db'}"
-    api.import_runs(repo / "docs/data/quickstart.csv", sweep="q", storage=url,
-                    study=repo / "studies/quickstart.toml")  # fmt: skip
-    names: list[str] = []
-
-    def stopped(spec, **kw):  # type: ignore[no-untyped-def]
-        names.append(spec.name)
-        return SimpleNamespace(interrupted="SIGINT")
-
-    monkeypatch.setattr(launch, "launch_study", stopped)
+    url, names, _, repo = stopped_check
     for fit in ([], ["--fit-cells", "width<=96"], ["--fit-cells", "width<=64"]):
         cli.main(["validate-transfer", "q", "--holdout", "w128-d2-t819k", "--seeds", "1",
                   *fit, "--storage", url])  # fmt: skip
