@@ -221,6 +221,17 @@ def import_runs(
     if declared:
         meta["conventions"] = declared
     study_toml = _study_text(study, df) if study is not None else ""
+    _write_sweep(sweep, meta, study_toml, df, url)
+    for note in notes:
+        logger.warning("%s", note)
+    return len(df)
+
+
+def _write_sweep(
+    sweep: str, meta: Mapping[str, Any], study_toml: str, df: pd.DataFrame, url: str | None
+) -> None:
+    """The sweep row and one row per run, in one transaction (nothing written on an error);
+    ImportDataError when a sweep of that name exists."""
     records = [json.dumps(_jsonable_row(r)) for r in df.to_dict(orient="records")]
     try:
         with storage.transaction(url) as conn:
@@ -250,9 +261,6 @@ def import_runs(
         raise ImportDataError(
             f"sweep {sweep!r} already exists; choose another --sweep name"
         ) from None
-    for note in notes:
-        logger.warning("%s", note)
-    return len(df)
 
 
 def _declared(
