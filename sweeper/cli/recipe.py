@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -432,7 +433,6 @@ def _verdict(res: CheckResult) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from sweeper import api
-    from sweeper.recipe.check import CheckValues
     from sweeper.recipe.published_recipes import get_recipe, load_recipes
 
     if args.list_recipes:
@@ -472,28 +472,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif args.recipe:
         targets = [get_recipe(args.recipe)]
     else:
-        missing = [
-            f"--{n}"
-            for n, v in zip(("params", "tokens", "lr", "batch-tokens"), given, strict=True)
-            if v is None
-        ]
-        if missing:
-            raise TargetError(f"checking given values needs {' '.join(missing)}")
-        if (args.width is None) != (args.depth is None):
-            raise TargetError("give --width and --depth together")
-        targets = [
-            CheckValues(
-                n_params=args.params,
-                tokens=args.tokens,
-                lr=args.lr,
-                batch_tokens=args.batch_tokens,
-                layers=args.depth,
-                d_model=args.width,
-                context=args.context,
-                vocab=args.vocab,
-                parametrization=args.parametrization,
-            )
-        ]
+        targets = [_given_recipe(args, given)]
     results = api.check(
         targets, laws, storage=args.storage, force=args.force, bytes_per_token=args.bytes_per_token
     )
@@ -511,3 +490,29 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
         _check_table(results, f"Recipes against {source}")
     return 0
+
+
+def _given_recipe(args: argparse.Namespace, given: Sequence[Any]) -> Any:
+    """The recipe given as numbers on the command line (``check --params ... --lr ...``)."""
+    from sweeper.recipe.check import CheckValues
+
+    missing = [
+        f"--{n}"
+        for n, v in zip(("params", "tokens", "lr", "batch-tokens"), given, strict=True)
+        if v is None
+    ]
+    if missing:
+        raise TargetError(f"checking given values needs {' '.join(missing)}")
+    if (args.width is None) != (args.depth is None):
+        raise TargetError("give --width and --depth together")
+    return CheckValues(
+        n_params=args.params,
+        tokens=args.tokens,
+        lr=args.lr,
+        batch_tokens=args.batch_tokens,
+        layers=args.depth,
+        d_model=args.width,
+        context=args.context,
+        vocab=args.vocab,
+        parametrization=args.parametrization,
+    )
