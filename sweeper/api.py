@@ -638,7 +638,8 @@ def write_report(
     """PNG plots and a self-contained ``index.html`` for a sweep in folder ``out``; returns the
     files written. The laws shown are the latest stored per target; with ``method`` the latest
     stored by that method, fitted for the report alone when none is. ``recipe``: a recipe (or its
-    JSON form) to show, with its target on the law plot."""
+    JSON form) to show, with its target on the law plot. Every transfer check stored for the
+    sweep (:func:`validate_transfer`) has its section, the one stored last first."""
     from sweeper.recipe.recipe import Recipe
     from sweeper.report.build import build_report
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from sweeper.fitting import CellOptimum
     from sweeper.fitting.conventions import Conventions
     from sweeper.fitting.laws import Law
+    from sweeper.report.page import TransferShown
     from sweeper.study.handle import Sweep
 
 __all__ = ["build_report"]
@@ -37,11 +38,9 @@ def build_report(
     report alone when none is). Notes about what the report had to make up go into the page."""
     from sweeper.fitting import estimate_optima
     from sweeper.fitting.fit_runs import check_method, check_resamples
-    from sweeper.fitting.laws import PowerLaw, law_from_dict
     from sweeper.fitting.provenance import sweep_conventions
     from sweeper.recipe.recipe import recipe_from_dict
     from sweeper.report.page import ReportInputs, write_report
-    from sweeper.transfer.run import stored_transfer
 
     if out.exists() and not out.is_dir():
         raise SweeperError(f"report: {out} exists and is not a folder")
@@ -63,27 +62,33 @@ def build_report(
             for k in _SCALE_KEYS
             if isinstance(recipe.get(k), int | float) and recipe[k] > 0
         }
-    transfer = stored_transfer(sw.name, sw.url)
-    holdout = [transfer["holdout_cell"]] if transfer else []
-    holdout_law = None
-    if transfer and transfer.get("law"):
-        law = law_from_dict(transfer["law"])
-        holdout_law = law if isinstance(law, PowerLaw) else None
-        transfer = {k: v for k, v in transfer.items() if k != "law"}
     inputs = ReportInputs(
         sweep=sw.name,
         runs=runs,
         optima=optima,
         laws=laws,
         recipe=shown,
-        transfer=transfer,
+        transfers=_transfers(sw),
         target_scale=target_scale,
-        holdout_cells=holdout,
-        holdout_law=holdout_law,
         notes=tuple(notes),
         measured=measured_with(sweep_conventions(sw), imported=sw.spec is None),
     )
     return write_report(inputs, out)
+
+
+def _transfers(sw: Sweep) -> list[TransferShown]:
+    """Every transfer check stored for ``sw``, the one stored last first, with the LR law each
+    fitted without its held-out cell."""
+    from sweeper.fitting.laws import PowerLaw, law_from_dict
+    from sweeper.report.page import TransferShown
+    from sweeper.transfer.run import stored_transfers
+
+    out = []
+    for t in stored_transfers(sw.name, sw.url):
+        law = law_from_dict(t["law"]) if t.get("law") else None
+        result = {k: v for k, v in t.items() if k != "law"}
+        out.append(TransferShown(result, law if isinstance(law, PowerLaw) else None))
+    return out
 
 
 def measured_with(conv: Conventions, *, imported: bool = False) -> str:

@@ -42,7 +42,26 @@ if TYPE_CHECKING:
     from sweeper.fitting import CellOptimum
     from sweeper.recipe.recipe import Recipe
 
-__all__ = ["ReportInputs", "write_report"]
+__all__ = ["ReportInputs", "TransferShown", "write_report"]
+
+
+@dataclass(frozen=True)
+class TransferShown:
+    """A stored transfer check as the page shows it: its result (``TransferResult.to_dict``
+    without the law) and the LR law it fitted without the held-out cell, drawn on its own figure
+    (None: not stored, or not a power law)."""
+
+    result: Mapping[str, Any]
+    law: PowerLaw | None = None
+
+    @property
+    def title(self) -> str:
+        """The check's name on the page: its held-out cell, the cells its law was fitted on and
+        the law's method (two checks of one cell differ in those)."""
+        fit = list(self.result.get("fit_cells") or [])
+        cells = ", ".join(fit) if len(fit) <= 4 else f"{len(fit)} cells, {fit[0]} to {fit[-1]}"
+        how = f" by {self.law.method}" if self.law is not None else ""
+        return f"held-out cell {self.result['holdout_cell']}, law fitted on {cells}{how}"
 
 
 @dataclass(frozen=True)
@@ -54,11 +73,9 @@ class ReportInputs:
     optima: Sequence[CellOptimum]
     laws: Sequence[Law]
     recipe: Recipe | None = None
-    transfer: Mapping[str, Any] | None = None
+    #: the stored transfer checks, the one stored last first (each its own section and figures)
+    transfers: Sequence[TransferShown] = ()
     target_scale: Mapping[str, float] | None = None
-    holdout_cells: Sequence[str] = ()
-    #: the LR law fitted without ``holdout_cells`` (by the transfer check), drawn on its own figure
-    holdout_law: PowerLaw | None = None
     #: what the report had to assume (e.g. a law fitted for the report alone), shown at the top
     notes: Sequence[str] = ()
     #: what the sweep trained (model, loop, optimizer, the LR's meaning), one line at the top
@@ -409,29 +426,33 @@ def _loss_figure(inputs: ReportInputs) -> _Draft:
 
 
 def _transfer_figures(inputs: ReportInputs) -> list[_Draft]:
-    """The held-out cell's trained LRs, and the law fitted without it (when a check is stored)."""
+    """For each stored check: the held-out cell's trained LRs, and the law fitted without it. The
+    files of the check stored last keep the names a single check has always had."""
     out: list[_Draft] = []
-    held_fig = plot_transfer(inputs.transfer) if inputs.transfer else None
-    if held_fig is not None:
-        out.append((
-            held_fig,
-            "transfer_holdout_cell.png",
-            "Transfer check: the held-out cell",
-            "Every LR the check trained in the held-out cell (mean over seeds, bars one sd), with "
-            "the law's prediction, each baseline and the cell's measured optimum marked; the table "
-            "above gives their regrets.",
-        ))  # fmt: skip
-    law = inputs.holdout_law
-    if law is not None:
-        points, _, what = _law_points(inputs.optima, law, keep=inputs.holdout_cells)
-        out.append((
-            plot_law(points, law, holdout_cells=inputs.holdout_cells),
-            f"law_{law.target}_holdout.png",
-            "Transfer check: the law fitted without the held-out cell",
-            "The law and its 95% band fitted on the other cells only. " + what
-            + " The red square is the held-out cell's measured optimum (its per-cell estimate, "
-            "as in the table), which the law had not seen.",
-        ))  # fmt: skip
+    for i, check in enumerate(inputs.transfers):
+        n = "" if i == 0 else f"_{i + 1}"
+        name = f"Transfer check, {check.title}" if len(inputs.transfers) > 1 else "Transfer check"
+        held_fig = plot_transfer(check.result)
+        if held_fig is not None:
+            out.append((
+                held_fig,
+                f"transfer_holdout_cell{n}.png",
+                f"{name}: the held-out cell",
+                "Every LR the check trained in the held-out cell (mean over seeds, bars one sd), "
+                "with the law's prediction, each baseline and the cell's measured optimum marked; "
+                "the table above gives their regrets.",
+            ))  # fmt: skip
+        law, held = check.law, [check.result["holdout_cell"]]
+        if law is not None:
+            points, _, what = _law_points(inputs.optima, law, keep=held)
+            out.append((
+                plot_law(points, law, holdout_cells=held),
+                f"law_{law.target}_holdout{n}.png",
+                f"{name}: the law fitted without the held-out cell",
+                "The law and its 95% band fitted on the other cells only. " + what
+                + " The red square is the held-out cell's measured optimum (its per-cell "
+                "estimate, as in the table), which the law had not seen.",
+            ))  # fmt: skip
     return out
 
 
@@ -521,9 +542,10 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
     parts += [f"<div class='warn'>note: {html.escape(n)}</div>" for n in inputs.notes]
     if inputs.recipe is not None:
         parts += _recipe_html(inputs.recipe, inputs.sweep)
-    if inputs.transfer:
-        parts.append("<h2>Transfer check (held-out cell)</h2>")
-        parts += _transfer_html(inputs.transfer)
+    for check in inputs.transfers:
+        title = f"Transfer check: {check.title}"
+        parts.append(f"<h2>{html.escape(title[0].upper() + title[1:])}</h2>")
+        parts += _transfer_html(check.result)
     parts.append("<h2>Laws</h2>")
     lt = _laws_table(_power_laws(inputs))
     parts.append(

@@ -47,6 +47,7 @@ __all__ = [
     "run_transfer",
     "seed_blocks",
     "stored_transfer",
+    "stored_transfers",
     "transfer_sweep_name",
     "with_fills",
 ]
@@ -497,12 +498,20 @@ def _store_result(name: str, url: str | None, result: TransferResult) -> None:
         )
 
 
-def stored_transfer(sweep: str, url: str | None = None) -> dict[str, Any] | None:
-    """The transfer result stored last for ``sweep`` (of any held-out cell), or None: by the time
-    it was stored (an audit's rerun of an older check was not shown: the order had been the
-    check sweeps' creation), results stored before that was kept first, in creation order."""
+def stored_transfers(sweep: str, url: str | None = None) -> list[dict[str, Any]]:
+    """Every transfer result stored for ``sweep``, one per check (held-out cell, fit filter and
+    method: one check sweep each), the one stored last first: by the time each was stored (an
+    audit's rerun of an older check was not shown: the order had been the check sweeps'
+    creation); results stored before that was kept come after, the last created first."""
     prefix = f"{sweep}.transfer."
     rows = [r for r in storage.list_sweeps(url) if r["name"].startswith(prefix)]
     kept = [(r["meta"].get("transfer_stored_at") or "", i, r["meta"]["transfer_result"])
             for i, r in enumerate(rows) if r["meta"].get("transfer_result")]  # fmt: skip
-    return dict(max(kept, key=lambda k: (k[0], k[1]))[2]) if kept else None
+    return [dict(k[2]) for k in sorted(kept, key=lambda k: (k[0], k[1]), reverse=True)]
+
+
+def stored_transfer(sweep: str, url: str | None = None) -> dict[str, Any] | None:
+    """The transfer result stored last for ``sweep`` (of any held-out cell), or None
+    (:func:`stored_transfers`)."""
+    checks = stored_transfers(sweep, url)
+    return checks[0] if checks else None

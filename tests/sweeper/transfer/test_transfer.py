@@ -580,3 +580,27 @@ def test_the_report_shows_the_check_stored_last(sweep_runs: pd.DataFrame, tmp_pa
     time.sleep(0.01)
     _store_result("syn.transfer.a", url, replace(res, holdout_cell="a"))  # a rerun, stored last
     assert stored_transfer("syn", url)["holdout_cell"] == "a"
+
+
+def test_the_report_shows_every_stored_check(sweep_runs: pd.DataFrame, tmp_path) -> None:
+    """A sweep checked at two held-out cells showed only the check stored last in its report."""
+    from dataclasses import replace
+
+    from sweeper import api
+    from sweeper.transfer.run import _store_result, stored_transfers
+    from tests.sweeper.helpers import write_csv
+
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    res = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
+    api.import_runs(write_csv(sweep_runs, tmp_path / "all.csv"), sweep="syn", storage=url)
+    csv = write_csv(sweep_runs.head(3), tmp_path / "r.csv")
+    for cell in ("w1", "w2"):
+        api.import_runs(csv, sweep=f"syn.transfer.{cell}", storage=url)
+        _store_result(f"syn.transfer.{cell}", url, replace(res, holdout_cell=cell))
+    assert [t["holdout_cell"] for t in stored_transfers("syn", url)] == ["w2", "w1"]
+    api.write_report("syn", tmp_path / "rep", storage=url)
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert page.index("Transfer check: held-out cell w2") < page.index("held-out cell w1")
+    assert page.count("<h2>Transfer check, held-out cell") == 2 * (res.law is not None) + 2
+    assert (tmp_path / "rep" / "transfer_holdout_cell_2.png").is_file()
