@@ -138,6 +138,9 @@ def _report_laws(
         laws: list[Law] = [law for law in outcome.laws if isinstance(law, PowerLaw)]
         return laws, [note, *outcome.warnings]  # (the laws' own notes: the laws section)
     usable = [o for o in optima if o.usable]
-    if len(usable) < 3:
-        return [], []
+    if len(usable) < 3:  # (the page had said "run sweeper fit", which fails here too)
+        return [], [
+            f"no law: {len(usable)} of {len(optima)} cells have an optimum of their own and a "
+            "law needs 3 (the cells table says why the others have none)"
+        ]
     return [fit_power_law(usable, target="lr", source=sw.name, conventions=conv)], [note]

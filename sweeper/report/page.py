@@ -94,25 +94,41 @@ def _table(df: pd.DataFrame, classes: str = "t") -> str:
     )
 
 
-def _optima_table(optima: Sequence[CellOptimum]) -> pd.DataFrame:
+def _optima_table(optima: Sequence[CellOptimum], laws: Sequence[Law] = ()) -> pd.DataFrame:
+    """One row per cell: its per-cell estimate and, beside it, the surface LR law's own optimum
+    of the cell (the points of its law plot: the two can differ). Why a cell is not usable is
+    said below the table (:func:`_unusable_notes`), which the long reasons had crushed."""
+    own = getattr(_surface_lr_law(laws), "cell_optima", None) or {}
+    swept = any(o.batch_tokens_ci is not None for o in optima)
     rows = []
     for o in optima:
-        rows.append(
-            {
-                "cell": o.cell,
-                "N": o.n_params,
-                "D": o.tokens,
-                "runs": o.n_runs,
-                "used": o.n_used,
-                "best loss": o.loss,
-                "lr*": o.lr,
-                "lr 95% CI": f"{o.lr_ci[0]:.3g} – {o.lr_ci[1]:.3g}" if o.lr_ci else "",
-                "batch tokens*": o.batch_tokens,
-                "edge": o.edge or "",
-                "usable": "yes" if o.usable else f"no: {o.reason}",
-            }
-        )
+        row = {
+            "cell": o.cell,
+            "N": o.n_params,
+            "D": o.tokens,
+            "runs": o.n_runs,
+            "used": o.n_used,
+            "loss at optimum": o.loss,
+            "lr*": o.lr,
+            "lr 95% CI": f"{o.lr_ci[0]:.3g} – {o.lr_ci[1]:.3g}" if o.lr_ci else "",
+        }
+        if own:
+            row["lr* of the surface law"] = own.get(o.cell)
+        row["batch* (tokens)" if swept else "batch (tokens)"] = o.batch_tokens
+        row["edge"] = o.edge or ""
+        row["usable"] = "yes" if o.usable else "no (below)"
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _unusable_notes(optima: Sequence[CellOptimum]) -> list[str]:
+    """Why each cell without an optimum of its own has none, one line each."""
+    return [
+        f"<p class='muted'>{html.escape(o.cell)}: no optimum of its own: "
+        f"{html.escape(o.reason)}</p>"
+        for o in optima
+        if not o.usable
+    ]
 
 
 def _laws_table(laws: Sequence[Law]) -> pd.DataFrame:
@@ -125,7 +141,9 @@ def _laws_table(laws: Sequence[Law]) -> pd.DataFrame:
                 "id": law.id,
                 "target": law.target,
                 "method": law.method,
-                "prefactor": law.prefactor,
+                "prefactor [95% CI]": f"{law.prefactor:.3g} "
+                + (f"[{law.prefactor_ci[0]:.3g}, {law.prefactor_ci[1]:.3g}]"
+                   if law.prefactor_ci else ""),
                 "exponents [95% CI]": "; ".join(
                     f"{p}: {law.exponents[p]:+.3f} [{law.exponents_ci[p][0]:+.3f}, {law.exponents_ci[p][1]:+.3f}]"
                     for p in law.predictors
@@ -185,19 +203,52 @@ def _transfer_html(t: Mapping[str, Any]) -> list[str]:
     return [f"<p>{html.escape(head + '.')}</p>", _table(rows)]
 
 
+def _fitted_sources(r: Recipe, role: str | None = None) -> set[str]:
+    """The sweeps whose fitted laws made ``r`` (of its ``role`` law only: "lr", "batch")."""
+    return {
+        str(p["source"])
+        for k, p in r.provenance.items()
+        if p.get("method") != "published" and p.get("source") and role in (None, k)
+    }
+
+
+def _recipe_summary(r: Recipe) -> str:
+    """The recipe in one sentence: its LR and batch, at what target, how far beyond the cells."""
+    far = r.extrapolation_factor
+    beyond = f", {far:.3g}x beyond the largest fitted cell" if far and far > 1 else ""
+    return (
+        f"Peak LR {r.lr.value:.3g} ({r.lr.text(3, f'{r.level:.0%}')}), global batch "
+        f"{r.global_batch_sequences} x {r.seq_len} tokens, for {r.n_params:.3g} parameters on "
+        f"{r.tokens:.3g} tokens{beyond}; {len(r.warnings)} warning(s), most important first."
+    )
+
+
+#: how many of a recipe's warnings the page shows open; the rest (ranked lower) are folded
+_OPEN_WARNINGS = 3
+
+
+def _recipe_warnings(warnings: Sequence[str]) -> list[str]:
+    """The recipe's warnings, most important first (as the recipe ranks them): the first
+    :data:`_OPEN_WARNINGS` as boxes, the rest folded under one line (an audit found the values
+    buried under 13 boxes of equal weight)."""
+    boxes = [f"<div class='warn'>{html.escape(str(w))}</div>" for w in warnings]
+    if len(boxes) <= _OPEN_WARNINGS + 1:
+        return boxes
+    rest = boxes[_OPEN_WARNINGS:]
+    folded = f"<details><summary>{len(rest)} more warnings</summary>{''.join(rest)}</details>"
+    return [*boxes[:_OPEN_WARNINGS], folded]
+
+
 def _recipe_html(r: Recipe, sweep: str) -> list[str]:
     """The recipe as ``sweeper recommend`` prints it (:func:`~sweeper.recipe.table.recipe_rows`),
     its warnings first; and a warning above them when its laws were fitted on another sweep than
     the page's (the page's laws, cells and plots are not the recipe's)."""
     from sweeper.recipe.table import recipe_rows
 
-    parts = ["<h2>Recommended recipe</h2>"]
-    fitted = {
-        str(p["source"])
-        for p in r.provenance.values()
-        if p.get("method") != "published" and p.get("source")
-    }
-    others = sorted(fitted - {sweep})
+    forced = any("written anyway (force)" in w for w in r.warnings)
+    parts = ["<h2>Recipe written anyway (forced)</h2>" if forced else "<h2>Recommended recipe</h2>",
+             f"<p><b>{html.escape(_recipe_summary(r))}</b></p>"]  # fmt: skip
+    others = sorted(_fitted_sources(r) - {sweep})
     published = bool(r.provenance) and all(
         p.get("method") == "published" for p in r.provenance.values()
     )
@@ -208,7 +259,7 @@ def _recipe_html(r: Recipe, sweep: str) -> list[str]:
             f"{html.escape(sweep)}'s: the laws, cells and plots on this page are not the ones it "
             "used</div>"
         )
-    parts += [f"<div class='warn'>{html.escape(str(w))}</div>" for w in r.warnings]
+    parts += _recipe_warnings(r.warnings)
     head = ["setting", "value", f"{r.level:.0%} interval / note"]
     parts.append(_table(pd.DataFrame(recipe_rows(r), columns=head), classes="t recipe"))
     return parts
@@ -371,15 +422,33 @@ def _law_points(
 
 def _law_notes(laws: Sequence[Law]) -> list[str]:
     """Each law's notes (what ``sweeper fit`` printed: a fit that did not converge, one that fits
-    poorly, cells left out), as warning boxes of escaped HTML."""
-    out = []
+    poorly, cells left out), as warning boxes of escaped HTML; a note several laws share (the
+    sweep's own) once, naming them all."""
+    by_note: dict[str, list[str]] = {}
     for law in laws:
         ident = f" #{law.id}" if law.id is not None else ""
         for n in getattr(law, "notes", ()) or ():
-            out.append(
-                f"<div class='warn'>{html.escape(f'{law.target} law{ident} ({law.method})')}: "
-                f"{html.escape(str(n))}</div>"
-            )
+            by_note.setdefault(str(n), []).append(f"{law.target} law{ident} ({law.method})")
+    return [
+        f"<div class='warn'>{html.escape(' and '.join(names))}: {html.escape(n)}</div>"
+        for n, names in by_note.items()
+    ]
+
+
+def _law_scopes(laws: Sequence[PowerLaw]) -> list[str]:
+    """Where each law was measured, as ``sweeper fit`` prints it: the range of each predictor it
+    was fitted over (beyond it the law extrapolates) and what its cells held fixed."""
+    out = []
+    for law in laws:
+        ident = f" #{law.id}" if law.id is not None else ""
+        dom = "; ".join(
+            f"{p} {lo:.3g} to {hi:.3g}" for p, (lo, hi) in law.domain.items() if p in law.predictors
+        )
+        held = law.conventions.held_text
+        text = f"{law.target} law{ident}: fitted over {dom or 'no recorded range'}" + (
+            f"; held fixed: {held}" if held else ""
+        )
+        out.append(f"<p class='muted'>{html.escape(text)}.</p>")
     return out
 
 
@@ -456,25 +525,31 @@ def _transfer_figures(inputs: ReportInputs) -> list[_Draft]:
     return out
 
 
+def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, str]:
+    """The recipe's peak LR to mark on ``law``'s plot (None: not this law's to mark) and the
+    caption's sentence on the target's marks. Only the LR: a recipe's batch is in its target's
+    tokens, the law's may be bytes; and only a recipe made from this sweep's LR law (an audit's
+    plot drew another sweep's LR, 77x off, beside this law with no word)."""
+    r = inputs.recipe
+    if not inputs.target_scale:
+        return None, ""
+    star = (" The star is the law's point estimate at the recipe's target, with its interval, far"
+            " to the right when the extrapolation is long")  # fmt: skip
+    if r is None or law.target != "lr":
+        return None, star + "."
+    if _fitted_sources(r, "lr") != {inputs.sweep}:
+        return None, star + "; the recipe's peak LR is not drawn: another law made it."
+    return r.lr.value, star + (
+        "; the diamond is the peak LR the recipe wrote (risk-aware: it can lie below or above "
+        "the star)."
+    )
+
+
 def _law_figures(inputs: ReportInputs) -> list[_Draft]:
     """Each power law against scale, and its residuals."""
     out: list[_Draft] = []
     for law in _power_laws(inputs):
-        # (the LR only: a recipe's batch is in its target's tokens, the law's may be bytes)
-        r = inputs.recipe
-        value = r.lr.value if r is not None and law.target == "lr" else None
-        star = (
-            " The star is the law's point estimate at the recipe's target, with its interval, far"
-            " to the right when the extrapolation is long"
-            + (
-                "; the diamond is the peak LR the recipe wrote (risk-aware: it can lie below or "
-                "above the star)."
-                if value is not None
-                else "."
-            )
-            if inputs.target_scale
-            else ""
-        )
+        value, star = _recipe_marks(inputs, law)
         points, source, what = _law_points(inputs.optima, law)
         out.append((
             plot_law(points, law, target_scale=inputs.target_scale, recipe_value=value),
@@ -549,11 +624,17 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
     parts.append("<h2>Laws</h2>")
     lt = _laws_table(_power_laws(inputs))
     parts.append(
-        _table(lt) if len(lt) else "<p>No power law fitted yet: run <code>sweeper fit</code>.</p>"
+        _table(lt)
+        if len(lt)
+        else "<p>No power law to show: the note at the top says why.</p>"
+        if inputs.notes
+        else "<p>No power law fitted yet: run <code>sweeper fit</code>.</p>"
     )
+    parts += _law_scopes(_power_laws(inputs))
     parts += _law_notes(_power_laws(inputs))
     parts.append("<h2>Cells and their optima</h2>")
-    parts.append(_table(_optima_table(inputs.optima)))
+    parts.append(_table(_optima_table(inputs.optima, inputs.laws)))
+    parts += _unusable_notes(inputs.optima)
     for title, caption, p in figures:
         parts.append(
             f"<h2>{html.escape(title)}</h2>{_img(p, title)}<p class='muted'>{html.escape(caption)}</p>"

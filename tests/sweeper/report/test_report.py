@@ -363,3 +363,67 @@ def test_the_law_plot_marks_the_lr_the_recipe_wrote_beside_the_laws_point() -> N
     assert f"the recipe's peak LR: {point / 2:.3g}" in labels
     plain = plot_law(optima, law, target_scale=target)
     assert not any("recipe" in t.get_text() for t in plain.axes[0].get_legend().get_texts())
+
+
+def test_the_page_leads_with_the_recipe_and_marks_only_its_own_lr(tmp_path: Path) -> None:
+    """A report audit: a recipe made from another sweep's LR law had its peak LR drawn beside
+    this sweep's law (77x apart, no word on the plot); the recipe's values sat under 11-13 warning
+    boxes of equal weight, a forced one headed "Recommended"; the laws table left out where each
+    law was measured and what it held fixed; a note two laws share was shown twice."""
+    from sweeper.report.page import _law_notes, _recipe_marks
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=30)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=60, source="s")
+    r = _recipe()
+    own = ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law], recipe=r,
+                       target_scale={"n_params": 1e8})  # fmt: skip
+    assert _recipe_marks(own, law)[0] == r.lr.value
+    value, caption = _recipe_marks(replace(own, sweep="t"), law)
+    assert value is None and "the recipe's peak LR is not drawn" in caption
+    write_report(own, tmp_path / "own")
+    page = html.unescape((tmp_path / "own" / "index.html").read_text())
+    head = page[page.index("<h2>Recommended recipe</h2>"):]
+    assert head.index(f"Peak LR {r.lr.value:.3g}") < head.index("class='warn'")
+    assert f"for {r.n_params:.3g} parameters" in head
+    if len(r.warnings) > 4:
+        assert f"{len(r.warnings) - 3} more warnings" in page
+    assert "lr law: fitted over n_params 1e+06 to 1.6e+07" in page
+    forced = replace(r, warnings=("lr: it does not determine the value; written anyway (force)",))
+    write_report(replace(own, recipe=forced), tmp_path / "forced")
+    assert "<h2>Recipe written anyway (forced)</h2>" in (tmp_path / "forced/index.html").read_text()
+    twin = replace(law, target="batch_tokens", notes=("shared",))
+    shared = _law_notes([replace(law, notes=("shared",)), twin])
+    assert len(shared) == 1 and "lr law" in shared[0] and "batch_tokens law" in shared[0]
+
+
+def test_a_page_without_a_law_says_why(tmp_path: Path) -> None:
+    """With too few usable cells the page told the reader to run `sweeper fit`, which fails
+    there too; why a cell is not usable now sits below the cells table, not in a column whose
+    long text crushed it."""
+    runs = synthetic_sweep(n_params=(1e6, 4e6), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=0)
+    bad = replace(optima[0], usable=False, reason="its optimum is at the grid's low edge")
+    write_report(ReportInputs(sweep="s", runs=runs, optima=[bad, optima[1]], laws=[],
+                              notes=("no law: 1 of 2 cells have an optimum",)), tmp_path)  # fmt: skip
+    page = html.unescape((tmp_path / "index.html").read_text())
+    assert "run <code>sweeper fit</code>" not in page and "the note at the top says why" in page
+    assert f"{bad.cell}: no optimum of its own: its optimum is at the grid's low edge" in page
+    assert "<td>no (below)</td>" in page
+
+
+def test_the_cells_table_shows_the_surface_laws_own_optima() -> None:
+    """The law plot draws the surface law's own cell optima while the cells table showed only
+    the per-cell estimate: an audit read the same cell's optimum as 0.0034 and 5.6e-3."""
+    from types import SimpleNamespace
+
+    from sweeper.report.page import _optima_table
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=0)
+    own = {o.cell: 1e-3 * (i + 1) for i, o in enumerate(optima)}
+    surface = SimpleNamespace(target="lr", method="surface", cell_optima=own)
+    table = _optima_table(optima, [surface])
+    assert list(table["lr* of the surface law"]) == list(own.values())
+    assert "lr* of the surface law" not in _optima_table(optima, [])
+    assert "loss at optimum" in table and "best loss" not in table
