@@ -79,8 +79,10 @@ def _sweep_items(spec: StudySpec, operational: bool) -> list[tuple[str, Any]]:
     if operational:
         items += [("description", sw.description or None), ("storage", sw.storage)]
     items.append(("data", sw.data))
-    # law: the budget is sampler.budget_runs; a count neither given nor a grid's: none (missing)
-    if operational and spec.sampler.kind != "law" and spec.trials_per_cell:
+    # law: the budget is sampler.budget_runs; a count neither given nor a grid's: none (missing);
+    # one given is written whatever it is (a 0 set in Python had read back as valid)
+    given = sw.trials_per_cell is not None
+    if operational and spec.sampler.kind != "law" and (given or spec.trials_per_cell):
         items.append(("trials_per_cell", spec.trials_per_cell))
     items.append(("seeds_per_point", sw.seeds_per_point))
     if sw.first_seed:  # (written only when set, so that earlier sweeps keep their hash)

@@ -399,6 +399,10 @@ def test_programmatic_one_cell_grid_spec() -> None:
     )
     problems = check_spec(bad)
     assert "sweep.trials_per_cell: missing (required unless sampler.kind = 'grid')" in problems
+    # a count set to 0 in Python was not written back as TOML, so it read back as valid and
+    # launch started Ray and stored an empty sweep (an API audit)
+    zero = replace(spec, sweep=replace(spec.sweep, trials_per_cell=0))
+    assert check_spec(zero) == ["sweep.trials_per_cell: 0 must be >= 1"]
     assert "ladder.widths: 100 is not divisible by head_dim 16" in problems
     assert any(p.startswith("search.lr: inverted range") for p in problems)
 
