@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.errors import FitError, StorageError, SweeperError, TargetError
+from sweeper.errors import FitError, StorageError, StudyError, SweeperError, TargetError
 from sweeper.fitting.methods import DEFAULT_METHOD
 
 if TYPE_CHECKING:
@@ -83,7 +83,11 @@ def _sweep(sweep: str | Sweep, storage: str | None) -> Sweep:
 def _surface_settings(sw: Sweep | None, given: str | None) -> str:
     """The surface method's settings for ``sw``: ``given``, else the law sampler's own fit for a
     study that it planned (its runs sit near each optimum), else the standard one."""
+    from sweeper.fitting.methods import SURFACE_SETTINGS
+
     if given is not None:
+        if given not in SURFACE_SETTINGS:  # (validate_transfer had raised a bare KeyError)
+            raise FitError(f"surface: {given!r} is not one of {', '.join(SURFACE_SETTINGS)}")
         return given
     spec = sw.spec if sw is not None else None
     return "planner" if spec is not None and spec.sampler.kind == "law" else "standard"
@@ -269,10 +273,9 @@ def _fit_inputs(
     import pandas as pd
 
     from sweeper.fitting.provenance import runs_conventions, sweep_conventions
-    from sweeper.study.runs import normalize_runs
 
     if isinstance(data, pd.DataFrame):
-        from sweeper.study.importer import REQUIRED_COLUMNS
+        from sweeper.study.importer import REQUIRED_COLUMNS, validated_runs
 
         missing = [c for c in REQUIRED_COLUMNS if c not in data.columns]
         if missing:  # (a missing loss read as "every run diverged", a missing N as NaN cells)
@@ -281,7 +284,9 @@ def _fit_inputs(
                 f"{', '.join(map(str, data.columns))}); rename yours to these (e.g. "
                 "df.rename(columns={'val_loss': 'loss'})), or import the file with renames"
             )
-        runs = normalize_runs(data)  # a user's own frame: canonical columns derived as on import
+        # a user's own frame, checked and normalized as an imported file is (rows with an empty
+        # loss and no diverged or state column to excuse them had been fitted in silence)
+        runs = validated_runs(data, "the runs frame")
         return runs, runs_conventions(runs), "", None
     if isinstance(data, str) and "+" in data:
         runs, conv, name = _joined_runs(data, storage)
@@ -323,18 +328,34 @@ def laws(sweep: str | Sweep | None = None, *, storage: str | None = None) -> lis
 
 
 def law(law_id: int, *, storage: str | None = None) -> Law:
-    """The stored law ``law_id``."""
+    """The stored law ``law_id``. A published law set is :func:`published_laws`."""
     from sweeper.fitting.store import get_law
+    from sweeper.recipe.published import PUBLISHED_NAMES
 
+    if isinstance(law_id, bool) or not isinstance(law_id, int | str) or (
+        isinstance(law_id, str) and not law_id.strip().isdigit()
+    ):
+        hint = (f"; a published law set is sweeper.published_laws({law_id!r})"
+                if isinstance(law_id, str) and law_id.lower() in PUBLISHED_NAMES else "")  # fmt: skip
+        raise StorageError(f"a law id is a whole number, got {law_id!r}{hint}")
     return get_law(int(law_id), storage)
 
 
+def published_laws(name: str) -> dict[str, Law]:
+    """The laws published under ``name`` (deepseek, steplaw, kaplan, porian), keyed by target;
+    what ``sweeper laws show NAME`` prints."""
+    from sweeper.recipe.published import published_laws as _published
+
+    return _published(name)
+
+
 def resolve_laws(
-    given: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
+    given: str | int | Sweep | Law | Sequence[Law] | Mapping[str, Law],
     *,
     storage: str | None = None,
 ) -> tuple[dict[str, Law], LossLaw | None]:
-    """Laws keyed by target ("lr", "batch_tokens") and the loss law, from: a sweep (its latest
+    """Laws keyed by target ("lr", "batch_tokens") and the loss law, from: a stored law's id, a
+    sweep (its latest
     stored laws), a published name (``deepseek``, ``steplaw``, ``kaplan``, ``porian``) that is no
     sweep in the storage (a sweep of that name wins, with a warning: the published laws are
     :func:`~sweeper.recipe.published.published_laws`, ``--law NAME`` on the command line), one
@@ -362,10 +383,12 @@ def resolve_laws(
         name, url = given, storage
     elif isinstance(given, Law):
         return _keyed([given])
+    elif isinstance(given, int) and not isinstance(given, bool):  # (a stored law's id, as --law)
+        return _keyed([law(given, storage=storage)])
     elif isinstance(given, Mapping):
-        return _keyed(list(given.values()))
+        return _keyed(_laws_only(list(given.values())))
     else:
-        return _keyed(list(given))
+        return _keyed(_laws_only(list(given)))
     found, loss = latest_laws(name, url)
     if not found and loss is None:
         from sweeper.study.storage import get_sweep, no_sweep, resolve_url, safe_url
@@ -377,6 +400,20 @@ def resolve_laws(
             f"fit {name}`, or use a published law: {'|'.join(PUBLISHED_NAMES)})"
         )
     return found, loss
+
+
+def _laws_only(items: list[Any]) -> list[Law]:
+    """``items`` when every one is a :class:`Law`; else TargetError naming the first that is not
+    (a published name in a list had raised a bare AttributeError)."""
+    from sweeper.fitting.laws import Law
+
+    for item in items:
+        if not isinstance(item, Law):
+            raise TargetError(
+                f"laws: {item!r} ({type(item).__name__}) is not a Law; give a sweep or published "
+                "name, a law id, one Law, or a list or mapping of Laws"
+            )
+    return items
 
 
 def _holds_sweep(name: str, url: str | None) -> bool:
@@ -416,7 +453,7 @@ def _name(law: Law) -> str:
 
 # ---- stage 3: a recipe for a target ---------------------------------------------------------------
 def recommend(
-    laws: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
+    laws: str | int | Sweep | Law | Sequence[Law] | Mapping[str, Law],
     at: Target | Mapping[str, Any],
     hardware: Hardware | Mapping[str, Any] | None = None,
     *,
@@ -498,6 +535,10 @@ def export(
     or no parametrization unless ``force``."""
     from sweeper.recipe.export import render
 
+    if framework_version is not None and not isinstance(framework_version, str):
+        raise TargetError(  # (a float 0.16 had raised a bare AttributeError; 0.10 would be 0.1)
+            f"framework_version is a string, e.g. '0.16'; got {framework_version!r}"
+        )
     r = render(
         recipe, format, framework_version, allow_inexpressible=allow_inexpressible, force=force
     )
@@ -516,7 +557,7 @@ def export(
 
 def check(
     recipes: str | PublishedRecipe | CheckValues | Sequence[str | PublishedRecipe | CheckValues],
-    laws: str | Sweep | Law | Sequence[Law] | Mapping[str, Law],
+    laws: str | int | Sweep | Law | Sequence[Law] | Mapping[str, Law],
     *,
     storage: str | None = None,
     force: bool = False,
@@ -653,7 +694,7 @@ def diff(
     sweep_a: str | Sweep,
     sweep_b: str | Sweep,
     *,
-    method: str = "parabola",
+    method: str = "parabola",  # (DIFF_METHODS[0]: parabola or band)
     predictors: Sequence[str] | None = None,
     params: float | None = None,
     tokens: float | None = None,
@@ -669,9 +710,10 @@ def diff(
     A side may be several sweeps joined by ``+`` (``"qknorm_off+qknorm_off_ext"``): the same
     study on more LRs, whose runs are fitted together under the first one's conventions (their
     conventions must agree)."""
-    from sweeper.fitting.diff import diff_runs
+    from sweeper.fitting.diff import check_diff_method, diff_runs
 
     _check_fit_options(options)
+    check_diff_method(method)
     runs_a, conv_a, name_a = _joined_runs(sweep_a, storage)
     runs_b, conv_b, name_b = _joined_runs(sweep_b, storage)
     target = {k: v for k, v in (("n_params", params), ("tokens", tokens)) if v is not None}
@@ -706,10 +748,13 @@ def coord_check(
     from dataclasses import replace
 
     from sweeper.study.own_code import coord_check_study
+    from sweeper.study.spec import check_spec
 
     spec = study if not isinstance(study, (str, Path)) else load_study(study)
     if parametrization is not None:
         spec = replace(spec, model=replace(spec.model, parametrization=parametrization))
+        if problems := check_spec(spec):  # (a bare ValueError for an unknown one)
+            raise StudyError(problems)
     return coord_check_study(
         spec, widths=widths, depth=depth, steps=steps, lr=lr, batch_size=batch_size, seed=seed
     )

@@ -47,6 +47,11 @@ class TargetError(SweeperError):
     """A recommendation target, hardware description or export request is invalid."""
 
 
+class ScaleError(TargetError, ValueError):
+    """A law asked where it cannot answer: a predictor missing, not positive or not finite, or an
+    interval level that is no probability (a ValueError too, as a bad argument is)."""
+
+
 class Interrupted(KeyboardInterrupt):
     """A signal (``signal_name``: "SIGINT", "SIGTERM") stopped the runs a verb had launched
     (validate-transfer's): what finished is kept, and the same command resumes. A

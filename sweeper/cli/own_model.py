@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.cli.numbers import number
+from sweeper.fitting.methods import DIFF_METHODS
 
 __all__ = ["register"]
 
@@ -69,7 +70,7 @@ def register(sub: Any) -> None:
     d.add_argument("sweep_b", help="the sweep with the change (a+b likewise)")
     d.add_argument("--storage", default=None, help="SQLAlchemy URL of the storage")
     d.add_argument("--target", default="lr", choices=("lr",), help="the law compared (lr)")
-    d.add_argument("--method", default="parabola", choices=("parabola", "band"))
+    d.add_argument("--method", default=DIFF_METHODS[0], choices=DIFF_METHODS)
     d.add_argument("--predictors", default=None, help="comma-separated, e.g. n_params,tokens")
     d.add_argument("--params", type=number, default=None, help="target N (non-embedding)")
     d.add_argument("--tokens", type=number, default=None, help="target D")

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Final, NamedTuple
 import numpy as np
 
 from sweeper.fitting.conventions import Conventions
-from sweeper.fitting.laws import PowerLaw
+from sweeper.fitting.laws import PowerLaw, check_level
 
 __all__ = ["BLOWUP", "Regret", "SurfaceLaw"]
 
@@ -174,6 +174,7 @@ class SurfaceLaw(PowerLaw):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Relative loss excess over the optimum (%) at each target value: (mean, low, high), the
         mean and the central ``level`` interval over the law's and the shape's draws."""
+        level = check_level(level)
         c, lk, a, psi = self._at(scale)
         x = np.log(np.asarray(values, dtype=float))
         ex = _bounded(_excess(x[None, :] - c[:, None], lk[:, None], a[:, None], psi[:, None]))
@@ -185,6 +186,7 @@ class SurfaceLaw(PowerLaw):
     ) -> dict[str, tuple[float, float, float]]:
         """k just below and just above the optimum at ``scale``: (point, low, high), relative loss
         per (natural log of the target)²."""
+        level = check_level(level)
         _, lk0, a0, _ = self._at(scale, draws=False)
         _, lk, a, _ = self._at(scale)
         q = [0.5 - level / 2, 0.5 + level / 2]
@@ -210,6 +212,7 @@ class SurfaceLaw(PowerLaw):
         """The relative loss excess (% of the optimal loss) of running ``value`` (of the law's
         target, e.g. an LR) at ``scale``, over the draws of the law, its scatter and the shape;
         each draw's excess counts for at most :data:`BLOWUP` (past it a run is off the model)."""
+        level = check_level(level)
         c, lk, a, psi = self._at(scale)
         d = math.log(float(value)) - c
         ex = _bounded(_excess(d, lk, a, psi))

@@ -36,8 +36,9 @@ from sweeper.errors import FitError
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.fit_runs import FitOptions, fit_runs
 from sweeper.fitting.laws import PowerLaw
+from sweeper.fitting.methods import DIFF_METHODS
 
-__all__ = ["ALPHA", "DiffResult", "Estimate", "diff_runs"]
+__all__ = ["ALPHA", "DiffResult", "Estimate", "check_diff_method", "diff_runs"]
 
 #: the family-wise error rate of the "different" verdict
 ALPHA: Final[float] = 0.05
@@ -144,13 +145,22 @@ class DiffResult:
         }
 
 
+def check_diff_method(method: str) -> None:
+    """FitError unless ``method`` is one :func:`diff_runs` compares with (the per-cell fits
+    whose resamples it pairs: :data:`~sweeper.fitting.methods.DIFF_METHODS`)."""
+    if method not in DIFF_METHODS:
+        raise FitError(f"diff: method {method!r} is not one of {', '.join(DIFF_METHODS)} (the "
+                       "per-cell fits whose resamples it pairs; the surface method is not "
+                       "supported here)")  # fmt: skip
+
+
 def diff_runs(
     runs_a: pd.DataFrame,
     runs_b: pd.DataFrame,
     *,
     conventions: tuple[Conventions, Conventions] = (Conventions(), Conventions()),
     names: tuple[str, str] = ("a", "b"),
-    method: str = "parabola",
+    method: str = DIFF_METHODS[0],
     predictors: Sequence[str] | None = None,
     target: Mapping[str, float] | None = None,
     n_boot: int = DEFAULT_BOOT,
@@ -159,7 +169,9 @@ def diff_runs(
     **options: Any,
 ) -> DiffResult:
     """Compare sweep B's runs with sweep A's (module docstring). ``target``: predictor values of
-    the LR ratio (missing ones from the largest cell); ``options``: more :class:`FitOptions`."""
+    the LR ratio (missing ones from the largest cell); ``options``: more :class:`FitOptions`.
+    FitError for a method not in :data:`~sweeper.fitting.methods.DIFF_METHODS`."""
+    check_diff_method(method)
     for runs, name in ((runs_a, names[0]), (runs_b, names[1])):
         _check_schedules(runs, name)
     opts = FitOptions(method=method, n_boot=n_boot, cell_boot=cell_boot, seed=seed, **options)

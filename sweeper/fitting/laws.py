@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from sweeper.errors import FitError
+from sweeper.errors import FitError, ScaleError
 from sweeper.fitting.conventions import SCHEMA_VERSION, V1_HELD_PREFIX, Conventions
 
 __all__ = [
@@ -135,13 +135,18 @@ class Law:
                 out[p] = float(scale[p]) / hi
         return out
 
-    def _require(self, scale: Mapping[str, float]) -> np.ndarray:
-        missing = [p for p in self.predictors if p not in scale]
+    def _require(self, scale: Mapping[str, float], names: Sequence[str] = ()) -> np.ndarray:
+        """The values of the law's predictors (or of ``names``) in ``scale``; ScaleError when one
+        is missing, not positive or not finite (a bare KeyError had reached API users)."""
+        names = tuple(names) or self.predictors
+        missing = [p for p in names if p not in scale]
         if missing:
-            raise KeyError(f"law {self.source}:{self.target} needs {missing}, got {sorted(scale)}")
-        x = np.array([float(scale[p]) for p in self.predictors])
+            raise ScaleError(
+                f"law {self.source}:{self.target} needs {missing}, got {sorted(scale)}"
+            )
+        x = np.array([float(scale[p]) for p in names])
         if np.any(~np.isfinite(x)) or np.any(x <= 0):
-            raise ValueError(f"predictors must be positive and finite, got {dict(scale)}")
+            raise ScaleError(f"predictors must be positive and finite, got {dict(scale)}")
         return x
 
     def to_dict(self) -> dict[str, Any]:
@@ -215,7 +220,7 @@ class PowerLaw(Law):
     def interval(self, scale: Mapping[str, float], level: float = 0.95) -> tuple[float, float]:
         """Interval for the optimum at ``scale``: coefficient uncertainty (bootstrap) plus scatter."""
         center = self.log_predict(scale)
-        z = _normal_quantile(0.5 + level / 2)
+        z = _normal_quantile(0.5 + check_level(level) / 2)
         coef_sd = 0.0
         if len(self.boot_coefs) >= 2:
             coefs = np.asarray(self.boot_coefs, dtype=float)
@@ -285,7 +290,8 @@ class LossLaw(Law):
     notes: tuple[str, ...] = ()
 
     def predict(self, scale: Mapping[str, float]) -> float:
-        n, d = float(scale["n_params"]), float(scale["tokens"])
+        """The loss at ``scale`` (``n_params`` and ``tokens``, both positive)."""
+        n, d = self._require(scale, ("n_params", "tokens"))
         return self.E + self.A / n**self.alpha + self.B / d**self.beta
 
     def compute_optimal(self, flops: float) -> tuple[float, float]:
@@ -375,6 +381,15 @@ def _central_sd(draws: np.ndarray, level: float) -> float:
 
 def _exp_or_inf(x: float) -> float:
     return math.exp(x) if x < _LOG_MAX else math.inf
+
+
+def check_level(level: float) -> float:
+    """``level`` when it is a probability strictly between 0 and 1 (0.95, not 95); else
+    ScaleError."""
+    ok = isinstance(level, int | float) and not isinstance(level, bool) and 0 < level < 1
+    if not ok:
+        raise ScaleError(f"level must be a probability between 0 and 1, e.g. 0.95; got {level!r}")
+    return float(level)
 
 
 def _normal_quantile(p: float) -> float:

@@ -9,6 +9,7 @@ from typing import Final
 
 __all__ = [
     "DEFAULT_METHOD",
+    "DIFF_METHODS",
     "EDGE_NOTE",
     "FIT_METHODS",
     "METHOD_HELP",
@@ -18,8 +19,12 @@ __all__ = [
 ]
 
 FIT_METHODS: Final[tuple[str, ...]] = ("parabola", "band", "surface")
-#: the method used when none is named (CLI, Python API, report, validate-transfer, diff)
+#: the method used when none is named (CLI, Python API, report, validate-transfer)
 DEFAULT_METHOD: Final[str] = "surface"
+#: the methods ``diff`` compares with (the first its default): per-cell fits, whose resampled
+#: laws it pairs draw by draw (given the surface method, it ran for minutes and returned
+#: intervals up to 1e36: not supported there)
+DIFF_METHODS: Final[tuple[str, ...]] = ("parabola", "band")
 #: one line on each, for ``--method``'s help
 METHOD_HELP: Final[str] = (
     "parabola: optimum per cell, then the law through the optima; band: runs within a loss band "

@@ -244,6 +244,11 @@ def resolve_target(
     units per target token (its D is converted at this boundary). ``conventions``: the LR law's;
     when it names a ``model_builder``, N (unless given) and the total parameters are counted by
     building that model at the target's shape on the meta device."""
+    if hw.seq_len is not None and target.context is not None and hw.seq_len != target.context:
+        raise TargetError(  # (the hardware's had won in silence: block_size 4096 for a 2048 model)
+            f"the target's context ({target.context}) and the hardware's seq_len ({hw.seq_len}) "
+            "differ: give one, or the same in both"
+        )
     seq_len = hw.seq_len or target.context or DEFAULT_SEQ_LEN
     if hw.seq_len is None and target.context is None:
         warnings.append(Assumed(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}"))

@@ -107,15 +107,15 @@ KEYS: Final[Mapping[str, tuple[Callable[[str], Any], str]]] = {
 def parse_declared(
     items: Iterable[str] | Mapping[str, Any], named: str | None = None
 ) -> dict[str, Any]:
-    """``KEY=VALUE`` texts (or a mapping) as a dict of checked values; ImportDataError listing
+    """``KEY=VALUE`` texts (one, several, or a mapping) as a dict of checked values; ImportDataError listing
     every problem (an unknown key with the known ones, a value with the rule it breaks, a key
     given twice). ``named``: the parametrization the file's own column names."""
     pairs: list[tuple[str, str]] = []
     problems: list[str] = []
     if isinstance(items, Mapping):
         pairs = [(str(k), str(v)) for k, v in items.items()]
-    else:
-        for item in items:
+    else:  # (one "KEY=VALUE" string is one item: it had been read a character at a time)
+        for item in [items] if isinstance(items, str) else items:
             key, sep, value = str(item).partition("=")
             if not sep or not key.strip() or not value.strip():
                 problems.append(f"--convention takes KEY=VALUE, got {item!r}")

@@ -51,6 +51,7 @@ __all__ = [
     "imported_status",
     "load_runs",
     "read_runs_file",
+    "validated_runs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,18 @@ def read_runs_file(
         else:
             df["seq_len"] = seq_len
 
+    return validated_runs(df, name, loss_written)
+
+
+def validated_runs(
+    df: pd.DataFrame, name: str, loss_written: pd.Series | None = None
+) -> pd.DataFrame:
+    """``df`` (with the required columns) checked as a runs file is and normalized; ImportDataError
+    with one line per problem. ``loss_written``: per row, whether the file wrote its loss as
+    nan/inf, which marks a diverged run where the file has no diverged or state column (None:
+    no such mark; an empty loss is then refused unless a column excuses it). The runs table of
+    :func:`read_runs_file`, and of a user's own frame given to ``sweeper.fit``."""
+    df = df.copy()
     problems: list[str] = []
     explicit = "diverged" in df.columns or "state" in df.columns
     diverged = _bool_column(df, "diverged", name, problems)

@@ -404,3 +404,45 @@ def test_a_python_spec_with_numpy_values_or_a_half_range_is_read_as_a_files() ->
     half = dataclasses.replace(s.search, lr=ParamSpec(low=1e-4))
     problems = check_spec(dataclasses.replace(s, search=half), code=True)
     assert any("a range needs low and high" in p for p in problems), problems
+
+
+def test_a_notebook_users_mistakes_from_an_api_audit_are_sweeper_errors(tmp_path: Path) -> None:
+    """An API audit: each of these raised a bare KeyError, ValueError, StatisticsError,
+    AttributeError or TypeError, read a string a character at a time, or took one of two
+    conflicting inputs in silence; a published law set had no Python equivalent of `laws show`."""
+    from sweeper.errors import ScaleError, StorageError, StudyError, SweeperError, TargetError
+    from sweeper.fitting.synthetic import synthetic_sweep
+
+    assert set(sweeper.published_laws("deepseek")) == {"lr", "batch_tokens"}
+    with pytest.raises(StorageError, match=r"sweeper.published_laws\('deepseek'\)"):
+        sweeper.law("deepseek")  # type: ignore[arg-type]
+    lr = sweeper.published_laws("steplaw")["lr"]
+    at = {"n_params": 1e9, "tokens": 2e10}
+    with pytest.raises(TargetError, match=r"'steplaw' \(str\) is not a Law"):
+        sweeper.recommend([lr, "steplaw"], at=at)  # type: ignore[list-item]
+    with pytest.raises(ScaleError, match="level must be a probability"):
+        lr.interval(at, level=95)
+    with pytest.raises(ScaleError, match="needs"):
+        lr.predict({"n_params": 1e9})
+    recipe = sweeper.recommend("deepseek", at=at)
+    with pytest.raises(TargetError, match="framework_version is a string"):
+        sweeper.export(recipe, "megatron", 0.16)  # type: ignore[arg-type]
+    with pytest.raises(TargetError, match=r"context \(2048\) and the hardware's seq_len \(4096\)"):
+        sweeper.recommend("deepseek", at={**at, "context": 2048}, hardware={"seq_len": 4096})
+    with pytest.raises(StudyError, match=r"model\.parametrization: unknown value 'mupp'"):
+        sweeper.coord_check("studies/smoke.toml", parametrization="mupp")
+    with pytest.raises(SweeperError, match="diff: method 'surface' is not one of parabola, band"):
+        sweeper.diff("a", "b", method="surface")
+    # a frame's empty loss with nothing to excuse it is refused, as on import
+    runs = synthetic_sweep(seed=3).drop(columns=["diverged"])
+    runs.loc[runs.index[0], "loss"] = float("nan")
+    with pytest.raises(SweeperError, match="column 'loss' is empty in row 1"):
+        sweeper.fit(runs, store=False)
+    # one KEY=VALUE string is one convention
+    csv = tmp_path / "r.csv"
+    synthetic_sweep(seed=3).to_csv(csv, index=False)
+    sw = sweeper.import_runs(csv, sweep="c", storage=f"sqlite:///{tmp_path / 'c.db'}",
+                             conventions="parametrization=mup")  # fmt: skip
+    assert sw.meta["conventions"] == {"parametrization": "mup"}
+    with pytest.raises(SweeperError, match="surface: 'x' is not one of standard"):
+        sweeper.validate_transfer(sw, surface="x")

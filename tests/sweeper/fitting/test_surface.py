@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.errors import FitError
+from sweeper.errors import FitError, ScaleError
 from sweeper.fitting import FitWarning, synthetic_sweep
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting import surface as su
@@ -287,7 +287,7 @@ def test_regret_and_risk_optimal_lr(proxy_law: SurfaceLaw) -> None:
     assert law.expected_regret(scale, safe * 4).p_above == 1.0
     mean, lo, hi = law.loss_excess(scale, [safe * 0.5, safe, safe * 2])
     assert np.all(lo <= mean) and np.all(mean <= hi) and np.all(lo >= 0)
-    with pytest.raises(KeyError):
+    with pytest.raises(ScaleError):
         law.risk_optimal_lr({"tokens": 1e9})  # a missing predictor is an error, not a guess
 
 
