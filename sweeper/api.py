@@ -388,7 +388,7 @@ def resolve_laws(
     elif isinstance(given, Mapping):
         return _keyed(_laws_only(list(given.values())))
     else:
-        return _keyed(_laws_only(list(given)))
+        return _keyed(_laws_only(list(given) if isinstance(given, Sequence) else [given]))
     found, loss = latest_laws(name, url)
     if not found and loss is None:
         from sweeper.study.storage import get_sweep, no_sweep, resolve_url, safe_url
