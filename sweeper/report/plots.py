@@ -107,9 +107,7 @@ def plot_loss_vs_lr(
                 clip_on=False,
                 label="diverged",
             )
-        if opt is not None and opt.window_lr and opt.curve_coefs:
-            grid = np.geomspace(opt.window_lr[0], opt.window_lr[1], 100)
-            ax.plot(grid, opt.curve(grid), "-", color="tab:orange", lw=1.8, label="parabola")
+        _draw_parabola(ax, opt, batch)
         _draw_surface(ax, surface, cell, r)
         if opt is not None and opt.lr:
             color = "tab:green" if opt.usable else "tab:gray"
@@ -125,12 +123,35 @@ def plot_loss_vs_lr(
         _log_ticks(ax.xaxis)
         ax.set_xlabel("peak LR")
         ax.set_ylabel("final val loss (nats)")
-    handles = _panel_legend(axes.flat[: len(cells)])
-    if handles:
-        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=len(handles),
-                   frameon=False, fontsize=8)  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    _figure_legend(fig, _panel_legend(axes.flat[: len(cells)]))
     return fig
+
+
+def _draw_parabola(ax: Any, opt: CellOptimum | None, batch: float | None) -> None:
+    """The cell's fitted parabola over its window; a 2-D fit's at the panel's ``batch`` (the
+    batch of the runs drawn; at the cell's optimal batch the curve misses them)."""
+    if opt is None or not (opt.window_lr and opt.curve_coefs):
+        return
+    grid = np.geomspace(opt.window_lr[0], opt.window_lr[1], 100)
+    at = batch if batch is not None and len(opt.curve_coefs) == 6 else None
+    ax.plot(grid, opt.curve(grid, at), "-", color="tab:orange", lw=1.8, label="parabola")
+
+
+#: the width (inches) one entry of a figure's legend is given when its rows wrap
+_LEGEND_ENTRY_IN: Final[float] = 1.45
+
+
+def _figure_legend(fig: Any, handles: dict[str, Any]) -> None:
+    """The panels' legend above them, wrapped into as many rows as the figure's width needs (in
+    one row, a narrow figure's cut its first and last entries), then the layout below it."""
+    width, height = fig.get_size_inches()
+    rows = 0
+    if handles:
+        per_row = max(1, min(len(handles), int(width / _LEGEND_ENTRY_IN)))
+        rows = math.ceil(len(handles) / per_row)
+        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=per_row,
+                   frameon=False, fontsize=8)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.05 + 0.22 * rows) / height))
 
 
 def _panel_legend(axes: Any) -> dict[str, Any]:
@@ -269,20 +290,20 @@ def plot_law(
         _draw_optimum(ax, o, s[x_name], target, held=o.cell in holdout_cells)
     if holdout_cells:
         ax.plot([], [], "s", color="tab:red", label="held out")
+    ts = None
     if target_scale and all(p in target_scale for p in law.predictors):
-        shown.append(_draw_target(ax, law, {p: float(target_scale[p]) for p in law.predictors}))
+        ts = {p: float(target_scale[p]) for p in law.predictors}
+        shown.append(_draw_target(ax, law, ts))
         if recipe_value is not None and recipe_value > 0:
             what = "peak LR" if law.target == "lr" else "value"
-            ax.plot([target_scale[x_name]], [recipe_value], "D", ms=7, mfc="none",
-                    color="tab:green", label=f"the recipe's {what}: {recipe_value:.3g}")  # fmt: skip
+            label = f"the recipe's {what}: {recipe_value:.3g}"
+            ax.plot([ts[x_name]], [recipe_value], "D", ms=7, mfc="none", color="tab:green",
+                    label=label)  # fmt: skip
             shown.append(float(recipe_value))
     _clamp_ylim(ax, shown)
-    exps = ", ".join(
-        f"{p}^{law.exponents[p]:+.3f} [{law.exponents_ci[p][0]:+.2f}, {law.exponents_ci[p][1]:+.2f}]"
-        if p in law.exponents_ci
-        else f"{p}^{law.exponents[p]:+.3f}"
-        for p in law.predictors
-    )
+    if ts is not None:
+        _mark_clipped_ends(ax, ts[x_name], *law.interval(ts))
+    exps = ", ".join(_exponent_words(law, p) for p in law.predictors)
     ax.set_title(f"{_TARGET_LABEL.get(target, target)} ∝ {exps}", fontsize=9)
     _log_ticks(ax.xaxis, *ax.get_xlim())
     ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))
@@ -290,6 +311,12 @@ def plot_law(
     ax.legend(fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _exponent_words(law: PowerLaw, p: str) -> str:
+    """``p``'s exponent in the law with its interval where it has one: "N^-0.580 [-0.71, -0.45]"."""
+    ci = law.exponents_ci.get(p)
+    return f"{p}^{law.exponents[p]:+.3f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
 
 
 def _draw_law_lines(
@@ -386,12 +413,28 @@ def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> float:
     return float(yt)
 
 
+def _mark_clipped_ends(ax: Any, x: float, lo: float, hi: float) -> None:
+    """Each end of the target's interval (``lo``, ``hi``) beyond the y axis as an arrow on its
+    edge with the end's value ("↑ 835"): the axis is kept near the optima, and the interval ran
+    off it without a mark."""
+    y_lo, y_hi = ax.get_ylim()
+    for end, edge, marker, dy, va in ((hi, y_hi, "^", -10, "top"), (lo, y_lo, "v", 10, "bottom")):
+        if not (end > edge if marker == "^" else end < edge):
+            continue
+        ax.plot([x], [edge], marker, ms=7, color="tab:purple", clip_on=False)
+        arrow = "↑" if marker == "^" else "↓"
+        ax.annotate(f"{arrow} {end:.3g}", (x, edge), xytext=(-6, dy), textcoords="offset points",
+                    ha="right", va=va, fontsize=7, color="tab:purple")  # fmt: skip
+
+
 def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
-    """ln(measured / law) per cell, with the cells' own 95% intervals."""
+    """ln(point / law) per cell (the points those passed: the cells' own optima or a surface
+    fit's), with the cells' own 95% intervals and the band of the law's scatter τ."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.2, 3.2))
     x_name = law.predictors[0]
     ax.set_xscale("log")
+    names: list[Any] = []
     for o in optima:
         s = _cell_scale(o, law.predictors)
         y = getattr(o, law.target)
@@ -403,24 +446,55 @@ def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
         yerr = [[r - math.log(ci[0] / pred)], [math.log(ci[1] / pred) - r]] if ci else None
         color = "k" if o.usable else "tab:gray"
         ax.errorbar([s[x_name]], [r], yerr=yerr, fmt="o", color=color, ms=4, capsize=2)
-        ax.annotate(o.cell, (s[x_name], r), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        names.append(ax.annotate(o.cell, (s[x_name], r), fontsize=6, xytext=(3, 3),
+                                 textcoords="offset points"))  # fmt: skip
     _log_ticks(ax.xaxis, *ax.get_xlim())
     ax.axhline(0, color="tab:orange", lw=1)
-    if law.residual_std:
-        ax.axhspan(
-            -law.residual_std,
-            law.residual_std,
-            color="tab:orange",
-            alpha=0.1,
-            label=f"±1 × the cells' scatter about the law, τ ({law.residual_std:.3f})",
-        )
-        ax.legend(fontsize=8, frameon=False)
+    _draw_scatter_band(ax, law.residual_std)
     ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))
-    ax.set_ylabel(f"ln(measured / law) of {law.target}")
+    ax.set_ylabel(f"ln(point / law) of {law.target}")
     cv = f", leave-one-cell-out RMS {law.cv_error:.3f}" if law.cv_error is not None else ""
     ax.set_title(f"residuals of the {law.target} law{cv}", fontsize=9)
     fig.tight_layout()
+    _unclutter(fig, names)
     return fig
+
+
+def _draw_scatter_band(ax: Any, tau: float) -> None:
+    """±τ about the law as a band, and in the legend; when τ is 0 (the law passes through the
+    points) the legend says so instead of showing no band without a word."""
+    if tau:
+        label = f"±1 × the cells' scatter about the law, τ ({tau:.3f})"
+        ax.axhspan(-tau, tau, color="tab:orange", alpha=0.1, label=label)
+    else:
+        ax.plot([], [], " ", label="scatter τ = 0: no band")
+    ax.legend(fontsize=8, frameon=False)
+
+
+#: where a point's name may go, tried in turn (offset in points, horizontal alignment)
+_NAME_SPOTS: Final = (((3, 3), "left"), ((3, -9), "left"), ((-3, 3), "right"), ((-3, -9), "right"))
+
+
+def _unclutter(fig: Any, names: Sequence[Any]) -> None:
+    """Move each point's name (an annotation) to the first spot of :data:`_NAME_SPOTS` where it
+    lies inside the axes and overlaps no point and no name placed before it (the first spot when
+    none is)."""
+    from matplotlib.transforms import Bbox
+
+    renderer = fig.canvas.get_renderer()
+    dots = [n.axes.transData.transform(n.xy) for n in names]
+    placed: list[Any] = [Bbox.from_extents(x - 3, y - 3, x + 3, y + 3) for x, y in dots]
+    for name in names:
+        for offset, ha in (*_NAME_SPOTS, _NAME_SPOTS[0]):
+            name.xyann = offset
+            name.set_ha(ha)
+            box = name.get_window_extent(renderer)
+            inside = name.axes.bbox.contains(box.x0, box.y0) and name.axes.bbox.contains(
+                box.x1, box.y1
+            )
+            if inside and not any(box.overlaps(b) for b in placed):
+                break
+        placed.append(name.get_window_extent(renderer))
 
 
 def _draw_surface(ax: Any, law: Law | None, cell: str, runs: pd.DataFrame) -> None:
@@ -478,9 +552,11 @@ def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
     ax.errorbar(x[order], y[order], yerr=e[order], fmt="o-", color="tab:blue", ms=3, lw=0.8,
                 alpha=0.6, label="trained (mean ± sd over seeds)")  # fmt: skip
     for name, (color, label) in _POINT_STYLE.items():
-        if name in named:
+        if name in named and name != "measured_optimum":
             ax.axvline(lrs[name], color=color, lw=1.2, ls="--", alpha=0.8)
             ax.plot([lrs[name]], [losses[name]], "D", color=color, ms=6, label=label)
+    if "measured_optimum" in named:
+        _draw_measured(ax, lrs, losses)
     ax.set_xscale("log")
     _log_ticks(ax.xaxis)
     fin = y[np.isfinite(y)]
@@ -497,6 +573,21 @@ def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
+
+
+def _draw_measured(ax: Any, lrs: Mapping[str, float], losses: Mapping[str, float]) -> None:
+    """The measured optimum on top of the other marks, as a larger hollow black diamond (a
+    baseline at the same LR, drawn after it, hid it), naming the points it coincides with."""
+    lr, loss = lrs["measured_optimum"], losses["measured_optimum"]
+    same = [
+        label
+        for name, (_c, label) in _POINT_STYLE.items()
+        if name != "measured_optimum" and name in losses and np.isclose(lrs.get(name, 0.0), lr)
+    ]
+    label = "measured optimum" + "".join(f"\n(= {x})" for x in same)
+    ax.axvline(lr, color="black", lw=1.2, ls=":", zorder=4)
+    ax.plot([lr], [loss], "D", ms=11, mfc="none", mec="black", mew=1.6, zorder=5, clip_on=False,
+            label=label)  # fmt: skip
 
 
 def plot_batch_holdout(
@@ -526,8 +617,7 @@ def plot_batch_holdout(
     if measured:
         ax.axvline(measured, color="black", lw=1.2, alpha=0.8, label=measured_label)
     ax.set_xscale("log")
-    ax.set_xticks(x, [f"{b:,.0f}" for b in x])
-    ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    _ticks_at(ax.xaxis, x.tolist())
     ax.set_xlabel("batch (tokens)")
     ax.set_ylabel("final val loss (nats)")
     ax.set_title(f"held-out budget {cell}", fontsize=9)
@@ -560,13 +650,7 @@ def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Fig
             vmin=best,
             vmax=best * 1.1,
         )
-        if o.curve_coefs and len(o.curve_coefs) == 6 and o.window_lr and o.window_batch_tokens:
-            g_lr = np.geomspace(*o.window_lr, 60)
-            g_bt = np.geomspace(*o.window_batch_tokens, 60)
-            LR, BT = np.meshgrid(g_lr, g_bt)
-            cs = ax.contour(LR, BT, o.curve(LR, BT), levels=6, colors="k", linewidths=0.5,
-                            alpha=0.6)  # fmt: skip
-            ax.clabel(cs, fontsize=6, fmt="%.3f")
+        _draw_contours(ax, o)
         if o.lr and o.batch_tokens:
             ax.plot([o.lr], [o.batch_tokens], "*", color="tab:red", ms=12)
         ax.set_xscale("log")
@@ -574,6 +658,7 @@ def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Fig
         if len(r):  # every run inside, whatever the fit's window (the contours' extent)
             ax.set_xlim(float(r["lr"].min()) / 1.25, float(r["lr"].max()) * 1.25)
             ax.set_ylim(float(r["batch_tokens"].min()) / 1.4, float(r["batch_tokens"].max()) * 1.4)
+            _ticks_at(ax.yaxis, sorted(r["batch_tokens"].unique()))
         _log_ticks(ax.xaxis)
         ax.set_title(o.cell, fontsize=9)
         ax.set_xlabel("peak LR")
@@ -581,3 +666,33 @@ def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Fig
         fig.colorbar(sc, ax=ax, label="final val loss (nats)")
     fig.tight_layout()
     return fig
+
+
+def _ticks_at(axis: Any, values: Sequence[float]) -> None:
+    """Label a log axis at ``values`` only (the batches tried, as "1,024"), with no minor labels:
+    "3×10¹, 6×10¹" do not say that 32 and 64 were tried."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    axis.set_ticks(list(values), [f"{v:,.0f}" for v in values])
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
+#: the contours of a cell's 2-D fit the batch figure draws: its loss this far (relative) above
+#: the fit's minimum over the window (a quadratic bowl's excess grows as the squared distance)
+_CONTOUR_EXCESS: Final = (0.0025, 0.01, 0.04)
+
+
+def _draw_contours(ax: Any, o: CellOptimum) -> None:
+    """A cell's 2-D quadratic fit as contours over its window at :data:`_CONTOUR_EXCESS` above its
+    minimum there, labelled (evenly spaced levels crowded the steep corners, labels in a blob)."""
+    if not (len(o.curve_coefs) == 6 and o.window_lr and o.window_batch_tokens):
+        return
+    LR, BT = np.meshgrid(np.geomspace(*o.window_lr, 60), np.geomspace(*o.window_batch_tokens, 60))
+    Z = o.curve(LR, BT)
+    lo = float(np.nanmin(Z))
+    if not np.isfinite(lo):
+        return
+    levels = lo * (1 + np.array(_CONTOUR_EXCESS))
+    cs = ax.contour(LR, BT, Z, levels=levels, colors="k", linewidths=0.5, alpha=0.6)
+    ax.clabel(cs, fontsize=6, fmt="%.3f", inline_spacing=2)
