@@ -26,12 +26,12 @@ from sweeper.report.plots import _cell_scale as _cell_scale
 from sweeper.report.plots import _law_band as _law_band
 from sweeper.report.plots import _log_ticks as _log_ticks
 from sweeper.report.plots import (
-    _plt,
     plot_batch_surface,
     plot_law,
     plot_loss_vs_lr,
     plot_residuals,
     plot_transfer,
+    report_style,
     runs_off_axis,
 )
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
@@ -131,6 +131,13 @@ def _unusable_notes(optima: Sequence[CellOptimum]) -> list[str]:
     ]
 
 
+def _exponent_text(law: PowerLaw, p: str) -> str:
+    """"n_params: -0.269 [-0.478, -0.056]"; without its interval when the law has none (fitted
+    without resamples: the table had raised a KeyError)."""
+    ci = law.exponents_ci.get(p)
+    return f"{p}: {law.exponents[p]:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+
+
 def _laws_table(laws: Sequence[Law]) -> pd.DataFrame:
     rows = []
     for law in laws:
@@ -144,10 +151,7 @@ def _laws_table(laws: Sequence[Law]) -> pd.DataFrame:
                 "prefactor [95% CI]": f"{law.prefactor:.3g} "
                 + (f"[{law.prefactor_ci[0]:.3g}, {law.prefactor_ci[1]:.3g}]"
                    if law.prefactor_ci else ""),
-                "exponents [95% CI]": "; ".join(
-                    f"{p}: {law.exponents[p]:+.3f} [{law.exponents_ci[p][0]:+.3f}, {law.exponents_ci[p][1]:+.3f}]"
-                    for p in law.predictors
-                ),
+                "exponents [95% CI]": "; ".join(_exponent_text(law, p) for p in law.predictors),
                 "cells": law.n_cells,
                 "LOO error (ln)": law.cv_error,
                 "largest-out error (ln)": law.holdout_error,
@@ -306,7 +310,9 @@ def _loss_vs_lr_caption(
     if batch_swept:
         text += (
             " Where a cell swept the batch size, its panel shows the runs at the batch tried "
-            "nearest its optimal batch (named in its title); the batch figure below shows them all."
+            "nearest its optimal batch (named in its title), and its parabola is the cell's 2-D "
+            "fit at that batch, so the curve's minimum can sit beside the dashed optimum (at the "
+            "optimal batch); the batch figure below shows every run."
         )
     if off_axis:
         text += (
@@ -468,7 +474,6 @@ _Draft = tuple["Figure", str, str, str]
 
 def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]]:
     """Draw every plot of the report into ``out``: (title, caption, PNG path), in page order."""
-    plt = _plt()
     figures: list[tuple[str, str, Path]] = []
     drafts = [
         _loss_figure(inputs),
@@ -478,8 +483,8 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
     ]
     for fig, name, title, caption in drafts:
         p = out / name
-        fig.savefig(p)
-        plt.close(fig)
+        with report_style():
+            fig.savefig(p)
         figures.append((title, caption, p))
     return figures
 
@@ -508,8 +513,9 @@ def _transfer_figures(inputs: ReportInputs) -> list[_Draft]:
                 f"transfer_holdout_cell{n}.png",
                 f"{name}: the held-out cell",
                 "Every LR the check trained in the held-out cell (mean over seeds, bars one sd), "
-                "with the law's prediction, each baseline and the cell's measured optimum marked; "
-                "the table above gives their regrets.",
+                "with the law's prediction, each baseline and the cell's measured optimum (the "
+                "hollow black diamond, drawn on top of a baseline at the same LR) marked; the "
+                "table above gives their regrets.",
             ))  # fmt: skip
         law, held = check.law, [check.result["holdout_cell"]]
         if law is not None:
@@ -534,7 +540,8 @@ def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, st
     if not inputs.target_scale:
         return None, ""
     star = (" The star is the law's point estimate at the recipe's target, with its interval, far"
-            " to the right when the extrapolation is long")  # fmt: skip
+            " to the right when the extrapolation is long (an end beyond the axis is an arrow with"
+            " its value)")  # fmt: skip
     if r is None or law.target != "lr":
         return None, star + "."
     if _fitted_sources(r, "lr") != {inputs.sweep}:
@@ -578,9 +585,10 @@ def _batch_figure(inputs: ReportInputs) -> list[_Draft]:
         fig,
         "batch_surface.png",
         "Loss over LR and batch size",
-        "Colour is the final loss (from the cell's best run to 10% above it); contours, labelled "
-        "with their loss, are the cell's 2-D quadratic fit over the runs it used, drawn where it "
-        "has one; the star is the cell's estimated optimum, the fit's minimum held inside the "
+        "Colour is the final loss (from the cell's best run to 10% above it); the batch axis is "
+        "ticked at the batches tried; contours, labelled with their loss, are the cell's 2-D "
+        "quadratic fit over the runs it used at 0.25%, 1% and 4% above its minimum, drawn where "
+        "it has one; the star is the cell's estimated optimum, the fit's minimum held inside the "
         "batch sizes fitted and at most at the best LR when the next LR up is on the cliff, so it "
         "can lie off the contours' centre.",
     )]  # fmt: skip

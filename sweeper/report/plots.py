@@ -1,4 +1,4 @@
-"""The report's plots, drawn with matplotlib (Agg) from what :mod:`sweeper.fitting` returned.
+"""The report's plots, drawn with matplotlib's object API from what :mod:`sweeper.fitting` returned.
 
 One figure each, saved as a PNG by :func:`sweeper.report.page.write_report`:
 
@@ -14,14 +14,19 @@ One figure each, saved as a PNG by :func:`sweeper.report.page.write_report`:
 - :func:`plot_batch_surface` (``batch_surface.png``): loss over (LR, batch size) in the cells where
   both were swept.
 
-LRs are peak AdamW LRs, batch sizes in tokens, losses in nats. Nothing here fits.
+LRs are peak AdamW LRs, batch sizes in tokens, losses in nats. Nothing here fits. No pyplot:
+a figure is a plain :class:`~matplotlib.figure.Figure` drawn under the report's style
+(:func:`report_style`), so that a notebook's backend, settings and figures are left as they were
+(an API audit found them changed).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -34,11 +39,13 @@ if TYPE_CHECKING:
     from sweeper.fitting import CellOptimum
 
 __all__ = [
+    "plot_batch_holdout",
     "plot_batch_surface",
     "plot_law",
     "plot_loss_vs_lr",
     "plot_residuals",
     "plot_transfer",
+    "report_style",
 ]
 
 _PREDICTOR_LABEL = {
@@ -51,36 +58,69 @@ _PREDICTOR_LABEL = {
 _TARGET_LABEL = {"lr": "optimal peak LR", "batch_tokens": "optimal batch (tokens)"}
 
 
-def _plt() -> Any:
+#: the report's look, set only while one of its figures is drawn or saved
+_STYLE: Final[dict[str, Any]] = {
+    "figure.dpi": 110,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 9,
+}
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@contextmanager
+def report_style() -> Iterator[None]:
+    """The report's matplotlib settings for the duration of a block (a figure's drawing and its
+    saving: some text is laid out only then), the caller's restored after it."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update(
-        {
-            "figure.dpi": 110,
-            "axes.grid": True,
-            "grid.alpha": 0.3,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-            "font.size": 9,
-        }
-    )
-    return plt
+    with matplotlib.rc_context(_STYLE):  # type: ignore[arg-type]  # (keys typed as literals)
+        yield
 
 
+def _styled(plot: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``plot`` drawn under :func:`report_style`."""
+
+    @functools.wraps(plot)
+    def drawn(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with report_style():
+            return plot(*args, **kwargs)
+
+    return drawn
+
+
+def _rc() -> Any:
+    import matplotlib
+
+    return matplotlib.rcParams
+
+
+def _subplots(nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, Any]:
+    """A figure and its axes, as ``pyplot.subplots`` gives them, without pyplot (no backend
+    chosen, no figure kept open by the module)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=kw.pop("figsize", None))
+    FigureCanvasAgg(fig)  # (its own canvas: PNGs and text layout, whatever the caller's backend)
+    return fig, fig.subplots(nrows, ncols, **kw)
+
+
+@_styled
 def plot_loss_vs_lr(
     runs: pd.DataFrame, optima: Sequence[CellOptimum], surface: Law | None = None
 ) -> Figure:
     """Loss against LR, one panel per cell, with the fitted parabola and the optimum, and the
     surface law's curve of each cell when ``surface`` is a surface LR law (it has ``cell_loss``)."""
-    plt = _plt()
     by_cell = {o.cell: o for o in optima}
     cells = [o.cell for o in optima] or sorted(runs["cell"].unique())
     ncols = min(3, len(cells))
     nrows = math.ceil(len(cells) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False)
+    fig, axes = _subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False)
     for ax in axes.flat[len(cells) :]:
         ax.set_visible(False)
     for ax, cell in zip(axes.flat, cells, strict=False):
@@ -256,6 +296,7 @@ def _cell_scale(o: CellOptimum, predictors: Sequence[str]) -> dict[str, float] |
     return {k: float(v) for k, v in s.items() if v is not None}
 
 
+@_styled
 def plot_law(
     optima: Sequence[CellOptimum],
     law: PowerLaw,
@@ -267,9 +308,8 @@ def plot_law(
     """The cells' optima against the law's first predictor, the law line and its 95% band; at
     ``target_scale``, the law's prediction (a star) and ``recipe_value``, the value the recipe
     wrote there (a diamond: the risk-aware LR, the batch planned for the hardware)."""
-    plt = _plt()
     target, x_name = law.target, law.predictors[0]
-    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    fig, ax = _subplots(figsize=(6.2, 4.4))
     ax.set_xscale("log")
     ax.set_yscale("log")
     pts = [
@@ -281,7 +321,7 @@ def plot_law(
     x_hi = max(xs_all) if xs_all else 1.0
     if target_scale and x_name in target_scale:
         x_hi = max(x_hi, float(target_scale[x_name]))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = _rc()["axes.prop_cycle"].by_key()["color"]
     shown = _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors)
     shown += [float(getattr(o, target)) for o, _s in pts]
     if law.domain.get(x_name):
@@ -427,11 +467,11 @@ def _mark_clipped_ends(ax: Any, x: float, lo: float, hi: float) -> None:
                     ha="right", va=va, fontsize=7, color="tab:purple")  # fmt: skip
 
 
+@_styled
 def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
     """ln(point / law) per cell (the points those passed: the cells' own optima or a surface
     fit's), with the cells' own 95% intervals and the band of the law's scatter τ."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.2, 3.2))
+    fig, ax = _subplots(figsize=(6.2, 3.2))
     x_name = law.predictors[0]
     ax.set_xscale("log")
     names: list[Any] = []
@@ -534,6 +574,7 @@ _POINT_STYLE: dict[str, tuple[str, str]] = {
 }
 
 
+@_styled
 def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
     """The held-out cell of a transfer check: mean loss (± sd over seeds) at every LR it trained,
     the prediction, each baseline and the measured optimum marked (a stored ``TransferResult``
@@ -543,8 +584,7 @@ def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
     named = [n for n in lrs if n in losses]
     if not named:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = _subplots(figsize=(6.4, 4.0))
     x = np.array([lrs[n] for n in named], dtype=float)
     y = np.array([losses[n] for n in named], dtype=float)
     e = np.array([sds.get(n) or 0.0 for n in named], dtype=float)
@@ -590,6 +630,7 @@ def _draw_measured(ax: Any, lrs: Mapping[str, float], losses: Mapping[str, float
             label=label)  # fmt: skip
 
 
+@_styled
 def plot_batch_holdout(
     best_by_batch: Mapping[float, float],
     points: Mapping[str, float],
@@ -605,8 +646,7 @@ def plot_batch_holdout(
     trained."""
     if not best_by_batch:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = _subplots(figsize=(6.4, 4.0))
     x = np.array(sorted(best_by_batch), dtype=float)
     y = np.array([best_by_batch[b] for b in sorted(best_by_batch)], dtype=float)
     ax.plot(x, y, "o-", color="tab:blue", ms=4, lw=0.8, label="trained (best over LRs)")
@@ -626,15 +666,15 @@ def plot_batch_holdout(
     return fig
 
 
+@_styled
 def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Figure | None:
     """Loss over (LR, batch) in each cell where the batch size was swept; None if none was."""
     swept = [o for o in optima if o.batch_tokens_ci is not None]
     if not swept:
         return None
-    plt = _plt()
     ncols = min(3, len(swept))
     nrows = math.ceil(len(swept) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.6 * nrows), squeeze=False)
+    fig, axes = _subplots(nrows, ncols, figsize=(4.4 * ncols, 3.6 * nrows), squeeze=False)
     for ax in axes.flat[len(swept) :]:
         ax.set_visible(False)
     for ax, o in zip(axes.flat, swept, strict=False):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -427,3 +428,21 @@ def test_the_cells_table_shows_the_surface_laws_own_optima() -> None:
     assert list(table["lr* of the surface law"]) == list(own.values())
     assert "lr* of the surface law" not in _optima_table(optima, [])
     assert "loss at optimum" in table and "best loss" not in table
+
+
+def test_a_report_leaves_the_callers_matplotlib_as_it_was(tmp_path: Path) -> None:
+    """An API audit: write_report switched a notebook's backend to Agg and changed its grid, font
+    size and dpi for every figure after it."""
+    import matplotlib
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=0)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=0)
+    keys = ("axes.grid", "font.size", "figure.dpi", "axes.spines.top")
+    with matplotlib.rc_context({"backend": "svg", "axes.grid": False, "font.size": 13.0}):
+        before = {k: matplotlib.rcParams[k] for k in keys}
+        write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law]), tmp_path)
+        assert {k: matplotlib.rcParams[k] for k in keys} == before
+        assert matplotlib.get_backend() == "svg"
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    assert pyplot is None or not pyplot.get_fignums()  # (no figure left open in pyplot)
