@@ -14,7 +14,10 @@ A's predictors), and reports, as B relative to A:
 Intervals come from the fits' own resamples: each law's ``boot_coefs`` (bootstrap of the cells, or
 draws of the classical t distribution for few cells), paired draw by draw (the two fits are
 independent), and for the best loss a parametric resample of every point's seed mean (its seeds'
-standard error; a point with one seed takes the pooled seed spread of both sweeps). Each quantity
+standard error; a point with one seed takes the pooled seed spread of both sweeps' points near
+the cell's optimum, a cell with one seed everywhere the spread pooled over the other cells). The
+point estimates do not depend on the seed: the per-cell intervals that weight the parabola law
+are seeded by the cell alone (:func:`sweeper.fitting.fit_runs.fit_runs`). Each quantity
 gets its 95% percentile interval and a Bonferroni-corrected one at level 1 − 0.05/m, m being the
 number of quantities compared; the two sweeps are ``indistinguishable`` when no corrected interval
 excludes 0 (1 for a ratio). Bonferroni controls the chance of calling a null pair different at
@@ -187,7 +190,15 @@ def diff_runs(
     notes: list[str] = []
     losses = _best_losses(runs_a, runs_b, rng, max(200, n_boot // 2))
     if not losses:
-        notes.append("the sweeps share no cell: no best-loss differences")
+        shared = set(runs_a["cell"]) & set(runs_b["cell"])
+        notes.append(
+            "every point of the cells the sweeps share has one seed: the best-loss differences "
+            "need a second seed somewhere to know the noise, and are not compared"
+            if shared
+            else "the sweeps share no cell: no best-loss differences"
+        )
+    if names[0] == names[1]:
+        notes.append(f"A and B are the same sweep ({names[0]}): every difference is 0")
     m = (
         len(quantities["exp"])
         + 1
@@ -344,9 +355,15 @@ def _best_losses(
     """Per shared cell: (best mean loss of B − that of A, parametric resamples of it)."""
     pa, pb = _point_stats(runs_a), _point_stats(runs_b)
     out: dict[str, tuple[float, np.ndarray]] = {}
-    for cell in sorted(set(pa["cell"]) & set(pb["cell"])):
+    shared = sorted(set(pa["cell"]) & set(pb["cell"]))
+    sds = {c: _near_optimum_sd(pa[pa["cell"] == c], pb[pb["cell"] == c]) for c in shared}
+    # a cell with one seed at every point takes the spread pooled over the cells that have one
+    # (it had been left out, and the note said the sweeps share no cell)
+    known = np.array([v for v in sds.values() if math.isfinite(v)])
+    fallback = float(np.sqrt(np.mean(known**2))) if known.size else math.nan
+    for cell in shared:
         ca, cb = pa[pa["cell"] == cell], pb[pb["cell"] == cell]
-        pooled = _near_optimum_sd(ca, cb)
+        pooled = sds[cell] if math.isfinite(sds[cell]) else fallback
         if not math.isfinite(pooled):
             continue
         da = _best_draws(ca, pooled, rng, n)

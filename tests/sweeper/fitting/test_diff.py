@@ -160,3 +160,19 @@ def test_indistinguishable_says_how_little_the_runs_can_tell() -> None:
     text = buf.getvalue()
     assert "cannot tell an optimal LR ratio between 0.0386 and 40 at the target from 1" in text
     assert "too wide to say anything" in text
+
+
+def test_a_sweep_diffed_with_itself_is_no_different_and_one_seed_keeps_its_losses() -> None:
+    """A diff audit: a sweep diffed with itself came out +0.071 in the exponent (B was fitted at
+    another seed, and the seed moved the parabola law's weights); with one seed at every point
+    the best-loss differences were dropped with the note that the sweeps share no cell."""
+    a = pair_sweep(-0.3, 5)
+    same = diff(a, a)
+    assert same.exponent_differences["n_params"].value == 0.0
+    assert same.target_lr_ratio.value == pytest.approx(1.0, abs=1e-12)
+    one = a[a["seed"] == a["seed"].min()]
+    r = diff(one, pair_sweep(-0.3, 6))
+    assert len(r.best_loss_differences) == 6 and not any("share no cell" in n for n in r.notes)
+    both_one = diff(one, one.assign(loss=one["loss"] + 0.01))
+    assert not both_one.best_loss_differences
+    assert any("one seed" in n for n in both_one.notes)
