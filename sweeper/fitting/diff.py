@@ -6,7 +6,8 @@ A's predictors), and reports, as B relative to A:
 
 - ``exponent_differences``: b_B − b_A for every predictor of the law;
 - ``target_lr_ratio``: lr*_B / lr*_A predicted at a target scale (``n_params``, ``tokens``; by
-  default the largest cell of the two sweeps, so nothing is extrapolated), likewise
+  default the largest cell of the two sweeps: a note names a law that extrapolates there, as it
+  does when the sweeps' cells differ), likewise
   ``target_batch_ratio``;
 - ``best_loss_differences``: per cell the two sweeps share, the best mean loss over the swept
   points of B minus that of A.
@@ -187,18 +188,9 @@ def diff_runs(
     rng = np.random.default_rng(seed)
     quantities = _law_quantities(laws_a, laws_b, scale)
     batch = "bratio" in quantities
-    notes: list[str] = []
     losses = _best_losses(runs_a, runs_b, rng, max(200, n_boot // 2))
-    if not losses:
-        shared = set(runs_a["cell"]) & set(runs_b["cell"])
-        notes.append(
-            "every point of the cells the sweeps share has one seed: the best-loss differences "
-            "need a second seed somewhere to know the noise, and are not compared"
-            if shared
-            else "the sweeps share no cell: no best-loss differences"
-        )
-    if names[0] == names[1]:
-        notes.append(f"A and B are the same sweep ({names[0]}): every difference is 0")
+    notes = _notes(la, lb, scale, names, shared=set(runs_a["cell"]) & set(runs_b["cell"]),
+                   losses=bool(losses), given=target or {})  # fmt: skip
     m = (
         len(quantities["exp"])
         + 1
@@ -215,10 +207,6 @@ def diff_runs(
             return Estimate(math.exp(value), _exp(ci), _exp(cic), null=1.0)
         return Estimate(value, ci, cic)
 
-    if la.conventions.lr != lb.conventions.lr:
-        notes.append(
-            f"the LRs mean different things: A {la.conventions.lr!r}; B {lb.conventions.lr!r}"
-        )
     return DiffResult(
         a=names[0],
         b=names[1],
@@ -234,6 +222,75 @@ def diff_runs(
         batch_exponent_differences={p: est(q) for p, q in quantities.get("bexp", {}).items()},
         notes=tuple(notes),
     )
+
+
+#: what two laws must share to compare like with like; a difference is said, not refused (it
+#: may be the change under test: another optimizer, parametrization or schedule)
+_MEASURED_AS: Final[tuple[str, ...]] = (
+    "parametrization", "base_width", "base_depth", "optimizer", "schedule", "min_lr_ratio",
+    "warmup", "tokens", "n_params", "data",
+)  # fmt: skip
+
+
+def _notes(
+    la: PowerLaw,
+    lb: PowerLaw,
+    scale: Mapping[str, float],
+    names: tuple[str, str],
+    *,
+    shared: set[str],
+    losses: bool,
+    given: Mapping[str, float],
+) -> list[str]:
+    """What the reader of a diff must know (a diff audit found SP against muP, another token
+    budget and a 65x extrapolation compared in silence): the best losses not compared, the two
+    sweeps being one, what the two LR laws measured differently, and where the target lies
+    beyond either law's cells or off what they held fixed."""
+    notes: list[str] = []
+    if not losses:
+        notes.append(
+            "every point of the cells the sweeps share has one seed: the best-loss differences "
+            "need a second seed somewhere to know the noise, and are not compared"
+            if shared
+            else "the sweeps share no cell: no best-loss differences"
+        )
+    if names[0] == names[1]:
+        notes.append(f"A and B are the same sweep ({names[0]}): every difference is 0")
+    ca, cb = la.conventions, lb.conventions
+    if ca.lr != cb.lr:
+        notes.append(f"the LRs mean different things: A {ca.lr!r}; B {cb.lr!r}")
+    for key in _MEASURED_AS:
+        va, vb = getattr(ca, key), getattr(cb, key)
+        if va != vb:
+            shown = ["none recorded" if v is None else v for v in (va, vb)]
+            notes.append(f"A and B differ in {key}: A {shown[0]}, B {shown[1]}")
+    for side, law in (("A", la), ("B", lb)):
+        far = {p: f for p, f in law.extrapolation(scale).items() if f > 1.01}
+        if far:
+            words = ", ".join(f"{p} {f:.3g}x" for p, f in far.items())
+            notes.append(f"the target lies beyond {side}'s cells ({words}): its law extrapolates")
+        for p in given:
+            span = law.conventions.held_span(p)
+            if p not in law.predictors and span is not None:
+                notes.append(f"{side}'s law does not model {p} (its cells held it at {span}): "
+                             f"the target's {p} {given[p]:.3g} does not enter it")  # fmt: skip
+    notes += [f"the cells held {k} elsewhere: A {ca.held_span(k)}, B {cb.held_span(k)}"
+              for k in _held_apart(la, lb)]  # fmt: skip
+    return notes
+
+
+def _held_apart(la: PowerLaw, lb: PowerLaw) -> list[str]:
+    """What the two laws' cells held fixed at other values (beyond 1% at either end): the laws
+    then answer for other regimes. Tokens per parameter follows from N and D, and is left out."""
+    ha, hb = la.conventions.held, lb.conventions.held
+    keys = sorted((set(ha) | set(hb)) - {"tokens_per_param", *la.predictors, *lb.predictors})
+    return [
+        k
+        for k in keys
+        if k not in ha
+        or k not in hb
+        or any(abs(math.log(x / y)) > 0.01 for x, y in zip(ha[k], hb[k], strict=True) if x > 0 < y)
+    ]
 
 
 def _law_quantities(

@@ -176,3 +176,25 @@ def test_a_sweep_diffed_with_itself_is_no_different_and_one_seed_keeps_its_losse
     both_one = diff(one, one.assign(loss=one["loss"] + 0.01))
     assert not both_one.best_loss_differences
     assert any("one seed" in n for n in both_one.notes)
+
+
+def test_a_diff_says_what_the_two_laws_measured_differently_and_where_they_extrapolate() -> None:
+    """A diff audit: SP against muP, a target 65x beyond the cells and a token count neither law
+    models were compared without a word (recommend warns of each)."""
+    from dataclasses import replace as dc_replace
+
+    from sweeper.fitting.conventions import Conventions
+
+    a, b = pair_sweep(-0.3, 1), pair_sweep(-0.3, 2)
+    mup = dc_replace(Conventions(), parametrization="mup", base_width=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = diff_runs(a, b, n_boot=200, cell_boot=50, conventions=(Conventions(), mup),
+                      target={"n_params": 1e8, "tokens": 1e9})  # fmt: skip
+    notes = " | ".join(r.notes)
+    assert "A and B differ in parametrization: A none recorded, B mup" in notes
+    assert "A and B differ in base_width" in notes
+    assert "the target lies beyond A's cells (n_params" in notes
+    assert "A's law does not model tokens (its cells held it at 8.19e+05)" in notes
+    plain = diff(a, b)
+    assert not any("differ in" in n or "beyond" in n for n in plain.notes)
