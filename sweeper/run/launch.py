@@ -64,7 +64,7 @@ from sweeper.run.trainable import (
 )
 from sweeper.study import storage as st
 from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
-from sweeper.study.own_code import code_dirs
+from sweeper.study.own_code import USER_CODE_FIELDS, code_dirs
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 from sweeper.study.samplers import reconcile
 from sweeper.study.spec import StudySpec, check_spec, data_source, spec_origin
@@ -252,13 +252,6 @@ def _interruptible(searcher: CellSearcher) -> Iterator[None]:
 
 
 # ---- user code on the workers ------------------------------------------------------------------
-#: the study fields that name the user's own code as ``"module:attribute"`` (a model builder, a
-#: training function): :func:`runtime_env_for` ships those modules to every worker
-USER_CODE_FIELDS: tuple[tuple[str, str], ...] = (
-    ("model", "builder"),
-    ("model", "param_roles"),
-    ("train", "function"),
-)
 _REF = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][\w.]*$")
 
 

@@ -9,6 +9,8 @@ problem is one line naming the study key; ``sweeper validate`` and ``launch`` re
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import sys
 from dataclasses import fields
@@ -20,9 +22,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STABLE_SLOPE",
+    "USER_CODE_FIELDS",
     "builder_of",
     "check_own_code",
     "code_dirs",
+    "code_fingerprints",
     "coord_check_study",
     "keys_set",
     "smallest_config",
@@ -97,6 +101,37 @@ def code_dirs(spec: StudySpec) -> list[str]:
     if os.getcwd() not in dirs:
         dirs.append(os.getcwd())
     return dirs
+
+
+#: the study fields that name the user's own code as ``"module:attribute"`` (a model builder, a
+#: training function): ``launch`` ships those modules to every worker
+USER_CODE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("model", "builder"),
+    ("model", "param_roles"),
+    ("train", "function"),
+)
+
+
+def code_fingerprints(spec: StudySpec) -> dict[str, str]:
+    """For each study field that names the user's own code, the sha256 of its module's source
+    file (``{"train.function": "..."}``; {} when it names none, a module not found here left
+    out). The study's hash covers the study file's text, not that code: a sweep relaunched after
+    its training function changed had kept the old runs as the new code's (a diff audit). Only
+    the named module's own file is read, not what it imports."""
+    out: dict[str, str] = {}
+    for section, name in USER_CODE_FIELDS:
+        ref = getattr(getattr(spec, section, None), name, None)
+        if not isinstance(ref, str) or ":" not in ref:
+            continue
+        importable(spec)
+        try:
+            found = importlib.util.find_spec(ref.split(":", 1)[0].strip())
+        except (ImportError, ValueError):
+            continue
+        origin = found.origin if found is not None else None
+        if origin and os.path.isfile(origin):
+            out[f"{section}.{name}"] = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
+    return out
 
 
 def importable(spec: StudySpec) -> None:

@@ -38,6 +38,7 @@ from sweeper.errors import StorageError, StudyError
 from sweeper.study import storage as st
 from sweeper.study.ladder import Cell, cells
 from sweeper.study.lease import HEARTBEAT_S, HeldLease, LeaseLost
+from sweeper.study.own_code import code_fingerprints
 from sweeper.study.samplers import cell_key, make_sampler
 from sweeper.study.spec import StudySpec, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
@@ -358,12 +359,14 @@ def _existing_row(
         )
     h = spec_hash(spec)
     if existing["spec_hash"] == h or _stored_hash(existing) == h:
+        _warn_code_changed(spec, existing)
         return existing
     added = added_cells(_stored_spec_or_none(existing), spec)
     if added:
         logger.warning(
             "sweep %s: ladder extended by %d cell(s): %s", spec.name, len(added), ", ".join(added)
         )
+        _warn_code_changed(spec, existing)
         return existing
     changed = study_changes(_stored_spec_or_none(existing), spec)
     if not force_new and not _holds_trials(spec.name, url):
@@ -380,6 +383,24 @@ def _existing_row(
         )
     delete_sweep(spec.name, url, held=held)
     return None
+
+
+def _warn_code_changed(spec: StudySpec, existing: Mapping[str, Any]) -> None:
+    """Warn when the user's own code the study names differs from the code the sweep's first
+    runs measured (:func:`~sweeper.study.own_code.code_fingerprints`): the finished runs are kept
+    and counted as this code's."""
+    first = existing["meta"].get("code") or {}
+    now = code_fingerprints(spec)
+    changed = [k for k in first if k in now and now[k] != first[k]]
+    if changed:
+        logger.warning(
+            "sweep %s: the code of %s changed since the sweep's first runs: its finished runs "
+            "measured the old code and are kept as they are; to measure the new code, launch it "
+            "under another sweep.name (or --force-new to replace this sweep)",
+            spec.name,
+            " and ".join(f"{k} ({getattr(getattr(spec, k.split('.')[0]), k.split('.')[1])})"
+                         for k in changed),
+        )  # fmt: skip
 
 
 def _allowed_growth(spec: StudySpec) -> str:
@@ -417,6 +438,9 @@ def _write_row(
     masked = replace(spec, sweep=replace(spec.sweep, storage=st.safe_url(stored or "")))
     text = study_toml(masked if st.url_password(stored) else spec)  # (a URL without one as is)
     h, meta = spec_hash(spec), study_meta(spec, cell_list)
+    code = code_fingerprints(spec)
+    if code and (existing is None or "code" not in existing["meta"]):
+        meta["code"] = code  # (the code its first runs measured: kept, and compared on relaunch)
     engine = st.get_engine(url)  # (open_sweep made the database)
     if existing is None:
         with engine.begin() as conn:

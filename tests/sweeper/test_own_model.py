@@ -442,3 +442,31 @@ def test_own_code_beside_the_study_is_found_and_its_sibling_imports_are_shipped(
     shipped = {Path(p).name for p in env["py_modules"]}
     # (tests/ is not in its folder; its pandas.py is not the pandas the driver imports)
     assert shipped == {"loop_q7.py", "helpers_q7.py"}
+
+
+def test_a_relaunch_after_the_training_function_changed_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A diff audit: after editing its training function (AdamW to Lion) a user relaunched the
+    same study, and the sweep kept the old runs as the new code's without a word (the study's
+    hash covers the study file, not the code it names)."""
+    import logging
+    import shutil
+
+    from sweeper.study.spec import load_study
+    from sweeper.study.sweep import open_sweep
+
+    shutil.copy(Path(__file__).parent.parent / "own_builders.py", tmp_path / "myloop.py")
+    spec = load_study(write(tmp_path, "", 'function = "myloop:loop"', "warmup = 0.05"))
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    open_sweep(spec, url)
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        open_sweep(spec, url)
+    assert "changed since" not in caplog.text
+    with (tmp_path / "myloop.py").open("a") as f:
+        f.write("\n# now Lion\n")
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        open_sweep(spec, url)
+    assert "the code of train.function (myloop:loop) changed since the sweep's first runs" in (
+        caplog.text
+    )
