@@ -43,7 +43,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import ray
 from optuna.trial import TrialState
@@ -580,29 +580,57 @@ ADDRESS_PROBE_S = 10.0
 
 def check_address(address: str | None) -> None:
     """RayConnectError (exit 2) unless ``address`` is None, ``auto``, or ``host:port`` (with an
-    optional ``ray://``) whose port answers within :data:`ADDRESS_PROBE_S`; checked before the
-    sweep's lease is taken. ``ray.init`` on a port where nothing listens retried for ever, a
-    driver holding the lease that Ctrl-C could not stop."""
-    import socket
-
+    optional ``ray://``) where a gRPC server (a Ray head's GCS, or a Ray Client server) answers
+    within :data:`ADDRESS_PROBE_S`; checked before the sweep's lease is taken. ``ray.init`` on a
+    port where nothing listens, or where another service does (an HTTP server, PostgreSQL),
+    retried for ever: a driver holding the lease that Ctrl-C could hardly stop."""
     if not address or address in ("auto", "local"):
         return
-    rest = address.split("://", 1)[-1]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    scheme, sep, rest = address.rpartition("://")
+    host, colon, port = rest.rpartition(":")
+    if (sep and scheme != "ray") or not colon or not host or not port.isdigit() or not (
+        0 < int(port) < 65536
+    ):
         raise RayConnectError(
-            f"--address must be host:port (the head's GCS port, 6379 unless `ray start --head "
-            f"--port` set another) or auto, got {address!r}"
+            f"--address must be host:port or ray://host:port (the head's GCS port, 6379 unless "
+            f"`ray start --head --port` set another) or auto, got {address!r}"
         )
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_PROBE_S):
-            pass
+        grpc = _speaks_grpc(host.strip("[]"), int(port))
     except OSError as e:
         why = e.strerror or type(e).__name__
         raise RayConnectError(
             f"cannot join the Ray cluster at {address!r}: nothing answers at {host}:{port} "
             f"({why}); check the head's address and port (`ray status` on the head prints them)"
         ) from None
+    if not grpc:
+        raise RayConnectError(
+            f"cannot join the Ray cluster at {address!r}: something answers at {host}:{port}, "
+            "but not a Ray head (no gRPC there: another service's port?); `ray status` on the "
+            "head prints its address"
+        )
+
+
+#: the HTTP/2 connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5)
+_H2_PREFACE: Final[bytes] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _speaks_grpc(host: str, port: int) -> bool:
+    """Whether the server at ``host:port`` speaks HTTP/2 as gRPC does (a Ray GCS answers the
+    preface with its SETTINGS frame, whatever its auth); True without asking under TLS
+    (``RAY_USE_TLS``), whose handshake comes first. OSError when nothing answers."""
+    import socket
+
+    with socket.create_connection((host, port), timeout=ADDRESS_PROBE_S) as sock:
+        if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true"):
+            return True
+        sock.settimeout(ADDRESS_PROBE_S)
+        sock.sendall(_H2_PREFACE)
+        head = b""
+        with contextlib.suppress(OSError):
+            while len(head) < 9 and (chunk := sock.recv(9 - len(head))):
+                head += chunk
+    return len(head) == 9 and head[3] == 4  # (a frame header whose type is SETTINGS)
 
 
 def _loopback(address: str) -> bool:

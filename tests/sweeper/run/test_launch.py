@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -894,6 +895,31 @@ def test_a_trial_no_node_can_fit_is_said_before_the_launch_waits(
     assert "no node" not in caplog.text
 
 
+@contextlib.contextmanager
+def _server(reply: bytes, n: int = 1) -> Iterator[int]:
+    """A TCP server of ``n`` connections on a free loopback port that answers each with
+    ``reply``; its port."""
+    import socket
+    import threading
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+
+        def answer() -> None:
+            with contextlib.suppress(OSError):
+                for _ in range(n):
+                    conn, _ = srv.accept()
+                    with conn:
+                        conn.recv(64)
+                        conn.sendall(reply)
+
+        t = threading.Thread(target=answer, daemon=True)
+        t.start()
+        yield srv.getsockname()[1]
+        t.join(timeout=5)
+
+
 def test_an_address_where_nothing_listens_is_refused_before_the_lease(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -913,11 +939,20 @@ def test_an_address_where_nothing_listens_is_refused_before_the_lease(
         with pytest.raises(RayConnectError, match="--address must be host:port"):
             check_address(bad)
     check_address("local")  # (ray.init's own word for a Ray of its own)
-    with socket.socket() as live:
-        live.bind(("127.0.0.1", 0))
-        live.listen()
-        check_address(f"127.0.0.1:{live.getsockname()[1]}")
-        check_address(f"ray://127.0.0.1:{live.getsockname()[1]}")
+    # a port where another service answers (a cluster audit: an HTTP server, PostgreSQL) hung
+    # for ever too; a scheme other than ray:// was an internal error
+    import sweeper.run.launch as launch_mod
+
+    monkeypatch.setattr(launch_mod, "ADDRESS_PROBE_S", 1.0)
+    with pytest.raises(RayConnectError, match="--address must be host:port or ray://"):
+        check_address("http://127.0.0.1:6379")
+    http = _server(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+    with http as other, pytest.raises(RayConnectError, match="not a Ray head"):
+        check_address(f"127.0.0.1:{other}")
+    settings = bytes([0, 0, 0x18, 4, 0, 0, 0, 0, 0])  # (the SETTINGS frame a GCS answers with)
+    with _server(settings, n=2) as grpc:
+        check_address(f"127.0.0.1:{grpc}")
+        check_address(f"ray://127.0.0.1:{grpc}")
     check_address(None)
     check_address("auto")
     url = f"sqlite:///{tmp_path / 'never.db'}"
