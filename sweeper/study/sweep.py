@@ -174,6 +174,13 @@ class FencedStorage(RDBStorage):
         while True:
             try:
                 return call()
+            except KeyError:
+                # Optuna's "Record does not exist": the trial or study was deleted under the
+                # launch, as another driver's --force-new --takeover deletes the sweep; with the
+                # lease gone that is the lease lost (it had ended in Tune's traceback)
+                if held.lost.is_set() or not held.check():
+                    raise LeaseLost(held.why) from None
+                raise
             except optuna.exceptions.StorageInternalError as e:
                 if held.lost.is_set():
                     raise LeaseLost(held.why) from None

@@ -490,3 +490,28 @@ def _rewrapped(name: str) -> object:
     from sweeper.study import sweep
 
     return sweep._retried(name)
+
+
+def test_a_driver_whose_sweep_was_deleted_by_a_takeover_stops_as_displaced(
+    sqlite_url: str,
+) -> None:
+    """A cluster audit: a driver displaced by `--force-new --takeover` (which deletes the sweep)
+    ended in Tune's traceback, Optuna's KeyError 'Record does not exist', on its next write."""
+    from sweeper.study.lease import HeldLease, LeaseLost
+    from sweeper.study.space import distributions
+    from sweeper.study.spec import parse_study_toml
+    from sweeper.study.sweep import FencedStorage, delete_sweep, open_sweep
+
+    spec = parse_study_toml(FENCED)
+    a = HeldLease(acquire("fenced", sqlite_url), sqlite_url)
+    sa_ = FencedStorage(sqlite_url, a)
+    (cs_a,) = open_sweep(spec, sqlite_url, storage=sa_, held=a)
+    running = cs_a.study.ask(distributions(spec.search))
+    _as_if_remote(sqlite_url, "fenced")
+    b = HeldLease(acquire("fenced", sqlite_url, takeover=True), sqlite_url)
+    delete_sweep("fenced", sqlite_url, held=b)
+    with pytest.raises(LeaseLost):
+        running.set_user_attr("runs", [])
+    assert a.lost.is_set() and "taken over" in a.why
+    sa_.close()
+    release(b.lease, sqlite_url)
