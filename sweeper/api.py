@@ -80,6 +80,20 @@ def _sweep(sweep: str | Sweep, storage: str | None) -> Sweep:
     return sweep if isinstance(sweep, Sweep) else Sweep.load(sweep, storage)
 
 
+def _sweep_or_joined(sweep: str | Sweep, storage: str | None) -> Sweep:
+    """The sweep, or the sweeps of ``"a+b"`` (one study on other LRs, see :func:`diff`) as one
+    handle: their runs together, the first one's study and storage, the laws ``fit a+b``
+    stored under the joined name (fit, recommend and diff took such names; report and runs
+    said there was no such sweep)."""
+    from dataclasses import replace
+
+    if not (isinstance(sweep, str) and "+" in sweep):
+        return _sweep(sweep, storage)
+    runs, _, name = _joined_runs(sweep, storage)
+    first = _sweep(name.split("+")[0], storage)
+    return replace(first, name=name, _runs=runs)
+
+
 def _surface_settings(sw: Sweep | None, given: str | None) -> str:
     """The surface method's settings for ``sw``: ``given``, else the law sampler's own fit for a
     study that it planned (its runs sit near each optimum), else the standard one."""
@@ -187,8 +201,8 @@ def status(sweep: str | None = None, *, storage: str | None = None) -> dict[str,
 
 def runs(sweep: str | Sweep, *, storage: str | None = None) -> pd.DataFrame:
     """Every training run of a launched or imported sweep, one row per run (per seed), with the
-    canonical columns of :mod:`sweeper.study.runs` first."""
-    return _sweep(sweep, storage).runs()
+    canonical columns of :mod:`sweeper.study.runs` first; ``"a+b"``: the runs of both."""
+    return _sweep_or_joined(sweep, storage).runs()
 
 
 def import_runs(
@@ -609,22 +623,22 @@ def compare(
     TargetError (no target named)."""
     from sweeper.recipe.compare import compare_sweep_laws, convention_notes, coupling_notes
 
-    sw = _sweep(sweep, storage)
-    fitted = [x for x in laws(sw) if x.target in ("lr", "batch_tokens")]
+    # (sweeps joined by "+", as fit and diff take them: their runs together, the joined laws)
+    runs, _, name = _joined_runs(sweep, storage)
+    fitted = [x for x in laws(sweep, storage=storage) if x.target in ("lr", "batch_tokens")]
     latest: dict[tuple[Any, ...], Law] = {}
     for x in fitted:
         latest[(x.target, x.kind, x.method, x.predictors)] = x
     if not latest:
         raise StorageError(
-            f"no lr or batch_tokens laws stored for sweep {sw.name!r}; "
-            f"run `sweeper fit {sw.name}` first"
+            f"no lr or batch_tokens laws stored for sweep {name!r}; run `sweeper fit {name}` first"
         )
     if isinstance(published, str):  # "steplaw" or "deepseek,steplaw": not one name a letter
         published = [x.strip() for x in published.split(",")]
-    all_laws, exps, pred = compare_sweep_laws(sw.runs(), list(latest.values()), published, at)
+    all_laws, exps, pred = compare_sweep_laws(runs, list(latest.values()), published, at)
     pub = [x for x in all_laws if x.method == "published"]
     notes = convention_notes(list(latest.values()), pub) + coupling_notes(pred)
-    return Comparison(sw.name, tuple(all_laws), exps, pred, tuple(notes))
+    return Comparison(name, tuple(all_laws), exps, pred, tuple(notes))
 
 
 # ---- stage 4: evidence and reports ---------------------------------------------------------------
@@ -684,7 +698,7 @@ def write_report(
     from sweeper.recipe.recipe import Recipe
     from sweeper.report.build import build_report
 
-    sw = _sweep(sweep, storage)
+    sw = _sweep_or_joined(sweep, storage)
     recipe_dict = recipe.to_dict() if isinstance(recipe, Recipe) else recipe
     return build_report(sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap)
 

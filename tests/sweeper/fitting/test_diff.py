@@ -137,6 +137,15 @@ def test_cli_fit_joins_sweeps_of_one_study_on_other_lrs(
     assert recipe["provenance"]["lr"]["source"] == "lo+hi"
     assert cli.main(["laws", "lo+hi", "--storage", url]) == 0  # it said "no sweep 'lo+hi'"
     assert "lo+hi" in capsys.readouterr().out
+    # compare, report and trials took no joined name (a diff audit: "no sweep 'lo+hi'")
+    assert cli.main(["compare", "lo+hi", "--storage", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sweep"] == "lo+hi"
+    assert cli.main(["report", "lo+hi", "-o", str(tmp_path / "rep"), "--storage", url]) == 0
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert f"{len(runs)} runs in " in page and "lo+hi" in page
+    out = tmp_path / "t.csv"
+    assert cli.main(["trials", "lo+hi", "-o", str(out), "--storage", url]) == 0
+    assert len(pd.read_csv(out)) == len(runs)
 
 
 def test_indistinguishable_says_how_little_the_runs_can_tell() -> None:
