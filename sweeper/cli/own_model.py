@@ -125,6 +125,8 @@ def cmd_coord_check(args: argparse.Namespace) -> int:
         print(f"  width-stable: {bound} for every quantity")
     else:
         print(f"  NOT width-stable: {bound} fails for {', '.join(res['unstable'])}")
+    for note in res.get("notes", []):
+        print(f"  note: {note}")
     for f in res.get("files", []):
         print(f"  wrote {f}")
     return 0

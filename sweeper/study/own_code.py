@@ -255,7 +255,22 @@ def coord_check_study(
         "stable_slope": STABLE_SLOPE,
         "stable": not unstable,
         "unstable": unstable,
+        "notes": _coord_notes(spec),
     }
+
+
+def _coord_notes(spec: StudySpec) -> list[str]:
+    """What a coordinate check of ``spec`` does not check: a training function is not run (the
+    check trains the model the study builds with Sweeper's own steps; a diff audit's check of a
+    study whose function builds its own model and optimizer printed the built-in proxy's)."""
+    if spec.train.function is None:
+        return []
+    model = f"model.builder {spec.model.builder}" if spec.model.builder else "the built-in proxy"
+    return [
+        f"train.function {spec.train.function} is not run: this checks {model} under "
+        f"{spec.model.parametrization}, stepped by Sweeper's own {spec.train.optimizer} loop; a "
+        "function that builds its own model or optimizer is not what was checked"
+    ]
 
 
 #: |d log RMS / d log width| at or below which an activation counts as width-stable (SP's readout

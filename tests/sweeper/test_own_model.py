@@ -367,6 +367,12 @@ def test_coord_check_tells_mup_from_sp(tmp_path: Path, capsys: pytest.CaptureFix
     code, out, _ = run_cli(capsys, *argv, "--parametrization", "sp")
     assert "NOT width-stable: |d log RMS / d log width| <= 0.2 fails for " in out
     assert "hidden" in out.split("fails for ")[1]
+    assert "note:" not in out
+    # a study run by its own training function: the check says the function is not what it ran
+    # (a diff audit read the built-in proxy's check as its own loop's)
+    fn = write(tmp_path, "", 'function = "tests.own_builders:loop"')
+    code, out, _ = run_cli(capsys, "coord-check", str(fn), *argv[2:])
+    assert "note: train.function tests.own_builders:loop is not run: this checks the built-in" in out
 
 
 def test_a_law_without_an_optimizer_recommends_adamw_with_a_warning() -> None:
