@@ -174,7 +174,7 @@ def run_function(
             f"returned {type(out).__name__} without 'val_loss' (a dict with val_loss is required)",
         )
     val = _float(out["val_loss"])
-    diverged = watch.diverged or bool(out.get("diverged", False))
+    diverged = watch.diverged or _flag(out.get("diverged", False))
     init = watch.losses[0] if watch.losses else math.nan
     if val is None or not math.isfinite(val):
         diverged = True
@@ -199,6 +199,18 @@ def run_function(
         "n_params_total": out.get("n_params_total"),
         "device": str(out.get("device", "cpu")),
     }
+
+
+def _flag(v: Any) -> bool:
+    """A returned ``diverged`` as a bool: True/False (numpy's too) or 0/1; BuilderError for
+    anything else (the string "no" had been read as True, and the run stored as diverged)."""
+    import numpy as np
+
+    if isinstance(v, bool | np.bool_):
+        return bool(v)
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise BuilderError(KEY, f"returned diverged={v!r} ({type(v).__name__}): give True or False")
 
 
 def _float(v: Any) -> float | None:

@@ -209,6 +209,18 @@ def test_training_function_divergence_and_stop(caplog: pytest.LogCaptureFixture)
     assert "raised FloatingPointError (loss is nan at step 3)" in caplog.text  # said, not silent
     with pytest.raises(RuntimeError, match="boom"):
         run_function(raises_other, hparams=hp, shape=shape)
+    # a returned diverged must be a flag: the string "no" had been read as True (a diff audit)
+    import numpy as np
+
+    from proxy_models.builder import BuilderError
+
+    def says(flag: object) -> object:
+        return lambda hparams, shape, report: {"val_loss": 2.0, "diverged": flag}
+
+    with pytest.raises(BuilderError, match=r"returned diverged='no' \(str\): give True or False"):
+        run_function(says("no"), hparams=hp, shape=shape)
+    for flag, meant in ((False, False), (np.True_, True), (0, False)):
+        assert run_function(says(flag), hparams=hp, shape=shape)["diverged"] is meant
     assert check_function("tests.own_builders:loop") == []
     (line,) = check_function("tests.own_builders:bad_signature")
     assert line.startswith("train.function: ") and "hparams, shape, report" in line
