@@ -292,6 +292,10 @@ def _cell_line(
     best = (
         f"best loss {best_loss:.4f} at lr {best_lr:.3g}, batch {best_batch} seqs"
         if best_loss is not None and best_lr is not None
+        # (finished, yet no best: every run diverged; a diff audit's all-NaN function read
+        # "no complete trial" after 4 complete ones)
+        else "every finished run diverged (check the LR range, or the loss your code returns)"
+        if finished > pruned
         else "no complete trial"
     )
     # (a trial closed because its driver stopped is FAIL without a failed run: said apart)

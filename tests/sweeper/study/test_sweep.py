@@ -528,6 +528,11 @@ def test_a_trial_closed_because_its_driver_stopped_is_told_apart_from_a_failed_r
     assert "2 failed (1 closed when their driver stopped), 1 queued" in line
     only = _cell_line("c", 0, 2, 1, 0, None, None, None, closed=1)
     assert "1 closed when their driver stopped;" in only and "failed" not in only
+    assert only.endswith("no complete trial")
+    # finished runs and no best: every one diverged (an all-NaN training function read "no
+    # complete trial" after 4 complete trials, a diff audit)
+    assert "every finished run diverged" in _cell_line("c", 4, 4, 0, 0, None, None, None)
+    assert _cell_line("c", 2, 4, 0, 2, None, None, None).endswith("no complete trial")
     runs = load_sweep_runs("gc", sqlite_url)
     assert set(runs["closed_by"].dropna()) == {"reconcile: its driver stopped"}
     assert set(runs["last_error"].dropna()) == {"ValueError: boom"}
