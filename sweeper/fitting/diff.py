@@ -40,7 +40,7 @@ from sweeper.errors import FitError
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.fit_runs import FitOptions, fit_runs
 from sweeper.fitting.laws import PowerLaw
-from sweeper.fitting.methods import DIFF_METHODS
+from sweeper.fitting.methods import DIFF_METHODS, KEPT_EDGE
 
 __all__ = ["ALPHA", "DiffResult", "Estimate", "check_diff_method", "diff_runs"]
 
@@ -265,6 +265,7 @@ def _notes(
             shown = ["none recorded" if v is None else v for v in (va, vb)]
             notes.append(f"A and B differ in {key}: A {shown[0]}, B {shown[1]}")
     for side, law in (("A", la), ("B", lb)):
+        notes += [f"{side}'s lr law: {n}" for n in law.notes if KEPT_EDGE in n]
         far = {p: f for p, f in law.extrapolation(scale).items() if f > 1.01}
         if far:
             words = ", ".join(f"{p} {f:.3g}x" for p, f in far.items())

@@ -207,3 +207,17 @@ def test_a_diff_says_what_the_two_laws_measured_differently_and_where_they_extra
     assert "A's law does not model tokens (its cells held it at 8.19e+05)" in notes
     plain = diff(a, b)
     assert not any("differ in" in n or "beyond" in n for n in plain.notes)
+
+
+def test_cells_kept_on_their_edge_are_said_to_be_bounds() -> None:
+    """A diff audit: with --keep-edge, a side whose every best LR was the grid's top gave an LR
+    ratio of 6.3 and "differs", with no word that its optima were bounds."""
+    a = pair_sweep(-0.3, 3)
+    b = a[a["lr"] <= a.groupby("cell")["lr"].transform("median")]  # each cell cut below its best
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = diff_runs(a, b, n_boot=200, cell_boot=50, keep_edge=True)
+        kept = diff_runs(a, a, n_boot=200, cell_boot=50, keep_edge=True)
+    edge_notes = [n for n in r.notes if n.startswith("B's lr law: ")]
+    assert edge_notes and "kept with their optimum on the edge of the range (bounds" in edge_notes[0]
+    assert not any("lr law: " in n for n in kept.notes)
