@@ -185,44 +185,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    _print_diff(out)
+    _print_diff(res)
     return 0
 
 
-def _ci(e: dict[str, Any], fmt: str = "+.3f") -> str:
-    lo, hi = e["ci"]
-    clo, chi = e["ci_corrected"]
-    star = "  *" if e["excludes_null"] else ""
-    return (
-        f"{e['value']:{fmt}}  95% [{lo:{fmt}}, {hi:{fmt}}]  corrected [{clo:{fmt}}, {chi:{fmt}}]"
-        f"{star}"
-    )
-
-
-def _print_diff(out: dict[str, Any]) -> None:
-    t = ", ".join(f"{k} {v:.3g}" for k, v in out["target"].items() if k in ("n_params", "tokens"))
-    print(f"diff {out['b']} against {out['a']} ({out['method']}; B - A, B / A)")
-    for k, e in out["exponent_differences"].items():
-        print(f"  exponent of {k}: {_ci(e)}")
-    print(f"  optimal lr ratio at {t}: {_ci(out['target_lr_ratio'], '.3g')}")
-    for k, e in out["batch_exponent_differences"].items():
-        print(f"  batch exponent of {k}: {_ci(e)}")
-    if out["target_batch_ratio"]:
-        print(f"  optimal batch ratio: {_ci(out['target_batch_ratio'], '.3g')}")
-    for cell, e in out["best_loss_differences"].items():
-        print(f"  best loss {cell}: {_ci(e, '+.4f')}")
-    print(f"  ({out['correction']}; * = the corrected interval excludes 0, or 1 for a ratio)")
-    if out["indistinguishable"]:
-        lo, hi = out["target_lr_ratio"]["ci_corrected"]
-        print(
-            f"  {out['b']} and {out['a']} are indistinguishable: no quantity differs beyond its "
-            f"corrected interval; that is not 'the same': these runs cannot tell an optimal LR "
-            f"ratio between {lo:.3g} and {hi:.3g} at the target from 1"
-            + (" (too wide to say anything: more seeds or cells narrow it)" if hi / lo > 4 else "")
-        )
-    else:
-        print(f"  {out['b']} differs from {out['a']} in: {', '.join(out['distinguished_by'])}")
-    for n in out["notes"]:
+def _print_diff(res: Any) -> None:
+    """The diff as text (:meth:`~sweeper.fitting.diff.DiffResult.lines`), its notes on stderr."""
+    for line in res.lines():
+        print(line)
+    for n in res.notes:
         print(f"  note: {n}", file=sys.stderr)
 
 

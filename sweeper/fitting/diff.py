@@ -110,6 +110,41 @@ class DiffResult:
         out += [(f"best loss {k}", v) for k, v in self.best_loss_differences.items()]
         return out
 
+    def lines(self) -> list[str]:
+        """The diff as ``sweeper diff`` prints it (the notes apart): both laws, each quantity
+        with its 95% and corrected intervals, and the verdict."""
+        out = self.to_json()
+        t = ", ".join(f"{k} {v:.3g}" for k, v in self.target.items() if k in ("n_params", "tokens"))
+        a, b = self.laws
+        text = [f"diff {self.b} against {self.a} ({self.method}; B - A, B / A)",
+                f"  lr laws: A {_law_words(a)}; B {_law_words(b)}"]  # fmt: skip
+        text += [f"  exponent of {k}: {_ci(e)}" for k, e in out["exponent_differences"].items()]
+        text.append(f"  optimal lr ratio at {t}: {_ci(out['target_lr_ratio'], '.3g')}")
+        text += [f"  batch exponent of {k}: {_ci(e)}"
+                 for k, e in out["batch_exponent_differences"].items()]  # fmt: skip
+        if out["target_batch_ratio"]:
+            text.append(f"  optimal batch ratio: {_ci(out['target_batch_ratio'], '.3g')}")
+        text += [f"  best loss {c}: {_ci(e, '+.4f')}"
+                 for c, e in out["best_loss_differences"].items()]  # fmt: skip
+        text.append(
+            f"  ({out['correction']}; * = the corrected interval excludes 0, or 1 for a ratio)"
+        )
+        return [*text, "  " + self._verdict()]
+
+    def _verdict(self) -> str:
+        if not self.indistinguishable:
+            return f"{self.b} differs from {self.a} in: {', '.join(self.distinguished_by)}"
+        lo, hi = self.target_lr_ratio.ci_corrected
+        return (
+            f"{self.b} and {self.a} are indistinguishable: no quantity differs beyond its "
+            f"corrected interval; that is not 'the same': these runs cannot tell an optimal LR "
+            f"ratio between {lo:.3g} and {hi:.3g} at the target from 1"
+            + (" (too wide to say anything: more seeds or cells narrow it)" if hi / lo > 4 else "")
+        )
+
+    def __repr__(self) -> str:  # (a notebook's display: the text, not 40 fields of floats)
+        return "\n".join([*self.lines(), *(f"  note: {n}" for n in self.notes)])
+
     def to_json(self) -> dict[str, Any]:
         a, b = self.laws
         return {
@@ -447,6 +482,28 @@ def _best_draws(points: pd.DataFrame, sd: float, rng: np.random.Generator, n: in
     se = sd / np.sqrt(points["n"].to_numpy(dtype=float))
     means = points["mean"].to_numpy(dtype=float)
     return (means[None, :] + rng.standard_normal((n, len(means))) * se[None, :]).min(axis=1)
+
+
+def _ci(e: Mapping[str, Any], fmt: str = "+.3f") -> str:
+    """One quantity of :meth:`DiffResult.to_json` as text: value, 95% and corrected intervals,
+    and a star when the corrected one excludes the null."""
+    lo, hi = e["ci"]
+    clo, chi = e["ci_corrected"]
+    star = "  *" if e["excludes_null"] else ""
+    return (
+        f"{e['value']:{fmt}}  95% [{lo:{fmt}}, {hi:{fmt}}]  corrected [{clo:{fmt}}, {chi:{fmt}}]"
+        f"{star}"
+    )
+
+
+def _law_words(law: PowerLaw) -> str:
+    """``n_params^-0.578 [-1.91, +0.77]`` for each predictor of ``law``."""
+    parts = []
+    for p in law.predictors:
+        ci = law.exponents_ci.get(p)
+        span = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""
+        parts.append(f"{p}^{law.exponents[p]:+.3f}{span}")
+    return " · ".join(parts)
 
 
 def _r(v: float) -> float | None:

@@ -151,22 +151,14 @@ def test_cli_fit_joins_sweeps_of_one_study_on_other_lrs(
 def test_indistinguishable_says_how_little_the_runs_can_tell() -> None:
     """'indistinguishable' was read as 'the change does not move the law' while the corrected
     interval of the LR ratio was [0.0386, 40]: the line says what the runs cannot tell apart."""
-    import io
-    from contextlib import redirect_stdout
+    from dataclasses import replace
 
-    from sweeper.cli.own_model import _print_diff
+    from sweeper.fitting.diff import Estimate
 
-    est = {"value": 1.2, "ci": [0.5, 3.0], "ci_corrected": [0.0386, 40.0], "excludes_null": False}
-    out = {
-        "a": "off", "b": "on", "method": "surface", "target": {"n_params": 1e9, "tokens": 2e10},
-        "exponent_differences": {}, "target_lr_ratio": est, "batch_exponent_differences": {},
-        "target_batch_ratio": None, "best_loss_differences": {}, "correction": "Bonferroni",
-        "indistinguishable": True, "distinguished_by": [], "notes": [],
-    }  # fmt: skip
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        _print_diff(out)
-    text = buf.getvalue()
+    res = diff(pair_sweep(-0.3, 1), pair_sweep(-0.3, 2))
+    wide = Estimate(1.2, (0.5, 3.0), (0.0386, 40.0), null=1.0)
+    res = replace(res, target_lr_ratio=wide, exponent_differences={}, best_loss_differences={})
+    text = "\n".join(res.lines())
     assert "cannot tell an optimal LR ratio between 0.0386 and 40 at the target from 1" in text
     assert "too wide to say anything" in text
 
@@ -179,6 +171,11 @@ def test_a_sweep_diffed_with_itself_is_no_different_and_one_seed_keeps_its_losse
     same = diff(a, a)
     assert same.exponent_differences["n_params"].value == 0.0
     assert same.target_lr_ratio.value == pytest.approx(1.0, abs=1e-12)
+    # in a notebook it reads as `sweeper diff` prints it, with both laws (an API audit: a dump
+    # of every field; the CLI printed only the differences)
+    shown = repr(same).splitlines()
+    assert shown[1].startswith("  lr laws: A n_params^") and "; B n_params^" in shown[1]
+    assert "are indistinguishable" in shown[-1]
     one = a[a["seed"] == a["seed"].min()]
     r = diff(one, pair_sweep(-0.3, 6))
     assert len(r.best_loss_differences) == 6 and not any("share no cell" in n for n in r.notes)
