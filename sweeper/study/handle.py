@@ -63,6 +63,10 @@ class Sweep:
             spec_error=error,
         )
 
+    def __repr__(self) -> str:  # (the generated one printed the whole study, 2k characters)
+        made = f", from study {self.spec.name!r}" if self.spec is not None else ""
+        return f"Sweep({self.name!r}, {self.kind}, {storage.safe_url(self.url)}{made})"
+
     @property
     def launched(self) -> bool:
         return self.kind == "launched"

@@ -218,6 +218,19 @@ class TransferResult:
         largest fitted cell's (as recommend counts a recipe's extrapolation)."""
         return float(max(self.extrapolation.values(), default=1.0))
 
+    def __repr__(self) -> str:  # (a notebook's display: the verdict, not 5k characters)
+        regret = "no regret (every seed diverged)" if self.regret_pct is None else (
+            f"regret {self.regret_pct:+.2f}%"
+            + (f" ± {self.regret_se_pct:.2f}" if self.regret_se_pct is not None else "")
+        )
+        return (
+            f"TransferResult({self.sweep}: {self.holdout_cell} held out, "
+            f"{self.extrapolation_factor:.3g}x beyond {self.law_cells} fitted cells; predicted lr "
+            f"{self.predicted_lr:.3g} against the measured {self.measured_lr:.3g} (log2 "
+            f"{self.log2_error:+.2f}); {regret} over {self.seeds} seed(s); "
+            f"{len(self.baselines)} baselines, {len(self.notes)} notes)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["law"] = self.law.to_dict() if self.law is not None else None

@@ -599,6 +599,10 @@ def test_the_report_shows_every_stored_check(sweep_runs: pd.DataFrame, tmp_path)
         api.import_runs(csv, sweep=f"syn.transfer.{cell}", storage=url)
         _store_result(f"syn.transfer.{cell}", url, replace(res, holdout_cell=cell))
     assert [t["holdout_cell"] for t in stored_transfers("syn", url)] == ["w2", "w1"]
+    # a notebook shows the verdict, not 5k characters of fields (an API audit)
+    shown = repr(res)
+    assert shown.startswith(f"TransferResult(syn: {res.holdout_cell} held out, ") and len(shown) < 400
+    assert f"regret {res.regret_pct:+.2f}%" in shown
     api.write_report("syn", tmp_path / "rep", storage=url)
     page = (tmp_path / "rep" / "index.html").read_text()
     assert page.index("Transfer check: held-out cell w2") < page.index("held-out cell w1")
