@@ -689,18 +689,23 @@ def write_report(
     method: str | None = None,
     recipe: Recipe | Mapping[str, Any] | None = None,
     bootstrap: int = 200,
+    at: Mapping[str, float] | None = None,
 ) -> list[Path]:
     """PNG plots and a self-contained ``index.html`` for a sweep in folder ``out``; returns the
     files written. The laws shown are the latest stored per target; with ``method`` the latest
     stored by that method, fitted for the report alone when none is. ``recipe``: a recipe (or its
-    JSON form) to show, with its target on the law plot. Every transfer check stored for the
-    sweep (:func:`validate_transfer`) has its section, the one stored last first."""
+    JSON form) to show, with its target on the law plot; or ``at``, a target's scale without a
+    recipe (``{"n_params": 7e9, "tokens": 1.4e12}``), marked on the law plots with how far each
+    law extrapolates to it. Every transfer check stored for the sweep (:func:`validate_transfer`)
+    has its section, the one stored last first."""
     from sweeper.recipe.recipe import Recipe
     from sweeper.report.build import build_report
 
     sw = _sweep_or_joined(sweep, storage)
     recipe_dict = recipe.to_dict() if isinstance(recipe, Recipe) else recipe
-    return build_report(sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap)
+    return build_report(
+        sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap, at=at
+    )
 
 
 # ---- your own model: is my change different? does muP take? ---------------------------------------

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sweeper.cli.numbers import positive
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
     FIT_METHODS,
@@ -56,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--recipe-json", help="a recipe saved with `sweeper export --format json` to show"
     )
+    p.add_argument("--params", type=positive, help="a target's N (non-embedding parameters, e.g. "
+                   "7B) to mark on the law plots, with how far each law extrapolates to it "
+                   "(without --recipe-json)")  # fmt: skip
+    p.add_argument("--tokens", type=positive, help="the target's training tokens D (e.g. 1.4T)")
     p.add_argument(
         "--bootstrap", type=int, default=200, help="bootstrap resamples for the cell optima"
     )
@@ -112,6 +117,9 @@ def _report(args: argparse.Namespace) -> int:
             recipe = json.loads(Path(args.recipe_json).read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise SweeperError(f"--recipe-json {args.recipe_json}: {e}") from None
+    at = {k: v for k, v in (("n_params", args.params), ("tokens", args.tokens)) if v is not None}
+    if at and recipe is not None:
+        raise SweeperError("give --recipe-json or --params/--tokens: a recipe names its target")
     files = api.write_report(
         args.sweep,
         args.out,
@@ -119,6 +127,7 @@ def _report(args: argparse.Namespace) -> int:
         method=args.method,
         recipe=recipe,
         bootstrap=args.bootstrap,
+        at=at or None,
     )
     print(f"wrote {len(files)} files to {args.out}: " + ", ".join(f.name for f in files))
     return 0

@@ -32,10 +32,12 @@ def build_report(
     method: str | None = None,
     recipe: Mapping[str, Any] | None = None,
     bootstrap: int = 200,
+    at: Mapping[str, float] | None = None,
 ) -> list[Path]:
     """Write the report of ``sw`` into ``out``; returns the files written. The laws shown: the
     latest stored per target, or with ``method`` the latest stored by that method (fitted for the
-    report alone when none is). Notes about what the report had to make up go into the page."""
+    report alone when none is). ``at``: a target's scale (predictor → value) to mark, when no
+    ``recipe`` gives one. Notes about what the report had to make up go into the page."""
     from sweeper.fitting import estimate_optima
     from sweeper.fitting.fit_runs import check_method, check_resamples
     from sweeper.fitting.provenance import sweep_conventions
@@ -55,7 +57,7 @@ def build_report(
         runs, method="band" if method == "band" else "parabola", n_boot=bootstrap
     )
     laws, notes = _report_laws(sw, runs, optima, method)
-    target_scale = None
+    target_scale = _checked_scale(at) if at else None
     if recipe is not None:
         target_scale = {
             k: float(recipe[k])
@@ -74,6 +76,19 @@ def build_report(
         measured=measured_with(sweep_conventions(sw), imported=sw.spec is None),
     )
     return write_report(inputs, out)
+
+
+def _checked_scale(at: Mapping[str, float]) -> dict[str, float]:
+    """``at`` as a target scale: known predictors, positive and finite; SweeperError else."""
+    import math
+
+    bad = [k for k in at if k not in _SCALE_KEYS]
+    if bad:
+        raise SweeperError(f"report: unknown target key(s) {bad}; known: {', '.join(_SCALE_KEYS)}")
+    out = {k: float(v) for k, v in at.items()}
+    if not all(math.isfinite(v) and v > 0 for v in out.values()):
+        raise SweeperError(f"report: a target's values must be positive and finite, got {at}")
+    return out
 
 
 def _transfers(sw: Sweep) -> list[TransferShown]:

@@ -441,11 +441,18 @@ def _law_notes(laws: Sequence[Law]) -> list[str]:
     ]
 
 
-def _law_scopes(laws: Sequence[PowerLaw]) -> list[str]:
+def _law_scopes(
+    laws: Sequence[PowerLaw], target: Mapping[str, float] | None = None
+) -> list[str]:
     """Where each law was measured, as ``sweeper fit`` prints it: the range of each predictor it
-    was fitted over (beyond it the law extrapolates) and what its cells held fixed."""
+    was fitted over (beyond it the law extrapolates) and what its cells held fixed; with a
+    ``target``, how far beyond that range it lies."""
     out = []
     for law in laws:
+        far = law.extrapolation(target or {})
+        beyond = "; at the target " + ", ".join(
+            f"{p} {f:.3g}x the largest fitted" for p, f in far.items() if p in law.predictors
+        ) if any(p in law.predictors for p in far) else ""  # fmt: skip
         ident = f" #{law.id}" if law.id is not None else ""
         dom = "; ".join(
             f"{p} {lo:.3g} to {hi:.3g}" for p, (lo, hi) in law.domain.items() if p in law.predictors
@@ -453,7 +460,7 @@ def _law_scopes(laws: Sequence[PowerLaw]) -> list[str]:
         held = law.conventions.held_text
         text = f"{law.target} law{ident}: fitted over {dom or 'no recorded range'}" + (
             f"; held fixed: {held}" if held else ""
-        )
+        ) + beyond
         out.append(f"<p class='muted'>{html.escape(text)}.</p>")
     return out
 
@@ -539,9 +546,10 @@ def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, st
     r = inputs.recipe
     if not inputs.target_scale:
         return None, ""
-    star = (" The star is the law's point estimate at the recipe's target, with its interval, far"
-            " to the right when the extrapolation is long (an end beyond the axis is an arrow with"
-            " its value)")  # fmt: skip
+    whose = "the recipe's target" if r is not None else "the target given"
+    star = (f" The star is the law's point estimate at {whose}, with its interval, far to the"
+            " right when the extrapolation is long (an end beyond the axis is an arrow with its"
+            " value)")  # fmt: skip
     if r is None or law.target != "lr":
         return None, star + "."
     if _fitted_sources(r, "lr") != {inputs.sweep}:
@@ -638,7 +646,7 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         if inputs.notes
         else "<p>No power law fitted yet: run <code>sweeper fit</code>.</p>"
     )
-    parts += _law_scopes(_power_laws(inputs))
+    parts += _law_scopes(_power_laws(inputs), inputs.target_scale)
     parts += _law_notes(_power_laws(inputs))
     parts.append("<h2>Cells and their optima</h2>")
     parts.append(_table(_optima_table(inputs.optima, inputs.laws)))

@@ -446,3 +446,23 @@ def test_a_report_leaves_the_callers_matplotlib_as_it_was(tmp_path: Path) -> Non
         assert matplotlib.get_backend() == "svg"
     pyplot = sys.modules.get("matplotlib.pyplot")
     assert pyplot is None or not pyplot.get_fignums()  # (no figure left open in pyplot)
+
+
+def test_a_report_marks_a_target_without_a_recipe(
+    stored_sweep: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reader's audit: without --recipe-json the page said nothing of a target or of how far
+    the law extrapolates to it (`report` had no --params/--tokens)."""
+    sweep, url = stored_sweep
+    assert main(["fit", sweep, "--target", "lr", "--method", "parabola", "--storage", url]) == 0
+    out = tmp_path / "r"
+    assert main(["report", sweep, "-o", str(out), "--storage", url, "--params", "3e9"]) == 0
+    page = html.unescape((out / "index.html").read_text())
+    assert "at the target n_params 100x the largest fitted" in page
+    assert "The star is the law's point estimate at the target given" in page
+    capsys.readouterr()
+    recipe = tmp_path / "x.json"
+    recipe.write_text("{}")
+    argv = ["report", sweep, "-o", str(out), "--storage", url, "--params", "3e9"]
+    assert main([*argv, "--recipe-json", str(recipe)]) == 2
+    assert "give --recipe-json or --params/--tokens" in capsys.readouterr().err
