@@ -509,9 +509,19 @@ def study_changes(stored: StudySpec | None, spec: StudySpec, most: int = 4) -> s
         return ""
     old, new = (_flat(tomllib.loads(study_toml(x, operational=False))) for x in (stored, spec))
     keys = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
-    text = [f"{k}: {old.get(k, '(none)')!r} -> {new.get(k, '(none)')!r}" for k in keys[:most]]
+    text = [f"{k}: {old.get(k, _default(stored, k))!r} -> {new.get(k, _default(spec, k))!r}"
+            for k in keys[:most]]  # fmt: skip
     more = f"; +{len(keys) - most} more" if len(keys) > most else ""
     return "; ".join(text) + more
+
+
+def _default(spec: StudySpec, key: str) -> Any:
+    """The value of ``key`` ("train.optimizer") a study file leaves unwritten at its default: the
+    spec's own (a changed optimizer read "'(none)' -> 'adafactor'", the default being adamw);
+    "(none)" where the spec has no such field."""
+    section, _, name = key.partition(".")
+    value = getattr(getattr(spec, section, None), name, None) if name else None
+    return "(none)" if value is None else value
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -536,3 +536,17 @@ def test_a_trial_closed_because_its_driver_stopped_is_told_apart_from_a_failed_r
     runs = load_sweep_runs("gc", sqlite_url)
     assert set(runs["closed_by"].dropna()) == {"reconcile: its driver stopped"}
     assert set(runs["last_error"].dropna()) == {"ValueError: boom"}
+
+
+def test_a_changed_key_at_its_default_is_named_with_its_value() -> None:
+    """A diff audit: a study whose optimizer changed read "train.optimizer: '(none)' ->
+    'adafactor'" (a key at its default is not written in the study's text), the default being
+    adamw."""
+    from dataclasses import replace
+
+    from sweeper.study.spec import load_study
+    from sweeper.study.sweep import study_changes
+
+    s = load_study(Path(__file__).resolve().parents[3] / "studies" / "smoke.toml")
+    changed = replace(s, train=replace(s.train, optimizer="adafactor"))
+    assert study_changes(s, changed) == "train.optimizer: 'adamw' -> 'adafactor'"
