@@ -267,7 +267,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return 128 + (15 if s.interrupted == "SIGTERM" else 2)
     if not s.done:
         print(
-            f"sweeper: {s.short(' after repeated failures')}; the errors are above (and in the "
+            f"sweeper: {s.short(' after failed runs')}; the errors are above (and in the "
             f"last_error column of `sweeper trials {s.sweep}`); fix what failed, then relaunch "
             "to run those points again",
             file=sys.stderr,

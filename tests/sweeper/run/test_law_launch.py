@@ -290,7 +290,7 @@ def test_law_launch_says_runs_of_the_budget_not_cells_short_of_a_target(
     monkeypatch.setattr(api, "launch", lambda *a, **k: replace(summary, interrupted=""))
     code, out, err = cli("launch", path, "--no-progress")
     assert code == 1 and "short of their target" not in err
-    assert "the law sampler's plan has not ended after repeated failures: 2 of 12" in err
+    assert "the law sampler's plan has not ended after failed runs: 2 of 12" in err
 
 
 def test_a_changed_law_study_is_told_what_a_law_study_may_change(sqlite_url: str) -> None:
