@@ -13,7 +13,7 @@ from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import KaplanLRLaw, Law, PowerLaw
 from sweeper.recipe.scale import HELD_SLACK, law_label
 from sweeper.recipe.schedule import schedule_text
-from sweeper.recipe.warning_kinds import Doubt
+from sweeper.recipe.warning_kinds import FORCED, Doubt
 
 __all__ = [
     "FAR_FACTOR",
@@ -116,7 +116,7 @@ def refuse_undetermined(
         return []
     what = f"{role} law ({law_label(law)}) {level:.0%} interval {span_text(hi / lo)} at the target"
     if force:
-        return [Doubt(f"{what}: it does not determine the value; written anyway (force)")]
+        return [Doubt(f"{what}: it does not determine the value; written anyway {FORCED}")]
     raise TargetError(
         f"{what} (wider than {UNDETERMINED_SPAN:.0f}×): the law does not determine the {role} "
         "there; narrow it (cells nearer the target, more seeds, a range around every cell's "
@@ -189,7 +189,7 @@ def check_parametrization(
             f"{role} law ({law_label(law)}) was fitted under {p} but {subject} is {parametrization}"
         )
         if force:
-            warnings.append(Doubt(f"{msg}: a {p} law transfers only to a {p} model (forced)"))
+            warnings.append(Doubt(f"{msg}: a {p} law transfers only to a {p} model {FORCED}"))
         elif subject == "the target":
             raise TargetError(
                 f"{msg}: for a {p} model set the target's parametrization "

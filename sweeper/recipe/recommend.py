@@ -61,7 +61,7 @@ from sweeper.recipe.scale import (
 )
 from sweeper.recipe.schedule import Schedule, resolve_schedule
 from sweeper.recipe.target import ResolvedTarget, Target, resolve_target
-from sweeper.recipe.warning_kinds import Doubt, by_importance
+from sweeper.recipe.warning_kinds import FORCED, Doubt, by_importance
 
 __all__ = ["PARAMETRIZATIONS", "RecipeDefaults", "recommend"]
 
@@ -140,7 +140,7 @@ def _resolve_base(
         )
         if not force:
             raise TargetError(msg)
-        warnings.append(Doubt(msg + " (forced)"))
+        warnings.append(Doubt(f"{msg} {FORCED}"))
     base_width = target.base_width or base_width
     if base_width is None:
         raise TargetError(

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["Assumed", "Doubt", "by_importance"]
+__all__ = ["FORCED", "Assumed", "Doubt", "by_importance", "forced"]
+
+#: how every warning of a value written only because ``force`` was given ends, so that a reader
+#: (the report's heading) can tell a forced recipe from its warnings alone
+FORCED = "(forced)"
 
 
 class Doubt(str):
@@ -33,3 +37,8 @@ def by_importance(warnings: Iterable[str]) -> tuple[str, ...]:
     return tuple(
         sorted(warnings, key=lambda w: 0 if isinstance(w, Doubt) else 1 + isinstance(w, Assumed))
     )
+
+
+def forced(warnings: Iterable[str]) -> bool:
+    """Whether ``warnings`` say that a value was written only because ``force`` was given."""
+    return any(str(w).rstrip(". ").endswith(FORCED) for w in warnings)

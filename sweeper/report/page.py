@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from sweeper.fitting.laws import Law, PowerLaw
+from sweeper.recipe.warning_kinds import forced
 
 # the plots live in their own module; every name is importable from here as before
 from sweeper.report.plots import _PREDICTOR_LABEL as _PREDICTOR_LABEL
@@ -249,8 +250,8 @@ def _recipe_html(r: Recipe, sweep: str) -> list[str]:
     the page's (the page's laws, cells and plots are not the recipe's)."""
     from sweeper.recipe.table import recipe_rows
 
-    forced = any("written anyway (force)" in w for w in r.warnings)
-    parts = ["<h2>Recipe written anyway (forced)</h2>" if forced else "<h2>Recommended recipe</h2>",
+    parts = ["<h2>Recipe written anyway (forced)</h2>" if forced(r.warnings)
+             else "<h2>Recommended recipe</h2>",
              f"<p><b>{html.escape(_recipe_summary(r))}</b></p>"]  # fmt: skip
     others = sorted(_fitted_sources(r) - {sweep})
     published = bool(r.provenance) and all(

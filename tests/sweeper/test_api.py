@@ -177,7 +177,7 @@ def test_walkthrough_runs_end_to_end_on_the_smoke_study(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     assert "lr ∝ n_params^" in res.stdout
     # 2 widths of 16 and 32 do not determine the LR at 1B: refused, then written with force
-    assert "refused: lr law" in res.stdout and "written anyway (force)" in res.stdout
+    assert "refused: lr law" in res.stdout and "written anyway (forced)" in res.stdout
     assert (tmp_path / "walkthrough" / "litgpt.yaml").read_text().strip()
     assert (tmp_path / "walkthrough" / "report" / "index.html").is_file()
     assert (tmp_path / "walkthrough" / "loss_vs_lr.png").stat().st_size > 1000

@@ -687,4 +687,4 @@ def test_a_forced_recipe_says_its_interval_once() -> None:
         recommend({"lr": law}, Target(n_params=1e12, tokens=2e10))
     r = recommend({"lr": law}, Target(n_params=1e12, tokens=2e10), force=True)
     spans = [w for w in r.warnings if "interval spans" in w and "lr law" in w]
-    assert len(spans) == 1 and "written anyway (force)" in spans[0], r.warnings
+    assert len(spans) == 1 and "written anyway (forced)" in spans[0], r.warnings

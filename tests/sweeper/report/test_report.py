@@ -390,9 +390,13 @@ def test_the_page_leads_with_the_recipe_and_marks_only_its_own_lr(tmp_path: Path
     if len(r.warnings) > 4:
         assert f"{len(r.warnings) - 3} more warnings" in page
     assert "lr law: fitted over n_params 1e+06 to 1.6e+07" in page
-    forced = replace(r, warnings=("lr: it does not determine the value; written anyway (force)",))
+    forced = replace(r, warnings=("lr: it does not determine the value; written anyway (forced)",))
     write_report(replace(own, recipe=forced), tmp_path / "forced")
     assert "<h2>Recipe written anyway (forced)</h2>" in (tmp_path / "forced/index.html").read_text()
+    # forced onto another parametrization (its own wording) is forced too (a review)
+    mup = replace(r, warnings=("lr law of sp: a sp law transfers only to a sp model (forced)",))
+    write_report(replace(own, recipe=mup), tmp_path / "mup")
+    assert "<h2>Recipe written anyway (forced)</h2>" in (tmp_path / "mup/index.html").read_text()
     twin = replace(law, target="batch_tokens", notes=("shared",))
     shared = _law_notes([replace(law, notes=("shared",)), twin])
     assert len(shared) == 1 and "lr law" in shared[0] and "batch_tokens law" in shared[0]
