@@ -24,6 +24,7 @@ matplotlib) are imported only by the functions that need them.
 from __future__ import annotations
 
 import logging
+import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -97,11 +98,10 @@ def _sweep_or_joined(sweep: str | Sweep, storage: str | None) -> Sweep:
 def _surface_settings(sw: Sweep | None, given: str | None) -> str:
     """The surface method's settings for ``sw``: ``given``, else the law sampler's own fit for a
     study that it planned (its runs sit near each optimum), else the standard one."""
-    from sweeper.fitting.methods import SURFACE_SETTINGS
+    from sweeper.fitting.fit_runs import check_surface
 
     if given is not None:
-        if given not in SURFACE_SETTINGS:  # (validate_transfer had raised a bare KeyError)
-            raise FitError(f"surface: {given!r} is not one of {', '.join(SURFACE_SETTINGS)}")
+        check_surface(given)  # (validate_transfer had raised a bare KeyError)
         return given
     spec = sw.spec if sw is not None else None
     return "planner" if spec is not None and spec.sampler.kind == "law" else "standard"
@@ -346,9 +346,9 @@ def law(law_id: int, *, storage: str | None = None) -> Law:
     from sweeper.fitting.store import get_law
     from sweeper.recipe.published import PUBLISHED_NAMES
 
-    if isinstance(law_id, bool) or not isinstance(law_id, int | str) or (
+    if isinstance(law_id, bool) or not isinstance(law_id, numbers.Integral | str) or (
         isinstance(law_id, str) and not law_id.strip().isdigit()
-    ):
+    ):  # (numpy's integers are ids too: a review)
         hint = (f"; a published law set is sweeper.published_laws({law_id!r})"
                 if isinstance(law_id, str) and law_id.lower() in PUBLISHED_NAMES else "")  # fmt: skip
         raise StorageError(f"a law id is a whole number, got {law_id!r}{hint}")
@@ -397,8 +397,8 @@ def resolve_laws(
         name, url = given, storage
     elif isinstance(given, Law):
         return _keyed([given])
-    elif isinstance(given, int) and not isinstance(given, bool):  # (a stored law's id, as --law)
-        return _keyed([law(given, storage=storage)])
+    elif isinstance(given, numbers.Integral) and not isinstance(given, bool):  # (an id, as --law)
+        return _keyed([law(int(given), storage=storage)])
     elif isinstance(given, Mapping):
         return _keyed(_laws_only(list(given.values())))
     else:

@@ -19,6 +19,7 @@ from sweeper.errors import FitError
 from sweeper.fitting._common import FitWarning, percentile_ci
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PREDICTORS, TARGETS, PowerLaw
+from sweeper.fitting.methods import KEPT_EDGE
 
 #: predictors that measure the model's size: a law with none of them holds n_params fixed
 _SIZE_PREDICTORS: Final[frozenset[str]] = frozenset({"n_params", "flops", "width", "depth"})
@@ -261,3 +262,17 @@ def _make_law(
         fingerprint=fp,
         notes=tuple(notes),
     )
+
+
+def kept_edges(used: pd.DataFrame, target: str) -> list[str]:
+    """A note naming the cells fitted with their ``target`` optimum on the edge of the range
+    (``keep_edge``): bounds, not optima, as is the law through them (a diff audit's ratio of
+    6.3 from a side whose every best LR was the grid's top said nothing of it)."""
+    col = "edge" if target == "lr" else "batch_edge"
+    if col not in used:
+        return []
+    kept = [f"{c} ({e})" for c, e in zip(used["cell"], used[col], strict=True) if isinstance(e, str)]
+    if not kept:
+        return []
+    return [f"{len(kept)} of {len(used)} {KEPT_EDGE} (bounds, not optima; the law through them "
+            f"is one too): {'; '.join(kept)}"]  # fmt: skip

@@ -32,6 +32,7 @@ from sweeper.fitting._law_steps import (
     _rms,
     _usable_cells,
     held_ranges,
+    kept_edges,
 )
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PowerLaw
@@ -82,6 +83,7 @@ def fit_band_law(
         raise FitError(f"near-optimal runs without a positive {target} value")
     fit = _fit_runs(lx, y, idx, cell_lx, cell_y, n_boot=n_boot, seed=seed, level=level)
     notes = [f"left out {c}: {r}" for c, r in left_out]
+    notes += kept_edges(used, target)
     notes += _doubts(fit, len(cells))
     return _make_law(
         fit,

@@ -217,15 +217,18 @@ def diff_runs(
     conv_a, conv_b = conventions
     laws_a = _fit(runs_a, conv_a, names[0], predictors, opts)
     preds = {t: law.predictors for t, law in laws_a.items()}
-    laws_b = _fit(runs_b, conv_b, names[1], preds, replace(opts, seed=seed + 1))
+    # (the same runs on both sides are fitted at one seed, so that a band law's resampled point
+    # is the same too; other runs at the next seed, their resamples independent of A's)
+    same = _same_runs(runs_a, runs_b)
+    laws_b = _fit(runs_b, conv_b, names[1], preds, replace(opts, seed=seed + (not same)))
     la, lb = laws_a["lr"], laws_b["lr"]
     scale = _target(la, lb, runs_a, runs_b, target)
     rng = np.random.default_rng(seed)
     quantities = _law_quantities(laws_a, laws_b, scale)
     batch = "bratio" in quantities
     losses = _best_losses(runs_a, runs_b, rng, max(200, n_boot // 2))
-    notes = _notes(la, lb, scale, names, shared=set(runs_a["cell"]) & set(runs_b["cell"]),
-                   losses=bool(losses), given=target or {})  # fmt: skip
+    notes = _loss_notes(runs_a, runs_b, bool(losses), same)
+    notes += _notes(la, lb, scale, given=target or {})
     m = (
         len(quantities["exp"])
         + 1
@@ -267,49 +270,65 @@ _MEASURED_AS: Final[tuple[str, ...]] = (
 )  # fmt: skip
 
 
+def _same_runs(runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> bool:
+    """Whether the two sides hold the same runs (cell, LR, batch, seed, loss, divergence), in
+    any order: one sweep diffed with itself, whatever its name or storage."""
+    cols = [c for c in ("cell", "lr", "batch_size", "seed", "loss", "diverged", "state")
+            if c in runs_a and c in runs_b]  # fmt: skip
+    if len(runs_a) != len(runs_b) or not cols:
+        return False
+    a, b = (r[cols].sort_values(cols).reset_index(drop=True) for r in (runs_a, runs_b))
+    return bool(a.astype(str).equals(b.astype(str)))
+
+
+def _loss_notes(runs_a: pd.DataFrame, runs_b: pd.DataFrame, losses: bool, same: bool) -> list[str]:
+    """Why no best-loss difference was compared, and that the two sides are one."""
+    notes = ["A and B hold the same runs: every difference is 0"] if same else []
+    if losses:
+        return notes
+    shared = set(runs_a["cell"]) & set(runs_b["cell"])
+    finished = set(_point_stats(runs_a)["cell"]) & set(_point_stats(runs_b)["cell"])
+    notes.append(
+        "the sweeps share no cell: no best-loss differences" if not shared
+        else "no cell the sweeps share has a finished run that did not diverge on both sides: no "
+        "best-loss differences" if not finished
+        else "every point of the cells the sweeps share has one seed: the best-loss differences "
+        "need a second seed somewhere to know the noise, and are not compared"
+    )  # fmt: skip
+    return notes
+
+
 def _notes(
-    la: PowerLaw,
-    lb: PowerLaw,
-    scale: Mapping[str, float],
-    names: tuple[str, str],
-    *,
-    shared: set[str],
-    losses: bool,
-    given: Mapping[str, float],
+    la: PowerLaw, lb: PowerLaw, scale: Mapping[str, float], *, given: Mapping[str, float]
 ) -> list[str]:
-    """What the reader of a diff must know (a diff audit found SP against muP, another token
-    budget and a 65x extrapolation compared in silence): the best losses not compared, the two
-    sweeps being one, what the two LR laws measured differently, and where the target lies
-    beyond either law's cells or off what they held fixed."""
+    """What the reader of a diff must know of its laws (a diff audit found SP against muP,
+    another token budget and a 65x extrapolation compared in silence): what the two LR laws
+    measured differently, and where the target lies beyond either law's cells or off what they
+    held fixed."""
     notes: list[str] = []
-    if not losses:
-        notes.append(
-            "every point of the cells the sweeps share has one seed: the best-loss differences "
-            "need a second seed somewhere to know the noise, and are not compared"
-            if shared
-            else "the sweeps share no cell: no best-loss differences"
-        )
-    if names[0] == names[1]:
-        notes.append(f"A and B are the same sweep ({names[0]}): every difference is 0")
     ca, cb = la.conventions, lb.conventions
     if ca.lr != cb.lr:
         notes.append(f"the LRs mean different things: A {ca.lr!r}; B {cb.lr!r}")
     for key in _MEASURED_AS:
         va, vb = getattr(ca, key), getattr(cb, key)
-        if va != vb:
-            shown = ["none recorded" if v is None else v for v in (va, vb)]
-            notes.append(f"A and B differ in {key}: A {shown[0]}, B {shown[1]}")
+        if va is None or vb is None:  # (imported without its study: not recorded, not other)
+            notes += [f"{side} records no {key} ({other} {v})" for side, other, v in
+                      (("A", "B", vb), ("B", "A", va)) if v is not None]  # fmt: skip
+        elif va != vb:
+            notes.append(f"A and B differ in {key}: A {va}, B {vb}")
     for side, law in (("A", la), ("B", lb)):
         notes += [f"{side}'s lr law: {n}" for n in law.notes if KEPT_EDGE in n]
         far = {p: f for p, f in law.extrapolation(scale).items() if f > 1.01}
         if far:
             words = ", ".join(f"{p} {f:.3g}x" for p, f in far.items())
             notes.append(f"the target lies beyond {side}'s cells ({words}): its law extrapolates")
-        for p in given:
-            span = law.conventions.held_span(p)
-            if p not in law.predictors and span is not None:
-                notes.append(f"{side}'s law does not model {p} (its cells held it at {span}): "
-                             f"the target's {p} {given[p]:.3g} does not enter it")  # fmt: skip
+        for p, v in given.items():
+            held = law.conventions.held.get(p)
+            off = held is not None and not held[0] / 1.01 <= v <= held[1] * 1.01
+            if p not in law.predictors and off:
+                notes.append(f"{side}'s law does not model {p} (its cells held it at "
+                             f"{law.conventions.held_span(p)}): the target's {p} {v:.3g} does "
+                             "not enter it")  # fmt: skip
     notes += [f"the cells held {k} elsewhere: A {ca.held_span(k)}, B {cb.held_span(k)}"
               for k in _held_apart(la, lb)]  # fmt: skip
     return notes

@@ -46,10 +46,10 @@ SURFACE_HELP: Final[str] = (
 #: and ``sweeper fit``'s refusal read it) ...
 SURFACE_UNCONVERGED: Final[str] = "the surface fit did not converge"
 #: ... and when a usable cell's best run sits on the edge of its LR range (then its cells follow)
-#: how a per-cell law's note on cells fitted at the edge of their range (keep_edge) reads, after
-#: its count ("2 of 5 ..."): the diff repeats it
-KEPT_EDGE: Final[str] = "cells kept with their optimum on the edge of the range"
 EDGE_NOTE: Final[str] = (
     "best run on the edge of its LR range, the optimum there rests on the curve's shape from the "
     "other cells"
 )
+#: how a per-cell law's note on cells fitted at the edge of their range (keep_edge) reads, after
+#: its count ("2 of 5 ..."): the diff repeats it
+KEPT_EDGE: Final[str] = "cells kept with their optimum on the edge of the range"

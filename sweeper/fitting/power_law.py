@@ -55,12 +55,12 @@ from sweeper.fitting._law_steps import (
     _rms,
     _usable_cells,
     held_ranges,
+    kept_edges,
 )
 from sweeper.fitting._law_steps import _round as _round
 from sweeper.fitting.band_law import fit_band_law
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PowerLaw
-from sweeper.fitting.methods import KEPT_EDGE
 from sweeper.fitting.optimum import CellOptimum, optima_frame
 
 __all__ = ["fit_band_law", "fit_power_law", "held_ranges"]
@@ -115,7 +115,7 @@ def fit_power_law(
     fit = _fit_cells(lx, y, w, huber=huber, n_boot=n_boot, seed=seed, level=level)
     method = str(used["method"].iloc[0]) if "method" in used else "optima"
     notes = [f"left out {c}: {r}" for c, r in left_out]
-    notes += _kept_edges(used, target)
+    notes += kept_edges(used, target)
     notes += _doubts(fit, n)
     if fit.interval.startswith("t interval"):
         notes.append(f"intervals: {fit.interval} (too few cells to resample them)")
@@ -149,20 +149,6 @@ def _cell_weights(used: pd.DataFrame, target: str) -> np.ndarray:
             w = 1.0 / sigma**2
             w /= w.mean()
     return w
-
-
-def _kept_edges(used: pd.DataFrame, target: str) -> list[str]:
-    """A note naming the cells fitted with their ``target`` optimum on the edge of the range
-    (``keep_edge``): bounds, not optima, as is the law through them (a diff audit's ratio of
-    6.3 from a side whose every best LR was the grid's top said nothing of it)."""
-    col = "edge" if target == "lr" else "batch_edge"
-    if col not in used:
-        return []
-    kept = [f"{c} ({e})" for c, e in zip(used["cell"], used[col], strict=True) if isinstance(e, str)]
-    if not kept:
-        return []
-    return [f"{len(kept)} of {len(used)} {KEPT_EDGE} (bounds, not optima; the law through them "
-            f"is one too): {'; '.join(kept)}"]  # fmt: skip
 
 
 def _median_curvature(used: pd.DataFrame, target: str) -> float | None:

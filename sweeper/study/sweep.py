@@ -178,7 +178,7 @@ class FencedStorage(RDBStorage):
                 # Optuna's "Record does not exist": the trial or study was deleted under the
                 # launch, as another driver's --force-new --takeover deletes the sweep; with the
                 # lease gone that is the lease lost (it had ended in Tune's traceback)
-                if held.lost.is_set() or not held.check():
+                if held.lost.is_set() or not _still_held(held):
                     raise LeaseLost(held.why) from None
                 raise
             except optuna.exceptions.StorageInternalError as e:
@@ -203,6 +203,15 @@ class FencedStorage(RDBStorage):
                 time.sleep(pause)
                 waited += pause
                 pause = min(2 * pause, HEARTBEAT_S / 3)
+
+
+def _still_held(held: HeldLease) -> bool:
+    """Whether the lease is still ours, True when the storage cannot say (the heartbeat tells
+    later, as it does for its own checks)."""
+    try:
+        return held.check()
+    except Exception:
+        return True
 
 
 def _unreachable(e: BaseException) -> bool:

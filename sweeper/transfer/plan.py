@@ -39,7 +39,7 @@ import pandas as pd
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting import CellOptimum, estimate_optima
 from sweeper.fitting.conventions import Conventions
-from sweeper.fitting.fit_runs import FitOptions
+from sweeper.fitting.fit_runs import CELL_SEED, FitOptions
 from sweeper.fitting.laws import Law
 from sweeper.fitting.methods import DEFAULT_METHOD
 from sweeper.transfer.holdout import CellFilter, HeldCell
@@ -265,7 +265,7 @@ def plan_transfer(
     """
     opts = FitOptions(method=method, surface=surface, n_boot=max(n_boot, 200), cell_boot=n_boot,
                       seed=seed)  # fmt: skip
-    optima = estimate_optima(runs, method="parabola", n_boot=n_boot, seed=seed,
+    optima = estimate_optima(runs, method="parabola", n_boot=n_boot, seed=CELL_SEED,
                              min_runs=_min_runs(opts))  # fmt: skip
     held = _held_cell(optima, holdout, fit_cells, spec)
     fitted = [

@@ -445,5 +445,5 @@ def test_a_notebook_users_mistakes_from_an_api_audit_are_sweeper_errors(tmp_path
                              conventions="parametrization=mup")  # fmt: skip
     assert sw.meta["conventions"] == {"parametrization": "mup"}
     assert repr(sw) == f"Sweep('c', imported, sqlite:///{tmp_path / 'c.db'})"  # (not its study)
-    with pytest.raises(SweeperError, match="surface: 'x' is not one of standard"):
+    with pytest.raises(SweeperError, match="unknown surface settings 'x'; known: standard"):
         sweeper.validate_transfer(sw, surface="x")

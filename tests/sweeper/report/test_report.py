@@ -443,11 +443,15 @@ def test_a_report_leaves_the_callers_matplotlib_as_it_was(tmp_path: Path) -> Non
     optima = estimate_optima(runs, n_boot=0)
     law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=0)
     keys = ("axes.grid", "font.size", "figure.dpi", "axes.spines.top")
-    with matplotlib.rc_context({"backend": "svg", "axes.grid": False, "font.size": 13.0}):
-        before = {k: matplotlib.rcParams[k] for k in keys}
-        write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law]), tmp_path)
-        assert {k: matplotlib.rcParams[k] for k in keys} == before
-        assert matplotlib.get_backend() == "svg"
+    backend = matplotlib.get_backend()
+    try:
+        with matplotlib.rc_context({"backend": "svg", "axes.grid": False, "font.size": 13.0}):
+            before = {k: matplotlib.rcParams[k] for k in keys}
+            write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law]), tmp_path)
+            assert {k: matplotlib.rcParams[k] for k in keys} == before
+            assert matplotlib.get_backend() == "svg"
+    finally:  # (rc_context leaves a backend set in it: the rest of the run is not this test's)
+        matplotlib.use(backend)
     pyplot = sys.modules.get("matplotlib.pyplot")
     assert pyplot is None or not pyplot.get_fignums()  # (no figure left open in pyplot)
 
