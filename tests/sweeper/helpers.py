@@ -135,3 +135,19 @@ def tokens_lr_law(prefactor: float = 0.05, source: str = "sweep", **conv: object
         log_prefactor=math.log(prefactor),
         exponents={"tokens": -0.1},
     )
+
+
+def wild_law(spread: float) -> tuple[list[Any], Any, Any]:
+    """Four synthetic cells' optima, their LR law, and the same law with its resamples' exponent
+    spread by ``spread`` x (-7 ... +30): extrapolated to 1e12 parameters its interval spans
+    hundreds of decades (1.0) or overflows to infinity (1.5), as a few noisy cells' law can."""
+    from dataclasses import replace
+
+    from sweeper.fitting import estimate_optima, fit_power_law, synthetic_sweep
+
+    runs = synthetic_sweep(n_params=(1e6, 3e6, 1e7, 3e7), tokens=(4e8,), seeds=2, seed=1)
+    optima = estimate_optima(runs, n_boot=20)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=50)
+    a, b = law.boot_coefs[0]
+    wild = tuple((a, b + spread * k) for k in (-7.0, 0.0, 30.0) * 10)
+    return optima, law, replace(law, boot_coefs=wild)

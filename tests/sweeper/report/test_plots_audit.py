@@ -163,12 +163,9 @@ def test_the_target_intervals_end_beyond_the_axis_is_marked(spread: float) -> No
     mark (its upper end, 835 in the batch ladder's LR law, could not be read). That end is now an
     arrow on the axis's edge with its value."""
     from sweeper.report.plots import plot_law
+    from tests.sweeper.helpers import wild_law
 
-    runs = synthetic_sweep(n_params=(1e6, 3e6, 1e7, 3e7), tokens=(4e8,), seeds=2, seed=1)
-    optima = estimate_optima(runs, n_boot=20)
-    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=50)
-    a, b = law.boot_coefs[0]
-    wild = replace(law, boot_coefs=tuple((a, b + spread * k) for k in (-7.0, 0.0, 30.0) * 10))
+    optima, law, wild = wild_law(spread)
     target = {"n_params": 1e12}
     ax = plot_law(optima, wild, target_scale=target).axes[0]
     top = wild.interval(target)[1]
