@@ -182,7 +182,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--vocab", type=count, help="vocabulary size (256: byte-level)")
     p.add_argument(
         "--parametrization",
-        default="sp",
         help="sp | mup | completep: the given recipe's (default sp; a muP recipe is taken at the "
         "law's base width)",
     )
@@ -398,11 +397,15 @@ def _check_table(results: list[CheckResult], title: str) -> None:
     )
     for res in results:
         console.print(f"{res.name}: {_verdict(res)}", highlight=False)
-    seen: set[str] = set()
+    # a warning every recipe has (the law's own) once; the rest under each recipe that has it (a
+    # warning seen once had been dropped for every later recipe: an audit's llama2-7b lost its
+    # extrapolation warning under --all-recipes)
+    everyone = set.intersection(*(set(r.warnings) for r in results)) if len(results) > 1 else set()
+    for w in dict.fromkeys(w for r in results for w in r.warnings if w in everyone):
+        console.print(f"[yellow]warning (every recipe):[/yellow] {w}", highlight=False)
     for res in results:
-        for w in res.warnings:
-            if w not in seen:
-                seen.add(w)
+        for w in dict.fromkeys(res.warnings):
+            if w not in everyone:
                 console.print(f"[yellow]warning ({res.name}):[/yellow] {w}", highlight=False)
 
 
@@ -467,6 +470,14 @@ def cmd_check(args: argparse.Namespace) -> int:
             "give one of --recipe NAME, --all-recipes, or --params --tokens --lr --batch-tokens"
         )
     laws = _laws_arg(args)
+    shape = [f"--{k.replace('_', '-')}" for k in ("width", "depth", "context", "vocab",
+             "parametrization") if getattr(args, k, None) is not None]  # fmt: skip
+    if shape and not any(v is not None for v in given):
+        raise TargetError(  # (they were ignored in silence: a published recipe carries its own)
+            f"{' '.join(shape)} {'describe' if len(shape) > 1 else 'describes'} a recipe given "
+            "as numbers (--params --tokens --lr "
+            "--batch-tokens); a published recipe carries its own"
+        )
     if args.all_recipes:
         targets: list[Any] = list(load_recipes().values())
     elif args.recipe:
@@ -514,5 +525,5 @@ def _given_recipe(args: argparse.Namespace, given: Sequence[Any]) -> Any:
         d_model=args.width,
         context=args.context,
         vocab=args.vocab,
-        parametrization=args.parametrization,
+        parametrization=args.parametrization or "sp",
     )

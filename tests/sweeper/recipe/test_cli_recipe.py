@@ -166,6 +166,17 @@ def test_check_recipe_and_lists(run) -> None:
     assert code == 0 and "llama2-7b" in out and "deepseek-67b" in out
     code, out, _ = run("check", "--law", "steplaw", "--all-recipes", "--json")
     assert code == 0 and len(json.loads(out)) == 27
+    # a recipe's own warning is printed under every recipe that has it (one seen under an
+    # earlier recipe had been dropped for the later ones: a check audit)
+    every = json.loads(out)
+    code, text, _ = run("check", "--law", "steplaw", "--all-recipes")
+    for r in every:
+        for w in r["warnings"]:
+            if not all(w in o["warnings"] for o in every):
+                assert f"warning ({r['name']}): {w[:40]}" in " ".join(text.split())
+    # a shape or vocab describes a recipe given as numbers: with a published one it was ignored
+    code, _, err = run("check", "--law", "porian", "--recipe", "llama2-7b", "--vocab", "256000")
+    assert code == 2 and "--vocab describes a recipe given as numbers" in err
 
 
 def test_check_given_values(run) -> None:
