@@ -120,6 +120,10 @@ def test_ratio_interval_and_penalty() -> None:
     assert loss_penalty(law, 0.25) == pytest.approx(item.loss_penalty)  # symmetric in log
     assert any("no batch law" in w for w in off.warnings)
     assert off.item("batch_tokens") is None
+    # 4x above the optimum is beyond the +0.75 octave the curvature was measured over: the
+    # penalty is said to be the quadratic's reach, not a figure (a check audit); at it, no word
+    assert any("+2.00 octaves from the law's optimum, beyond" in w for w in off.warnings)
+    assert not any("quadratic taken" in w for w in on.warnings)
 
 
 def test_no_curvature_no_penalty() -> None:
