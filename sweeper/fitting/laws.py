@@ -263,8 +263,28 @@ class KaplanLRLaw(Law):
     c1: float = 0.0001395
 
     def predict(self, scale: Mapping[str, float]) -> float:
+        """The formula's LR at ``scale``, 0 where it has crossed zero (:meth:`zero_at`)."""
         (n,) = self._require(scale)
         return max(self.c0 - self.c1 * math.log(n), 0.0)
+
+    @property
+    def zero_at(self) -> float:
+        """The N where the formula reaches 0 (1.2e10 for Kaplan's coefficients)."""
+        return math.exp(self.c0 / self.c1)
+
+    def near_zero(self, scale: Mapping[str, float]) -> str | None:
+        """A warning within a decade of :meth:`zero_at`, where the LR is the formula's form more
+        than Kaplan's data (fitted up to 1.5e9): an audit's pythia-12b check read "3.65 octaves
+        above" a law near zero, and gpt3-175b "predicts 0" where the formula is negative."""
+        n = scale.get("n_params")
+        if n is None or not n * 10 > self.zero_at:
+            return None
+        value = self.c0 - self.c1 * math.log(n)
+        return (
+            f"Kaplan's LR formula {self.c0:g} − {self.c1:g}·ln N reaches 0 at N = "
+            f"{self.zero_at:.2g}; at N = {n:.3g} it gives {value:.3g}, its form rather than its "
+            "data (fitted up to 1.5e9): no usable LR there"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()

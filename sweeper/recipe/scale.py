@@ -313,7 +313,10 @@ def regime_values(
 def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:
     """A warning when a value in ``values`` (n_params, tokens, tokens_per_param, batch_tokens, in
     the law's units) lies beyond a range the law held fixed (``conventions.held``), by more than
-    :data:`HELD_SLACK`."""
+    :data:`HELD_SLACK`; and near the zero of Kaplan's formula (:meth:`KaplanLRLaw.near_zero`)."""
+    from sweeper.fitting.laws import KaplanLRLaw
+
+    zero = law.near_zero(values) if isinstance(law, KaplanLRLaw) else None
     names, outside = [], []
     for name, (lo, hi) in law.conventions.held.items():
         v = values.get(name)
@@ -323,12 +326,14 @@ def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[st
             label = HELD_LABELS.get(name, name)
             names.append(label)
             outside.append(f"{label} {v:.3g} (its cells: {law.conventions.held_span(name)})")
+    out: list[str] = [Doubt(zero)] if zero else []
     if not outside:
-        return []
+        return out
     return [
+        *out,
         Doubt(
             f"{role} law ({law_label(law)}) does not model {', '.join(names)}, and the target "
             f"lies outside what its cells held: {'; '.join(outside)}; the law is applied outside "
             "the regime it was measured in"
-        )
+        ),
     ]

@@ -611,6 +611,13 @@ def test_check_shows_the_recipes_values_where_the_law_predicts_nothing(run) -> N
     code, out, _ = run("check", "--law", "kaplan", "--recipe", "gpt3-175b", "--json")
     doc = json.loads(out)
     assert doc["items"] == [] and doc["lr"] == 6e-5 and doc["batch_tokens"] == 3.2e6
+    # near or past the zero of Kaplan's formula the check says so, not "predicts 0" (the formula
+    # is negative there) or "3.65 octaves above" with no word (a check audit)
+    assert any("reaches 0 at N = 1.2e+10" in w for w in doc["warnings"])
+    code, out, _ = run("check", "--law", "kaplan", "--recipe", "pythia-12b", "--json")
+    assert any("its form rather than its data" in w for w in json.loads(out)["warnings"])
+    code, out, _ = run("check", "--law", "kaplan", "--recipe", "gpt3-1.3b", "--json")
+    assert not any("reaches 0" in w for w in json.loads(out)["warnings"])
 
 
 def test_tables_off_a_terminal_are_wide_enough_not_to_cut_a_formula(run) -> None:
