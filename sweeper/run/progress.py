@@ -23,6 +23,7 @@ class Progress:
         self.names = cells
         self.use_live = live and self.console.is_terminal
         self._live: Any = None
+        self._said: dict[int, str] = {}  # (each cell's line printed last, off a terminal)
 
     def start(self, searcher: CellSearcher) -> None:
         if self.use_live:
@@ -32,13 +33,22 @@ class Progress:
             self._live.start()
         else:
             for i in range(len(searcher.cells)):
-                self.console.print(self._line(searcher, i), soft_wrap=True)
+                self._say(searcher, i)
 
     def update(self, searcher: CellSearcher, i: int) -> None:
         if self._live is not None:
             self._live.update(self._table(searcher))
         else:
-            self.console.print(self._line(searcher, i), soft_wrap=True)
+            self._say(searcher, i)
+
+    def _say(self, searcher: CellSearcher, i: int) -> None:
+        """Print cell ``i``'s line unless it is the one printed last for it: every seed of a
+        point ends with its own call, and a log showed each line once per seed (three
+        identical lines per point of a 3-seed transfer check)."""
+        line = self._line(searcher, i)
+        if self._said.get(i) != line:
+            self._said[i] = line
+            self.console.print(line, soft_wrap=True)
 
     def stop(self) -> None:
         if self._live is not None:

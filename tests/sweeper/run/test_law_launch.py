@@ -231,8 +231,16 @@ def test_law_status_counts_runs_against_the_budget_and_keeps_the_plans_stop(
     searcher = open_searcher(spec, sqlite_url)
     drive(searcher)
     names = [c.cs.cell.name for c in searcher.cells]
-    line = Progress(spec.name, names, live=False)._line(searcher, 0)
+    progress = Progress(spec.name, names, live=False)
+    line = progress._line(searcher, 0)
     assert "3 runs done" in line and "6 of 6 runs used" in line and "/6" not in line
+    # off a terminal a cell's line is printed when it changes, not once per finished seed (a
+    # 3-seed transfer check's log showed every line three times)
+    printed: list[str] = []
+    progress.console.print = lambda text, **_: printed.append(text)  # type: ignore[method-assign]
+    for _ in range(3):
+        progress.update(searcher, 0)
+    assert printed == [line]
 
     def no_ray(*a: object, **k: object) -> bool:
         raise AssertionError("a finished law study started Ray")
