@@ -88,11 +88,13 @@ def _sweep_or_joined(sweep: str | Sweep, storage: str | None) -> Sweep:
     said there was no such sweep)."""
     from dataclasses import replace
 
+    import pandas as pd
+
     if not (isinstance(sweep, str) and "+" in sweep):
         return _sweep(sweep, storage)
-    runs, _, name = _joined_runs(sweep, storage)
-    first = _sweep(name.split("+")[0], storage)
-    return replace(first, name=name, _runs=runs)
+    handles, _ = _joined_handles(sweep, storage)
+    runs = pd.concat([h.runs() for h in handles], ignore_index=True)
+    return replace(handles[0], name="+".join(h.name for h in handles), _runs=runs)
 
 
 def _surface_settings(sw: Sweep | None, given: str | None) -> str:
@@ -784,6 +786,14 @@ def _joined_runs(sweeps: str | Sweep, storage: str | None) -> tuple[pd.DataFrame
     (StorageError when the others' differ: they must be the same study on other LRs)."""
     import pandas as pd
 
+    handles, conv = _joined_handles(sweeps, storage)
+    runs = pd.concat([h.runs() for h in handles], ignore_index=True)
+    return runs, conv, "+".join(h.name for h in handles)
+
+
+def _joined_handles(sweeps: str | Sweep, storage: str | None) -> tuple[list[Sweep], Any]:
+    """The sweep, or each sweep of ``"a+b+..."``, and the first one's conventions; StorageError
+    when another's differ: only one study on other LRs may be joined."""
     from sweeper.fitting.provenance import sweep_conventions
 
     names = [sweeps] if not isinstance(sweeps, str) else _joined_names(sweeps)
@@ -796,8 +806,7 @@ def _joined_runs(sweeps: str | Sweep, storage: str | None) -> tuple[pd.DataFrame
                 f"sweep {h.name!r} is not the study of {first.name!r} on other LRs: only such "
                 "sweeps can be joined with '+'"
             )
-    runs = pd.concat([h.runs() for h in handles], ignore_index=True)
-    return runs, convs[0], "+".join(h.name for h in handles)
+    return handles, convs[0]
 
 
 def _joined_names(joined: str) -> list[str]:

@@ -127,6 +127,11 @@ class Law:
         v = self.predict(scale)
         return (v, v)
 
+    def beyond_form(self, scale: Mapping[str, float]) -> str | None:
+        """A warning where the law's own form, not its data, sets its value at ``scale`` (None:
+        nowhere for a power law; Kaplan's formula near its zero, :class:`KaplanLRLaw`)."""
+        return None
+
     def extrapolation(self, scale: Mapping[str, float]) -> dict[str, float]:
         """For each predictor with a known domain: value at ``scale`` over the domain's maximum."""
         out: dict[str, float] = {}
@@ -272,7 +277,7 @@ class KaplanLRLaw(Law):
         """The N where the formula reaches 0 (1.2e10 for Kaplan's coefficients)."""
         return math.exp(self.c0 / self.c1)
 
-    def near_zero(self, scale: Mapping[str, float]) -> str | None:
+    def beyond_form(self, scale: Mapping[str, float]) -> str | None:
         """A warning within a decade of :meth:`zero_at`, where the LR is the formula's form more
         than Kaplan's data (fitted up to 1.5e9): an audit's pythia-12b check read "3.65 octaves
         above" a law near zero, and gpt3-175b "predicts 0" where the formula is negative."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sweeper.errors import TargetError
-from sweeper.fitting.laws import KaplanLRLaw, Law, PowerLaw
+from sweeper.fitting.laws import Law, PowerLaw
 from sweeper.recipe.doubts import batch_coupling_warning, span_text, undetermined
 from sweeper.recipe.hardware import positive
 from sweeper.recipe.published_recipes import PublishedRecipe
@@ -328,7 +328,7 @@ def _check_item(
     f = token_factor(law, bytes_per_token)
     got = evaluate_law(law, quantity, scale, seq_len=seq_len, level=level, factor=f)
     if got is None:
-        zero = law.near_zero(scale) if isinstance(law, KaplanLRLaw) else None
+        zero = law.beyond_form(scale)
         warnings.append(
             f"{quantity} law ({law_label(law)}), {v.name}: {zero}; not compared" if zero
             else f"{quantity} law ({law_label(law)}) predicts {law.predict(scale):.3g} for "

@@ -313,10 +313,8 @@ def regime_values(
 def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:
     """A warning when a value in ``values`` (n_params, tokens, tokens_per_param, batch_tokens, in
     the law's units) lies beyond a range the law held fixed (``conventions.held``), by more than
-    :data:`HELD_SLACK`; and near the zero of Kaplan's formula (:meth:`KaplanLRLaw.near_zero`)."""
-    from sweeper.fitting.laws import KaplanLRLaw
-
-    zero = law.near_zero(values) if isinstance(law, KaplanLRLaw) else None
+    :data:`HELD_SLACK`; and where the law's form sets its value (:meth:`Law.beyond_form`)."""
+    zero = law.beyond_form(values)
     names, outside = [], []
     for name, (lo, hi) in law.conventions.held.items():
         v = values.get(name)

@@ -450,10 +450,9 @@ def _law_scopes(
     ``target``, how far beyond that range it lies."""
     out = []
     for law in laws:
-        far = law.extrapolation(target or {})
-        beyond = "; at the target " + ", ".join(
-            f"{p} {f:.3g}x the largest fitted" for p, f in far.items() if p in law.predictors
-        ) if any(p in law.predictors for p in far) else ""  # fmt: skip
+        ext = law.extrapolation(target or {})
+        far = [f"{p} {f:.3g}x the largest fitted" for p, f in ext.items() if p in law.predictors]
+        beyond = f"; at the target {', '.join(far)}" if far else ""
         ident = f" #{law.id}" if law.id is not None else ""
         dom = "; ".join(
             f"{p} {lo:.3g} to {hi:.3g}" for p, (lo, hi) in law.domain.items() if p in law.predictors

@@ -119,18 +119,20 @@ def code_fingerprints(spec: StudySpec) -> dict[str, str]:
     its training function changed had kept the old runs as the new code's (a diff audit). Only
     the named module's own file is read, not what it imports."""
     out: dict[str, str] = {}
-    for section, name in USER_CODE_FIELDS:
-        ref = getattr(getattr(spec, section, None), name, None)
+    refs = {f"{section}.{name}": getattr(getattr(spec, section, None), name, None)
+            for section, name in USER_CODE_FIELDS}  # fmt: skip
+    if any(isinstance(r, str) for r in refs.values()):
+        importable(spec)
+    for key, ref in refs.items():
         if not isinstance(ref, str) or ":" not in ref:
             continue
-        importable(spec)
         try:
             found = importlib.util.find_spec(ref.split(":", 1)[0].strip())
         except (ImportError, ValueError):
             continue
         origin = found.origin if found is not None else None
         if origin and os.path.isfile(origin):
-            out[f"{section}.{name}"] = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
+            out[key] = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
     return out
 
 

@@ -321,7 +321,10 @@ def open_sweep(
     url = st.resolve_url(url)
     st.get_engine(url, new=True)  # a launch creates the database
     existing = _existing_row(spec, url, force_new=force_new, held=held)
-    _write_row(spec, url, cell_list, existing, held=held)
+    code = code_fingerprints(spec)
+    if existing is not None:  # (a sweep continued: its first runs measured the stored code)
+        _warn_code_changed(spec, existing, code)
+    _write_row(spec, url, cell_list, existing, code, held=held)
     storage = storage or optuna_storage(url)
     out = []
     for i, cell in enumerate(cell_list):
@@ -375,14 +378,12 @@ def _existing_row(
         )
     h = spec_hash(spec)
     if existing["spec_hash"] == h or _stored_hash(existing) == h:
-        _warn_code_changed(spec, existing)
         return existing
     added = added_cells(_stored_spec_or_none(existing), spec)
     if added:
         logger.warning(
             "sweep %s: ladder extended by %d cell(s): %s", spec.name, len(added), ", ".join(added)
         )
-        _warn_code_changed(spec, existing)
         return existing
     changed = study_changes(_stored_spec_or_none(existing), spec)
     if not force_new and not _holds_trials(spec.name, url):
@@ -401,12 +402,13 @@ def _existing_row(
     return None
 
 
-def _warn_code_changed(spec: StudySpec, existing: Mapping[str, Any]) -> None:
+def _warn_code_changed(
+    spec: StudySpec, existing: Mapping[str, Any], now: Mapping[str, str]
+) -> None:
     """Warn when the user's own code the study names differs from the code the sweep's first
     runs measured (:func:`~sweeper.study.own_code.code_fingerprints`): the finished runs are kept
     and counted as this code's."""
     first = existing["meta"].get("code") or {}
-    now = code_fingerprints(spec)
     changed = [k for k in first if k in now and now[k] != first[k]]
     if changed:
         logger.warning(
@@ -441,10 +443,12 @@ def _write_row(
     url: str,
     cell_list: list[Cell],
     existing: Mapping[str, Any] | None,
+    code: Mapping[str, str],
     *,
     held: HeldLease | None = None,
 ) -> None:
-    """Insert the sweep's row, or bring a continued sweep's row up to date: same measurement, new
+    """``code``: the study's own code's fingerprints, kept from the sweep's first launch.
+    Insert the sweep's row, or bring a continued sweep's row up to date: same measurement, new
     target or sampler knobs (or a hash from an older Sweeper). The stored file is what the fits
     read, so it must be the current one; keys other modules added to the metadata (a transfer
     result) are kept."""
@@ -454,9 +458,8 @@ def _write_row(
     masked = replace(spec, sweep=replace(spec.sweep, storage=st.safe_url(stored or "")))
     text = study_toml(masked if st.url_password(stored) else spec)  # (a URL without one as is)
     h, meta = spec_hash(spec), study_meta(spec, cell_list)
-    code = code_fingerprints(spec)
     if code and (existing is None or "code" not in existing["meta"]):
-        meta["code"] = code  # (the code its first runs measured: kept, and compared on relaunch)
+        meta["code"] = dict(code)  # (the code its first runs measured: kept, and compared on relaunch)
     engine = st.get_engine(url)  # (open_sweep made the database)
     if existing is None:
         with engine.begin() as conn:

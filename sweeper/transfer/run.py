@@ -46,7 +46,6 @@ __all__ = [
     "SeedBlock",
     "run_transfer",
     "seed_blocks",
-    "stored_transfer",
     "stored_transfers",
     "transfer_sweep_name",
     "with_fills",
@@ -508,10 +507,3 @@ def stored_transfers(sweep: str, url: str | None = None) -> list[dict[str, Any]]
     kept = [(r["meta"].get("transfer_stored_at") or "", i, r["meta"]["transfer_result"])
             for i, r in enumerate(rows) if r["meta"].get("transfer_result")]  # fmt: skip
     return [dict(k[2]) for k in sorted(kept, key=lambda k: (k[0], k[1]), reverse=True)]
-
-
-def stored_transfer(sweep: str, url: str | None = None) -> dict[str, Any] | None:
-    """The transfer result stored last for ``sweep`` (of any held-out cell), or None
-    (:func:`stored_transfers`)."""
-    checks = stored_transfers(sweep, url)
-    return checks[0] if checks else None

@@ -567,7 +567,7 @@ def test_the_report_shows_the_check_stored_last(sweep_runs: pd.DataFrame, tmp_pa
     from dataclasses import replace
 
     from sweeper import api
-    from sweeper.transfer.run import _store_result, stored_transfer
+    from sweeper.transfer.run import _store_result, stored_transfers
     from tests.sweeper.helpers import write_csv
 
     url = f"sqlite:///{tmp_path / 't.db'}"
@@ -579,7 +579,7 @@ def test_the_report_shows_the_check_stored_last(sweep_runs: pd.DataFrame, tmp_pa
     _store_result("syn.transfer.b", url, replace(res, holdout_cell="b"))
     time.sleep(0.01)
     _store_result("syn.transfer.a", url, replace(res, holdout_cell="a"))  # a rerun, stored last
-    assert stored_transfer("syn", url)["holdout_cell"] == "a"
+    assert stored_transfers("syn", url)[0]["holdout_cell"] == "a"
 
 
 def test_the_report_shows_every_stored_check(sweep_runs: pd.DataFrame, tmp_path) -> None:
