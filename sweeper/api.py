@@ -617,13 +617,23 @@ def compare(
     at: Target | Mapping[str, Any] | None = None,
     published: Sequence[str] = ("deepseek", "steplaw", "kaplan"),
     storage: str | None = None,
+    bytes_per_token: float | None = None,
 ) -> Comparison:
     """The sweep's latest lr/batch laws beside the ``published`` ones, evaluated at its cells and
     at the target ``at`` (a Target, or a mapping of its fields as :func:`recommend` takes: tokens
     and n_params, or width/depth/context; n_params and a shape given together must agree, as
     :func:`recommend` requires). ``at=None`` compares at the cells alone; ``at={}`` is a
-    TargetError (no target named)."""
+    TargetError (no target named). ``bytes_per_token`` (as :func:`recommend`'s) converts D and the
+    batch between laws fitted on bytes and points in tokenizer tokens (the published laws at a
+    byte-level sweep's cells, its laws at the target); without it they are set side by side as
+    they are, and a note says so."""
     from sweeper.recipe.compare import compare_sweep_laws, convention_notes, coupling_notes
+    from sweeper.recipe.hardware import positive
+
+    problems: list[str] = []
+    positive("bytes_per_token", bytes_per_token, problems)
+    if problems:
+        raise TargetError(problems[0])
 
     # (sweeps joined by "+", as fit and diff take them: their runs together, the joined laws)
     runs, _, name = _joined_runs(sweep, storage)
@@ -637,9 +647,12 @@ def compare(
         )
     if isinstance(published, str):  # "steplaw" or "deepseek,steplaw": not one name a letter
         published = [x.strip() for x in published.split(",")]
-    all_laws, exps, pred = compare_sweep_laws(runs, list(latest.values()), published, at)
+    all_laws, exps, pred = compare_sweep_laws(
+        runs, list(latest.values()), published, at, bytes_per_token=bytes_per_token
+    )
     pub = [x for x in all_laws if x.method == "published"]
-    notes = convention_notes(list(latest.values()), pub) + coupling_notes(pred)
+    notes = convention_notes(list(latest.values()), pub, bytes_per_token=bytes_per_token)
+    notes += coupling_notes(pred)
     return Comparison(name, tuple(all_laws), exps, pred, tuple(notes))
 
 

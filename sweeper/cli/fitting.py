@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sweeper.cli.numbers import count, number
+from sweeper.cli.numbers import add_bytes_per_token, count, number
 from sweeper.cli.output import console as _console
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.methods import (
@@ -198,6 +198,7 @@ def _register_laws_and_compare(sub: Any) -> None:
         default="deepseek,steplaw,kaplan",
         help="published laws to show (comma-separated; '' for none; also porian)",
     )
+    add_bytes_per_token(p)
     _common(p)
     p.set_defaults(func=cmd_compare)
 
@@ -403,7 +404,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if at and "tokens" not in at:
         raise TargetError("a target needs --tokens (with --params, or --width and --depth)")
     published = [s.strip() for s in args.published.split(",") if s.strip()]
-    c = api.compare(args.sweep, at=at or None, published=published, storage=args.storage)
+    c = api.compare(
+        args.sweep,
+        at=at or None,
+        published=published,
+        storage=args.storage,
+        bytes_per_token=args.bytes_per_token,
+    )
     if args.json:
         from sweeper.recipe.compare import law_label
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["count", "number", "positive"]
+__all__ = ["add_bytes_per_token", "count", "number", "positive"]
 
 _SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
@@ -37,3 +37,15 @@ def count(text: str) -> int:
     if not math.isfinite(v) or abs(v - whole) > 1e-9 * max(1.0, abs(v)):  # (8.2 * 1e6 is not exact)
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
     return int(whole)
+
+
+def add_bytes_per_token(p: argparse.ArgumentParser) -> None:
+    """``--bytes-per-token R``, one spelling for recommend, export, check and compare."""
+    p.add_argument(
+        "--bytes-per-token",
+        type=positive,
+        default=None,
+        metavar="R",
+        help="bytes of text per target token (about 4 for English BPE): converts D and the batch "
+        "of laws fitted on byte-level data (default: no conversion, and a warning)",
+    )

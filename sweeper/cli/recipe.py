@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proxy_models.hparams import SCHEDULES
-from sweeper.cli.numbers import count, number, positive
+from sweeper.cli.numbers import add_bytes_per_token, count, number
 from sweeper.cli.output import console as _console
 from sweeper.errors import TargetError
 
@@ -49,14 +49,7 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
         help="use a law anyway: one of another parametrization, or one whose interval at the "
         "target spans more than 1000x (it does not determine the value there)",
     )
-    p.add_argument(
-        "--bytes-per-token",
-        type=positive,
-        default=None,
-        metavar="R",
-        help="bytes of text per target token (about 4 for English BPE): converts D and the batch "
-        "of laws fitted on byte-level data (default: no conversion, and a warning)",
-    )
+    add_bytes_per_token(p)
 
 
 def _add_target_args(p: argparse.ArgumentParser) -> None:

@@ -62,6 +62,7 @@ _POINT_COLUMNS: Final[tuple[str, ...]] = (
     "measured_lr",
     "measured_batch_tokens",
     "on_edge",
+    "counts_bytes",
 )
 
 
@@ -79,9 +80,12 @@ def law_formula(law: Law, *, digits: int = 3) -> str:
     return formula(law, digits=digits)
 
 
-def cell_points(optima: Sequence[CellOptimum] | pd.DataFrame) -> pd.DataFrame:
+def cell_points(
+    optima: Sequence[CellOptimum] | pd.DataFrame, *, counts_bytes: bool = False
+) -> pd.DataFrame:
     """One row per cell with its scale and measured optimum (``measured_batch_tokens`` only where
-    the batch size was swept); columns as :data:`_POINT_COLUMNS`."""
+    the batch size was swept); columns as :data:`_POINT_COLUMNS`. ``counts_bytes``: the cells'
+    D and batch are bytes (byte-level data), as the sweep's laws record."""
     f = optima if isinstance(optima, pd.DataFrame) else optima_frame(optima)
     out = pd.DataFrame({"point": f["cell"].astype(str)})
     for c in ("n_params", "tokens", "flops", "width", "depth", "seq_len"):
@@ -91,6 +95,7 @@ def cell_points(optima: Sequence[CellOptimum] | pd.DataFrame) -> pd.DataFrame:
     swept = f["batch_range_low"].notna() if "batch_range_low" in f else pd.Series(False, f.index)
     out["measured_batch_tokens"] = bt.where(swept)
     out["on_edge"] = f["on_edge"].astype(bool) if "on_edge" in f else False
+    out["counts_bytes"] = counts_bytes
     return out.reset_index(drop=True)
 
 
@@ -143,14 +148,21 @@ def target_point(
         "measured_lr": np.nan,
         "measured_batch_tokens": np.nan,
         "on_edge": False,
+        "counts_bytes": False,  # a target's D is in its tokenizer's tokens
     }
     return pd.DataFrame([row], columns=list(_POINT_COLUMNS))
 
 
-def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
+def compare_laws(
+    laws: Sequence[Law], points: pd.DataFrame, *, bytes_per_token: float | None = None
+) -> pd.DataFrame:
     """Every law (lr and batch_tokens targets) evaluated at every point.
 
-    ``points`` has the columns of :func:`cell_points` / :func:`target_point`. Returns one row per
+    ``points`` has the columns of :func:`cell_points` / :func:`target_point`. With
+    ``bytes_per_token``, a law that counts bytes is evaluated at a point in tokens (the target) at
+    D times it, one in tokens at a point in bytes (a byte-level sweep's cells) at D over it, and a
+    batch law's value comes back in the point's unit (:func:`unit_factor`); without it every law
+    takes the point's D as it is (:func:`convention_notes` says so). Returns one row per
     (point, law): point, law (label), source, target, value, low, high (the law's interval; equal to
     value for published laws), measured, ratio (value / measured), extrapolation (largest factor
     beyond the law's domain, above or below it, 1 inside it), side ("above", "below" or "" inside
@@ -162,7 +174,8 @@ def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
             continue
         label = law_label(law)
         for _, p in points.iterrows():
-            scale, note = _scale_for(law, p)
+            unit = unit_factor(law, p, bytes_per_token)
+            scale, note = _scale_for(law, p, unit)
             measured = float(p.get(f"measured_{law.target}", np.nan))
             value = low = high = extrap = np.nan
             side = ""
@@ -170,7 +183,9 @@ def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
                 value = law.predict(scale)
                 low, high = law.interval(scale)
                 extrap, side = _outside_domain(law, scale)
-                factor, why = _at_measured_batch(law, laws, p)
+                factor, why = _at_measured_batch(law, laws, p, bytes_per_token)
+                if law.target == "batch_tokens":
+                    factor /= unit  # (the law's unit back to the point's)
                 value, low, high = value * factor, low * factor, high * factor
                 note = "; ".join(x for x in (note, why) if x)
             rows.append(
@@ -196,7 +211,21 @@ def compare_laws(laws: Sequence[Law], points: pd.DataFrame) -> pd.DataFrame:
 _COUPLING = "the fitted LR-batch coupling"
 
 
-def _at_measured_batch(law: Law, laws: Sequence[Law], p: Mapping[str, Any]) -> tuple[float, str]:
+def unit_factor(law: Law, point: Mapping[str, Any], bytes_per_token: float | None) -> float:
+    """The law's units of D and batch per unit of the point's: ``bytes_per_token`` for a law that
+    counts bytes at a point in tokens, its inverse for a law in tokens at a point in bytes, else 1
+    (also when ``bytes_per_token`` is not given: no conversion)."""
+    if not bytes_per_token:
+        return 1.0
+    law_bytes, point_bytes = law.conventions.counts_bytes, bool(point.get("counts_bytes", False))
+    if law_bytes == point_bytes:
+        return 1.0
+    return float(bytes_per_token) if law_bytes else 1.0 / float(bytes_per_token)
+
+
+def _at_measured_batch(
+    law: Law, laws: Sequence[Law], p: Mapping[str, Any], bytes_per_token: float | None = None
+) -> tuple[float, str]:
     """An LR law that measured how the best LR moves with the batch (a surface fit of a batch
     sweep: :meth:`~sweeper.fitting.surface.SurfaceLaw.batch_shift`) is set beside a cell's
     measured LR at that cell's best batch, not at its batch law's: the factor and a note (1 and
@@ -206,17 +235,19 @@ def _at_measured_batch(law: Law, laws: Sequence[Law], p: Mapping[str, Any]) -> t
     pair = [x for x in laws if coupling_factor(law, x, 1.0) is not None]
     if law.target != "lr" or not pair or not (math.isfinite(b) and b > 0):
         return 1.0, ""
-    scale, _ = _scale_for(pair[-1], p)
+    unit = unit_factor(pair[-1], p, bytes_per_token)
+    scale, _ = _scale_for(pair[-1], p, unit)
     if scale is None:
         return 1.0, ""
-    own = pair[-1].predict(scale)
+    b, own = b * unit, pair[-1].predict(scale)  # (both in the batch law's unit)
     factor = coupling_factor(law, pair[-1], b / own)
     if factor is None:
         return 1.0, ""
     if abs(math.log2(factor)) < 0.05:  # (applied all the same: it is the same fit's)
         return factor, ""
     return factor, (
-        f"at the cell's best batch {b:.3g} tokens, not the law's {own:.3g}: ×{factor:.2f} "
+        f"at the cell's best batch {b / unit:.3g} {'bytes' if p.get('counts_bytes') else 'tokens'}"
+        f", not the law's {own / unit:.3g}: ×{factor:.2f} "
         f"({_COUPLING})"
     )
 
@@ -308,15 +339,18 @@ def _sweeper_flops(
     return train_flops(n, d, depth=dep, width=w, seq_len=t)
 
 
-def _scale_for(law: Law, p: Mapping[str, Any]) -> tuple[dict[str, float] | None, str]:
-    """The law's predictors at point ``p``, in the law's conventions, and a note on how."""
-    n, d = _num(p.get("n_params")), _num(p.get("tokens"))
+def _scale_for(
+    law: Law, p: Mapping[str, Any], unit: float = 1.0
+) -> tuple[dict[str, float] | None, str]:
+    """The law's predictors at point ``p``, in the law's conventions, and a note on how; ``unit``
+    is the law's units of D per the point's (:func:`unit_factor`)."""
+    n, d = _num(p.get("n_params")), _num(p.get("tokens")) * unit
     for name in law.predictors:
         v = d if name == "tokens" else n if name == "n_params" else _num(p.get(name))
         if name != "flops" and not (math.isfinite(v) and v > 0):
             return None, f"needs {name}, which this point lacks"
     if "flops" not in law.predictors:
-        scale = {k: _num(p.get(k)) for k in law.predictors}
+        scale = {k: d if k == "tokens" else _num(p.get(k)) for k in law.predictors}
         if "n_params" not in scale or not law.conventions.counts_embeddings:
             return scale, ""
         total = _num(p.get("n_params_total"))
@@ -327,9 +361,10 @@ def _scale_for(law: Law, p: Mapping[str, Any]) -> tuple[dict[str, float] | None,
         return None, "needs n_params and tokens for flops, which this point lacks"
     conv = law.conventions.flops
     if not law.conventions.flops_known:
-        c = _num(p.get("flops"))
+        c = _num(p.get("flops")) * unit  # (C is proportional to D)
         if math.isfinite(c) and c > 0:  # FLOPs as imported: the point's own count
-            return {k: c if k == "flops" else _num(p.get(k)) for k in law.predictors}, ""
+            return {k: c if k == "flops" else d if k == "tokens" else _num(p.get(k))
+                    for k in law.predictors}, ""  # fmt: skip
         conv_note = [f"flops counted as 6ND + attention, not {conv!r}"]
     else:
         conv_note = []
@@ -342,28 +377,42 @@ def _scale_for(law: Law, p: Mapping[str, Any]) -> tuple[dict[str, float] | None,
     return {k: scale[k] for k in law.predictors}, "; ".join(conv_note + notes)
 
 
-def convention_notes(fitted: Sequence[Law], published: Sequence[Law]) -> list[str]:
+def convention_notes(
+    fitted: Sequence[Law], published: Sequence[Law], *, bytes_per_token: float | None = None
+) -> list[str]:
     """Where a fitted law and the published ones it is set beside were measured differently, one
-    line each: the token unit (values and prefactors differ, exponents compare), the
-    parametrization (a muP law's LR is not an SP model's), an N-only published law against a
-    fitted law that held D (its exponent is along its own D), and the LR's schedule/optimizer."""
+    line each: the token unit (values and prefactors differ, exponents compare; converted with
+    ``bytes_per_token`` for a law that counts bytes), the parametrization (a muP law's LR is not
+    an SP model's), an N-only published law against a fitted law that held D (its exponent is
+    along its own D), and the LR's schedule/optimizer."""
     notes: list[str] = []
     pubs = [p for p in published if p.target in ("lr", "batch_tokens")]
+    if bytes_per_token and not any(f.conventions.counts_bytes for f in fitted):
+        notes.append(f"bytes_per_token {bytes_per_token:g} is not used: no law here counts bytes")
     for f in fitted:
         c, name = f.conventions, law_label(f)
         others = [p for p in pubs if p.target == f.target]
         if not others:
             continue
-        if c.tokens != "tokens" and any(p.conventions.tokens == "tokens" for p in others):
+        if c.counts_bytes and bytes_per_token:
+            notes.append(
+                f"{name} counts D and the batch in bytes, the published laws in tokenizer "
+                f"tokens: converted at {bytes_per_token:g} bytes per token (at the cells the "
+                f"published laws take D / {bytes_per_token:g} and give their batch in bytes; at "
+                f"the target {name} takes D × {bytes_per_token:g} and gives its batch in tokens)"
+            )
+        elif c.tokens != "tokens" and any(p.conventions.tokens == "tokens" for p in others):
             unit = "bytes" if c.counts_bytes else f"{c.tokens!r}"
             hint = (
                 " (imported runs: declare their unit with import --convention tokens=...)"
                 if c.tokens == TOKENS_AS_IMPORTED
                 else ""
             )
+            convert = " (compare --bytes-per-token R converts them)" if c.counts_bytes else ""
             notes.append(
                 f"{name} counts D and the batch in {unit}, the published laws in tokenizer "
-                f"tokens: their exponents compare, their values and prefactors do not{hint}"
+                f"tokens: their exponents compare, their values and prefactors do not{convert}"
+                f"{hint}"
             )
         param = c.parametrization or "sp"
         if param != "sp" and f.target == "lr":
@@ -402,6 +451,8 @@ def compare_sweep_laws(
     fitted: Sequence[Law],
     published: Sequence[str],
     at: Target | Mapping[str, Any] | None = None,
+    *,
+    bytes_per_token: float | None = None,
 ) -> tuple[list[Law], pd.DataFrame, pd.DataFrame]:
     """A sweep's ``fitted`` lr/batch laws beside the ``published`` ones (by name): (every law,
     :func:`compare_exponents`, :func:`compare_laws` at the sweep's cells and at the target ``at``).
@@ -411,6 +462,7 @@ def compare_sweep_laws(
     :func:`~sweeper.recipe.target.as_target`) has ``tokens`` and ``n_params``, or ``width`` and
     ``depth`` (and optionally ``context``); given both, they must agree (:func:`target_point`).
     ``at=None`` compares at the cells alone; an empty mapping is no target and a TargetError.
+    ``bytes_per_token`` converts between a byte law and a point in tokens (:func:`compare_laws`).
     """
     from sweeper.fitting import estimate_optima
     from sweeper.recipe.published import published_laws
@@ -439,7 +491,7 @@ def compare_sweep_laws(
         optima = estimate_optima(runs, method="band", band=band, n_boot=0, keep_edge=True)
     else:
         optima = estimate_optima(runs, method="parabola", n_boot=0, keep_edge=True)
-    points = cell_points(optima)
+    points = cell_points(optima, counts_bytes=any(x.conventions.counts_bytes for x in fitted))
     if tp is not None:
         points = pd.concat([points, tp], ignore_index=True)
     pub: list[Law] = []
@@ -447,4 +499,5 @@ def compare_sweep_laws(
         if name.strip():
             pub += list(published_laws(name.strip()).values())
     every = [*fitted, *pub]
-    return every, compare_exponents(fitted, pub), compare_laws(every, points)
+    predictions = compare_laws(every, points, bytes_per_token=bytes_per_token)
+    return every, compare_exponents(fitted, pub), predictions

@@ -471,3 +471,67 @@ def test_compare_sets_a_coupled_lr_law_beside_a_cell_at_its_best_batch(tmp_path)
     assert row["value"] == pytest.approx(lr.predict(scale) * lr.batch_shift(b / own), rel=1e-9)
     assert abs(math.log2(row["value"] / lr.predict(scale))) >= 0.05
     assert any("at the cell's best batch" in n for n in c.notes)
+
+
+def test_compare_converts_byte_laws_with_bytes_per_token(
+    sweep: str, sqlite_url: str, cli, tmp_path: Path
+) -> None:
+    """compare had no --bytes-per-token: a byte-level sweep's laws took the target's D in tokens
+    as bytes (its batch law's value in bytes beside the published laws' tokens), and the
+    published laws took the cells' bytes as tokens. recommend converts; compare now does too, at
+    the target (the byte law at D·R, its batch ÷ R) and at the cells (the published at D / R,
+    their batch × R)."""
+    from dataclasses import replace
+
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.recipe.compare import cell_points, compare_laws, convention_notes, target_point
+    from sweeper.recipe.published import published_laws
+
+    conv = replace(Conventions(), held={"n_params": (1e5, 1e5)})
+    assert conv.counts_bytes
+    batch = PowerLaw(
+        conventions=conv, target="batch_tokens", predictors=("tokens",), source="mine",
+        method="surface", domain={"tokens": (1e5, 1e7)}, log_prefactor=np.log(0.5),
+        exponents={"tokens": 0.5},
+    )  # fmt: skip
+    steplaw = published_laws("steplaw")["batch_tokens"]
+    target = target_point(tokens=1e10, n_params=1e8)
+    cells = cell_points(
+        pd.DataFrame({"cell": ["c"], "n_params": [1e5], "tokens": [4e6], "lr": [0.01],
+                      "batch_tokens": [2e3], "batch_range_low": [64.0]}),
+        counts_bytes=True,
+    )  # fmt: skip
+    both = pd.concat([cells, target], ignore_index=True)
+    plain = compare_laws([batch, steplaw], both).set_index(["point", "law"])["value"]
+    conv4 = compare_laws([batch, steplaw], both, bytes_per_token=4.0)
+    conv4 = conv4.set_index(["point", "law"])["value"]
+    mine, pub = "mine surface", "steplaw"
+    assert plain[("target", mine)] == pytest.approx(0.5 * 1e10**0.5)  # bytes, read as tokens
+    assert conv4[("target", mine)] == pytest.approx(0.5 * (4e10) ** 0.5 / 4)  # tokens
+    assert conv4[("c", mine)] == pytest.approx(plain[("c", mine)])  # its own unit at its cells
+    at_tokens = steplaw.predict({"n_params": 1e5, "tokens": 1e6})
+    assert conv4[("c", pub)] == pytest.approx(at_tokens * 4)  # bytes, beside the measured 2e3
+    assert conv4[("target", pub)] == pytest.approx(plain[("target", pub)])
+    notes = "\n".join(convention_notes([batch], [steplaw], bytes_per_token=4.0))
+    assert "converted at 4 bytes per token" in notes and "do not" not in notes
+    assert "--bytes-per-token" in "\n".join(convention_notes([batch], [steplaw]))
+    tok = replace(batch, conventions=replace(conv, tokens="tokens"))
+    assert "is not used" in "\n".join(convention_notes([tok], [steplaw], bytes_per_token=4.0))
+    # the verb, on the synthetic runs declared as bytes
+    csv, url = str(tmp_path / "syn.csv"), sqlite_url
+    imp = ("import", csv, "--sweep", "b", "--convention", "tokens=bytes", "--storage", url)
+    assert cli(*imp)[0] == 0
+    assert cli("fit", "b", "--bootstrap", "0", "--storage", url)[0] == 0
+    args = ("compare", "b", "--params", "1e9", "--tokens", "2e10", "--storage", url)
+    code, out, err = cli(*args, "--bytes-per-token", "4", "--json")
+    assert code == 0, err
+    assert any("converted at 4 bytes per token" in n for n in json.loads(out)["notes"])
+    assert cli("fit", sweep, "--bootstrap", "0", "--storage", url)[0] == 0  # (as imported)
+    code, out, err = cli("compare", sweep, "--bytes-per-token", "4", "--storage", url)
+    assert code == 0 and "is not used: no law here counts bytes" in out, err
+    from sweeper import api
+    from sweeper.errors import TargetError
+
+    with pytest.raises(TargetError, match="bytes_per_token must be positive"):
+        api.compare("b", storage=url, bytes_per_token=0.0)
