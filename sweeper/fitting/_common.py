@@ -65,8 +65,20 @@ def bootstrap_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarra
     return np.bincount(draws.ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float)
 
 
+#: a design is rank-deficient when the smallest eigenvalue of its normal matrix is below this
+#: fraction of the largest (three cells at one D/N, where an N and a D exponent trade off)
+RANK_RCOND = 1e-10
+
+
+def full_rank(x: np.ndarray, rcond: float = RANK_RCOND) -> bool:
+    """Whether the design ``x`` (n, p) determines p coefficients, by the rule of
+    :func:`wls_batch` with equal weights."""
+    lam = np.linalg.eigvalsh(x.T @ x)
+    return bool(lam[0] > rcond * max(lam[-1], np.finfo(float).tiny))
+
+
 def wls_batch(
-    x: np.ndarray, w: np.ndarray, y: np.ndarray, *, rcond: float = 1e-10
+    x: np.ndarray, w: np.ndarray, y: np.ndarray, *, rcond: float = RANK_RCOND
 ) -> tuple[np.ndarray, np.ndarray]:
     """Solve many weighted least-squares problems that share a design matrix.
 

@@ -60,6 +60,14 @@ def above_point_warnings(law: Law, lr: float, point: float) -> list[str]:
     ]
 
 
+def _log_error(err: float) -> str:
+    """A natural-log error as a reader takes it: ±35% up to a factor of 2, then the factor (an
+    import audit's 757 overflowed ``expm1``)."""
+    if err <= math.log(2.0):
+        return f"±{math.expm1(err):.0%}"
+    return f"a factor of {math.exp(min(err, 700.0)):.3g}"
+
+
 def quality_warnings(
     law: Law,
     role: str,
@@ -79,7 +87,7 @@ def quality_warnings(
         return out
     for what, err in (("leave-one-cell-out", law.cv_error), ("largest-cell", law.holdout_error)):
         if err is not None and err > POOR_LOG_ERROR:
-            out.append(Doubt(f"{name} {what} error is ±{math.expm1(err):.0%} (poorly constrained)"))
+            out.append(Doubt(f"{name} {what} error is {_log_error(err)} (poorly constrained)"))
     lo, hi = interval
     if lo > 0 and hi / lo > WIDE_INTERVAL and not span_said:
         out.append(

@@ -612,3 +612,26 @@ def test_an_edge_at_a_batch_other_than_the_cells_best_is_said_apart() -> None:
     small = df["batch_tokens"] == 1024
     best_on_edge = df.assign(loss=np.where(small, df["loss"] - 1.0, df["loss"]))
     assert _edge_cells(best_on_edge) == {"c": "top at batch 1024 tokens"}
+
+
+def test_a_leave_one_out_fold_that_cannot_determine_the_law_is_left_out() -> None:
+    """Three of four cells at one D/N: without the fourth the N and D exponents trade off, and the
+    surface fit's fold predicted it 28.6 (ln) away, a leave-one-cell-out error an import audit saw
+    as 757 (and recommend then overflowed). The fold is left out, as the parabola law's is."""
+    runs = synthetic_sweep(
+        n_params=(1e6, 2e6, 4e6), tokens=(4e7, 8e7, 1.6e8),
+        lr_law=(2.0, {"n_params": -0.3, "tokens": 0.1}), seeds=2, seed=0, opt_scatter=0.1,
+    )  # fmt: skip
+    keep = {(1e6, 4e7), (2e6, 8e7), (4e6, 1.6e8), (4e6, 4e7)}
+    runs = runs[[(n, d) in keep for n, d in zip(runs["n_params"], runs["tokens"], strict=True)]]
+    surface = _quiet(fit_surface, runs, predictors=("n_params", "tokens"), n_boot=0)
+    parabola = _quiet(sweeper_fit, runs, method="parabola")
+    assert surface.cv_error is not None and parabola.cv_error is not None
+    assert surface.cv_error < 2 * parabola.cv_error < 1.0
+
+
+def sweeper_fit(runs: pd.DataFrame, *, method: str) -> PowerLaw:
+    import sweeper
+
+    (law,) = sweeper.fit(runs, method=method, target="lr", store=False)
+    return law

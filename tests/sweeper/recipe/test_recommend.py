@@ -266,6 +266,11 @@ def test_a_very_wide_or_unbounded_interval_is_said_readably() -> None:
     assert any("80% interval spans 14×" in w for w in at80), at80
     r = recommend({"lr": law}, Target(n_params=1e9, tokens=2e10), level=0.8)
     assert r.level == 0.8 and not any("95% interval" in w for w in r.warnings)
+    # a leave-one-cell-out error of 757 (ln) overflowed expm1: an internal error in recommend
+    far = replace(law, cv_error=757.56, holdout_error=0.5)
+    said = quality_warnings(far, "lr", (1.0, 2.0))
+    assert any("leave-one-cell-out error is a factor of 1.01e+304" in w for w in said), said
+    assert any("largest-cell error is ±65%" in w for w in said), said
 
 
 def test_mup_recipe_records_base_width() -> None:
