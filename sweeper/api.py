@@ -217,7 +217,7 @@ def import_runs(
     study: str | Path | None = None,
     conventions: Mapping[str, Any] | Sequence[str] | None = None,
 ) -> Sweep:
-    """Store the runs of a CSV/parquet file as the imported sweep ``sweep`` and return it.
+    """Store the runs of a CSV/TSV/parquet/JSON file as the imported sweep ``sweep`` and return it.
 
     ``study``: the study TOML the runs came from (its ladder must hold every cell of the runs);
     with it the sweep's cells can be trained again, e.g. by :func:`validate_transfer`.

@@ -86,7 +86,7 @@ def register(sub: Any) -> None:
 def _register_import(sub: Any) -> None:
     p = sub.add_parser(
         "import",
-        help="import runs from a CSV/parquet file as a sweep",
+        help="import runs from a CSV/TSV/parquet/JSON-lines file as a sweep",
         description="Import runs from a CSV or parquet file into the storage as a sweep.",
         epilog=_IMPORT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -1,5 +1,5 @@
-"""Runs from elsewhere: import a CSV or parquet file of runs into the storage, and load any sweep's
-runs (imported or launched) as one runs table.
+"""Runs from elsewhere: import a CSV, TSV, parquet or JSON (lines) file of runs into the storage, and
+load any sweep's runs (imported or launched) as one runs table.
 
 A file needs ``n_params`` (non-embedding parameters), ``tokens`` and ``loss`` (nats per token)
 columns, which is enough for the loss law; ``lr`` and ``batch_size`` (sequences; with ``seq_len``)
@@ -9,12 +9,15 @@ or ``batch_tokens`` are needed only by the fits that use them. Other canonical c
 anything is written, and the sweep row and its runs are written in one transaction. The sweep's
 name follows the rule of a study's ``sweep.name`` (letters, digits, ``_``, ``-``, ``.``).
 
-A diverged run: many published sweeps write its loss as ``nan`` or ``inf``. When the file has
-neither a ``diverged`` nor a ``state`` column, a ``nan``/``inf`` loss (written so in a CSV, or an
-infinite value in a parquet file) imports as a diverged run with no loss; the import counts them
+A diverged run: many published sweeps write its loss as ``nan`` or ``inf``. When the file has no
+``diverged`` column, a ``nan``/``inf`` loss (written so in a CSV or JSON file, or an infinite value
+in a parquet file) of a run that finished (no ``state`` column, or a finished state: a W&B export's
+diverged runs) imports as a diverged run with no loss; the import counts them
 (``diverged_from_loss`` in the sweep's metadata, and the summary line of ``sweeper import``). An
-explicit ``diverged`` or ``state`` column wins: then only ``diverged`` rows may lack a loss. An
-empty loss is always an error naming the row.
+explicit ``diverged`` column wins. An empty loss (a JSON null, a NaN of a data frame) is an error
+naming the row, unless the run is marked diverged or did not finish. Rows repeated exactly are
+imported once, and said so; columns named as Sweeper's but for case (W&B's ``State``) are read as
+Sweeper's.
 
 The Step Law release (``steplaw_dense_lr_bs_loss.csv``: N non-embedding params, D tokens, bs in
 sequences of 2048, "smooth loss" the loss their fit uses) imports with::
@@ -57,6 +60,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS: Final[tuple[str, ...]] = ("n_params", "tokens", "loss")
+#: tokens per parameter beyond any published run (small models trained on 15T tokens reach
+#: ~1e5): more says N is counted in thousands or millions
+MAX_TOKENS_PER_PARAM: Final[float] = 1e6
+#: optimizer steps per run (median) below which a batch was probably imported in the wrong unit
+#: (the shipped ladders train at least 200, the runs of Step Law's release 950 and more)
+FEW_STEPS: Final[float] = 20.0
 _NON_NEGATIVE: Final[tuple[str, ...]] = ("seed", "wall_s")
 #: canonical numeric columns that must be > 0 where given: all but the seed and the wall time
 _POSITIVE: Final[tuple[str, ...]] = tuple(c for c in NUMERIC_COLUMNS if c not in _NON_NEGATIVE)
@@ -81,7 +90,7 @@ def read_runs_file(
     renames: Mapping[str, str] | None = None,
     seq_len: int | None = None,
 ) -> pd.DataFrame:
-    """Read and validate a CSV/parquet file of runs; returns the normalized runs table.
+    """Read and validate a CSV/TSV/parquet/JSON file of runs; returns the normalized runs table.
 
     Raises ImportDataError with one line per problem (file name, column, row) when the file
     cannot be read, a rename names a missing column, a required column is missing, or a value is
@@ -113,20 +122,7 @@ def validated_runs(
     :func:`read_runs_file`, and of a user's own frame given to ``sweeper.fit``."""
     df = df.copy()
     problems: list[str] = []
-    explicit = "diverged" in df.columns or "state" in df.columns
-    diverged = _bool_column(df, "diverged", name, problems)
-    from_loss = 0
-    if diverged is not None:
-        df["diverged"] = diverged
-    elif not explicit and loss_written is not None:
-        # no marker of its own: a nan/inf loss is how the file marks a diverged run
-        diverged = pd.Series(loss_written.to_numpy(), index=df.index)
-        from_loss = int(diverged.sum())
-        if from_loss:
-            df["diverged"] = diverged
-            df["loss"] = df["loss"].where(~diverged, np.nan)
-    if diverged is None:
-        diverged = pd.Series(False, index=df.index)
+    repeats = df.astype(str).duplicated().to_numpy()  # rows repeated as given (NaN equals NaN)
     if "state" in df.columns:
         df["state"] = df["state"].fillna("COMPLETE")
         df["state"] = [_STATE_ALIASES.get(str(v).strip().lower(), v) for v in df["state"]]
@@ -138,6 +134,23 @@ def validated_runs(
                 f"known states: {', '.join(STATES)} (or as trackers write them: "
                 f"{', '.join(sorted(_STATE_ALIASES))})"
             )
+    diverged = _bool_column(df, "diverged", name, problems)
+    from_loss = 0
+    if diverged is not None:
+        df["diverged"] = diverged
+    elif loss_written is not None:
+        # no diverged column: a nan/inf loss is how the file marks a diverged run, also of a run
+        # its state column calls finished (a W&B export's diverged runs)
+        marks = loss_written.to_numpy(dtype=bool)
+        if "state" in df.columns:
+            marks = marks & (df["state"].astype(str) == "COMPLETE").to_numpy()
+        diverged = pd.Series(marks, index=df.index)
+        from_loss = int(diverged.sum())
+        if from_loss:
+            df["diverged"] = diverged
+            df["loss"] = df["loss"].where(~diverged, np.nan)
+    if diverged is None:
+        diverged = pd.Series(False, index=df.index)
     for col in (*_POSITIVE, *_NON_NEGATIVE):
         if col not in df.columns:
             continue
@@ -159,7 +172,10 @@ def validated_runs(
     problems = _check_steps(out, name)
     if problems:
         raise ImportDataError("\n".join(problems))
+    if repeats.any():  # one run exported twice: kept once (import_notes says so)
+        out = out[~repeats].reset_index(drop=True)
     out.attrs["diverged_from_loss"] = from_loss
+    out.attrs["repeated_rows"] = int(repeats.sum())
     return out
 
 
@@ -176,10 +192,11 @@ def _loss_as_written(p: Path, raw: pd.DataFrame, renames: dict[str, str]) -> pd.
     if p.suffix.lower() in (".parquet", ".pq"):
         values = pd.to_numeric(raw[source], errors="coerce").astype(float).to_numpy()
         return pd.Series(np.isinf(values))
-    text = pd.read_csv(
-        p, sep="\t" if p.suffix.lower() == ".tsv" else ",", usecols=[source], dtype=str,
-        keep_default_na=False,
-    )[source]  # fmt: skip
+    if p.suffix.lower() in _JSON:  # (null is empty; NaN and Infinity are written so)
+        loss = [r.get(source) for r in _json_records(p)]
+        return pd.Series([isinstance(v, float) and not math.isfinite(v) for v in loss])
+    text = pd.read_csv(p, sep=_separator(p), usecols=[source], dtype=str, keep_default_na=False)
+    text = text[source]
     return text.str.strip().str.lower().isin(_NONFINITE).reset_index(drop=True)
 
 
@@ -365,12 +382,45 @@ def _read(p: Path) -> pd.DataFrame:
     try:
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(p)
+        if suffix in _JSON:
+            return pd.DataFrame.from_records(_json_records(p))
         if suffix in (".csv", ".tsv", ".txt"):
-            return pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",")
-    except (ValueError, OSError, pd.errors.ParserError) as e:
+            return pd.read_csv(p, sep=_separator(p))
+    except (ValueError, OSError, TypeError, pd.errors.ParserError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ImportDataError(f"{p.name}: cannot read: {first}") from None
-    raise ImportDataError(f"{p.name}: unknown file type {suffix!r}; use .csv, .tsv or .parquet")
+    raise ImportDataError(
+        f"{p.name}: unknown file type {suffix!r}; use .csv, .tsv, .txt (comma-separated), "
+        ".parquet, .jsonl or .json"
+    )
+
+
+#: JSON runs files: one object per line (.jsonl, .ndjson), or one array of objects (.json)
+_JSON: Final[tuple[str, ...]] = (".jsonl", ".ndjson", ".json")
+
+
+def _separator(p: Path) -> str:
+    """A tab for .tsv; else a comma, or a semicolon when the header has semicolons and no
+    comma (a spreadsheet's CSV in a locale whose decimal mark is the comma)."""
+    if p.suffix.lower() == ".tsv":
+        return "\t"
+    with p.open(encoding="utf-8-sig", errors="replace") as f:
+        header = f.readline()
+    return ";" if ";" in header and "," not in header else ","
+
+
+def _json_records(p: Path) -> list[dict[str, Any]]:
+    """The runs of a JSON file as dicts, with NaN and Infinity as Python's json writes them."""
+    text = p.read_text(encoding="utf-8-sig")
+    if p.suffix.lower() == ".json":
+        rows = json.loads(text)
+        if not isinstance(rows, list):
+            raise ValueError("a .json runs file is one array of objects (one per run)")
+    else:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not all(isinstance(r, dict) for r in rows):
+        raise ValueError("every run must be a JSON object of column: value")
+    return rows
 
 
 def import_notes(
@@ -417,6 +467,18 @@ def import_notes(
             f"a median of {per_param:.2g} tokens per parameter: are the tokens in millions or "
             "billions (or N in thousands)? Sweeper reads both as plain counts"
         )
+    elif per_param > MAX_TOKENS_PER_PARAM:
+        notes.append(
+            f"a median of {per_param:.3g} tokens per parameter: is N in thousands or millions "
+            "(or the tokens counted in another unit)? Sweeper reads both as plain counts"
+        )
+    notes += _scale_notes(df, declared, with_study=with_study)
+    repeated = int(df.attrs.get("repeated_rows", 0))
+    if repeated:
+        notes.append(
+            f"{repeated} rows repeat another row exactly: imported once each (a run exported "
+            "twice would count twice and narrow every interval)"
+        )
     if declared.get("n_params") in (None, "non-embedding"):
         notes += _embedding_note(df)
     named = named_parametrizations(df)
@@ -436,6 +498,42 @@ def import_notes(
         notes.append(
             f"{sweep!r} is also a published law set's name: as a SWEEP argument it now means this "
             f"sweep (the published laws: --law {published_key(sweep)})"
+        )
+    return notes
+
+
+def _scale_notes(df: pd.DataFrame, declared: Mapping[str, Any], *, with_study: bool) -> list[str]:
+    """Numbers a fit would take as given but that look mis-scaled: N far below the blocks'
+    12·L·d² of the runs' own width and depth (N in millions), runs of only a few optimizer steps
+    (a batch in tokens imported as sequences), and runs trained by Sweeper whose token unit the
+    file does not carry (:data:`TOKENS_AS_IMPORTED` in their laws)."""
+    from sweeper.recipe.scale import block_n_params
+
+    notes: list[str] = []
+    if {"width", "depth"} <= set(df.columns):
+        g = df.dropna(subset=["width", "depth", "n_params"])
+        if len(g):
+            ratio = float((g["n_params"] / block_n_params(g["width"], g["depth"])).median())
+            if ratio < 0.1:
+                notes.append(
+                    f"n_params is a median {1 / ratio:.3g}x below 12·L·d² of the runs' own width "
+                    "and depth: is N in thousands or millions? Sweeper reads it as a plain count"
+                )
+    steps = (df["tokens"] / df["batch_tokens"]).dropna()
+    if len(steps) and float(steps.median()) < FEW_STEPS:
+        notes.append(
+            f"the runs train a median of {float(steps.median()):.3g} optimizer steps (tokens / "
+            "batch_tokens): is the batch already in tokens? Import it as batch_tokens, "
+            "without --seq-len"
+        )
+    src = df["source"].dropna().astype(str) if "source" in df.columns else pd.Series([], dtype=str)
+    sweeps = sorted({v.removeprefix("sweep:") for v in src if v.startswith("sweep:")})
+    if sweeps and "tokens" not in declared and not with_study:
+        named = ", ".join(sweeps[:3]) + (", ..." if len(sweeps) > 3 else "")
+        notes.append(
+            f"these runs were trained by Sweeper (sweep {named}), but the file does not say in "
+            "what unit their D and batch are: give --study with their study file, or "
+            "--convention tokens=bytes for the built-in data, or their laws record 'as imported'"
         )
     return notes
 
@@ -491,6 +589,7 @@ def _renamed(raw: pd.DataFrame, renames: dict[str, str], name: str) -> pd.DataFr
         cols = ", ".join(map(str, raw.columns))
         raise ImportDataError(f"{name}: cannot rename missing column(s) {unknown}; columns: {cols}")
     df = raw.rename(columns=renames)
+    df = df.rename(columns=_case_folded(df.columns, name))
     dupes = sorted({str(c) for c in df.columns if list(df.columns).count(c) > 1})
     if dupes:
         raise ImportDataError(f"{name}: renames leave duplicate column(s) {dupes}")
@@ -504,6 +603,19 @@ def _renamed(raw: pd.DataFrame, renames: dict[str, str], name: str) -> pd.DataFr
     if df.empty:
         raise ImportDataError(f"{name}: no rows")
     return df
+
+
+def _case_folded(columns: Iterable[Any], name: str) -> dict[Any, str]:
+    """Columns that are a Sweeper column but for case or spaces (W&B's "State"), renamed to it
+    where the file has no column of that name; each said in the log."""
+    present = {str(c) for c in columns}
+    out: dict[Any, str] = {}
+    for c in columns:
+        key = str(c).strip().lower()
+        if str(c) != key and key in COLUMNS and key not in present and key not in out.values():
+            out[c] = key
+            logger.warning("%s: column %r read as Sweeper's %r", name, str(c), key)
+    return out
 
 
 def _numeric_column(
@@ -526,12 +638,13 @@ def _numeric_column(
         if blank.any():
             i = int(np.argmax(blank))
             hint = (
-                " (a run that diverged or did not finish: mark it in a diverged or state column, "
-                "or drop the row)"
+                " (an empty value is not read as a diverged run: mark one in a diverged column, "
+                "or in a CSV file write its loss as nan or inf; a run that did not finish: a "
+                "state column; or drop the row)"
                 if col == "loss"
                 else ""
             )
-            return values, f"{name}: column {col!r} is empty in row {i + 1}{hint}"
+            return values, f"{name}: column {col!r} is empty or NaN in row {i + 1}{hint}"
     with np.errstate(invalid="ignore"):
         bad = (~np.isfinite(v) & ~np.isnan(v)) & ~excused
         bad |= (v <= 0) if col in _POSITIVE else (v < 0)

@@ -436,7 +436,7 @@ def test_a_notebook_users_mistakes_from_an_api_audit_are_sweeper_errors(tmp_path
     # a frame's empty loss with nothing to excuse it is refused, as on import
     runs = synthetic_sweep(seed=3).drop(columns=["diverged"])
     runs.loc[runs.index[0], "loss"] = float("nan")
-    with pytest.raises(SweeperError, match="column 'loss' is empty in row 1"):
+    with pytest.raises(SweeperError, match="column 'loss' is empty or NaN in row 1"):
         sweeper.fit(runs, store=False)
     # one KEY=VALUE string is one convention
     csv = tmp_path / "r.csv"

@@ -110,7 +110,7 @@ BAD_FILES = {
     ),
     "empty loss": (
         lambda df: df.assign(loss=[3.1, None, 3.2, 2.9, 2.8, 2.95]),
-        "column 'loss' is empty in row 2",
+        "column 'loss' is empty or NaN in row 2",
     ),
     "bad state": (lambda df: df.assign(state="DONE"), "column 'state' has 'DONE' in row 1"),
 }
@@ -151,9 +151,9 @@ def test_other_bad_inputs(tmp_path: Path, sqlite_url: str) -> None:
         read_runs_file(path, renames={**RENAMES, "lr": "loss"})
     with pytest.raises(ImportDataError, match="no such file"):
         read_runs_file(tmp_path / "absent.csv")
-    (tmp_path / "runs.json").write_text("{}")
+    (tmp_path / "runs.yaml").write_text("{}")
     with pytest.raises(ImportDataError, match="unknown file type"):
-        read_runs_file(tmp_path / "runs.json")
+        read_runs_file(tmp_path / "runs.yaml")
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(ImportDataError, match="cannot read"):
         read_runs_file(tmp_path / "empty.csv")
@@ -222,19 +222,24 @@ def test_a_nan_or_inf_loss_imports_as_a_diverged_run(tmp_path: Path, sqlite_url:
     assert storage.get_sweep("pub", sqlite_url)["meta"]["diverged_from_loss"] == 2
     # an empty loss is not a diverged run: an error naming the row
     (tmp_path / "blank.csv").write_text("n_params,tokens,loss\n1e6,1e8,3.1\n1e6,1e8,\n")
-    with pytest.raises(ImportDataError, match="column 'loss' is empty in row 2"):
+    with pytest.raises(ImportDataError, match="column 'loss' is empty or NaN in row 2"):
         read_runs_file(tmp_path / "blank.csv")
     # an explicit column wins: a nan loss on a run marked not diverged is refused
     (tmp_path / "marked.csv").write_text(
         "n_params,tokens,loss,diverged\n1e6,1e8,3.1,false\n1e6,1e8,nan,false\n"
     )
-    with pytest.raises(ImportDataError, match="column 'loss' is empty in row 2"):
+    with pytest.raises(ImportDataError, match="column 'loss' is empty or NaN in row 2"):
         read_runs_file(tmp_path / "marked.csv")
+    # a state column says whether a run finished, not whether it diverged: a finished run with
+    # a nan/inf loss diverged (a W&B export's "finished", "NaN" had been refused as empty)
     (tmp_path / "state.csv").write_text(
         "n_params,tokens,loss,state\n1e6,1e8,3.1,COMPLETE\n1e6,1e8,inf,COMPLETE\n"
+        "1e6,1e8,NaN,finished\n1e6,1e8,nan,crashed\n"
     )
-    with pytest.raises(ImportDataError, match="column 'loss' must be > 0 and finite"):
-        read_runs_file(tmp_path / "state.csv")
+    marked = read_runs_file(tmp_path / "state.csv")
+    assert marked["diverged"].tolist() == [False, True, True, False]
+    assert marked["state"].tolist() == ["COMPLETE", "COMPLETE", "COMPLETE", "FAIL"]
+    assert marked.attrs["diverged_from_loss"] == 2
     # parquet: an infinite loss is a diverged run too
     pd.DataFrame(
         {"n_params": [1e6, 1e6], "tokens": [1e8, 1e8], "loss": [3.1, float("inf")]}
@@ -340,3 +345,68 @@ def test_what_a_fit_will_miss_is_said_at_import(
     code, _, err = cli("import", path, "--sweep", "x", "--rename", "N=n_params",
                        "--rename", "N=depth", "--storage", sqlite_url)  # fmt: skip
     assert code == 2 and "--rename N=... given twice" in err
+
+
+def test_mis_scaled_or_repeated_runs_are_said_at_import(
+    tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An import audit's silently wrong numbers: N in millions beside the runs' own width and
+    depth (the LR 55x too small at 1B), a batch in tokens imported as sequences (1.6 steps a run,
+    the batch law 1024x too big), 40 rows exported twice (every interval narrower), and runs a
+    Sweeper sweep trained imported without their unit ('as imported')."""
+    runs = small_runs().assign(width=[64] * 3 + [128] * 3, depth=2)
+    runs = runs.assign(N=runs["width"] ** 2 * 24 / 1e6)  # 12·L·d² in millions
+    import_runs(write_csv(runs, tmp_path / "m.csv"), sweep="m", renames=RENAMES, seq_len=64,
+                url=sqlite_url)  # fmt: skip
+    assert "1e+06x below 12·L·d²" in caplog.text and "tokens per parameter" in caplog.text
+    caplog.clear()
+    tokens = small_runs().assign(bs=[2**20] * 6)  # a batch of 1M tokens...
+    import_runs(write_csv(tokens, tmp_path / "t.csv"), sweep="t", renames=RENAMES, seq_len=1,
+                url=sqlite_url)  # fmt: skip
+    assert "optimizer steps" not in caplog.text  # (a batch of 1M tokens: 95-381 steps a run)
+    caplog.clear()
+    # ... read as 1M sequences of 64
+    import_runs(write_csv(tokens, tmp_path / "t.csv"), sweep="t2", renames=RENAMES, seq_len=64,
+                url=sqlite_url)  # fmt: skip
+    assert "a median of 3.73 optimizer steps" in caplog.text
+    caplog.clear()
+    twice = pd.concat([small_runs(), small_runs().iloc[:2]], ignore_index=True)
+    import_runs(write_csv(twice, tmp_path / "d.csv"), sweep="d", renames=RENAMES, seq_len=64,
+                url=sqlite_url)  # fmt: skip
+    assert "2 rows repeat another row exactly: imported once" in caplog.text
+    assert len(load_runs("d", sqlite_url)) == 6
+    caplog.clear()
+    ours = small_runs().assign(source="sweep:ladder")
+    path = write_csv(ours, tmp_path / "o.csv")
+    import_runs(path, sweep="o", renames=RENAMES, seq_len=64, url=sqlite_url)
+    assert "trained by Sweeper (sweep ladder)" in caplog.text and "tokens=bytes" in caplog.text
+    caplog.clear()
+    import_runs(path, sweep="o2", renames=RENAMES, seq_len=64, url=sqlite_url,
+                conventions=["tokens=bytes"])  # fmt: skip
+    assert caplog.text == ""
+
+
+def test_tracker_and_spreadsheet_shapes_import(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """W&B's UI export names the state column "State" (it was ignored: crashed runs became
+    diverged, a running run's partial loss was counted); a spreadsheet's CSV may be separated by
+    semicolons (it was one column); JSON lines and a JSON array were refused."""
+    base = "n_params,tokens,lr,loss,State\n1e6,1e8,1e-3,3.1,finished\n1e6,1e8,2e-3,3.0,crashed\n"
+    (tmp_path / "w.csv").write_text(base + "1e6,1e8,4e-3,3.4,running\n")
+    runs = read_runs_file(tmp_path / "w.csv")
+    assert runs["state"].tolist() == ["COMPLETE", "FAIL", "RUNNING"]
+    assert "column 'State' read as Sweeper's 'state'" in caplog.text
+    (tmp_path / "s.csv").write_text("n_params;tokens;lr;loss\n1e6;1e8;1e-3;3.1\n4e6;1e8;1e-3;nan\n")
+    semi = read_runs_file(tmp_path / "s.csv")
+    assert semi["n_params"].tolist() == [1e6, 4e6] and semi["diverged"].tolist() == [False, True]
+    rows = [{"n_params": 1e6, "tokens": 1e8, "lr": 1e-3, "loss": v} for v in (3.1, float("nan"))]
+    (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    lines = read_runs_file(tmp_path / "r.jsonl")
+    assert lines["diverged"].tolist() == [False, True] and lines.attrs["diverged_from_loss"] == 1
+    (tmp_path / "r.json").write_text(json.dumps([*rows[:1], {**rows[0], "loss": None}]))
+    with pytest.raises(ImportDataError, match="'loss' is empty or NaN in row 2"):
+        read_runs_file(tmp_path / "r.json")  # (null is empty, not diverged)
+    (tmp_path / "o.json").write_text(json.dumps(rows[0]))
+    with pytest.raises(ImportDataError, match="one array of objects"):
+        read_runs_file(tmp_path / "o.json")

@@ -191,7 +191,7 @@ def test_tracker_states_and_an_empty_loss(tmp_path: Path) -> None:
     runs = read_runs_file(write_csv(df, tmp_path / "w.csv"))
     assert runs["state"].value_counts().to_dict() == {"COMPLETE": 6, "FAIL": 6}
     df["state"] = "finished"
-    with pytest.raises(ImportDataError, match="mark it in a diverged or state column"):
+    with pytest.raises(ImportDataError, match="mark one in a diverged column"):
         read_runs_file(write_csv(df, tmp_path / "e.csv"))
 
 
