@@ -355,7 +355,10 @@ def _scale_for(
             return scale, ""
         total = _num(p.get("n_params_total"))
         if not (math.isfinite(total) and total > n):
-            return scale, f"N without the embedding parameters {law_label(law)}'s N counts"
+            return scale, (
+                f"{law_label(law)} counts the embedding parameters in N; this point gives no "
+                "total, so its N is without them"
+            )
         return {**scale, "n_params": law.conventions.law_n(n, total)}, ""
     if not all(math.isfinite(v) and v > 0 for v in (n, d)):
         return None, "needs n_params and tokens for flops, which this point lacks"

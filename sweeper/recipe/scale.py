@@ -36,6 +36,7 @@ from sweeper.fitting.conventions import (
     FLOPS_6ND_NO_ATTENTION,
     FLOPS_M_D,
     HELD_LABELS,
+    TOKENS_AS_IMPORTED,
     TOKENS_BYTES,
     Conventions,
 )
@@ -255,8 +256,8 @@ def token_unit_warnings(
 ) -> list[str]:
     """Warnings about the token units of ``laws`` ((role, law) pairs) against a target whose
     vocabulary is ``vocab`` (None: a tokenizer's, not bytes): a law that counts bytes, converted or
-    not; a law of another tokenizer; a ``bytes_per_token`` that no law can use. Laws that share
-    their units share one warning."""
+    not; a law of another tokenizer; one whose import declared no unit; a ``bytes_per_token`` that
+    no law can use. Laws that share their units share one warning."""
     groups: dict[tuple[str, str, str], tuple[Conventions, list[str]]] = {}
     for role, law in laws:
         conv = law.conventions
@@ -285,6 +286,12 @@ def token_unit_warnings(
                     "BPE token is about 4 bytes of English text, so a D exponent of 0.3 puts the "
                     "LR 1.5× off): give bytes_per_token to convert"
                 )
+        elif unit == TOKENS_AS_IMPORTED:
+            out.append(
+                f"{who} {verb} D and the batch in the unit of an imported file that did not "
+                f"declare it: {what}'s D and batch are read in that unit (declare it: import "
+                "--convention tokens=bytes, or tokens=tokenizer:NAME)"
+            )
         elif conv.tokenizer is not None and law_vocab and str(vocab) != law_vocab:
             out.append(
                 f"{who} {verb} tokens of {conv.tokenizer} (vocab {law_vocab}) but "

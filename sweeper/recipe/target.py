@@ -178,6 +178,15 @@ def builder_counts(
     return n_params_of(Builder(conventions.model_builder, args), cfg)
 
 
+def _vocab_purpose(conventions: Conventions | None) -> str:
+    """What an assumed vocabulary is used for: the embedding memory, and the N of a law that
+    counts the embeddings (with the vocabulary its runs used, when recorded)."""
+    if conventions is None or not conventions.counts_embeddings:
+        return "embedding memory"
+    runs = f"; the law's runs used {conventions.vocab_size}" if conventions.vocab_size else ""
+    return f"embedding memory and the embedding parameters the law's N counts{runs}"
+
+
 def _counted(
     shape: ResolvedShape, target: Target, conventions: Conventions | None, warnings: list[str]
 ) -> ResolvedShape:
@@ -270,6 +279,7 @@ def resolve_target(
         vocab=target.vocab,
         seq_len=seq_len,
         warnings=warnings,
+        vocab_purpose=_vocab_purpose(conventions),
     )
     shape = _counted(shape, target, conventions, warnings)
     if target.n_params is not None and shape.shape_given:

@@ -693,3 +693,21 @@ def test_a_forced_recipe_says_its_interval_once() -> None:
     r = recommend({"lr": law}, Target(n_params=1e12, tokens=2e10), force=True)
     spans = [w for w in r.warnings if "interval spans" in w and "lr law" in w]
     assert len(spans) == 1 and "written anyway (forced)" in spans[0], r.warnings
+
+
+def test_an_undeclared_unit_and_an_assumed_vocab_in_n_are_said() -> None:
+    """An import audit: a law whose import declared no token unit gave a recipe with no word on
+    the unit (a declared tokenizer warned); a law whose N counts the embeddings took the target's
+    N with an assumed 32000 vocab, said only to be 'for embedding memory'."""
+    lr = _with(power_law("lr", 2.0, {"n_params": -0.3}), tokens="as imported")
+    r = recommend({"lr": lr}, Target(n_params=1e9, tokens=2e10))
+    assert any("an imported file that did not declare it" in w for w in r.warnings), r.warnings
+    total = _with(power_law("lr", 2.0, {"n_params": -0.3}), n_params="total", vocab_size=50304)
+    r = recommend({"lr": total}, Target(width=2048, depth=16, tokens=2e10))
+    said = [w for w in r.warnings if "no vocab given" in w]
+    assert said and "the embedding parameters the law's N counts" in said[0], r.warnings
+    assert "the law's runs used 50304" in said[0]
+    plain = recommend({"lr": power_law("lr", 2.0, {"n_params": -0.3})}, Target(n_params=1e9,
+                      tokens=2e10))  # fmt: skip
+    assert not any("did not declare" in w for w in plain.warnings)
+    assert any(w.endswith("for embedding memory") for w in plain.warnings), plain.warnings
