@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proxy_models.hparams import SCHEDULES
-from sweeper.cli.numbers import add_bytes_per_token, count, number
+from sweeper.cli.numbers import add_bytes_per_token, count, number, positive
 from sweeper.cli.output import console as _console
 from sweeper.errors import TargetError
 
@@ -102,6 +102,19 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         "--decay-fraction",
         type=float,
         help="WSD: share of the steps spent decaying (default: the LR law's, else 0.2)",
+    )
+    r.add_argument(
+        "--warmup-steps",
+        type=count,
+        help="warmup steps (default: min(2000, 5%% of the steps)); a warning names the value "
+        "that matches the LR law's measured warmup",
+    )
+    r.add_argument("--z-loss", type=float, help="z-loss coefficient (default 1e-4; 0: none)")
+    r.add_argument(
+        "--init-std",
+        type=positive,
+        help="init std (default under SP: sqrt(2/(5·width)); under muP/CompleteP: the proxies' "
+        "at the base width)",
     )
 
 
@@ -215,7 +228,9 @@ def _laws_arg(args: argparse.Namespace) -> Any:
 #: the target and hardware arguments spelled as their fields (``--params`` is n_params)
 _TARGET_ARGS = ("width", "depth", "heads", "vocab", "context", "tokens", "compute",
                 "tokens_per_param", "parametrization", "base_width", "base_depth")  # fmt: skip
-_SCHEDULE_ARGS = ("schedule", "min_lr_ratio", "decay_fraction")
+_SCHEDULE_ARGS = (
+    "schedule", "min_lr_ratio", "decay_fraction", "warmup_steps", "z_loss", "init_std",
+)  # fmt: skip
 _HARDWARE_ARGS = ("gpus", "gpu_memory_gb", "seq_len", "micro_batch", "precision", "peak_tflops",
                   "mfu", "zero_stage", "recompute")  # fmt: skip
 
@@ -319,7 +334,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     given = [k for k in _SCHEDULE_ARGS if getattr(args, k) is not None]
     if args.recipe_json and given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
-        raise TargetError(f"{flags}: a --recipe-json recipe keeps its own schedule")
+        raise TargetError(f"{flags}: a --recipe-json recipe keeps its own schedule and settings")
     recipe = _read_recipe_json(args.recipe_json) if args.recipe_json else _build_recipe(args)
     out = api.export(
         recipe,

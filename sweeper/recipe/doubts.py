@@ -338,6 +338,7 @@ def schedule_warnings(
                     f"{said}"]  # fmt: skip
         return []
     law_side, recipe_side = _decay_differences(conv, schedule, min_lr_ratio, decay_fraction)
+    matching: list[str] = []  # the overrides that match the measurement
     warm = conv.warmup
     recipe_frac = warmup_steps / max(1, total_steps)
     recipe_warm = f"warmup {warmup_steps} steps ({recipe_frac:.1%})"
@@ -349,14 +350,18 @@ def schedule_warnings(
     ):
         law_side.append(_warmup_text(warm))
         recipe_side.append(recipe_warm)
+        if warm < 1.0:
+            matching.append(f"--warmup-steps {max(1, round(warm * total_steps))}")
     z = conv.z_loss
     if z is not None and abs(z - z_loss) > 1e-12:
         law_side.append(f"z-loss {z:g}")
         recipe_side.append(f"z-loss {z_loss:g}")
+        matching.append(f"--z-loss {z:g}")
     if not law_side:
         return []
+    match = f"match them ({' '.join(matching)})" if matching else "match them"
     return [
         f"the LR of the {name} was measured with {', '.join(law_side)}; this recipe uses "
-        f"{', '.join(recipe_side)}: the optimal peak LR depends on them (match them, or confirm "
+        f"{', '.join(recipe_side)}: the optimal peak LR depends on them ({match}, or confirm "
         "the LR with a short run)"
     ]

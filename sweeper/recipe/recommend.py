@@ -22,8 +22,10 @@ proxies' (``conventions.init_std``, at the base width): LR and init transfer tog
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy_models.rules import PARAMETRIZATIONS, Rules, sp_small_init_std
@@ -156,10 +158,17 @@ def _init_std(
     base_depth: int | None,
     shape: ResolvedShape,
     warnings: list[str],
+    *,
+    given: float | None = None,
 ) -> tuple[float, str]:
     """(init std, what it means). SP: the small-init heuristic at the target width. muP and
     CompleteP: the proxies' std at the base width (``conventions.init_std``), which transfers
-    with the LR; hidden matrices scale it by sqrt(base_width / width) (:mod:`proxy_models.rules`)."""
+    with the LR; hidden matrices scale it by sqrt(base_width / width) (:mod:`proxy_models.rules`).
+    ``given``: the std asked for (under SP every matrix's; under muP/CompleteP the base width's,
+    scaled as the rule says), with a warning where it differs from the proxies'."""
+    if given is not None:
+        return _given_init_std(lr_law, parametrization, base_width, base_depth, shape, given,
+                               warnings)  # fmt: skip
     if parametrization == "sp" or base_width is None:
         small = sp_small_init_std(shape.width)
         measured = lr_law.conventions.init_std
@@ -177,7 +186,7 @@ def _init_std(
                 f"lr law ({law_label(lr_law)}) was measured at init std {measured:.4g}; this "
                 f"recipe's small init at width {shape.width} is {small:.4g}: under SP the "
                 f"optimal LR depends on the init, so init at {measured:.4g} to stay in the "
-                "measured regime, or confirm the LR with a short run"
+                f"measured regime (--init-std {measured:.4g}), or confirm the LR with a short run"
             )
         return small, "sqrt(2/(5·d)), small init (Nguyen & Salazar 2019)"
     std = lr_law.conventions.init_std
@@ -191,14 +200,44 @@ def _init_std(
         how = f"sqrt(2/(5·base width {base_width})), the proxies' std unknown"
     else:
         how = f"the proxies' init std at base width {base_width}"
+    return std, how + _scaled_init_text(std, parametrization, shape, base_width, base_depth)
+
+
+def _scaled_init_text(
+    std: float, parametrization: str, shape: ResolvedShape, base_width: int, base_depth: int | None
+) -> str:
+    """How a muP/CompleteP model inits from the base-width ``std`` (:mod:`proxy_models.rules`)."""
     rules = Rules(parametrization, shape.width, shape.depth, base_width, base_depth or shape.depth)
     hidden = rules.hidden_init_std(std)
-    how += (
+    return (
         f": embeddings and lm_head {std:.4g}; hidden matrices {std:.4g}·sqrt({base_width}/"
         f"{shape.width}) = {hidden:.4g}, the residual output projections also ÷ "
         f"sqrt(2·{rules.init_depth})"
     )
-    return std, how
+
+
+def _given_init_std(
+    lr_law: Law,
+    parametrization: str,
+    base_width: int | None,
+    base_depth: int | None,
+    shape: ResolvedShape,
+    given: float,
+    warnings: list[str],
+) -> tuple[float, str]:
+    """The init std asked for (``init_std=``, ``--init-std``), with a warning when it leaves the
+    std the LR law was measured at."""
+    measured = lr_law.conventions.init_std
+    if measured and not 1 / HELD_SLACK <= given / measured <= HELD_SLACK:
+        warnings.append(
+            f"lr law ({law_label(lr_law)}) was measured at init std {measured:.4g}; this "
+            f"recipe's, as given, is {given:.4g}: the optimal LR depends on the init, so "
+            "confirm the LR with a short run"
+        )
+    if parametrization == "sp" or base_width is None:
+        return given, "as given (--init-std)"
+    how = f"as given (--init-std) at base width {base_width}"
+    return given, how + _scaled_init_text(given, parametrization, shape, base_width, base_depth)
 
 
 @dataclass(frozen=True)
@@ -249,6 +288,24 @@ def _planned(batch: float, interval: tuple[float, float]) -> Interval:
     own value as both ends had put the value outside its interval)."""
     low, high = interval
     return Interval(batch, batch, batch) if low == high else Interval(batch, low, high)
+
+
+def _check_overrides(
+    warmup_steps: int | None, z_loss: float | None, init_std: float | None
+) -> None:
+    """TargetError for a warmup that is not a whole number of steps >= 1, a negative z-loss or
+    an init std that is not positive."""
+    problems: list[str] = []
+    positive("init_std", init_std, problems)
+    if warmup_steps is not None and (
+        isinstance(warmup_steps, bool) or not isinstance(warmup_steps, numbers.Integral)
+        or warmup_steps < 1
+    ):  # fmt: skip
+        problems.append(f"warmup_steps must be a whole number >= 1, got {warmup_steps!r}")
+    if z_loss is not None and not (isinstance(z_loss, numbers.Real) and 0 <= z_loss < math.inf):
+        problems.append(f"z_loss must be >= 0, got {z_loss!r}")
+    if problems:
+        raise TargetError("; ".join(problems))
 
 
 def _check_inputs(level: float, bytes_per_token: float | None, global_batch: int | None) -> None:
@@ -390,9 +447,15 @@ def _plan_schedule(
     rampup: bool | None,
     sched: Schedule,
     warnings: list[str],
+    warmup_steps: int | None = None,
 ) -> tuple[int, RampUp | None]:
-    """(warmup steps, batch ramp-up) by the defaults' rules, with the schedule's warnings."""
-    warmup = min(
+    """(warmup steps, batch ramp-up) by the defaults' rules (``warmup_steps`` when given), with
+    the schedule's warnings."""
+    if warmup_steps is not None and warmup_steps > plan.total_steps:
+        raise TargetError(
+            f"warmup_steps {warmup_steps} exceeds the recipe's {plan.total_steps} steps"
+        )
+    warmup = warmup_steps or min(
         plan.total_steps,
         max(1, min(dflt.max_warmup_steps, round(dflt.warmup_fraction * plan.total_steps))),
     )
@@ -468,6 +531,9 @@ def recommend(
     schedule: str | None = None,
     min_lr_ratio: float | None = None,
     decay_fraction: float | None = None,
+    warmup_steps: int | None = None,
+    z_loss: float | None = None,
+    init_std: float | None = None,
 ) -> Recipe:
     """The recipe for ``target`` from ``laws`` (keyed by target: "lr" required, "batch_tokens"
     optional: without it Step Law's batch law B = 0.58·D^0.571 is used, named in the provenance
@@ -481,7 +547,9 @@ def recommend(
     (:func:`~sweeper.recipe.doubts.refuse_undetermined`), each with a warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
     target's tokens (None: no conversion, and a warning). ``schedule`` (cosine | wsd | linear |
     constant), ``min_lr_ratio`` and ``decay_fraction`` (WSD) override the LR law's measured
-    schedule, which the recipe follows otherwise (:mod:`sweeper.recipe.schedule`). Raises
+    schedule, which the recipe follows otherwise (:mod:`sweeper.recipe.schedule`).
+    ``warmup_steps``, ``z_loss`` and ``init_std`` replace the defaults' (e.g. to run as the
+    proxies that measured the LR did: the warnings name the values that match them). Raises
     :class:`TargetError` when the laws cannot serve the target. (Long only because the last statement names every field of the
     :class:`Recipe`.)
     """
@@ -489,6 +557,9 @@ def recommend(
     dflt = defaults or RecipeDefaults()
     warnings: list[str] = []
     _check_inputs(level, bytes_per_token, global_batch)
+    _check_overrides(warmup_steps, z_loss, init_std)
+    if z_loss is not None:
+        dflt = replace(dflt, z_loss=float(z_loss))
     used = _laws_in_use(laws, loss_law, target, force=force, warnings=warnings)
     sched = resolve_schedule(
         used.lr.conventions,
@@ -514,10 +585,11 @@ def recommend(
         warnings += batch_coupling_warning(
             used.lr, used.batch, ev.batch, float(plan.batch_tokens), "the recipe's"
         )
-    warmup, ramp = _plan_schedule(used, plan, m, hw, dflt, rampup, sched, warnings)
+    warmup, ramp = _plan_schedule(used, plan, m, hw, dflt, rampup, sched, warnings, warmup_steps)
     init_std, init_note = _init_std(
-        used.lr, target.parametrization, used.base_width, used.base_depth, m.shape, warnings
-    )
+        used.lr, target.parametrization, used.base_width, used.base_depth, m.shape, warnings,
+        given=init_std,
+    )  # fmt: skip
     s = m.shape
     flops = train_flops(s.n_params, m.tokens, depth=s.depth, width=s.width, seq_len=s.seq_len)
     time_s = None

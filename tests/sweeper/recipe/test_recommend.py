@@ -711,3 +711,31 @@ def test_an_undeclared_unit_and_an_assumed_vocab_in_n_are_said() -> None:
                       tokens=2e10))  # fmt: skip
     assert not any("did not declare" in w for w in plain.warnings)
     assert any(w.endswith("for embedding memory") for w in plain.warnings), plain.warnings
+
+
+def test_warmup_z_loss_and_init_std_can_be_set_to_the_measured_ones() -> None:
+    """An export audit: the recipe ran warmup 2000 steps (4.4%), z-loss 1e-4 and init std 0.0134
+    where the LR was measured at 10%, none and 0.02, and the warnings said 'match them' with no
+    way to: recommend/export had no flag for any of the three."""
+    law = _with(power_law("lr", 2.0, {"n_params": -0.3}), **_defaults())
+    law = _with(law, schedule="cosine", min_lr_ratio=0.1, warmup=0.1, z_loss=0.0, init_std=0.02)
+    target = Target(width=2048, depth=16, tokens=2e10)
+    plain = recommend({"lr": law}, target)
+    sched = next(w for w in plain.warnings if "LR of the lr law" in w)
+    n = round(0.1 * plain.total_steps)
+    assert f"(--warmup-steps {n} --z-loss 0)" in sched, sched
+    init = next(w for w in plain.warnings if "measured at init std 0.02" in w)
+    assert "(--init-std 0.02)" in init
+    matched = recommend({"lr": law}, target, warmup_steps=n, z_loss=0.0, init_std=0.02)
+    assert (matched.warmup_steps, matched.z_loss, matched.init_std) == (n, 0.0, 0.02)
+    assert not any("LR of the lr law" in w or "init std" in w for w in matched.warnings)
+    assert matched.lr.value == plain.lr.value and matched.init_std_note.startswith("as given")
+    off = recommend({"lr": law}, target, init_std=0.05)
+    assert any("as given, is 0.05" in w for w in off.warnings)
+    for bad, match in (({"warmup_steps": 0}, "warmup_steps must be a whole number"),
+                       ({"warmup_steps": 2.5}, "warmup_steps must be a whole number"),
+                       ({"warmup_steps": 10**9}, "exceeds the recipe's"),
+                       ({"z_loss": -1.0}, "z_loss must be >= 0"),
+                       ({"init_std": 0.0}, "init_std must be positive")):  # fmt: skip
+        with pytest.raises(TargetError, match=match):
+            recommend({"lr": law}, target, **bad)

@@ -237,6 +237,11 @@ def test_cli_schedule_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert (d["schedule"], d["decay_fraction"], d["min_lr_ratio"]) == ("wsd", 0.3, 0.0)
     assert cli.main(["export", *args, "--format", "megatron", "--schedule", "linear"]) == 0
     assert "--lr-decay-style linear" in capsys.readouterr().out
+    # warmup, z-loss and init std as the proxies that measured the LR ran (an export audit)
+    assert cli.main(["export", *args, "--format", "megatron", "--warmup-steps", "1234",
+                     "--z-loss", "0", "--init-std", "0.02"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "--lr-warmup-iters 1234" in out and "--init-method-std 0.02" in out
 
 
 def test_cli_refuses_schedule_options_with_a_recipe_json(tmp_path: Any) -> None:
