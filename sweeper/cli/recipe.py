@@ -134,9 +134,10 @@ def _add_export_parser(subparsers: Any) -> None:
     p.add_argument(
         "--framework-version",
         metavar="V",
-        help="the framework version to write for (megatron 0.16|0.17|0.18|0.19, torchtitan "
-        "0.2|0.3; default: the current release, megatron 0.19 and torchtitan 0.3); another "
-        "release of a series (0.19.1) is written for its checked release, with a warning",
+        help="the framework version to write for (each format's series are listed above: "
+        "e.g. megatron 0.16-0.19, torchtitan 0.2|0.3, litgpt 0.5, hf 5, deepspeed 0.19; default: "
+        "each format's current one); another release of a series (0.19.1) is written for its "
+        "checked release, with a warning",
     )
     p.add_argument(
         "--allow-inexpressible",

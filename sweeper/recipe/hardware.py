@@ -149,9 +149,11 @@ def choose_batch(
     """(micro batch, global batch in sequences) with global a multiple of micro × GPUs.
 
     A micro batch given by the hardware is kept. Otherwise, among micro batches that fit in memory
-    (and no larger than the per-GPU share of the batch), the largest whose rounded global batch is
-    within 2% of the law's, else the one that rounds closest; with a fixed ``global_batch``, the
-    largest that divides it. No GPU memory given: micro batch 1.
+    (and no larger than the per-GPU share of the batch, rounded up), the largest whose rounded
+    global batch is within 2% of the law's, else the largest of those that round closest (48 GPUs
+    and a law's 216 sequences: micro 5 × 1 step, not micro 1 × 5 accumulation steps, for the same
+    240); with a fixed ``global_batch``, the largest that divides it. No GPU memory given: micro
+    batch 1.
     """
     want = global_batch if global_batch is not None else b_law / m.seq_len
     dp = hw.gpus
@@ -164,7 +166,7 @@ def choose_batch(
         )
     else:
         fit = memory_estimate(m, hw, 1).max_micro_batch or 0
-        sizes = range(1, max(1, min(fit, math.floor(want / dp))) + 1)
+        sizes = range(1, max(1, min(fit, math.ceil(want / dp))) + 1)
 
         def err(mb: int) -> float:
             return abs(math.log(round_global_batch(want, mb * dp) / want))
@@ -173,7 +175,7 @@ def choose_batch(
             good = [mb for mb in sizes if global_batch % (mb * dp) == 0]
         else:
             good = [mb for mb in sizes if err(mb) <= _BATCH_TOLERANCE]
-        micro = max(good) if good else min(sizes, key=err)
+        micro = max(good) if good else min(sizes, key=lambda mb: (round(err(mb), 9), -mb))
     unit = micro * dp
     if global_batch is not None:
         if global_batch % unit:

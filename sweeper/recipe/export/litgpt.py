@@ -108,7 +108,9 @@ def _doc(r: Recipe) -> dict[str, Any]:
             "global_batch_size": r.global_batch_sequences,
             "micro_batch_size": r.micro_batch_size,
             "lr_warmup_steps": r.warmup_steps,
-            "max_tokens": int(r.tokens),
+            # (litgpt steps max_tokens // world // (micro·seq) // accum times: the recipe's steps
+            # exactly, its tokens rounded up to whole batches as every other format trains)
+            "max_tokens": r.total_steps * r.global_batch_sequences * r.seq_len,
             "max_seq_length": r.seq_len,
             "min_lr": r.min_lr,
             "max_norm": r.grad_clip,
@@ -126,17 +128,32 @@ def _doc(r: Recipe) -> dict[str, Any]:
 
 
 def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
-    """What the file leaves to litgpt's defaults: the architecture beyond the shape."""
-    return [
+    """What the file leaves to litgpt's defaults (the architecture beyond the shape), and a
+    vocabulary it writes that no one gave."""
+    out = [
         "model_config sets n_layer/n_embd/n_head/vocab_size/block_size only; the architecture "
         f"details come from litgpt's Config defaults: {ARCHITECTURE_DEFAULTS}"
+    ]
+    if r.target.vocab is None:
+        out.append(
+            f"vocab_size {r.vocab} is assumed (no vocab given): litgpt builds the embedding and "
+            "head from it; set your tokenizer's"
+        )
+    return out
+
+
+def _nodes_note(r: Recipe) -> list[str]:
+    if r.data_parallel == 1:
+        return []
+    return [
+        f"devices × num_nodes = {r.data_parallel}: on several nodes set devices to the GPUs per "
+        f"node and num_nodes to the nodes (the product must stay {r.data_parallel})"
     ]
 
 
 def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
     notes = [f"CAUTION: {c}" for c in cautions(r, fv)] + [
-        f"devices × num_nodes = {r.data_parallel}: on several nodes set devices to the GPUs per "
-        f"node and num_nodes to the nodes (the product must stay {r.data_parallel})",
+        *_nodes_note(r),
         "min_lr is absolute: if you change the optimizer's lr, change train.min_lr with it",
         "yours to add: data: (unset, litgpt pretrain trains on its default data module, "
         "TinyLlama), tokenizer_dir: (the tokenizer's folder) and out_dir: (default "

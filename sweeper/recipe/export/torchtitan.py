@@ -48,6 +48,14 @@ _DECAY_03 = (
 _DECAY_02 = "torchtitan 0.2 builds one param group of every parameter ([optimizer] weight_decay)"
 
 
+#: torchtitan 0.3.0's llama3 model_registry flavors without a config function of their own
+#: (torchtitan/models/llama3/__init__.py), a start for the user's config function
+_MORE_FLAVORS = (
+    "torchtitan 0.3's model_registry also has flavors 1B: 16 layers × dim 2048 and 3B: "
+    "28 × 3072, for config_registry functions to build on"
+)
+
+
 def flavor(r: Recipe) -> TorchtitanFlavor:
     """The llama3 flavor nearest to the recipe's model in non-embedding parameters (log scale)."""
     n = block_n_params(r.width, r.depth)
@@ -63,10 +71,13 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     named = (
         f"--config {f.config}" if _is_03(fv) else f'[model] name = "llama3", flavor = "{f.flavor}"'
     )
+    ratio = f.n_params / block_n_params(r.width, r.depth)
     where = (
         f"torchtitan builds named models only; this file names llama3 {f.flavor} ({named}: "
-        f"{f.layers} layers × dim {f.dim}, {f.heads} heads, vocab {f.vocab}), the nearest; "
-        "write a config function for the recipe's shape"
+        f"{f.layers} layers × dim {f.dim}, {f.heads} heads, vocab {f.vocab}), the nearest "
+        f"named config, whose N is {ratio:.2g}× the recipe's: the LR is the law's for the "
+        "recipe's N, not this model's; write a config function for the recipe's shape"
+        + (f" ({_MORE_FLAVORS})" if _is_03(fv) else "")
     )
     out = carry.optimizer(r, "torchtitan")
     out += carry.parametrization(r) + carry.output_mult(r)

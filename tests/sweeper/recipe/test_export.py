@@ -115,7 +115,13 @@ def test_litgpt(recipe: Recipe, small: Recipe) -> None:
     )
     assert train["global_batch_size"] == recipe.global_batch_sequences
     assert train["lr_warmup_steps"] == recipe.warmup_steps
-    assert train["max_tokens"] == int(recipe.tokens)
+    # litgpt's pretrain.fit: max_iters = max_tokens // world // (micro · seq), one optimizer step
+    # every accumulation: the recipe's steps exactly (int(tokens) gave one step fewer)
+    world = doc["devices"] * doc["num_nodes"]
+    per_iter = train["micro_batch_size"] * train["max_seq_length"]
+    max_iters = train["max_tokens"] // world // per_iter
+    assert max_iters // recipe.grad_accum_steps == recipe.total_steps
+    assert max_iters % recipe.grad_accum_steps == 0
     assert train["max_seq_length"] == recipe.seq_len
     assert train["min_lr"] == recipe.lr.value * recipe.min_lr_ratio
     assert train["max_norm"] == recipe.grad_clip
@@ -313,6 +319,11 @@ def test_torchtitan(recipe: Recipe, small: Recipe, version: str | None) -> None:
         assert int(tr["global_batch_size"]) == r.global_batch_sequences
         assert int(tr["seq_len"]) == r.seq_len and int(tr["steps"]) == r.total_steps
         assert float(tr["max_norm"]) == r.grad_clip and tr["mixed_precision_param"] == mp
+        # the named model's N against the recipe's, said (an export audit read 'the nearest' of
+        # an 8B model for a 1B recipe as harmless)
+        ratio = 12 * 32 * 4096**2 / (12 * r.depth * r.width**2)
+        assert f"whose N is {ratio:.2g}× the recipe's" in text
+        assert ("model_registry also has flavors 1B" in text) == (version != "0.2")
 
 
 @pytest.mark.parametrize("which", ["recipe", "small"])
@@ -592,3 +603,18 @@ def test_header_says_what_the_user_supplies(
     )
     for w in words:
         assert w in head, (fmt, w)
+
+
+def test_litgpt_says_when_its_vocab_was_assumed() -> None:
+    """An export audit: with no vocab given the litgpt file set vocab_size 32000 in the model,
+    which litgpt builds the embedding from, and only 'embedding memory' had been said; the
+    several-nodes note showed for one GPU."""
+    from sweeper.recipe.export import litgpt
+
+    laws = {"lr": published_laws("deepseek")["lr"]}
+    plain = recommend(laws, Target(width=1024, depth=12, tokens=2e10))
+    assert any("vocab_size 32000 is assumed" in c for c in litgpt.cautions(plain, None))
+    text = export_recipe(plain, "litgpt")
+    assert "vocab_size 32000 is assumed" in text and "num_nodes to the nodes" not in text
+    given = recommend(laws, Target(width=1024, depth=12, tokens=2e10, vocab=50304))
+    assert not any("assumed" in c for c in litgpt.cautions(given, None))

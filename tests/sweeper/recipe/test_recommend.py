@@ -739,3 +739,19 @@ def test_warmup_z_loss_and_init_std_can_be_set_to_the_measured_ones() -> None:
                        ({"init_std": 0.0}, "init_std must be positive")):  # fmt: skip
         with pytest.raises(TargetError, match=match):
             recommend({"lr": law}, target, **bad)
+
+
+def test_the_micro_batch_is_not_needlessly_small() -> None:
+    """An export audit: 48 GPUs and a law's 216 sequences gave micro 1 × accumulation 5 (the
+    micro batches tried stopped at floor(216 / 48) = 4) for a global batch of 240 that micro 5
+    runs in one step."""
+    from sweeper.recipe.hardware import choose_batch
+    from sweeper.recipe.scale import resolve_shape
+
+    m = resolve_shape(n_params=None, width=2240, depth=17, heads=None, vocab=32000, seq_len=2048,
+                      warnings=[])  # fmt: skip
+    hw = Hardware(gpus=48, gpu_memory_gb=80)
+    micro, gbs = choose_batch(215.8 * 2048, m, hw, None, [])
+    assert (micro, gbs) == (5, 240)
+    micro, gbs = choose_batch(100.0 * 2048, m, Hardware(gpus=48, gpu_memory_gb=80), None, [])
+    assert (micro, gbs) == (2, 96)  # (micro 3 would round to 144)
