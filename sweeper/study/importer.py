@@ -63,6 +63,9 @@ REQUIRED_COLUMNS: Final[tuple[str, ...]] = ("n_params", "tokens", "loss")
 #: tokens per parameter beyond any published run (small models trained on 15T tokens reach
 #: ~1e5): more says N is counted in thousands or millions
 MAX_TOKENS_PER_PARAM: Final[float] = 1e6
+#: a median loss (nats per token) above this is no LM's: ln of a 256k vocabulary, a model's
+#: loss at init, is 12.5
+MAX_LOSS_NATS: Final[float] = 15.0
 #: optimizer steps per run (median) below which a batch was probably imported in the wrong unit
 #: (the shipped ladders train at least 200, the runs of Step Law's release 950 and more)
 FEW_STEPS: Final[float] = 20.0
@@ -504,7 +507,8 @@ def import_notes(
 
 def _scale_notes(df: pd.DataFrame, declared: Mapping[str, Any], *, with_study: bool) -> list[str]:
     """Numbers a fit would take as given but that look mis-scaled: N far below the blocks'
-    12·L·d² of the runs' own width and depth (N in millions), runs of only a few optimizer steps
+    12·L·d² of the runs' own width and depth (N in millions), a loss no LM has in nats per token
+    (a perplexity), runs of only a few optimizer steps
     (a batch in tokens imported as sequences), and runs trained by Sweeper whose token unit the
     file does not carry (:data:`TOKENS_AS_IMPORTED` in their laws)."""
     from sweeper.recipe.scale import block_n_params
@@ -519,6 +523,13 @@ def _scale_notes(df: pd.DataFrame, declared: Mapping[str, Any], *, with_study: b
                     f"n_params is a median {1 / ratio:.3g}x below 12·L·d² of the runs' own width "
                     "and depth: is N in thousands or millions? Sweeper reads it as a plain count"
                 )
+    loss = df["loss"].dropna()
+    if len(loss) and float(loss.median()) > MAX_LOSS_NATS:
+        notes.append(
+            f"a median loss of {float(loss.median()):.3g}: more nats per token than a model at "
+            "init has with any vocabulary (ln 256k = 12.5): is it a perplexity, or summed over "
+            "a sequence? Sweeper reads the loss as nats per token"
+        )
     steps = (df["tokens"] / df["batch_tokens"]).dropna()
     if len(steps) and float(steps.median()) < FEW_STEPS:
         notes.append(

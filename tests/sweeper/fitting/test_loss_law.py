@@ -110,3 +110,20 @@ def test_too_few_points() -> None:
         fit_loss_law(one_d)
     with pytest.raises(FitError, match="missing"):
         fit_loss_law(pd.DataFrame({"n_params": [1.0], "loss": [2.0]}))
+
+
+def test_a_loss_in_bits_gives_the_same_exponents() -> None:
+    """An import audit's losses in bits (its nats ÷ ln 2) converged from the 8 best grid points,
+    all in one basin, to β = 1.5 and B = e^10: a law without a D term, D/N = 6e-10 at 1e21 FLOPs,
+    at an objective 700× the scaled nats fit's. The audit's 10 best points, in nats and bits."""
+    n = [10616832, 10616832, 25165824, 25165824, 84934656, 84934656, 201326592, 201326592,
+         393216000, 393216000]  # fmt: skip
+    d = [1.06e8, 4.25e8, 2.52e8, 1.007e9, 8.49e8, 3.397e9, 2.013e9, 8.053e9, 3.932e9, 1.5729e10]
+    loss = [5.695563, 4.937147, 4.766144, 4.180705, 3.819578, 3.400413, 3.326709, 3.001003,
+            3.027897, 2.753129]  # fmt: skip
+    nats = pd.DataFrame({"n_params": n, "tokens": d, "loss": loss})
+    bits = nats.assign(loss=nats["loss"] / np.log(2.0))
+    a, b = fit_loss_law(nats, n_boot=0), fit_loss_law(bits, n_boot=0)
+    assert b.alpha == pytest.approx(a.alpha, abs=1e-3) and b.beta == pytest.approx(a.beta, abs=1e-3)
+    assert pytest.approx(a.E / np.log(2.0), rel=1e-3) == b.E
+    assert pytest.approx(a.B / np.log(2.0), rel=1e-2) == b.B

@@ -376,6 +376,11 @@ def test_mis_scaled_or_repeated_runs_are_said_at_import(
     assert "2 rows repeat another row exactly: imported once" in caplog.text
     assert len(load_runs("d", sqlite_url)) == 6
     caplog.clear()
+    ppl = small_runs().assign(final=[330.0, 320.0, 340.0, 300.0, 290.0, 310.0])
+    import_runs(write_csv(ppl, tmp_path / "p.csv"), sweep="p", renames=RENAMES, seq_len=64,
+                url=sqlite_url)  # fmt: skip
+    assert "a median loss of 315: more nats per token" in caplog.text
+    caplog.clear()
     ours = small_runs().assign(source="sweep:ladder")
     path = write_csv(ours, tmp_path / "o.csv")
     import_runs(path, sweep="o", renames=RENAMES, seq_len=64, url=sqlite_url)
