@@ -541,6 +541,14 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
         con.print(f"  note: {note}")
 
 
+#: what the bracketed intervals of compare's tables are (an import audit read a cell's measured
+#: optimum outside them as the law failing there)
+_INTERVAL_CAPTION = (
+    "\\[low, high]: the law's 95% interval on its line, not on one cell's optimum, which also "
+    "scatters about the law"
+)
+
+
 def _print_comparison(
     sweep: str, laws: Sequence[Law], exps: pd.DataFrame, pred: pd.DataFrame
 ) -> None:
@@ -576,7 +584,7 @@ def _print_comparison(
     notes: set[str] = set()
     for target, g in pred.groupby("target", sort=False):
         labels = list(dict.fromkeys(g["law"]))
-        t = Table(title=f"{target} at the cells and the target")
+        t = Table(title=f"{target} at the cells and the target", caption=_INTERVAL_CAPTION)
         t.add_column("point")
         t.add_column("measured", justify="right")
         for lab in labels:

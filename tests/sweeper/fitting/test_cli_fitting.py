@@ -387,6 +387,9 @@ def test_compare_marks_points_below_a_law_domain_too(sweep: str, sqlite_url: str
     code, out, err = cli("compare", sweep, "--storage", sqlite_url)
     assert code == 0, err
     assert re.search(r"\(×\S+ below\)", out), out
+    # the intervals are the law's on its line, not a cell's (an import audit read a cell outside
+    # them as the law failing there)
+    assert "[low, high]: the law's 95% interval on its line" in " ".join(out.split())
 
 
 def test_the_law_table_names_a_surface_laws_scatter_and_open_bounds(
