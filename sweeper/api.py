@@ -480,8 +480,9 @@ def recommend(
     mapping of its fields: ``{"n_params": 1e9, "tokens": 2e10}``) from ``laws`` (see
     :func:`resolve_laws`), on ``hardware``. ``options``: global_batch, rampup, force, level,
     bytes_per_token, defaults, schedule, min_lr_ratio, decay_fraction (the schedule is the LR
-    law's measured one unless given: :mod:`sweeper.recipe.schedule`; see
-    :func:`sweeper.recipe.recommend.recommend`)."""
+    law's measured one unless given: :mod:`sweeper.recipe.schedule`), warmup_steps, z_loss,
+    init_std (the defaults' unless given; a warning names the values the LR was measured at);
+    see :func:`sweeper.recipe.recommend.recommend`."""
     import inspect
 
     from sweeper.recipe.recommend import recommend as _recommend

@@ -86,12 +86,17 @@ def register(sub: Any) -> None:
 def _register_import(sub: Any) -> None:
     p = sub.add_parser(
         "import",
-        help="import runs from a CSV/TSV/parquet/JSON-lines file as a sweep",
-        description="Import runs from a CSV or parquet file into the storage as a sweep.",
+        help="import runs from a CSV/TSV/parquet/JSON file as a sweep",
+        description="Import runs from a CSV, TSV, parquet or JSON file into the storage as a "
+        "sweep.",
         epilog=_IMPORT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", help="CSV (.csv, .tsv) or parquet file of runs, one row per run")
+    p.add_argument(
+        "file",
+        help="file of runs, one row per run: .csv (comma- or semicolon-separated), .tsv, .txt, "
+        ".parquet, .jsonl (one object per line) or .json (an array of objects)",
+    )
     p.add_argument("--sweep", required=True, help="name of the new sweep")
     p.add_argument(
         "--rename",

@@ -70,11 +70,15 @@ def bootstrap_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarra
 RANK_RCOND = 1e-10
 
 
+def _ranked(lam: np.ndarray, rcond: float) -> np.ndarray:
+    """Per row of ascending normal-matrix eigenvalues ``lam`` (..., p): full rank (the rule)."""
+    return lam[..., 0] > rcond * np.maximum(lam[..., -1], np.finfo(float).tiny)
+
+
 def full_rank(x: np.ndarray, rcond: float = RANK_RCOND) -> bool:
     """Whether the design ``x`` (n, p) determines p coefficients, by the rule of
     :func:`wls_batch` with equal weights."""
-    lam = np.linalg.eigvalsh(x.T @ x)
-    return bool(lam[0] > rcond * max(lam[-1], np.finfo(float).tiny))
+    return bool(_ranked(np.linalg.eigvalsh(x.T @ x), rcond))
 
 
 def wls_batch(
@@ -96,7 +100,7 @@ def wls_batch(
     rhs = wy @ x
     lam, vec = np.linalg.eigh(a)
     top = np.maximum(lam[:, -1:], np.finfo(float).tiny)
-    ok = lam[:, 0] > rcond * top[:, 0]
+    ok = _ranked(lam, rcond)
     inv_lam = np.where(lam > rcond * top, 1.0 / np.where(lam > 0, lam, 1.0), 0.0)
     proj = np.einsum("bqk,bq->bk", vec, rhs) * inv_lam
     coef = np.einsum("bpk,bk->bp", vec, proj)

@@ -96,7 +96,8 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
     ])  # fmt: skip
     cv_err: dict[str, tuple[float | None, float | None]] = {}
     if cv:
-        cv_err = _leave_one_out(p_hat, lay, r, data, z, zb, m_hat, w_hat, scaling, tau, tau_b)
+        cv_err = _leave_one_out(p_hat, lay, r, data, z, zb, m_hat, w_hat, scaling, tau, tau_b,
+                                notes)  # fmt: skip
     return Result(
         names=names,
         theta=theta,
@@ -388,12 +389,13 @@ def _leave_one_out(
     scaling: bool,
     tau: float,
     tau_b: float,
+    notes: list[str],
 ) -> dict[str, tuple[float | None, float | None]]:
     """RMS and largest-cell errors (natural log) of each usable cell's free optimum predicted by
     the law fitted without that cell. A fold whose other cells do not determine the law
     (:func:`~sweeper.fitting._common.full_rank`: e.g. three cells at one D/N) is left out, as the
-    per-cell laws' folds are: its prediction is the fold's geometry, not the law's error (an
-    import audit's 4 cells gave a leave-one-cell-out error of 757 in ln)."""
+    per-cell laws' folds are, and ``notes`` says so: its prediction is the fold's geometry, not
+    the law's error (an import audit's 4 cells gave a leave-one-cell-out error of 757 in ln)."""
     u_n = data.n_usable
     k = z.shape[1]
     kb = 0 if zb is None else zb.shape[1]
@@ -405,6 +407,12 @@ def _leave_one_out(
         ones = np.ones((cells.size, 1))
         lr_ok = full_rank(np.hstack([ones, z[cells]]))
         batch_ok = zb is not None and full_rank(np.hstack([ones, zb[cells]]))
+        if not lr_ok:
+            notes.append(
+                f"leave-one-cell-out: without {data.cells[c]} the other cells do not determine "
+                "the lr law (they lie on one line in its predictors), so that fold is left out "
+                "of its error"
+            )
         if not (lr_ok or batch_ok):
             continue
         new_of = np.full(lay.n_cells, -1)

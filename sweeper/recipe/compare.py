@@ -37,7 +37,9 @@ from sweeper.recipe.scale import (
     infer_shape,
     law_scale,
     resolve_shape,
+    unused_bytes_per_token,
 )
+from sweeper.recipe.scale import unit_factor as scale_unit_factor
 from sweeper.recipe.target import Target, as_target, check_n_params_agrees
 
 __all__ = [
@@ -212,15 +214,9 @@ _COUPLING = "the fitted LR-batch coupling"
 
 
 def unit_factor(law: Law, point: Mapping[str, Any], bytes_per_token: float | None) -> float:
-    """The law's units of D and batch per unit of the point's: ``bytes_per_token`` for a law that
-    counts bytes at a point in tokens, its inverse for a law in tokens at a point in bytes, else 1
-    (also when ``bytes_per_token`` is not given: no conversion)."""
-    if not bytes_per_token:
-        return 1.0
-    law_bytes, point_bytes = law.conventions.counts_bytes, bool(point.get("counts_bytes", False))
-    if law_bytes == point_bytes:
-        return 1.0
-    return float(bytes_per_token) if law_bytes else 1.0 / float(bytes_per_token)
+    """The law's units of D and batch per unit of ``point``'s (its ``counts_bytes``):
+    :func:`sweeper.recipe.scale.unit_factor`."""
+    return scale_unit_factor(law, bytes_per_token, point_in_bytes=bool(point.get("counts_bytes")))
 
 
 def _at_measured_batch(
@@ -391,7 +387,7 @@ def convention_notes(
     notes: list[str] = []
     pubs = [p for p in published if p.target in ("lr", "batch_tokens")]
     if bytes_per_token and not any(f.conventions.counts_bytes for f in fitted):
-        notes.append(f"bytes_per_token {bytes_per_token:g} is not used: no law here counts bytes")
+        notes.append(unused_bytes_per_token(bytes_per_token))
     for f in fitted:
         c, name = f.conventions, law_label(f)
         others = [p for p in pubs if p.target == f.target]

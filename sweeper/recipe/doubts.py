@@ -61,10 +61,8 @@ def above_point_warnings(law: Law, lr: float, point: float) -> list[str]:
 
 
 def _log_error(err: float) -> str:
-    """A natural-log error as a reader takes it: ±35% up to a factor of 2, then the factor (an
-    import audit's 757 overflowed ``expm1``)."""
-    if err <= math.log(2.0):
-        return f"±{math.expm1(err):.0%}"
+    """A natural-log error as the factor it is, either way (±65% read as 'down to -65%' where
+    0.5 in ln is -39%; an import audit's 757 overflowed ``expm1``)."""
     return f"a factor of {math.exp(min(err, 700.0)):.3g}"
 
 

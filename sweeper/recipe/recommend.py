@@ -235,8 +235,8 @@ def _given_init_std(
             "confirm the LR with a short run"
         )
     if parametrization == "sp" or base_width is None:
-        return given, "as given (--init-std)"
-    how = f"as given (--init-std) at base width {base_width}"
+        return given, "as given"
+    how = f"as given, at base width {base_width}"
     return given, how + _scaled_init_text(given, parametrization, shape, base_width, base_depth)
 
 

@@ -168,12 +168,24 @@ def resolve_shape(
     )
 
 
+def unit_factor(law: Law, bytes_per_token: float | None, *, point_in_bytes: bool = False) -> float:
+    """The law's units of D and batch per unit of a point's: ``bytes_per_token`` for a law that
+    counts bytes (``conventions.counts_bytes``) at a point in tokens, its inverse for a law in
+    tokens at a point in bytes (a byte-level sweep's cells), else 1 (also without
+    ``bytes_per_token``: no conversion)."""
+    if not bytes_per_token or law.conventions.counts_bytes == point_in_bytes:
+        return 1.0
+    return float(bytes_per_token) if law.conventions.counts_bytes else 1.0 / bytes_per_token
+
+
 def token_factor(law: Law, bytes_per_token: float | None) -> float:
-    """The law's token units per target token: ``bytes_per_token`` for a law that counts bytes
-    (``conventions.counts_bytes``) when it is given, else 1 (no conversion)."""
-    if bytes_per_token and law.conventions.counts_bytes:
-        return float(bytes_per_token)
-    return 1.0
+    """The law's token units per target token (a target counts tokens): :func:`unit_factor`."""
+    return unit_factor(law, bytes_per_token)
+
+
+def unused_bytes_per_token(bytes_per_token: float) -> str:
+    """What a ``bytes_per_token`` that no law can use is said as."""
+    return f"bytes_per_token {bytes_per_token:g} is not used: no law here counts bytes"
 
 
 def law_scale(
@@ -299,7 +311,7 @@ def token_unit_warnings(
                 "amount of text"
             )
     if bytes_per_token and not used_factor and vocab != BYTE_VOCAB:
-        out.append(f"bytes_per_token {bytes_per_token:g} is not used: no law here counts bytes")
+        out.append(unused_bytes_per_token(bytes_per_token))
     return out
 
 

@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,8 +64,8 @@ REQUIRED_COLUMNS: Final[tuple[str, ...]] = ("n_params", "tokens", "loss")
 #: tokens per parameter beyond any published run (small models trained on 15T tokens reach
 #: ~1e5): more says N is counted in thousands or millions
 MAX_TOKENS_PER_PARAM: Final[float] = 1e6
-#: a median loss (nats per token) above this is no LM's: ln of a 256k vocabulary, a model's
-#: loss at init, is 12.5
+#: a median loss (nats per token) above this is no trained LM's: a uniform prediction over a
+#: 256k vocabulary scores ln 256k = 12.5
 MAX_LOSS_NATS: Final[float] = 15.0
 #: optimizer steps per run (median) below which a batch was probably imported in the wrong unit
 #: (the shipped ladders train at least 200, the runs of Step Law's release 950 and more)
@@ -101,9 +102,10 @@ def read_runs_file(
     """
     p = Path(path)
     name = p.name
-    raw = _read(p)
-    loss_written = _loss_as_written(p, raw, dict(renames or {}))
+    raw, written = _read(p)
     df = _renamed(raw, dict(renames or {}), name)
+    written.columns = df.columns  # (renames keep the columns' order: the same cells)
+    loss_written = written["loss"].reset_index(drop=True) if "loss" in written else None
     if seq_len is not None:
         if not (isinstance(seq_len, int) and seq_len > 0):
             raise ImportDataError(f"`seq_len > 0` must hold, but got {seq_len=}")
@@ -112,20 +114,28 @@ def read_runs_file(
         else:
             df["seq_len"] = seq_len
 
-    return validated_runs(df, name, loss_written)
+    return validated_runs(df, name, loss_written, drop_repeats=True)
 
 
 def validated_runs(
-    df: pd.DataFrame, name: str, loss_written: pd.Series | None = None
+    df: pd.DataFrame,
+    name: str,
+    loss_written: pd.Series | None = None,
+    *,
+    drop_repeats: bool = False,
 ) -> pd.DataFrame:
     """``df`` (with the required columns) checked as a runs file is and normalized; ImportDataError
     with one line per problem. ``loss_written``: per row, whether the file wrote its loss as
-    nan/inf, which marks a diverged run where the file has no diverged or state column (None:
-    no such mark; an empty loss is then refused unless a column excuses it). The runs table of
-    :func:`read_runs_file`, and of a user's own frame given to ``sweeper.fit``."""
+    nan/inf, which marks a diverged run where the file has no diverged column (None: no such
+    mark; an empty loss is then refused unless a column excuses it). ``drop_repeats``: rows
+    repeated exactly, as given, are kept once (``attrs["repeated_rows"]`` counts the others;
+    an import says so). The runs table of :func:`read_runs_file`, and of a user's own frame
+    given to ``sweeper.fit``."""
     df = df.copy()
     problems: list[str] = []
-    repeats = df.astype(str).duplicated().to_numpy()  # rows repeated as given (NaN equals NaN)
+    repeats = np.zeros(len(df), bool)
+    if drop_repeats:  # (as text: NaN equals NaN)
+        repeats = df.astype(str).duplicated().to_numpy()
     if "state" in df.columns:
         df["state"] = df["state"].fillna("COMPLETE")
         df["state"] = [_STATE_ALIASES.get(str(v).strip().lower(), v) for v in df["state"]]
@@ -148,8 +158,8 @@ def validated_runs(
         if "state" in df.columns:
             marks = marks & (df["state"].astype(str) == "COMPLETE").to_numpy()
         diverged = pd.Series(marks, index=df.index)
-        from_loss = int(diverged.sum())
-        if from_loss:
+        from_loss = int((marks & ~repeats).sum())
+        if diverged.any():
             df["diverged"] = diverged
             df["loss"] = df["loss"].where(~diverged, np.nan)
     if diverged is None:
@@ -176,31 +186,10 @@ def validated_runs(
     if problems:
         raise ImportDataError("\n".join(problems))
     if repeats.any():  # one run exported twice: kept once (import_notes says so)
-        out = out[~repeats].reset_index(drop=True)
+        out = out[~repeats].reset_index(drop=True)  # (normalize_runs keeps the rows' order)
     out.attrs["diverged_from_loss"] = from_loss
     out.attrs["repeated_rows"] = int(repeats.sum())
     return out
-
-
-def _loss_as_written(p: Path, raw: pd.DataFrame, renames: dict[str, str]) -> pd.Series | None:
-    """Per row, whether the loss column (``loss`` after ``renames``) holds a non-finite number
-    as written in the file (``nan``, ``inf``; not an empty cell): read again as text for a
-    CSV/TSV, whose reader turns ``nan`` and an empty cell alike into NaN; infinite values of a
-    parquet file. None when there is no loss column."""
-    source = next((old for old, new in renames.items() if new == "loss"), "loss")
-    if source == "loss" and "loss" in renames:  # renamed away, not to
-        return None
-    if source not in raw.columns:
-        return None
-    if p.suffix.lower() in (".parquet", ".pq"):
-        values = pd.to_numeric(raw[source], errors="coerce").astype(float).to_numpy()
-        return pd.Series(np.isinf(values))
-    if p.suffix.lower() in _JSON:  # (null is empty; NaN and Infinity are written so)
-        loss = [r.get(source) for r in _json_records(p)]
-        return pd.Series([isinstance(v, float) and not math.isfinite(v) for v in loss])
-    text = pd.read_csv(p, sep=_separator(p), usecols=[source], dtype=str, keep_default_na=False)
-    text = text[source]
-    return text.str.strip().str.lower().isin(_NONFINITE).reset_index(drop=True)
 
 
 def import_runs(
@@ -378,17 +367,28 @@ def load_runs(sweep: str, url: str | None = None) -> pd.DataFrame:
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _read(p: Path) -> pd.DataFrame:
+def _read(p: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The file's table, and per cell whether it holds a non-finite number as written (``nan``,
+    ``inf``; not an empty cell, a JSON null or a parquet null): a CSV's reader turns ``nan`` and
+    an empty cell alike into NaN, so its text is read again; a JSON's NaN and Infinity are
+    Python's json's; a parquet file's infinite values."""
     if not p.is_file():
         raise ImportDataError(f"{p}: no such file")
     suffix = p.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(p)
+            raw = pd.read_parquet(p)
+            return raw, raw.apply(lambda c: np.isinf(pd.to_numeric(c, errors="coerce")))
         if suffix in _JSON:
-            return pd.DataFrame.from_records(_json_records(p))
+            rows = _json_records(p)
+            raw = pd.DataFrame.from_records(rows)
+            nonfinite = [[_nonfinite(r.get(c)) for c in raw.columns] for r in rows]
+            return raw, pd.DataFrame(nonfinite, columns=raw.columns, dtype=bool)
         if suffix in (".csv", ".tsv", ".txt"):
-            return pd.read_csv(p, sep=_separator(p))
+            form = _csv_form(p)
+            raw = pd.read_csv(p, **form)
+            text = pd.read_csv(p, **form, dtype=str, keep_default_na=False)
+            return raw, text.apply(lambda c: c.str.strip().str.lower().isin(_NONFINITE))
     except (ValueError, OSError, TypeError, pd.errors.ParserError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ImportDataError(f"{p.name}: cannot read: {first}") from None
@@ -402,14 +402,21 @@ def _read(p: Path) -> pd.DataFrame:
 _JSON: Final[tuple[str, ...]] = (".jsonl", ".ndjson", ".json")
 
 
-def _separator(p: Path) -> str:
-    """A tab for .tsv; else a comma, or a semicolon when the header has semicolons and no
-    comma (a spreadsheet's CSV in a locale whose decimal mark is the comma)."""
+def _csv_form(p: Path) -> dict[str, str]:
+    """``sep`` (and ``decimal``) of a CSV/TSV: a tab for .tsv; else a comma, or a semicolon when
+    the header has semicolons and no comma (a spreadsheet's CSV where the decimal mark is the
+    comma, as its numbers then say: ``3,41``)."""
     if p.suffix.lower() == ".tsv":
-        return "\t"
+        return {"sep": "\t"}
     with p.open(encoding="utf-8-sig", errors="replace") as f:
-        header = f.readline()
-    return ";" if ";" in header and "," not in header else ","
+        header, body = f.readline(), f.read(65536)
+    if ";" not in header or "," in header:
+        return {"sep": ","}
+    return {"sep": ";", "decimal": ","} if re.search(r"\d,\d", body) else {"sep": ";"}
+
+
+def _nonfinite(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
 
 
 def _json_records(p: Path) -> list[dict[str, Any]]:
@@ -526,8 +533,8 @@ def _scale_notes(df: pd.DataFrame, declared: Mapping[str, Any], *, with_study: b
     loss = df["loss"].dropna()
     if len(loss) and float(loss.median()) > MAX_LOSS_NATS:
         notes.append(
-            f"a median loss of {float(loss.median()):.3g}: more nats per token than a model at "
-            "init has with any vocabulary (ln 256k = 12.5): is it a perplexity, or summed over "
+            f"a median loss of {float(loss.median()):.3g}: above a uniform prediction's over a "
+            "256k vocabulary (ln 256k = 12.5 nats per token): is it a perplexity, or summed over "
             "a sequence? Sweeper reads the loss as nats per token"
         )
     steps = (df["tokens"] / df["batch_tokens"]).dropna()

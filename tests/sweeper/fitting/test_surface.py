@@ -628,6 +628,8 @@ def test_a_leave_one_out_fold_that_cannot_determine_the_law_is_left_out() -> Non
     parabola = _quiet(sweeper_fit, runs, method="parabola")
     assert surface.cv_error is not None and parabola.cv_error is not None
     assert surface.cv_error < 2 * parabola.cv_error < 1.0
+    left = [n for n in surface.notes if "other cells do not determine the lr law" in n]
+    assert len(left) == 1 and "without N4e06-D4e07" in left[0], surface.notes
 
 
 def sweeper_fit(runs: pd.DataFrame, *, method: str) -> PowerLaw:

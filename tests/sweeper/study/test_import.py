@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from sweeper.errors import ImportDataError, StorageError
 from sweeper.study import storage
-from sweeper.study.importer import import_runs, load_runs, read_runs_file
+from sweeper.study.importer import import_runs, load_runs, read_runs_file, validated_runs
 from sweeper.study.runs import COLUMNS
 from tests.sweeper.helpers import cli_fixture, write_csv  # noqa: F401  (the `cli` fixture)
 
@@ -375,11 +375,18 @@ def test_mis_scaled_or_repeated_runs_are_said_at_import(
                 url=sqlite_url)  # fmt: skip
     assert "2 rows repeat another row exactly: imported once" in caplog.text
     assert len(load_runs("d", sqlite_url)) == 6
+    # a diverged run repeated counts once; a frame given to fit keeps its rows (no import note)
+    (tmp_path / "n.csv").write_text("n_params,tokens,lr,loss\n1e6,1e8,1e-3,3.1\n"
+                                    "1e6,1e8,2e-3,nan\n1e6,1e8,2e-3,nan\n")  # fmt: skip
+    once = read_runs_file(tmp_path / "n.csv")
+    assert len(once) == 2 and once.attrs["diverged_from_loss"] == 1
+    frame = pd.concat([small_runs(), small_runs().iloc[:2]], ignore_index=True)
+    assert len(validated_runs(frame.rename(columns=RENAMES), "frame")) == 8
     caplog.clear()
     ppl = small_runs().assign(final=[330.0, 320.0, 340.0, 300.0, 290.0, 310.0])
     import_runs(write_csv(ppl, tmp_path / "p.csv"), sweep="p", renames=RENAMES, seq_len=64,
                 url=sqlite_url)  # fmt: skip
-    assert "a median loss of 315: more nats per token" in caplog.text
+    assert "a median loss of 315: above a uniform prediction's" in caplog.text
     caplog.clear()
     ours = small_runs().assign(source="sweep:ladder")
     path = write_csv(ours, tmp_path / "o.csv")
@@ -405,6 +412,15 @@ def test_tracker_and_spreadsheet_shapes_import(
     (tmp_path / "s.csv").write_text("n_params;tokens;lr;loss\n1e6;1e8;1e-3;3.1\n4e6;1e8;1e-3;nan\n")
     semi = read_runs_file(tmp_path / "s.csv")
     assert semi["n_params"].tolist() == [1e6, 4e6] and semi["diverged"].tolist() == [False, True]
+    # ... with decimal commas, as such a spreadsheet writes them
+    (tmp_path / "c.csv").write_text(
+        "n_params;tokens;lr;loss\n1e6;1e8;0,001;3,41\n4e6;1e8;0,001;nan\n"
+    )
+    comma = read_runs_file(tmp_path / "c.csv")
+    assert comma["lr"].tolist() == [0.001, 0.001] and comma["loss"].iloc[0] == 3.41
+    # a capitalised loss column written nan is a diverged run too (the review: it was 'empty')
+    (tmp_path / "L.csv").write_text("n_params,tokens,lr,Loss\n1e6,1e8,1e-3,3.1\n1e6,1e8,2e-3,nan\n")
+    assert read_runs_file(tmp_path / "L.csv")["diverged"].tolist() == [False, True]
     rows = [{"n_params": 1e6, "tokens": 1e8, "lr": 1e-3, "loss": v} for v in (3.1, float("nan"))]
     (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     lines = read_runs_file(tmp_path / "r.jsonl")
