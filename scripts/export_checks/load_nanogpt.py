@@ -97,10 +97,7 @@ def load(text: str, recipe: dict[str, Any]) -> View:
     view.grad_accum = gas // world
     view.global_batch = c["batch_size"] * gas  # tokens_per_iter / block_size
     view.seq_len = c["block_size"]
-    view.total_steps = c["max_iters"]
-    view.notes.append(
-        f"the loop runs iterations 0..max_iters: {c['max_iters'] + 1} optimizer steps"
-    )
+    view.total_steps = c["max_iters"] + 1  # (train.py's loop runs iterations 0..max_iters)
     view.peak_lr = c["learning_rate"]
     view.min_lr = c["min_lr"] if c["decay_lr"] else c["learning_rate"]
     for k, step in lr_points(recipe).items():
