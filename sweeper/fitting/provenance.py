@@ -185,6 +185,10 @@ def _own_code(spec: StudySpec) -> dict[str, Any]:
         )
     if t.function is not None:
         out["train_function"] = t.function
+        if m.builder is None:  # (the function's own model is not Sweeper's to count)
+            out["n_params_source"] = (
+                "12·L·d² at the cell's shape, not the training function's model"
+            )
     return out
 
 

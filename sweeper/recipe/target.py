@@ -191,7 +191,15 @@ def _counted(
     shape: ResolvedShape, target: Target, conventions: Conventions | None, warnings: list[str]
 ) -> ResolvedShape:
     """The shape with N and the total counted on the builder's model when the law was measured
-    on one and the target gives its shape (the GPT formula is wrong for, e.g., SwiGLU and GQA)."""
+    on one and the target gives its shape (the GPT formula is wrong for, e.g., SwiGLU and GQA).
+    A law of a training function without a builder counted its cells' N with the GPT formula,
+    whatever model the function trained: said, since the target's N must be counted alike."""
+    if conventions is not None and conventions.train_function and not conventions.model_builder:
+        warnings.append(
+            f"the law's N is 12·L·d² at its cells' shapes, not the model training function "
+            f"{conventions.train_function!r} built (no model.builder counts it): count the "
+            "target's N the same way (give its width and depth), or name a builder"
+        )
     if conventions is None or conventions.model_builder is None:
         return shape
     b = conventions.model_builder

@@ -116,6 +116,8 @@ def measured_with(conv: Conventions, *, imported: bool = False) -> str:
             f"{conv.lr}"
         )
     model = f"model builder {conv.model_builder}" if conv.model_builder else "the built-in proxy"
+    if conv.train_function and not conv.model_builder:  # (no model is passed: it builds its own)
+        model = "the training function's own model (its N counted as 12·L·d² at each cell's shape)"
     loop = (
         f"training function {conv.train_function}" if conv.train_function else "the built-in loop"
     )

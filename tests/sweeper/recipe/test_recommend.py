@@ -755,3 +755,16 @@ def test_the_micro_batch_is_not_needlessly_small() -> None:
     assert (micro, gbs) == (5, 240)
     micro, gbs = choose_batch(100.0 * 2048, m, Hardware(gpus=48, gpu_memory_gb=80), None, [])
     assert (micro, gbs) == (2, 96)  # (micro 3 would round to 144)
+
+
+def test_a_training_functions_law_says_how_its_n_was_counted() -> None:
+    """A law-sampler audit: a training function's MLP had a third of 12·L·d², the N its cells
+    were counted with, and recommend took the target's N in silence (at exponent -0.4 a 3x
+    miscount of N is 1.55x in the LR)."""
+    lr = _with(power_law("lr", 2.0, {"n_params": -0.4}), train_function="m:loop")
+    r = recommend({"lr": lr}, Target(n_params=1e9, tokens=2e10))
+    assert any("the law's N is 12·L·d² at its cells' shapes, not the model training function "
+               "'m:loop' built" in w for w in r.warnings), r.warnings  # fmt: skip
+    built = _with(lr, model_builder="m:build")
+    assert not any("12·L·d² at its cells" in w for w in recommend(
+        {"lr": built}, Target(n_params=1e9, tokens=2e10)).warnings)  # fmt: skip

@@ -338,6 +338,13 @@ def test_the_page_says_what_the_sweep_trained() -> None:
         "measured with model builder m:build, training function m:loop and its own optimizer "
         "(not recorded); the LR is the x"
     )
+    # a training function without a builder trains its own model ("the built-in proxy" was
+    # said, a law-sampler audit's MLP at a third of 12·L·d²)
+    loop = Conventions(train_function="m:loop", optimizer=None, lr="x")
+    assert measured_with(loop).startswith(
+        "measured with the training function's own model (its N counted as 12·L·d² at each "
+        "cell's shape), training function m:loop"
+    )
     # runs imported without their study: nothing is known (it said "the built-in proxy")
     assert measured_with(own, imported=True).startswith(
         "imported runs: their model, loop and optimizer are not recorded"
