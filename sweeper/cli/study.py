@@ -70,7 +70,11 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "status",
         help="trials per cell by state, best loss and its lr/batch",
-        description="Without SWEEP: the sweeps in the storage (or the only one).",
+        description=(
+            "Without SWEEP: every sweep in the storage, launched or imported, one a line "
+            '(--json: {"sweeps": [{name, kind, created_at}]}); the status of the only one when '
+            "it holds one sweep."
+        ),
     )
     p.add_argument("sweep", nargs="?", help="sweep name")
     p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the storage")
@@ -209,10 +213,12 @@ def _print_estimate(est: Any) -> None:
     span = _span(f"{lo:,.0f}", f"{hi:,.0f}", "-")
     hours = _span(f"{lo / 3600:.2g}", f"{hi / 3600:.2g}", "-")
     wall = _span(duration(wlo), duration(whi), " to ")
+    # (the launch's fixed costs are constants, not probed: LAUNCH_S and TRIAL_S)
     print(f"  total: {est.runs} runs, {span} core-s ({hours} core-h); about {wall} wall with "
           f"{est.concurrent} trial(s) at once on this machine, {duration(est.overhead_s)} of it "
-          "Ray's start and Tune's per-trial cost")  # fmt: skip
-    for n in est.notes:
+          "Ray's start and Tune's per-trial cost (typical figures measured on 2 cores, not "
+          "probed)")  # fmt: skip
+    for n in (*est.notes, est.caveat):
         print(f"  note: {n}")
 
 
@@ -249,7 +255,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         line = _cell_line(
             c.cell, c.runs if law else c.finished, None if law else c.target, c.failed,
             c.pruned, c.best_loss, c.best_lr, c.best_batch_size, closed=c.closed,
-            waiting=c.waiting,
+            waiting=c.waiting, best_runs=c.best_runs, open_runs=c.runs_open,
         )  # fmt: skip
         print(f"  {line}")
     if law:
@@ -288,9 +294,16 @@ def _cell_line(
     *,
     closed: int = 0,
     waiting: int = 0,
+    best_runs: int = 1,
+    open_runs: int = 0,
+    running: int = 0,
+    running_text: str = "running",
 ) -> str:
+    from sweeper.study.sweep import failed_counts
+
     best = (
         f"best loss {best_loss:.4f} at lr {best_lr:.3g}, batch {best_batch} seqs"
+        + (f" (mean of {best_runs} seeds)" if best_runs > 1 else "")
         if best_loss is not None and best_lr is not None
         # (finished, yet no best: every run diverged; a diff audit's all-NaN function read
         # "no complete trial" after 4 complete ones)
@@ -298,13 +311,13 @@ def _cell_line(
         if finished > pruned
         else "no complete trial"
     )
-    # (a trial closed because its driver stopped is FAIL without a failed run: said apart)
-    failed_text = (
-        "failed" if not closed
-        else "closed when their driver stopped" if closed == failed
-        else f"failed ({closed} closed when their driver stopped)"
-    )  # fmt: skip
-    counts = ((failed, failed_text), (pruned, "pruned"), (waiting, "queued"))
+    counts = (
+        *failed_counts(failed, closed),
+        (pruned, "pruned"),
+        (running, running_text),
+        (waiting, "queued"),
+        (open_runs, "run" + "s" * (open_runs != 1) + " of open points finished"),
+    )
     extra = "".join(f", {n} {what}" for n, what in counts if n)
     # (target None: the law sampler, whose budget is the sweep's: ``finished`` counts runs)
     done = (
@@ -317,20 +330,17 @@ def _cell_line(
 def cmd_status(args: argparse.Namespace) -> int:
     from sweeper import api
     from sweeper.study import storage as st
-    from sweeper.study.sweep import launched_sweeps
 
     url = st.resolve_url(args.storage)
-    if args.sweep is None and len(launched_sweeps(url)) != 1:
+    name = args.sweep
+    if name is None:
+        # (every sweep, of any kind: an imported one beside the only launched one was not listed)
         rows = [{**r, "created_at": r["created_at"].isoformat()} for r in api.sweeps(storage=url)]
-        if args.json:
-            print(json.dumps({"sweeps": rows}))
-        elif not rows:
-            print(f"no sweeps in {st.safe_url(url)}")
-        else:
-            for r in rows:
-                print(f"{r['name']:<24} {r['kind']:<9} {r['created_at']}")
-        return 0
-    status = api.status(args.sweep, storage=url)
+        if len(rows) != 1:
+            _print_sweeps(rows, url, as_json=args.json)
+            return 0
+        name = rows[0]["name"]
+    status = api.status(name, storage=url)
     if args.json:
         print(json.dumps(status, default=_json_default))
         return 0
@@ -355,14 +365,30 @@ def cmd_status(args: argparse.Namespace) -> int:
                 c["best_batch_size"],
                 closed=c.get("closed", 0),
                 waiting=c.get("waiting", 0),
+                best_runs=c.get("best_runs", 1),
+                open_runs=c.get("runs_open", 0),
+                running=c["running"],
+                running_text=running,
             )
-            + (f", {c['running']} {running}" if c["running"] else "")
         )
     if law:
         from sweeper.study.sweep import law_progress
 
         print(f"  {law_progress(law['runs_used'], law['budget_runs'], law['stop'])}")
     return 0
+
+
+def _print_sweeps(rows: list[dict[str, Any]], url: str, *, as_json: bool) -> None:
+    """The sweeps in the storage, one a line (or ``{"sweeps": [...]}``)."""
+    from sweeper.study import storage as st
+
+    if as_json:
+        print(json.dumps({"sweeps": rows}))
+    elif not rows:
+        print(f"no sweeps in {st.safe_url(url)}")
+    else:
+        for r in rows:
+            print(f"{r['name']:<24} {r['kind']:<9} {r['created_at']}")
 
 
 def _print_imported(status: dict[str, Any]) -> None:
@@ -417,6 +443,8 @@ def cmd_trials(args: argparse.Namespace) -> int:
     if fmt == "parquet" and not args.output:
         raise SweeperError("trials: parquet needs -o FILE")
     df = api.runs(args.sweep, storage=args.storage)
+    if fmt != "parquet":  # (a typed format keeps its dtypes)
+        df = _whole_as_int(df)
     if fmt == "csv":
         if args.output:
             df.to_csv(args.output, index=False)
@@ -432,5 +460,32 @@ def cmd_trials(args: argparse.Namespace) -> int:
     else:
         df.to_parquet(args.output, index=False)
     if args.output:
-        print(f"{len(df)} run(s) of sweep {args.sweep} written to {args.output}", file=sys.stderr)
+        written = _rows_written(df)
+        print(f"{written} of sweep {args.sweep} written to {args.output}", file=sys.stderr)
     return 0
+
+
+def _rows_written(df: Any) -> str:
+    """The rows written, as runs and the rest: a row with neither a seed nor a loss is a point
+    without a finished run (failed, closed, or still running), and was counted as a run."""
+    runs = int((df["seed"].notna() | df["loss"].notna()).sum()) if len(df) else 0
+    other = len(df) - runs
+    rest = f" and {other} row(s) of points without a finished run (failed, closed or running)"
+    return f"{runs} run(s)" + (rest if other else "")
+
+
+def _whole_as_int(df: Any) -> Any:
+    """``df`` with its float columns whose every value is a whole number (width, depth, seed,
+    n_params...) as integers, blanks kept (they were written 32.0 in CSV and JSON). Values past
+    2**53 stay floats: a float holds no exact integer there."""
+    import pandas as pd
+
+    out = df.copy()
+    for col in out.columns:
+        vals = out[col]
+        if not pd.api.types.is_float_dtype(vals):
+            continue
+        known = vals.dropna()
+        if len(known) and (known == known.round()).all() and (known.abs() < 2**53).all():
+            out[col] = vals.astype("Int64")
+    return out

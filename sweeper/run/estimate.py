@@ -22,7 +22,8 @@ The wall time adds a launch's fixed cost and Tune's cost per trial (:data:`LAUNC
 :data:`TRIAL_S`, measured here: they dominate a small sweep, 13.6 s of the smoke study's
 25.5 s launch).
 What it does not know: other load on the machine while the sweep runs, the last trials running
-alone, and a GPU's speed when probed on a CPU; the probe runs here.
+alone, and a GPU's speed when probed on a CPU; the probe runs here, under the load it finds (its
+1-minute load average is kept with the estimate and printed with this caveat).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing
+import os
 import statistics
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +49,7 @@ __all__ = [
     "Probe",
     "duration",
     "estimate_study",
+    "load_average",
     "probe_cell",
     "probe_loaded",
 ]
@@ -115,12 +118,29 @@ class Estimate:
     runs: int
     core_s: tuple[float, float]
     notes: tuple[str, ...] = field(default=())
+    #: the machine's 1-minute load average as the probes started (None where the OS has none)
+    load_avg: float | None = None
+    #: the cores the trials share (:func:`estimate_study`'s ``cores``)
+    cores: int | None = None
 
     @property
     def overhead_s(self) -> float:
         """Wall seconds of the launch that are not training: :data:`LAUNCH_S`, and
         :data:`TRIAL_S` per trial on each of the ``concurrent`` workers."""
         return LAUNCH_S + TRIAL_S * self.runs / self.concurrent
+
+    @property
+    def caveat(self) -> str:
+        """What every estimate leaves out, with the load it was probed under: the probe is one
+        snapshot of the throughput (module docstring)."""
+        cores = self.cores or 0
+        at = "" if self.load_avg is None else (
+            f" (load average {self.load_avg:.2f} on {cores} core{'s' * (cores != 1)})"
+        )  # fmt: skip
+        return (
+            f"the figures are for the load at the probe{at}: other load while the sweep runs, "
+            "the last trials running alone and a GPU's speed when probed on a CPU are left out"
+        )
 
     @property
     def wall_s(self) -> tuple[float, float]:
@@ -133,6 +153,7 @@ class Estimate:
         out["core_hours"] = [c / 3600 for c in self.core_s]
         out["wall_s"] = list(self.wall_s)
         out["overhead_s"] = self.overhead_s
+        out["caveat"] = self.caveat
         for c, cost in zip(out["cells"], self.cells, strict=True):
             c["core_s"] = cost.core_s(self.cpu_per_trial)
         return out
@@ -249,11 +270,13 @@ def estimate_study(
     from sweeper.run.trainable import usable_cores
 
     cpu = max(1.0, float(spec.resources.cpu))
-    concurrent = max(1, math.floor((cores or usable_cores()) / cpu))
+    cores = cores or usable_cores()
+    concurrent = max(1, math.floor(cores / cpu))
     if spec.resources.max_concurrent:
         concurrent = min(concurrent, spec.resources.max_concurrent)
     ladder = sorted(cells(spec), key=lambda c: (c.flops_per_token, c.name))
     ends = [ladder[0]] if len(ladder) == 1 else [ladder[0], ladder[-1]]
+    load = load_average()
     probes = _probed(probe, spec, ends, steps, concurrent)
     costs = [CellCost(c.name, c.n_params, c.tokens, _runs_per_cell(spec), _price(probes, c))
              for c in ladder]  # fmt: skip
@@ -267,7 +290,18 @@ def estimate_study(
         runs = sum(c.runs for c in costs)
         total = sum(c.core_s(cpu) for c in costs)
         core = (total, total)
-    return Estimate(spec.name, tuple(costs), probes, cpu, concurrent, runs, core, notes)
+    return Estimate(
+        spec.name, tuple(costs), probes, cpu, concurrent, runs, core, notes, load, cores
+    )
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the OS keeps none): the probe is one
+    snapshot of the throughput under it (two estimates an audit ran back to back differed 2x)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return None
 
 
 def _probed(

@@ -22,9 +22,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ from sweeper.study import storage as st
 from sweeper.study.ladder import Cell, cells
 from sweeper.study.lease import HEARTBEAT_S, HeldLease, LeaseLost
 from sweeper.study.own_code import code_fingerprints
-from sweeper.study.samplers import cell_key, make_sampler
+from sweeper.study.samplers import RUNS_DONE, cell_key, make_sampler
 from sweeper.study.spec import StudySpec, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
 
@@ -49,15 +50,19 @@ if TYPE_CHECKING:
 __all__ = [
     "LAW_STOP",
     "OBJECTIVE_NAME",
+    "BestPoint",
     "CellCounts",
     "CellStudy",
     "FencedStorage",
     "added_cells",
+    "best_point",
     "cell_counts",
     "cell_studies",
     "delete_sweep",
+    "failed_counts",
     "launched_sweeps",
     "law_progress",
+    "open_runs",
     "open_sweep",
     "optuna_storage",
     "record_law_stop",
@@ -459,7 +464,8 @@ def _write_row(
     text = study_toml(masked if st.url_password(stored) else spec)  # (a URL without one as is)
     h, meta = spec_hash(spec), study_meta(spec, cell_list)
     if code and (existing is None or "code" not in existing["meta"]):
-        meta["code"] = dict(code)  # (the code its first runs measured: kept, and compared on relaunch)
+        # (the code its first runs measured: kept, and compared on relaunch)
+        meta["code"] = dict(code)
     engine = st.get_engine(url)  # (open_sweep made the database)
     if existing is None:
         with engine.begin() as conn:
@@ -598,7 +604,7 @@ def _transfer_checks(name: str, url: str) -> list[str]:
 # ---- status ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CellCounts:
-    """Trials of one cell by state, and its best COMPLETE trial."""
+    """Trials of one cell by state, and its best point (:func:`best_point`)."""
 
     cell: str
     complete: int
@@ -616,6 +622,11 @@ class CellCounts:
     #: training runs of the COMPLETE trials (:func:`trial_runs`): what the law sampler's
     #: ``budget_runs`` counts
     runs: int = 0
+    #: the runs the best loss is the mean of (its point's seeds, over every trial at that point)
+    best_runs: int = 0
+    #: finished runs of the points still open (RUNNING or queued again): kept on their trial
+    #: (:data:`~sweeper.study.samplers.RUNS_DONE`) and not run again; not yet in ``runs``
+    runs_open: int = 0
 
     @property
     def finished(self) -> int:
@@ -633,14 +644,60 @@ def trial_runs(trial: optuna.trial.FrozenTrial) -> int:
     return max(1, len(trial.user_attrs.get("runs") or []))
 
 
+def open_runs(trial: optuna.trial.FrozenTrial) -> int:
+    """The finished runs an open (RUNNING or WAITING) trial holds: its seeds that finished while
+    others ran, or before its driver stopped (0 for a finished trial: its runs are its own)."""
+    if trial.state not in (TrialState.RUNNING, TrialState.WAITING):
+        return 0
+    return len(trial.user_attrs.get(RUNS_DONE) or [])
+
+
+@dataclass(frozen=True)
+class BestPoint:
+    """A cell's best point: its mean final loss over ``runs`` runs at one LR and batch size."""
+
+    loss: float
+    lr: float
+    batch_size: int
+    runs: int
+
+
+def best_point(trials: Sequence[optuna.trial.FrozenTrial]) -> BestPoint | None:
+    """The point (LR, batch size) with the lowest mean final loss over every run of its COMPLETE
+    trials, whatever the trials it took: the law sampler runs one seed a trial and re-runs an
+    LR, and one lucky run was shown as the best though the LR's mean was worse. A point with a
+    diverged run bounds the range and is no best, as an imported sweep's
+    (:func:`sweeper.study.importer.imported_status`)."""
+    losses: dict[tuple[float, int], list[float]] = {}
+    bound: set[tuple[float, int]] = set()
+    for t in trials:
+        if t.state != TrialState.COMPLETE or t.value is None:
+            continue
+        key = (float(t.params["lr"]), int(t.params["batch_size"]))
+        if t.user_attrs.get("diverged"):
+            bound.add(key)
+        losses.setdefault(key, []).extend(_run_losses(t))
+    means = [(sum(v) / len(v), k, len(v)) for k, v in losses.items() if k not in bound and v]
+    if not means:
+        return None
+    loss, (lr, batch), n = min(means)
+    return BestPoint(loss, lr, batch, n)
+
+
+def _run_losses(trial: optuna.trial.FrozenTrial) -> list[float]:
+    """The final losses of a COMPLETE trial's runs (its value for a trial from before per-seed
+    records)."""
+    runs = trial.user_attrs.get("runs") or []
+    got = [float(r["loss"]) for r in runs if r.get("loss") is not None]
+    return [v for v in got or [float(trial.value)] if math.isfinite(v)]  # type: ignore[arg-type]
+
+
 def cell_counts(study: optuna.Study, target: int, cell: str | None = None) -> CellCounts:
     trials = study.get_trials(deepcopy=False)
     by = {s: 0 for s in TrialState}
     for t in trials:
         by[t.state] += 1
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    optima = [t for t in complete if not t.user_attrs.get("diverged")]  # (diverged: a bound)
-    best = min(optima, key=lambda t: t.value) if optima else None  # type: ignore[arg-type,return-value]
+    best = best_point(trials)
     return CellCounts(
         cell=cell or study.user_attrs.get("cell") or study.study_name.split("/", 1)[-1],
         complete=by[TrialState.COMPLETE],
@@ -649,12 +706,21 @@ def cell_counts(study: optuna.Study, target: int, cell: str | None = None) -> Ce
         pruned=by[TrialState.PRUNED],
         waiting=by[TrialState.WAITING],
         target=target,
-        best_loss=None if best is None else float(best.value),  # type: ignore[arg-type]
-        best_lr=None if best is None else float(best.params["lr"]),
-        best_batch_size=None if best is None else int(best.params["batch_size"]),
+        best_loss=None if best is None else best.loss,
+        best_lr=None if best is None else best.lr,
+        best_batch_size=None if best is None else best.batch_size,
         closed=sum(t.state == TrialState.FAIL and "closed_by" in t.user_attrs for t in trials),
         runs=sum(trial_runs(t) for t in trials if t.state == TrialState.COMPLETE),
+        best_runs=0 if best is None else best.runs,
+        runs_open=sum(open_runs(t) for t in trials),
     )
+
+
+def failed_counts(failed: int, closed: int) -> tuple[tuple[int, str], tuple[int, str]]:
+    """A cell's FAIL trials as said (``status``, a launch's summary and progress): the trials a
+    relaunch closed because their driver stopped apart from the failed runs, never added to
+    them (no run of theirs failed, and their points ran again)."""
+    return (failed - closed, "failed"), (closed, "closed when their driver stopped")
 
 
 def launched_sweeps(url: str | None = None) -> list[str]:
@@ -735,8 +801,10 @@ def law_progress(used: int, budget: int | None, stop: str = "") -> str:
 def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
     """``{"sweep": name, "kind": "launched", "cells": [{cell, width, depth, tokens, complete,
     running, failed, closed (of the failed, those closed because their driver stopped), pruned,
-    waiting, runs (of the COMPLETE trials), target (None for the law sampler: its budget is the
-    sweep's), best_loss, best_lr, best_batch_size}], "law": ...}``; ``law`` (None for other
+    waiting, runs (of the COMPLETE trials), runs_open (finished runs of the points still open:
+    :func:`open_runs`), target (None for the law sampler: its budget is the sweep's), best_loss,
+    best_lr, best_batch_size, best_runs (the runs the best loss is the mean of: :func:`best_point`)
+    }], "law": ...}``; ``law`` (None for other
     samplers): ``{budget_runs, runs_used, stop}`` (``stop``: why the plan stopped, as the last
     launch left it; "" while it goes on). For an imported sweep,
     :func:`sweeper.study.importer.imported_status`."""
@@ -764,10 +832,12 @@ def sweep_status(name: str, url: str | None = None) -> dict[str, Any]:
                 "pruned": c.pruned,
                 "waiting": c.waiting,
                 "runs": c.runs,
+                "runs_open": c.runs_open,
                 "target": None if law else c.target,
                 "best_loss": c.best_loss,
                 "best_lr": c.best_lr,
                 "best_batch_size": c.best_batch_size,
+                "best_runs": c.best_runs,
             }
         )
     out: dict[str, Any] = {"sweep": name, "kind": "launched", "cells": rows, "law": None}

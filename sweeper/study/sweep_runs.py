@@ -8,12 +8,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import StorageError
 from sweeper.study import storage as st
 from sweeper.study.runs import normalize_runs
-from sweeper.study.sweep import cell_studies, resolve_sweep_name
+from sweeper.study.samplers import RUNS_DONE
+from sweeper.study.sweep import cell_studies, open_runs, resolve_sweep_name
 
 __all__ = ["aggregate_runs", "load_sweep_runs"]
 
@@ -48,12 +49,50 @@ _CELL_COLS = (
 _RUN_EXTRAS = ("train_loss", "init_loss", "stopped", "steps", "tokens_per_s", "device", "node_ip")
 
 
+def _run_row(common: Mapping[str, Any], r: Mapping[str, Any]) -> dict[str, Any]:
+    """The row of one finished run (a seed's record)."""
+    return {
+        **common,
+        "loss": r.get("loss"),
+        "diverged": bool(r.get("diverged", False)),
+        "seed": r.get("seed"),
+        "ray_trial_id": r.get("ray_trial_id"),
+        "wall_s": r.get("wall_s"),
+        "tokens_seen": r.get("tokens"),
+        **{k: r.get(k) for k in _RUN_EXTRAS},
+    }
+
+
+def _point_row(common: Mapping[str, Any], t: FrozenTrial) -> dict[str, Any]:
+    """The row of a trial without a finished run of its own: a trial from before per-seed
+    records, one that failed or was closed, or an open one (its runs still to finish)."""
+    return {
+        **common,
+        "loss": t.value if t.state == TrialState.COMPLETE else math.nan,
+        "diverged": bool(t.user_attrs.get("diverged", False)),
+        "seed": t.user_attrs.get("seed"),
+        "ray_trial_id": t.user_attrs.get("ray_trial_id"),
+        "wall_s": t.user_attrs.get("wall_s"),
+        "tokens_seen": t.user_attrs.get("tokens"),
+    }
+
+
+def _open_runs(t: FrozenTrial) -> list[Mapping[str, Any]]:
+    """The finished runs of an open point (its other seeds still run, or its driver was killed):
+    kept on its trial and reused when it runs again (:func:`~sweeper.study.sweep.open_runs`).
+    A closed trial's are left out: the relaunch queued them with its point, whose trial has
+    them."""
+    return list(t.user_attrs.get(RUNS_DONE) or []) if open_runs(t) else []
+
+
 def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
     """Every training run of a launched sweep as a runs table (``sweeper.study.runs`` columns).
 
     One row per run: per seed when ``seeds_per_point > 1``. WAITING trials (queued, never started)
     are left out. ``loss`` is the run's final validation loss (the last reported one for a PRUNED
-    run, NaN for a run without a result); ``state`` is its Optuna trial's state. Extra columns:
+    run, NaN for a run without a result); ``state`` is its Optuna trial's state. An open
+    (RUNNING) point has a row for each seed that finished and one without a seed for the rest
+    (its finished seeds were invisible until the point was told). Extra columns:
     ``trial_number``, ``ray_trial_id``, ``value`` (the trial's mean loss), ``tokens_seen``, the
     searched params (``warmup``, ``weight_decay``, ``beta2`` when searched) and
     ``train_loss``, ``init_loss``, ``stopped``, ``steps``, ``tokens_per_s``, ``device``,
@@ -92,32 +131,10 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
                 "retries": t.user_attrs.get("retries"),
             }
             runs = t.user_attrs.get("runs") or []
-            if not runs:
-                rows.append(
-                    {
-                        **common,
-                        "loss": t.value if t.state == TrialState.COMPLETE else math.nan,
-                        "diverged": bool(t.user_attrs.get("diverged", False)),
-                        "seed": t.user_attrs.get("seed"),
-                        "ray_trial_id": t.user_attrs.get("ray_trial_id"),
-                        "wall_s": t.user_attrs.get("wall_s"),
-                        "tokens_seen": t.user_attrs.get("tokens"),
-                    }
-                )
-                continue
-            for r in runs:
-                rows.append(
-                    {
-                        **common,
-                        "loss": r.get("loss"),
-                        "diverged": bool(r.get("diverged", False)),
-                        "seed": r.get("seed"),
-                        "ray_trial_id": r.get("ray_trial_id"),
-                        "wall_s": r.get("wall_s"),
-                        "tokens_seen": r.get("tokens"),
-                        **{k: r.get(k) for k in _RUN_EXTRAS},
-                    }
-                )
+            done = _open_runs(t)
+            rows += [_run_row(common, r) for r in runs or done]
+            if not runs:  # (the point as a whole: no run of it finished, or it is still open)
+                rows.append(_point_row(common, t))
     df = pd.DataFrame(rows)
     if df.empty:
         df = pd.DataFrame({c: [] for c in ("cell", "trial_number", "ray_trial_id", "value")})

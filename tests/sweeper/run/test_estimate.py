@@ -260,7 +260,7 @@ def test_an_estimate_whose_ends_print_alike_prints_one_figure(
     probe = SimpleNamespace(cell="c", s_per_token=1e-4, fixed_s=0.0, steps=2)
     est = SimpleNamespace(
         probes=[probe], cells=[], core_s=(25.2, 25.4), wall_s=(25.2, 25.4), runs=6,
-        concurrent=1, overhead_s=5.0, cpu_per_trial=1.0, notes=(),
+        concurrent=1, overhead_s=5.0, cpu_per_trial=1.0, notes=(), caveat="for this load",
     )  # fmt: skip
     _print_estimate(est)
     out = capsys.readouterr().out
