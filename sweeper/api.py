@@ -139,9 +139,11 @@ def launch(
     takeover: bool = False,
     progress: bool = True,
     verbose: int = 0,
+    code_changed: bool = False,
 ) -> LaunchSummary:
     """Run (or resume) the sweep of ``study`` on local Ray (or the cluster at ``address``) until
-    every cell has its trials. Relaunching resumes; see :func:`sweeper.run.launch.launch_study`.
+    every cell has its trials. Relaunching resumes; see :func:`sweeper.run.launch.launch_study`
+    (``code_changed``: continue it after its model builder or training function changed).
     A launch that ends with cells short of their target (law sampler: its plan not ended) after
     failed runs says so with a :class:`LaunchShort` warning (each failed trial keeps its error as
     ``last_error``)."""
@@ -157,6 +159,7 @@ def launch(
         verbose=verbose,
         progress=progress,
         takeover=takeover,
+        code_changed=code_changed,
     )
     if not summary.done and not summary.interrupted:
         failed = sum(c.failed for c in summary.cells)

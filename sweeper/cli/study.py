@@ -57,6 +57,12 @@ def register(subparsers: Any) -> None:
         help="delete a sweep of the same name launched from a different study, then start",
     )
     p.add_argument(
+        "--code-changed",
+        action="store_true",
+        help="continue a sweep whose model.builder or train.function code changed since its "
+        "first runs, keeping them (refused without: they would be fitted as the new code's)",
+    )
+    p.add_argument(
         "--takeover",
         action="store_true",
         help="take the sweep from the driver that holds it, when that driver is gone but cannot "
@@ -244,6 +250,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
             verbose=args.verbose,
             progress=not args.no_progress,
             takeover=args.takeover,
+            code_changed=args.code_changed,
         )
     print(
         f"sweep {s.sweep}: {s.runs_this_launch} run(s), {s.points_this_launch} trial(s) finished "

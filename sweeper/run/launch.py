@@ -490,6 +490,7 @@ def launch_study(
     verbose: int = 0,
     progress: bool = True,
     takeover: bool = False,
+    code_changed: bool = False,
 ) -> LaunchSummary:
     """Run (or resume) the sweep of ``spec`` until every cell has its target number of trials.
 
@@ -499,7 +500,8 @@ def launch_study(
     sweep of the same name launched from a different study. ``progress``: per-cell progress on
     stdout. ``takeover``: take the sweep from a driver that holds its lease (see
     :mod:`sweeper.study.lease`; refused while that driver's process is alive on this host).
-    Raises StudyError / StorageError on bad input, LeaseHeld while another live driver runs the
+    ``code_changed``: continue a sweep whose model builder or training function changed since
+    its first runs (refused otherwise: :func:`sweeper.study.sweep.open_sweep`). Raises StudyError / StorageError on bad input, LeaseHeld while another live driver runs the
     sweep, RayConnectError when the cluster at ``address`` cannot be joined, LeaseLost when
     another driver took the sweep over during the launch (its trials are stopped first); Ray is
     shut down afterwards if this call started it.
@@ -524,6 +526,7 @@ def launch_study(
             address=address,
             max_concurrent=max_concurrent,
             force_new=force_new,
+            code_changed=code_changed,
             verbose=verbose,
             progress=progress,
             t0=t0,
@@ -761,6 +764,7 @@ def _launch_held(
     address: str | None,
     max_concurrent: int | None,
     force_new: bool,
+    code_changed: bool,
     verbose: int,
     progress: bool,
     t0: float,
@@ -778,6 +782,7 @@ def _launch_held(
             address=address,
             max_concurrent=max_concurrent,
             force_new=force_new,
+            code_changed=code_changed,
             verbose=verbose,
             progress=progress,
             t0=t0,
@@ -829,11 +834,14 @@ def _launch_fenced(
     address: str | None,
     max_concurrent: int | None,
     force_new: bool,
+    code_changed: bool,
     verbose: int,
     progress: bool,
     t0: float,
 ) -> LaunchSummary:
-    cell_studies = open_sweep(spec, url, force_new=force_new, storage=storage, held=held)
+    cell_studies = open_sweep(
+        spec, url, force_new=force_new, storage=storage, held=held, code_changed=code_changed
+    )
     reconciled = sum(len(reconcile(cs.study)) for cs in cell_studies)
     target = spec.trials_per_cell
 

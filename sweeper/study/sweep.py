@@ -306,8 +306,10 @@ def open_sweep(
     force_new: bool = False,
     storage: RDBStorage | None = None,
     held: HeldLease | None = None,
+    code_changed: bool = False,
 ) -> list[CellStudy]:
-    """Create or load the sweep's row and every cell's study; refuse a changed study.
+    """Create or load the sweep's row and every cell's study; refuse a changed study, and a
+    changed model builder or training function unless ``code_changed`` (:func:`_check_code`).
 
     A sweep of the same name launched from a study that measures something else (other
     :func:`~sweeper.study.study_toml.spec_hash`) raises StorageError unless ``force_new``, which deletes that
@@ -327,9 +329,8 @@ def open_sweep(
     st.get_engine(url, new=True)  # a launch creates the database
     existing = _existing_row(spec, url, force_new=force_new, held=held)
     code = code_fingerprints(spec)
-    if existing is not None:  # (a sweep continued: its first runs measured the stored code)
-        _warn_code_changed(spec, existing, code)
-    _write_row(spec, url, cell_list, existing, code, held=held)
+    new_code = existing is not None and _check_code(spec, existing, code, url, code_changed)
+    _write_row(spec, url, cell_list, existing, code, held=held, new_code=new_code)
     storage = storage or optuna_storage(url)
     out = []
     for i, cell in enumerate(cell_list):
@@ -407,23 +408,35 @@ def _existing_row(
     return None
 
 
-def _warn_code_changed(
-    spec: StudySpec, existing: Mapping[str, Any], now: Mapping[str, str]
-) -> None:
-    """Warn when the user's own code the study names differs from the code the sweep's first
-    runs measured (:func:`~sweeper.study.own_code.code_fingerprints`): the finished runs are kept
-    and counted as this code's."""
+def _check_code(
+    spec: StudySpec, existing: Mapping[str, Any], now: Mapping[str, str], url: str, accept: bool
+) -> bool:
+    """Whether the user's own code the study names (:func:`~sweeper.study.own_code.
+    code_fingerprints`) differs from the code the sweep's first runs measured. Refused
+    (StorageError) unless ``accept``: the old runs and the new code's would be fitted as one law
+    (an audit's changed optimizer setting went into the old sweep with only a warning). Accepted,
+    the runs are kept and the new code recorded (once: later relaunches compare with it)."""
     first = existing["meta"].get("code") or {}
     changed = [k for k in first if k in now and now[k] != first[k]]
-    if changed:
-        logger.warning(
-            "sweep %s: the code of %s changed since the sweep's first runs: its finished runs "
-            "measured the old code and are kept as they are; to measure the new code, launch it "
-            "under another sweep.name (or --force-new to replace this sweep)",
-            spec.name,
-            " and ".join(f"{k} ({getattr(getattr(spec, k.split('.')[0]), k.split('.')[1])})"
-                         for k in changed),
-        )  # fmt: skip
+    if not changed:
+        return False
+    what = " and ".join(
+        f"{k} ({getattr(getattr(spec, k.split('.')[0]), k.split('.')[1])})" for k in changed
+    )
+    if not accept:
+        raise StorageError(
+            f"sweep {spec.name!r} in {st.safe_url(url)}: the code of {what} changed since the "
+            "sweep's first runs (its module's file is compared, not what it imports): they "
+            "would be fitted with the new code's runs as one law; launch the new code under "
+            "another sweep.name, pass --force-new to delete this sweep's runs and start again, "
+            "or --code-changed if the change does not alter what the runs measure (a crash "
+            "fixed, a log line): the runs are kept and the new code recorded"
+        )
+    logger.warning(
+        "sweep %s: the code of %s changed since the sweep's first runs; kept (--code-changed): "
+        "the runs so far are counted as the new code's", spec.name, what,
+    )  # fmt: skip
+    return True
 
 
 def _allowed_growth(spec: StudySpec) -> str:
@@ -451,8 +464,10 @@ def _write_row(
     code: Mapping[str, str],
     *,
     held: HeldLease | None = None,
+    new_code: bool = False,
 ) -> None:
-    """``code``: the study's own code's fingerprints, kept from the sweep's first launch.
+    """``code``: the study's own code's fingerprints, kept from the sweep's first launch (or
+    replaced: ``new_code``, a change accepted by :func:`_check_code`).
     Insert the sweep's row, or bring a continued sweep's row up to date: same measurement, new
     target or sampler knobs (or a hash from an older Sweeper). The stored file is what the fits
     read, so it must be the current one; keys other modules added to the metadata (a transfer
@@ -463,7 +478,7 @@ def _write_row(
     masked = replace(spec, sweep=replace(spec.sweep, storage=st.safe_url(stored or "")))
     text = study_toml(masked if st.url_password(stored) else spec)  # (a URL without one as is)
     h, meta = spec_hash(spec), study_meta(spec, cell_list)
-    if code and (existing is None or "code" not in existing["meta"]):
+    if code and (existing is None or "code" not in existing["meta"] or new_code):
         # (the code its first runs measured: kept, and compared on relaunch)
         meta["code"] = dict(code)
     engine = st.get_engine(url)  # (open_sweep made the database)

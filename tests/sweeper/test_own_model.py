@@ -450,15 +450,18 @@ def test_own_code_beside_the_study_is_found_and_its_sibling_imports_are_shipped(
     assert shipped == {"loop_q7.py", "helpers_q7.py"}
 
 
-def test_a_relaunch_after_the_training_function_changed_says_so(
+def test_a_relaunch_after_the_training_function_changed_is_refused(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A diff audit: after editing its training function (AdamW to Lion) a user relaunched the
     same study, and the sweep kept the old runs as the new code's without a word (the study's
-    hash covers the study file, not the code it names)."""
+    hash covers the study file, not the code it names). A warning followed; a law-sampler audit
+    then saw its new code's runs fitted with the old ones all the same: refused now, unless
+    code_changed (a crash fixed), which records the new code once."""
     import logging
     import shutil
 
+    from sweeper.errors import StorageError
     from sweeper.study.spec import load_study
     from sweeper.study.sweep import open_sweep
 
@@ -471,8 +474,14 @@ def test_a_relaunch_after_the_training_function_changed_says_so(
     assert "changed since" not in caplog.text
     with (tmp_path / "myloop.py").open("a") as f:
         f.write("\n# now Lion\n")
-    with caplog.at_level(logging.WARNING, logger="sweeper"):
+    with pytest.raises(StorageError, match=r"the code of train.function \(myloop:loop\) changed "
+                       "since the sweep's first runs") as e:  # fmt: skip
         open_sweep(spec, url)
-    assert "the code of train.function (myloop:loop) changed since the sweep's first runs" in (
-        caplog.text
-    )
+    assert "--code-changed" in str(e.value) and "--force-new" in str(e.value)
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        open_sweep(spec, url, code_changed=True)
+    assert "kept (--code-changed)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        open_sweep(spec, url)  # (the new code recorded: no refusal, no warning again)
+    assert "changed since" not in caplog.text
