@@ -58,7 +58,7 @@ def sweep_conventions(sweep: Sweep) -> Conventions:
         **_shape_of(meta),
     )
     if sweep.spec is not None:
-        return replace(conv, **_schedule(sweep.spec), **_own_code(sweep.spec))
+        return replace(conv, **_schedule(sweep.spec, meta), **_own_code(sweep.spec, meta))
     schedule = str(meta.get("schedule") or "unknown")  # the stored study no longer parses
     return replace(
         conv,
@@ -161,7 +161,7 @@ def _shape_of(meta: Any) -> dict[str, Any]:
     }
 
 
-def _own_code(spec: StudySpec) -> dict[str, Any]:
+def _own_code(spec: StudySpec, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The builder, the parametrization variant applied to it, the training function, the
     optimizer and the decay timescale of a launched study. What the user's code decides is
     unknown (None): the optimizer of a training function that does not honour ``optimizer``, and
@@ -169,7 +169,7 @@ def _own_code(spec: StudySpec) -> dict[str, Any]:
     (it keeps its own init)."""
     m, t = spec.model, spec.train
     out: dict[str, Any] = {"optimizer": t.optimizer, "weight_decay_tau": t.weight_decay_tau}
-    honoured = _honoured(spec)
+    honoured = _honoured(spec, meta)
     if honoured is not None and "optimizer" not in honoured:
         out["optimizer"] = None
     own_init = m.builder is not None and m.parametrization == "sp"
@@ -192,26 +192,23 @@ def _own_code(spec: StudySpec) -> dict[str, Any]:
     return out
 
 
-def _honoured(spec: StudySpec) -> set[str] | None:
-    """The keys the study's training function honours (None without one; empty when its module
-    cannot be imported here, so that nothing unverified is claimed)."""
+def _honoured(spec: StudySpec, meta: Mapping[str, Any] | None) -> set[str] | None:
+    """The keys the study's training function honours: as its launch recorded them, else read
+    from the function here (:func:`~sweeper.study.own_code.function_honours`)."""
     if spec.train.function is None:
         return None
-    try:
-        from proxy_models.builder import BuilderError, load_callable
-        from proxy_models.train_function import KEY, honours_of
+    from sweeper.study.own_code import function_honours
 
-        return set(honours_of(load_callable(spec.train.function, KEY)))
-    except (ImportError, BuilderError):
-        return set()
+    recorded = (meta or {}).get("honours")
+    return set(recorded) if isinstance(recorded, list) else set(function_honours(spec) or ())
 
 
-def _schedule(spec: StudySpec) -> dict[str, Any]:
+def _schedule(spec: StudySpec, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The LR convention of a launched study: schedule, min LR, warmup (the proxies' default of
     10% of the steps when the study does not set it) and z-loss, as fields and as one line. Under a
     training function, what it does not honour is unknown (None)."""
     out = _schedule_of_loop(spec)
-    honoured = _honoured(spec)
+    honoured = _honoured(spec, meta)
     if honoured is None:
         return out
     for key in ("schedule", "min_lr_ratio", "warmup", "decay_fraction", "z_loss"):

@@ -28,6 +28,7 @@ __all__ = [
     "code_dirs",
     "code_fingerprints",
     "coord_check_study",
+    "function_honours",
     "keys_set",
     "smallest_config",
 ]
@@ -278,3 +279,20 @@ def _coord_notes(spec: StudySpec) -> list[str]:
 #: |d log RMS / d log width| at or below which an activation counts as width-stable (SP's readout
 #: grows with slope ~0.5-1 in a few steps; a working muP stays within ~0.1)
 STABLE_SLOPE = 0.2
+
+
+def function_honours(spec: StudySpec) -> list[str] | None:
+    """The keys the study's training function honours, sorted (None without one; empty when its
+    module cannot be imported here, so that nothing unverified is claimed). A launch records
+    them with the sweep (:func:`sweeper.study.sweep.study_meta`): a fit elsewhere, where the
+    module does not import, had read the law's conventions differently."""
+    if spec.train.function is None:
+        return None
+    try:
+        from proxy_models.builder import BuilderError, load_callable
+        from proxy_models.train_function import KEY, honours_of
+
+        importable(spec)
+        return sorted(honours_of(load_callable(spec.train.function, KEY)))
+    except (ImportError, BuilderError):
+        return []

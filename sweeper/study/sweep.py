@@ -39,7 +39,7 @@ from sweeper.errors import StorageError, StudyError
 from sweeper.study import storage as st
 from sweeper.study.ladder import Cell, cells
 from sweeper.study.lease import HEARTBEAT_S, HeldLease, LeaseLost
-from sweeper.study.own_code import code_fingerprints
+from sweeper.study.own_code import code_fingerprints, function_honours
 from sweeper.study.samplers import RUNS_DONE, cell_key, make_sampler
 from sweeper.study.spec import StudySpec, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
@@ -287,6 +287,7 @@ def study_meta(spec: StudySpec, cell_list: list[Cell]) -> dict[str, Any]:
         "seeds_per_point": spec.sweep.seeds_per_point,
         "schedule": spec.train.schedule,
         "cells": [c.name for c in cell_list],
+        **({"honours": function_honours(spec)} if spec.train.function else {}),
     }
 
 

@@ -485,3 +485,27 @@ def test_a_relaunch_after_the_training_function_changed_is_refused(
     with caplog.at_level(logging.WARNING, logger="sweeper"):
         open_sweep(spec, url)  # (the new code recorded: no refusal, no warning again)
     assert "changed since" not in caplog.text
+
+
+def test_the_functions_honours_are_recorded_at_launch(tmp_path: Path) -> None:
+    """A law-sampler audit: a fit run where the function's module does not import read its
+    honours as none (warmup unknown, the LR 'as the function defines it'), the same sweep
+    fitted with PYTHONPATH=. read them all: the launch now records them with the sweep."""
+    import shutil
+    import sys
+
+    from sweeper.fitting.provenance import sweep_conventions
+    from sweeper.study.handle import Sweep
+    from sweeper.study.spec import load_study
+    from sweeper.study.sweep import open_sweep
+
+    shutil.copy(Path(__file__).parent.parent / "own_builders.py", tmp_path / "hon_q9.py")
+    spec = load_study(write(tmp_path, "", 'function = "hon_q9:loop"', "warmup = 0.05"))
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    open_sweep(spec, url)
+    sw = Sweep.load(spec.name, url)
+    assert sw.meta["honours"] == ["warmup"]
+    assert sweep_conventions(sw).warmup == 0.05
+    (tmp_path / "hon_q9.py").unlink()  # the module gone where the fit runs
+    sys.modules.pop("hon_q9", None)
+    assert sweep_conventions(Sweep.load(spec.name, url)).warmup == 0.05
