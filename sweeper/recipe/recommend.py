@@ -493,6 +493,21 @@ def _provenance_of(used: _LawsInUse) -> tuple[dict[str, Mapping[str, Any]], list
     return provenance, law_ids
 
 
+def _function_settings(lr_law: Law) -> list[str]:
+    """A law measured through a training function: the recipe's optimizer settings are Sweeper's
+    defaults, not necessarily what the function ran (a law-sampler audit's loop never clipped
+    and had no z-loss; the recipe wrote 1.0 and 1e-4 without a word)."""
+    fn = lr_law.conventions.train_function
+    if not fn:
+        return []
+    return [
+        f"lr law ({law_label(lr_law)}) was measured with training function {fn!r}: the recipe's "
+        "z-loss, grad clip, weight decay and Adam betas are Sweeper's defaults, which the "
+        "function ran only where it honours them (its LR convention lists those); run the big "
+        "model as the function did, or confirm the LR with a short run"
+    ]
+
+
 def _optimizer(lr_law: Law, warnings: list[str]) -> str:
     """The optimizer the recipe's LR is for: the LR law's, when the exports know it (else AdamW,
     with a warning: the optimal LR is a property of the optimizer)."""
@@ -601,6 +616,7 @@ def recommend(
     factor, ext = extrapolation_summary(scaled, warnings)
     provenance, law_ids = _provenance_of(used)
     optimizer = _optimizer(used.lr, warnings)
+    warnings += _function_settings(used.lr)
     predicted_loss = _predicted_loss(loss_law, m, loss_f, target, warnings)
     return Recipe(
         lr=Interval(ev.lr, *ev.lr_iv),

@@ -765,6 +765,8 @@ def test_a_training_functions_law_says_how_its_n_was_counted() -> None:
     r = recommend({"lr": lr}, Target(n_params=1e9, tokens=2e10))
     assert any("the law's N is 12·L·d² at its cells' shapes, not the model training function "
                "'m:loop' built" in w for w in r.warnings), r.warnings  # fmt: skip
+    assert any("z-loss, grad clip, weight decay and Adam betas are Sweeper's defaults" in w
+               for w in r.warnings)  # fmt: skip
     built = _with(lr, model_builder="m:build")
     assert not any("12·L·d² at its cells" in w for w in recommend(
         {"lr": built}, Target(n_params=1e9, tokens=2e10)).warnings)  # fmt: skip
