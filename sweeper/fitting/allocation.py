@@ -301,7 +301,7 @@ def plan(
     state = _state(runs, cells, pending)
     tgt = dict(target or default_target(cells))
     if budget_runs is not None and state.total >= budget_runs:
-        return Plan((), stop=f"budget reached: {state.total} runs of {budget_runs}")
+        return Plan((), stop=_budget_stop(state, budget_runs, len(pending)))
     law, note = _fit(runs, seed, window, shape_scaling)
     ratio = _interval_ratio(law, tgt)
     if (
@@ -382,6 +382,20 @@ def _settled(state: _State, law: SurfaceLaw | None, confirm_runs: int, max_seeds
         and state.unconfirmed(p.cell, confirm_runs) is None
         for p in state.cells
     )
+
+
+def _budget_stop(state: _State, budget_runs: int, n_pending: int) -> str:
+    """Why the plan stopped at its budget, with what of it has no result yet (points running,
+    or held after they failed) and the cells with none at all (a law-sampler audit read "budget
+    reached: 20 runs of 20" beside 13 finished runs and two cells never started)."""
+    out = f"budget reached: {state.total} runs of {budget_runs}"
+    if n_pending:
+        out += f", {n_pending} of them without a result yet (running, or held after failing)"
+    done = {k[0] for k in state.losses} | set(state.diverged)
+    empty = [c.cell for c in state.cells if c.cell not in done]
+    if empty:
+        out += f"; no result in {', '.join(empty)}"
+    return out
 
 
 def _state(

@@ -117,7 +117,16 @@ def test_budget_and_stopping_rule(ladder: pd.DataFrame) -> None:
     runs = ladder[ladder["seed"] == 0]
     cells = _cells(ladder)
     p = al.plan(runs, cells, k=4, budget_runs=len(runs))
-    assert p.points == () and "budget" in p.stop
+    assert p.points == () and p.stop == f"budget reached: {len(runs)} runs of {len(runs)}"
+    # what of the budget has no result, and a cell with none (a law-sampler audit read 20 of 20
+    # beside 13 finished runs and two cells never started)
+    first = cells[0].cell
+    rest = runs[runs["cell"] != first]
+    held = [(first, cells[0].lrs[2])] * 2
+    p = al.plan(rest, cells, k=4, budget_runs=len(rest) + 2, pending=held)
+    assert p.stop == (f"budget reached: {len(rest) + 2} runs of {len(rest) + 2}, 2 of them "
+                      f"without a result yet (running, or held after failing); no result in "
+                      f"{first}")  # fmt: skip
     p = al.plan(runs, cells, k=4, budget_runs=len(runs) + 2, stop_lr_interval_ratio=None)
     assert len(p.points) == 2
     p = al.plan(ladder, cells, k=4, stop_lr_interval_ratio=1e9, max_seeds=3)
