@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import site
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proxy_models.rules import Rules
@@ -118,12 +121,28 @@ def load_callable(path: str, key: str = "model.builder") -> Callable[..., Any]:
         raise BuilderError(key, _import_failure(mod_name, path, e)) from e
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise BuilderError(key, f"module {mod_name!r} has no attribute {attr!r}")
+            raise BuilderError(key, f"module {mod_name!r} has no attribute {attr!r}" + _shadow(obj))
         obj = getattr(obj, part)
     if not callable(obj):
         raise BuilderError(key, f"{path!r} is not callable (a {type(obj).__name__})")
     fn: Callable[..., Any] = obj
     return fn
+
+
+def _shadow(module: Any) -> str:
+    """A hint when the module imported is Python's own or an installed package's while a file of
+    that name lies on sys.path too (a study's ``code.py`` lost to the standard library's
+    ``code``)."""
+    origin = str(getattr(module, "__file__", "") or "")
+    roots = [r for r in {sys.base_prefix, sys.prefix, *site.getsitepackages()} if r]
+    if not origin or not any(origin.startswith(r) for r in roots):
+        return ""
+    name = f"{module.__name__.split('.')[0]}.py"
+    mine = [Path(d or ".") / name for d in sys.path if not any(d.startswith(r) for r in roots)]
+    found = next((str(f) for f in mine if f.is_file()), None)
+    if found is None:
+        return ""
+    return f" (the {module.__name__!r} imported is {origin}, not {found}: rename your module)"
 
 
 def _import_failure(mod_name: str, path: str, e: Exception) -> str:

@@ -294,3 +294,21 @@ def test_an_import_failure_names_what_is_missing(
         load_callable("no_such_module_q:f")
     with pytest.raises(BuilderError, match="'bad_name_q' was found, but an import inside it"):
         load_callable("bad_name_q:f")
+
+
+def test_a_module_shadowed_by_pythons_own_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A law-sampler audit's study named 'code:train': the standard library's code module (Ray
+    had imported it) won, and the error said only that 'code' has no attribute 'train'."""
+    import code  # noqa: F401  (imported first, as in a launch)
+
+    from proxy_models.builder import BuilderError, load_callable
+
+    (tmp_path / "code.py").write_text("def train(**kw):\n    return {'val_loss': 1.0}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BuilderError, match=r"not .*code\.py: rename your module"):
+        load_callable("code:train", "train.function")
+    with pytest.raises(BuilderError) as e:
+        load_callable("tests.own_builders:nope")
+    assert "rename" not in str(e.value)
