@@ -123,6 +123,19 @@ def _joined_negatives(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _user_error(e: Exception) -> str:
+    """The one line for a failure that is the input's, not Sweeper's ("" otherwise): a file or
+    folder that cannot be written or read (an ``-o`` into a missing directory, onto a directory,
+    without permission), and a storage that cannot be written (a read-only SQLite file)."""
+    if isinstance(e, OSError) and not isinstance(e, ConnectionError):
+        where = f": {e.filename}" if getattr(e, "filename", None) else ""
+        return f"{e.strerror}{where}" if e.strerror else (str(e).splitlines() or [""])[0]
+    text = (str(e).splitlines() or [""])[0]
+    if type(e).__name__ == "OperationalError" and "readonly database" in text:
+        return "the storage is read-only here (the SQLite file or its folder): " + text
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_joined_negatives(sys.argv[1:] if argv is None else argv))
@@ -160,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # internal failure: one line unless --debug
+        said = _user_error(e)
+        if said:  # (a path or a storage the user gave: not Sweeper's failure)
+            print(f"sweeper: error: {redact(said, *urls)}", file=sys.stderr)
+            return 2
         if args.debug:
             _print_traceback(e, urls)
         first = (str(e).strip().splitlines() or [""])[0]

@@ -353,6 +353,10 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
         raise StudyError(f"cannot read the study file: {e.strerror}", path=path_s) from None
     except tomllib.TOMLDecodeError as e:
         raise StudyError(f"invalid TOML: {e}", path=path_s) from None
+    except UnicodeDecodeError as e:  # (tomllib reads UTF-8 only)
+        raise StudyError(
+            f"not UTF-8 text (byte {e.start}): is it a study file?", path=path_s
+        ) from None
     from sweeper.study.study_reader import read_study
 
     # a file about to be run is also held to check_run's rules (a stored study read back is not)
