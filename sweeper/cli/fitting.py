@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sweeper.cli.numbers import add_bytes_per_token, count, number
+from sweeper.cli.numbers import add_bytes_per_token, count, number, seed
 from sweeper.cli.output import console as _console
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.methods import (
@@ -168,7 +168,7 @@ def _register_fit(sub: Any) -> None:
     p.add_argument(
         "--loss-points", choices=("best", "all"), default="best", help="loss law: cell bests or all"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--no-store", action="store_true", help="fit and print, store nothing")
     _common(p)
     p.set_defaults(func=cmd_fit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["add_bytes_per_token", "count", "number", "positive"]
+__all__ = ["add_bytes_per_token", "count", "counts", "number", "positive", "positive_count", "seed"]
 
 _SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
@@ -49,3 +49,28 @@ def add_bytes_per_token(p: argparse.ArgumentParser) -> None:
         help="bytes of text per target token (about 4 for English BPE): converts D and the batch "
         "of laws fitted on byte-level data (default: no conversion, and a warning)",
     )
+
+
+def seed(text: str) -> int:
+    """A random seed: a whole number >= 0 (numpy's generators refuse a negative one)."""
+    v = count(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"a seed is >= 0, got {text!r}")
+    return v
+
+
+def positive_count(text: str) -> int:
+    """A whole number >= 1."""
+    v = count(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
+
+
+def counts(text: str) -> list[int]:
+    """Comma-separated whole numbers >= 1 ("32,64,128")."""
+    return [positive_count(t) for t in text.split(",") if t.strip()] or _none(text)
+
+
+def _none(text: str) -> list[int]:
+    raise argparse.ArgumentTypeError(f"no number in {text!r}")

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sweeper.cli.numbers import number
+from sweeper.cli.numbers import counts, number, positive, positive_count, seed
 from sweeper.fitting.methods import DIFF_METHODS
 
 __all__ = ["register"]
@@ -41,18 +41,26 @@ def register(sub: Any) -> None:
         "with the slope against width (flat under a working muP).",
     )
     p.add_argument("study", help="study TOML file")
-    p.add_argument("--widths", default=None, help="comma-separated widths (default: the ladder's)")
-    p.add_argument("--depth", type=int, default=None, help="depth (default: the ladder's smallest)")
-    p.add_argument("--steps", type=int, default=5, help="optimizer steps before measuring")
-    p.add_argument("--lr", type=float, default=None, help="LR (default: the middle of the study's)")
+    p.add_argument(
+        "--widths", type=counts, default=None, help="comma-separated widths (default: the ladder's)"
+    )
+    p.add_argument(
+        "--depth", type=positive_count, default=None, help="depth (default: the ladder's smallest)"
+    )
+    p.add_argument(
+        "--steps", type=positive_count, default=5, help="optimizer steps before measuring"
+    )
+    p.add_argument(
+        "--lr", type=positive, default=None, help="LR (default: the middle of the study's)"
+    )
     p.add_argument(
         "--parametrization",
         choices=("sp", "mup", "completep"),
         default=None,
         help="check under this parametrization instead of the study's (to compare)",
     )
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=positive_count, default=8)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("-o", "--out", default=None, help="folder for coord_check.png and .json")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_coord_check)
@@ -76,7 +84,7 @@ def register(sub: Any) -> None:
     d.add_argument("--tokens", type=number, default=None, help="target D")
     d.add_argument("--bootstrap", type=int, default=4000, help="resamples per law")
     d.add_argument("--cell-bootstrap", type=int, default=200, help="resamples per cell optimum")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--seed", type=seed, default=0)
     d.add_argument(
         "--keep-edge",
         action="store_true",
@@ -90,7 +98,7 @@ def register(sub: Any) -> None:
 def cmd_coord_check(args: argparse.Namespace) -> int:
     from sweeper import api
 
-    widths = [int(w) for w in args.widths.split(",")] if args.widths else None
+    widths = args.widths or None
     res = api.coord_check(
         args.study,
         widths=widths,
@@ -162,6 +170,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from sweeper.fitting._common import FitWarning
 
     preds = [p.strip() for p in args.predictors.split(",")] if args.predictors else None
+    plot = _plot_path(args.plot) if args.plot else None  # (checked before the fits' minutes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FitWarning)
         res = api.diff(
@@ -179,9 +188,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         )
     out = res.to_json()
     out["keep_edge"] = args.keep_edge
-    if args.plot:
-        _plot_diff(res, Path(args.plot))
-        out["plot"] = args.plot
+    if plot is not None:
+        _plot_diff(res, plot)
+        out["plot"] = str(plot)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -195,6 +204,28 @@ def _print_diff(res: Any) -> None:
         print(line)
     for n in res.notes:
         print(f"  note: {n}", file=sys.stderr)
+
+
+#: the image formats --plot writes (the suffix chooses; none: PNG)
+_PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def _plot_path(text: str) -> Path:
+    """``--plot``'s file, as it will be written: PNG without a suffix; SweeperError for another
+    suffix, a directory or a missing folder (a robustness audit: 'p.txt' failed in matplotlib
+    after the fits, 'pp' was written as pp.png and reported as pp)."""
+    from sweeper.errors import SweeperError
+
+    path = Path(text)
+    if path.is_dir():
+        raise SweeperError(f"--plot {text}: a folder; give a file name in it")
+    if path.suffix == "":
+        path = path.with_suffix(".png")
+    if path.suffix.lower() not in _PLOT_SUFFIXES:
+        raise SweeperError(f"--plot {text}: write a {', '.join(_PLOT_SUFFIXES)} file")
+    if path.is_dir() or not path.parent.is_dir():
+        raise SweeperError(f"--plot {text}: not a file in an existing folder")
+    return path
 
 
 def _plot_diff(res: Any, path: Path) -> None:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.cli.numbers import positive
+from sweeper.cli.numbers import positive, positive_count
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
     FIT_METHODS,
@@ -99,7 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
     t.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
     t.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)
-    t.add_argument("--max-concurrent", type=int, help="trials at once (default: what Ray fits)")
+    t.add_argument(
+        "--max-concurrent", type=positive_count, help="trials at once (default: what Ray fits)"
+    )
     t.add_argument("--json", action="store_true", help="print the result as one JSON object")
     t.set_defaults(func=_validate_transfer)
 

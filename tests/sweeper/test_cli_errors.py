@@ -41,3 +41,29 @@ def test_a_read_only_storage_is_said_so() -> None:
     assert _user_error(ValueError("a bug")) == ""
     assert _user_error(ConnectionResetError(104, "reset")) == ""  # (not the input's)
     assert _user_error(PermissionError(13, "Permission denied", "/x")) == "Permission denied: /x"
+
+
+def test_seeds_counts_and_plot_paths_are_checked_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fit --seed -1 failed in numpy, coord-check --widths abc / --lr 0 / --steps -1 in the
+    model or not at all, validate-transfer --max-concurrent 0 trained, diff --plot p.txt failed
+    in matplotlib after the fits (a robustness audit)."""
+    from sweeper.cli.own_model import _plot_path
+    from sweeper.errors import SweeperError
+
+    for argv in (["fit", "s", "--seed", "-1"], ["diff", "a", "b", "--seed", "x"],
+                 ["coord-check", "s.toml", "--widths", "abc"],
+                 ["coord-check", "s.toml", "--widths", "0,-1"],
+                 ["coord-check", "s.toml", "--lr", "0"], ["coord-check", "s.toml", "--steps", "-1"],
+                 ["coord-check", "s.toml", "--batch-size", "0"],
+                 ["validate-transfer", "s", "--max-concurrent", "0"]):  # fmt: skip
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 2, argv
+        assert "error: argument --" in capsys.readouterr().err, argv
+    assert _plot_path(str(tmp_path / "pp")) == tmp_path / "pp.png"
+    assert _plot_path(str(tmp_path / "p.svg")) == tmp_path / "p.svg"
+    for bad in ("p.txt", "missing/p.png", "."):
+        with pytest.raises(SweeperError, match="--plot"):
+            _plot_path(str(tmp_path / bad))
