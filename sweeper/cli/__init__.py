@@ -123,6 +123,16 @@ def _joined_negatives(argv: Sequence[str]) -> list[str]:
     return out
 
 
+#: SQLite URLs of a database in memory (a command's storage there is lost when it ends)
+_IN_MEMORY = (
+    "sqlite://",
+    "sqlite:///",
+    "sqlite:///:memory:",
+    "sqlite+pysqlite://",
+    "sqlite+pysqlite:///:memory:",
+)
+
+
 def _user_error(e: Exception) -> str:
     """The one line for a failure that is the input's, not Sweeper's ("" otherwise): a file or
     folder that cannot be written or read (an ``-o`` into a missing directory, onto a directory,
@@ -157,6 +167,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweeper.study.storage import redact
 
     _warn_password(args)
+    if str(getattr(args, "storage", "") or "").strip() in _IN_MEMORY:
+        print(
+            f"sweeper: error: --storage {args.storage}: an in-memory SQLite database keeps "
+            "nothing after this command; give a file (sqlite:///sweeper.db)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return int(args.func(args) or 0)
     except SweeperError as e:

@@ -392,7 +392,13 @@ def _field_value(name: str, annotation: str, v: Any) -> Any:
                 return None
             if not isinstance(v, Mapping):
                 raise TypeError(f"expected an object, got {type(v).__name__}")
-            return cls(**{k: x for k, x in v.items() if k not in derived})
+            kept = {k: x for k, x in v.items() if k not in derived}
+            for f in fields(cls):  # (a string LR failed as a TypeError deep in the recipe)
+                kinds = _JSON_TYPES.get(str(f.type))
+                if f.name in kept and kinds is not None and not _json_type_ok(kept[f.name], kinds):
+                    got = kept[f.name]
+                    raise TypeError(f"{f.name} must be {' or '.join(kinds)}, got {got!r}")
+            return cls(**kept)
         if name in ("warnings", "law_ids"):
             if not isinstance(v, list):
                 raise TypeError(f"expected a list, got {type(v).__name__}")

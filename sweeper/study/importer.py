@@ -373,7 +373,8 @@ def _read(p: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     an empty cell alike into NaN, so its text is read again; a JSON's NaN and Infinity are
     Python's json's; a parquet file's infinite values."""
     if not p.is_file():
-        raise ImportDataError(f"{p}: no such file")
+        what = "not a regular file (a folder or a device)" if p.exists() else "no such file"
+        raise ImportDataError(f"{p}: {what}")
     suffix = p.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):

@@ -67,3 +67,17 @@ def test_seeds_counts_and_plot_paths_are_checked_before_any_work(
     for bad in ("p.txt", "missing/p.png", "."):
         with pytest.raises(SweeperError, match="--plot"):
             _plot_path(str(tmp_path / bad))
+
+
+def test_an_in_memory_storage_and_a_device_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """import --storage sqlite:// said 'imported 3 runs' of runs lost as it returned;
+    import /dev/null said 'no such file' (a robustness audit)."""
+    (tmp_path / "r.csv").write_text("n_params,tokens,loss\n1e6,1e8,3.1\n")
+    for url in ("sqlite://", "sqlite:///"):
+        assert cli.main(["import", str(tmp_path / "r.csv"), "--sweep", "m", "--storage", url]) == 2
+        assert "in-memory SQLite database keeps nothing" in capsys.readouterr().err
+    assert cli.main(["import", "/dev/null", "--sweep", "m", "--storage",
+                     f"sqlite:///{tmp_path / 'x.db'}"]) == 2  # fmt: skip
+    assert "not a regular file" in capsys.readouterr().err

@@ -73,6 +73,8 @@ def test_json_schema_validates_the_form(d: dict[str, Any]) -> None:
         (lambda d: d.update(optimizer="lamb"), "optimizer 'lamb' is not one of adamw"),
         (lambda d: d.pop("seq_len"), "recipe JSON lacks seq_len"),
         (lambda d: d.update(lr=3), "malformed 'lr'"),
+        # (a robustness audit: a TypeError deep in the recipe, an internal error)
+        (lambda d: d["lr"].update(value="abc"), "malformed 'lr': value must be number, got 'abc'"),
     ],
 )
 def test_refused_with_one_line(d: dict[str, Any], edit, message: str) -> None:
