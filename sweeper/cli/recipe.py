@@ -474,6 +474,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     given = [args.params, args.tokens, args.lr, args.batch_tokens]
     modes = sum([bool(args.recipe), bool(args.all_recipes), any(v is not None for v in given)])
+    if args.recipe and args.all_recipes:
+        raise TargetError("give --recipe NAME or --all-recipes, not both")
+    if modes > 1:  # (it had said "give one of ..." to a command that gave two)
+        raise TargetError(
+            "--recipe or --all-recipes checks a published recipe as it is: drop --params, "
+            "--tokens, --lr and --batch-tokens (or check your own recipe with those alone)"
+        )
     if modes != 1:
         raise TargetError(
             "give one of --recipe NAME, --all-recipes, or --params --tokens --lr --batch-tokens"

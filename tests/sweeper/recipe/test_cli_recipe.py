@@ -187,6 +187,12 @@ def test_check_given_values(run) -> None:
     assert code == 0
     items = {i["quantity"]: i for i in json.loads(out)["items"]}
     assert items["lr"]["ratio"] == pytest.approx(1.0, abs=0.05)
+    # a published recipe and values of one's own: the message says which to drop (it said
+    # "give one of --recipe NAME, ..." to a command that gave --recipe: a robustness audit)
+    code, _, err = run("check", "--law", "deepseek", "--recipe", "llama2-7b", "--lr", "1")
+    assert code == 2 and "checks a published recipe as it is: drop --params" in err, err
+    code, _, err = run("check", "--law", "deepseek", "--recipe", "llama2-7b", "--all-recipes")
+    assert code == 2 and "not both" in err, err
 
 
 BAD = [
