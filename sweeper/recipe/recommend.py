@@ -607,6 +607,11 @@ def recommend(
     )  # fmt: skip
     s = m.shape
     flops = train_flops(s.n_params, m.tokens, depth=s.depth, width=s.width, seq_len=s.seq_len)
+    if not math.isfinite(flops):  # (a recipe JSON said "flops": Infinity, not JSON at all)
+        raise TargetError(
+            f"the target's compute overflows (N {s.n_params:.3g}, D {m.tokens:.3g}): no model "
+            "that size can be trained"
+        )
     time_s = None
     if hw.peak_tflops:
         time_s = train_time_s(flops, gpus=hw.gpus, peak_tflops=hw.peak_tflops, mfu=hw.mfu)

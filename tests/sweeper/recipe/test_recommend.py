@@ -770,3 +770,10 @@ def test_a_training_functions_law_says_how_its_n_was_counted() -> None:
     built = _with(lr, model_builder="m:build")
     assert not any("12·L·d² at its cells" in w for w in recommend(
         {"lr": built}, Target(n_params=1e9, tokens=2e10)).warnings)  # fmt: skip
+
+
+def test_a_target_whose_compute_overflows_is_refused() -> None:
+    """A robustness audit: --params 1e300 --tokens 1e300 --force gave "flops": Infinity (not
+    JSON) and "inf days"."""
+    with pytest.raises(TargetError, match="the target's compute overflows"):
+        recommend(published_laws("steplaw"), Target(n_params=1e300, tokens=1e300), force=True)
