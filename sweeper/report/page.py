@@ -9,7 +9,10 @@ from __future__ import annotations
 import base64
 import html
 import math
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -466,13 +469,23 @@ def _law_scopes(
 
 
 def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
-    """Write the PNGs and ``index.html`` into ``out_dir``; returns the files written."""
+    """Write the PNGs and ``index.html`` into ``out_dir``; returns the files written. They are
+    drawn in a hidden folder in it and moved out once all are written: an interrupted report had
+    left an empty folder, one PNG or a truncated one, mixed with an earlier report's files (a
+    robustness audit)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figures = _save_figures(inputs, out)
-    index = out / "index.html"
-    index.write_text("\n".join(_html_parts(inputs, figures)), encoding="utf-8")
-    return [p for _title, _caption, p in figures] + [index]
+    draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=out))
+    try:
+        figures = _save_figures(inputs, draft)
+        index = draft / "index.html"
+        index.write_text("\n".join(_html_parts(inputs, figures)), encoding="utf-8")
+        written = [p for _title, _caption, p in figures] + [index]
+        for p in written:
+            os.replace(p, out / p.name)
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
+    return [out / p.name for p in written]
 
 
 #: a figure to save: (the figure, its file name, its title, its caption)

@@ -477,3 +477,31 @@ def test_a_report_marks_a_target_without_a_recipe(
     argv = ["report", sweep, "-o", str(out), "--storage", url, "--params", "3e9"]
     assert main([*argv, "--recipe-json", str(recipe)]) == 2
     assert "give --recipe-json or --params/--tokens" in capsys.readouterr().err
+
+
+def test_an_interrupted_report_leaves_the_folder_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A robustness audit's Ctrl-C during `report -o` left an empty folder, one PNG or a truncated
+    one, mixed with an earlier report's files: the files are drawn aside and moved in at the
+    end."""
+    from sweeper.report import page
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=30)
+    inputs = ReportInputs(sweep="s", runs=runs, optima=optima, laws=[])
+    out = tmp_path / "rep"
+    written = page.write_report(inputs, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {p.name for p in written} and "index.html" in before
+    real = page._save_figures
+
+    def interrupted(inputs: ReportInputs, where: Path) -> list[tuple[str, str, Path]]:
+        real(inputs, where)
+        (where / "loss_vs_lr.png").write_bytes(b"truncated")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(page, "_save_figures", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        page.write_report(inputs, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # (no draft folder left)
