@@ -254,6 +254,8 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"timeout": 60}
         engine = sa.create_engine(url, **kwargs)
+        if not new and (why := _foreign_sqlite(engine, url)):
+            raise StorageError(why)
         if create:
             created(lambda: metadata.create_all(engine))
             _migrate(engine)
@@ -268,6 +270,21 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
         raise StorageError(f"cannot open storage {safe_url(url)!r}: {error_line(e, url)}") from None
     _engines[url] = engine
     return engine
+
+
+def _foreign_sqlite(engine: Engine, url: str) -> str:
+    """Why a verb that only reads must not open ``url`` ("" when it may): a SQLite file that
+    holds tables, none of them Sweeper's, is another program's database, which creating
+    Sweeper's tables would change (a robustness audit's `status` added four tables to one)."""
+    if not url.startswith("sqlite"):
+        return ""
+    names = sa.inspect(engine).get_table_names()
+    if not names or any(n.startswith("sweeper_") for n in names):
+        return ""
+    return (
+        f"{safe_url(url)} holds other tables ({', '.join(sorted(names)[:3])}"
+        f"{', ...' if len(names) > 3 else ''}) and none of Sweeper's: not a Sweeper storage"
+    )
 
 
 def created(make: Any, tries: int = 5) -> Any:

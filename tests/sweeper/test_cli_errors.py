@@ -81,3 +81,20 @@ def test_an_in_memory_storage_and_a_device_are_refused(
     assert cli.main(["import", "/dev/null", "--sweep", "m", "--storage",
                      f"sqlite:///{tmp_path / 'x.db'}"]) == 2  # fmt: skip
     assert "not a regular file" in capsys.readouterr().err
+
+
+def test_a_read_only_verb_leaves_another_programs_database_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sweeper status` on a SQLite file of another program's added Sweeper's four tables to it
+    (a robustness audit)."""
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("create table users (id integer)")
+    assert cli.main(["status", "--storage", f"sqlite:///{db}"]) == 2
+    assert "holds other tables (users) and none of Sweeper's" in capsys.readouterr().err
+    with sqlite3.connect(db) as conn:
+        names = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
+    assert names == ["users"]
