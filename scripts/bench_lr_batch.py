@@ -62,7 +62,7 @@ def sweep(rep: int) -> Any:
 def fit_one(rep: int, method: str, n_boot: int, surface: str = "standard") -> dict[str, Any]:
     """Both laws of replicate ``rep`` by ``method``: {(target, predictor): (b, lo, hi)}."""
     opts = FitOptions(method=method, n_boot=n_boot, cell_boot=max(n_boot, min_resamples()), seed=rep,
-                      surface=surface)  # fmt: skip
+                      surface=surface if method == "surface" else "standard")  # fmt: skip
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():

@@ -97,16 +97,18 @@ def _sweep_or_joined(sweep: str | Sweep, storage: str | None) -> Sweep:
     return replace(handles[0], name="+".join(h.name for h in handles), _runs=runs)
 
 
-def _surface_settings(sw: Sweep | None, given: str | None) -> str:
-    """The surface method's settings for ``sw``: ``given``, else the law sampler's own fit for a
-    study that it planned (its runs sit near each optimum), else the standard one."""
+def _surface_settings(sw: Sweep | None, given: str | None, method: str) -> str:
+    """The surface method's settings for ``sw``: ``given`` (refused with another ``method``, by
+    FitOptions' check), else the law sampler's own fit for a study that it planned (its runs sit
+    near each optimum) under the surface method, else the standard one."""
     from sweeper.fitting.fit_runs import check_surface
 
     if given is not None:
         check_surface(given)  # (validate_transfer had raised a bare KeyError)
         return given
     spec = sw.spec if sw is not None else None
-    return "planner" if spec is not None and spec.sampler.kind == "law" else "standard"
+    law = method == "surface" and spec is not None and spec.sampler.kind == "law"
+    return "planner" if law else "standard"
 
 
 # ---- stage 1: a study and its runs ---------------------------------------------------------------
@@ -268,7 +270,7 @@ def fit(
     _check_fit_options(options)
     predictors = (predictors,) if isinstance(predictors, str) else predictors  # (one name)
     runs, conv, source, sw = _fit_inputs(data, storage)
-    surface = _surface_settings(sw, options.pop("surface", None))
+    surface = _surface_settings(sw, options.pop("surface", None), method)
     opts = FitOptions(method=method, surface=surface, **options)
     outcome = fit_runs(runs, conventions=conv, source=source, target=target,
                        predictors=predictors, options=opts)  # fmt: skip
@@ -693,7 +695,7 @@ def validate_transfer(
         fit_cells=fit_cells,
         seeds=seeds,
         method=method,
-        surface=_surface_settings(sw, surface),
+        surface=_surface_settings(sw, surface, method),
         max_concurrent=max_concurrent,
         progress=progress,
         verbose=verbose,

@@ -276,6 +276,12 @@ def _check_options(opt: FitOptions, target: str | None) -> None:
     if opt.method == "surface" and target != "loss" and any(two_stage.values()):
         named = ", ".join(k for k, on in two_stage.items() if on)
         raise FitError(f"{named}: options of --method parabola or band, not of surface")
+    if opt.method != "surface" and opt.surface != FitOptions.surface:  # (ignored in silence)
+        raise FitError(
+            f"--surface {opt.surface}: an option of --method surface, not of {opt.method}"
+        )
+    if not (isinstance(opt.band, numbers.Real) and 0 < opt.band < math.inf):
+        raise FitError(f"--band must be a positive, finite loss fraction, got {opt.band!r}")
 
 
 def min_resamples(level: float = INTERVAL_LEVEL) -> int:

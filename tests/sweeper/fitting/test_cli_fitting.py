@@ -148,6 +148,12 @@ def test_two_stage_options_are_refused_by_the_surface(sweep: str, sqlite_url: st
     assert list_laws(sweep, sqlite_url) == []  # nothing stored
     argv = ("fit", sweep, "--method", "band", "--keep-edge", "--bootstrap", "40", "--no-store")
     assert cli(*argv, "--storage", sqlite_url)[0] == 0
+    # and the surface's settings by the others, a band of inf by all (a robustness audit: both
+    # were taken in silence)
+    code, _, err = cli(*argv, "--surface", "planner", "--storage", sqlite_url)
+    assert code == 2 and "--surface planner: an option of --method surface, not of band" in err
+    code, _, err = cli(*argv, "--band", "inf", "--storage", sqlite_url)
+    assert code == 2 and "--band must be a positive, finite loss fraction" in err
 
 
 def test_compare_json(sweep: str, sqlite_url: str, cli) -> None:
