@@ -13,6 +13,7 @@ import math
 import sys
 from typing import Any
 
+from sweeper.cli.numbers import positive_count
 from sweeper.errors import SweeperError
 
 __all__ = ["register"]
@@ -35,7 +36,7 @@ def register(subparsers: Any) -> None:
         "a short throughput probe of its cheapest and dearest cells (trains a few steps of each)",
     )
     p.add_argument(
-        "--probe-steps", type=_positive_int, metavar="N", help="steps per probe (default 12)"
+        "--probe-steps", type=positive_count, metavar="N", help="steps per probe (default 12)"
     )
     p.set_defaults(func=cmd_validate)
 
@@ -50,7 +51,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("study", help="study file (TOML)")
     p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the storage")
     p.add_argument("--address", metavar="ADDR", help="join this Ray cluster (default: local Ray)")
-    p.add_argument("--max-concurrent", type=_positive_int, metavar="N", help="live trials at most")
+    p.add_argument("--max-concurrent", type=positive_count, metavar="N", help="live trials at most")
     p.add_argument(
         "--force-new",
         action="store_true",
@@ -97,16 +98,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=TRIAL_FORMATS, help="default: from -o's extension, else csv")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     p.set_defaults(func=cmd_trials)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
 
 
 # ---- validate ----------------------------------------------------------------------------------

@@ -493,6 +493,21 @@ def _provenance_of(used: _LawsInUse) -> tuple[dict[str, Mapping[str, Any]], list
     return provenance, law_ids
 
 
+def _flops_and_time(m: ResolvedTarget, hw: Hardware) -> tuple[float, float | None]:
+    """The target's training FLOPs (6·N·D + attention) and, with a peak throughput, its time;
+    TargetError when the compute overflows (a recipe JSON had said "flops": Infinity)."""
+    s = m.shape
+    flops = train_flops(s.n_params, m.tokens, depth=s.depth, width=s.width, seq_len=s.seq_len)
+    if not math.isfinite(flops):
+        raise TargetError(
+            f"the target's compute overflows (N {s.n_params:.3g}, D {m.tokens:.3g}): no model "
+            "that size can be trained"
+        )
+    if not hw.peak_tflops:
+        return flops, None
+    return flops, train_time_s(flops, gpus=hw.gpus, peak_tflops=hw.peak_tflops, mfu=hw.mfu)
+
+
 def _function_settings(lr_law: Law) -> list[str]:
     """A law measured through a training function: the recipe's optimizer settings are Sweeper's
     defaults, not necessarily what the function ran (a law-sampler audit's loop never clipped
@@ -606,15 +621,7 @@ def recommend(
         given=init_std,
     )  # fmt: skip
     s = m.shape
-    flops = train_flops(s.n_params, m.tokens, depth=s.depth, width=s.width, seq_len=s.seq_len)
-    if not math.isfinite(flops):  # (a recipe JSON said "flops": Infinity, not JSON at all)
-        raise TargetError(
-            f"the target's compute overflows (N {s.n_params:.3g}, D {m.tokens:.3g}): no model "
-            "that size can be trained"
-        )
-    time_s = None
-    if hw.peak_tflops:
-        time_s = train_time_s(flops, gpus=hw.gpus, peak_tflops=hw.peak_tflops, mfu=hw.mfu)
+    flops, time_s = _flops_and_time(m, hw)
     scaled: list[tuple[str, Law, Mapping[str, float]]] = [("lr", used.lr, ev.lr_scale)]
     if used.batch_given:
         scaled.append(("batch", used.batch, ev.batch_scale))

@@ -210,13 +210,7 @@ def test_durations_read_in_seconds_below_a_minute() -> None:
 def test_validate_estimate_of_a_study_of_seconds_says_seconds(
     tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sweeper.api as api
-
-    def fast(spec: StudySpec | str | Path, **_: object):  # type: ignore[no-untyped-def]
-        spec = api.load_study(spec) if isinstance(spec, (str, Path)) else spec
-        return estimate_study(spec, cores=1, probe=fake_probe(1e-5, 2e-5, fixed=0.5))
-
-    monkeypatch.setattr(api, "estimate", fast)  # no training: a probe with known figures
+    fake_estimate(monkeypatch)
     path = tmp_path / "est.toml"
     path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"'))
     code, out, _ = cli("validate", path, "--estimate")
@@ -269,3 +263,14 @@ def test_an_estimate_whose_ends_print_alike_prints_one_figure(
     _print_estimate(est)
     out = capsys.readouterr().out
     assert "about 25 s to 2 min wall" in out and "25-90 core-s" in out
+
+
+def fake_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sweeper.api.estimate`` without training: a probe with known figures on one core."""
+    import sweeper.api as api
+
+    def fast(spec: StudySpec | str | Path, **_: object):  # type: ignore[no-untyped-def]
+        spec = api.load_study(spec) if isinstance(spec, (str, Path)) else spec
+        return estimate_study(spec, cores=1, probe=fake_probe(1e-5, 2e-5, fixed=0.5))
+
+    monkeypatch.setattr(api, "estimate", fast)

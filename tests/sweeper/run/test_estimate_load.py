@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from sweeper.run.estimate import estimate_study
-from sweeper.study.spec import StudySpec
 from tests.sweeper.helpers import CliRunner, cli_fixture  # noqa: F401  (the `cli` fixture)
-from tests.sweeper.run.test_estimate import STUDY, fake_probe, study
+from tests.sweeper.run.test_estimate import STUDY, fake_estimate, fake_probe, study
 
 
 def test_an_estimate_keeps_the_load_it_was_probed_under(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,13 +26,7 @@ def test_an_estimate_keeps_the_load_it_was_probed_under(monkeypatch: pytest.Monk
 def test_validate_estimate_prints_the_load_and_what_the_figure_leaves_out(
     tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sweeper.api as api
-
-    def fast(spec: StudySpec | str | Path, **_: object):  # type: ignore[no-untyped-def]
-        spec = api.load_study(spec) if isinstance(spec, (str, Path)) else spec
-        return estimate_study(spec, cores=1, probe=fake_probe(1e-5, 2e-5, fixed=0.5))
-
-    monkeypatch.setattr(api, "estimate", fast)  # no training: a probe with known figures
+    fake_estimate(monkeypatch)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.25, 1.0, 0.5))
     path = tmp_path / "est.toml"
     path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"'))
