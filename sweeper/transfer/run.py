@@ -107,7 +107,7 @@ def run_transfer(
         runs,
         sweep=sw.name,
         holdout=holdout,
-        fit_cells=cell_filter(fit_cells) if fit_cells else None,
+        fit_cells=cell_filter(fit_cells) if fit_cells is not None else None,
         spec=sw.spec,
         method=method,
         surface=surface,

@@ -483,6 +483,21 @@ def test_a_check_whose_launch_is_interrupted_stops_saying_so(
     assert "interrupted (SIGTERM)" in err and "the same command resumes" in err
 
 
+def test_an_empty_fit_set_is_refused_not_read_as_every_cell(
+    stopped_check, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--fit-cells ''`` (a shell variable left empty) was read as no filter and trained the
+    unfiltered check; it is now refused before any training, like any unreadable filter."""
+    from sweeper import cli
+
+    url, calls, _, _ = stopped_check
+    for empty in ("", "  "):
+        code = cli.main(["validate-transfer", "q", "--holdout", "w192-d2-t819k", "--seeds", "1",
+                         "--fit-cells", empty, "--storage", url])  # fmt: skip
+        assert code == 2 and "--fit-cells: cannot read" in capsys.readouterr().err
+    assert not calls
+
+
 def test_a_retrained_swept_point_is_not_counted_twice(sweep_runs: pd.DataFrame) -> None:
     """The check retrains the cell's swept optimum at the sweep's seeds (identical losses):
     pooled with the sweep's runs those seeds counted twice in the best loss and its s.e."""
