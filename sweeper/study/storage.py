@@ -21,6 +21,7 @@ database driver's error text only through :func:`redact`. Prefer URLs without a 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -343,7 +344,9 @@ def no_sweep(name: str, url: str | None = None) -> StorageError:
     known = [s["name"] for s in list_sweeps(url)]
     where = safe_url(url)
     if known:
-        return StorageError(f"no sweep {name!r} in {where}; known sweeps: {', '.join(known)}")
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return StorageError(f"no sweep {name!r} in {where}{hint}; known sweeps: {', '.join(known)}")
     return StorageError(f"no sweep {name!r} in {where}: the storage holds no sweeps")
 
 

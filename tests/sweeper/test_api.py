@@ -252,6 +252,10 @@ def test_recommend_from_a_sweep_that_does_not_exist_says_so(tmp_path: Path) -> N
     with pytest.raises(StorageError) as e:
         sweeper.recommend("nope", at=at, storage=url)
     assert str(e.value) == f"no sweep 'nope' in {url}; known sweeps: s"
+    sweeper.import_runs(csv, sweep="quickstart", storage=url)
+    with pytest.raises(StorageError) as e:  # a typo is answered with the near name
+        sweeper.recommend("quikstart", at=at, storage=url)
+    assert "(did you mean 'quickstart'?); known sweeps: s, quickstart" in str(e.value)
     with pytest.raises(StorageError, match="no laws stored for sweep 's'"):
         sweeper.recommend("s", at=at, storage=url)
 
