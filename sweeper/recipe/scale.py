@@ -152,6 +152,11 @@ def resolve_shape(
         if n_params is None:
             raise TargetError("give n_params, or width and depth")
         width, depth = infer_shape(n_params)
+        if heads and width % heads:
+            raise TargetError(
+                f"heads={heads} does not divide the width {width} inferred from "
+                f"n_params={n_params:.4g}: give width and depth as well"
+            )
         warnings.append(Assumed(infer_shape_warning(width, depth)))
     if vocab is None:
         vocab = DEFAULT_VOCAB

@@ -22,7 +22,8 @@ def time_text(seconds: float | None) -> str:
 def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
     """The recipe's settings, each with its interval (the law's, at the recipe's level) or a note
     on where it comes from; the warnings are not in it."""
-    shape = f"{r.depth} × {r.width}, {r.heads} heads" + (" (inferred)" if r.shape_inferred else "")
+    shape = f"{r.depth} × {r.width}" + (" (inferred from N)" if r.shape_inferred else "")
+    shape += f", {r.heads} heads"
     rows = [
         ("model", f"N = {r.n_params:.4g}", shape),
         ("tokens", f"{r.tokens:.4g}", f"{r.tokens / r.n_params:.1f} per parameter"),

@@ -20,6 +20,7 @@ from sweeper.recipe.published import published_laws
 from sweeper.recipe.recipe import Recipe, recipe_from_dict
 from sweeper.recipe.recommend import recommend
 from sweeper.recipe.scale import infer_shape, law_scale
+from sweeper.recipe.table import recipe_rows
 from sweeper.recipe.target import (
     N_SHAPE_TOLERANCE,
     CountedShape,
@@ -529,6 +530,13 @@ def test_inferred_shape_from_n() -> None:
     assert w % 64 == 0 and 12 * d * w**2 == pytest.approx(1e8, rel=0.15)
     r = recommend(sp_laws(), Target(n_params=1e8, tokens=1e10))
     assert r.shape_inferred and any("shape inferred" in w for w in r.warnings)
+    assert "(inferred from N), 8 heads" in dict((k, n) for k, _, n in recipe_rows(r))["model"]
+    # heads given with N alone: a width they do not divide was inferred and exported (an audit's
+    # 12 heads of 2240)
+    r = recommend(sp_laws(), Target(n_params=1e9, heads=16, tokens=1e10))
+    assert r.heads == 16 and r.width % 16 == 0
+    with pytest.raises(TargetError, match="heads=12 does not divide the width 2240 inferred"):
+        recommend(sp_laws(), Target(n_params=1e9, heads=12, tokens=1e10))
 
 
 def test_compute_budget_and_tokens_per_param() -> None:
