@@ -300,7 +300,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for law in laws:
         _print_law(law, args.sweep)
     for msg in doubts:
-        print(f"warning: {msg}", file=sys.stderr)
+        print(f"sweeper: warning: {msg}", file=sys.stderr)
     return 0
 
 

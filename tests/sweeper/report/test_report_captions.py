@@ -225,6 +225,9 @@ def test_a_law_fitted_for_the_report_shows_the_fits_doubts(
     assert "note: no stored law by parabola: the LR law shown was fitted" in page
     assert "note: the runs were trained on cpu and cuda (" in page
     assert "lr law (parabola+wls): only 4 cells: the intervals are wide" in page
+    # `sweeper fit` says the same doubt on stderr, prefixed as every diagnostic is
+    assert main(["fit", "synth", "--method", "parabola", "--no-store", "--storage", sqlite_url]) == 0
+    assert "sweeper: warning: the runs were trained on cpu and cuda (" in capsys.readouterr().err
 
 
 def test_runs_beyond_the_loss_axis_are_drawn_on_its_edge_and_counted(
