@@ -279,7 +279,23 @@ def _laws_in_use(
         from sweeper.recipe.published import published_laws
 
         batch_law = published_laws("steplaw")["batch_tokens"]
+    else:
+        warnings += _mixed_methods(lr_law, given)
     return _LawsInUse(lr_law, batch_law, given is not None, loss_law, base_width, base_depth)
+
+
+def _mixed_methods(lr_law: Law, batch_law: Law) -> list[str]:
+    """The warning for an LR law and a batch law of one sweep fitted by different methods (the
+    latest of each after a refit of one target): they are no longer one fit's pair."""
+    family = {law.method.split("+")[0] for law in (lr_law, batch_law)}
+    if len(family) < 2 or "published" in family or lr_law.source != batch_law.source:
+        return []
+    return [
+        f"the lr law ({law_label(lr_law)}, {lr_law.method}) and the batch_tokens law "
+        f"({law_label(batch_law)}, {batch_law.method}) were fitted by different methods: the "
+        f"recipe pairs two fits; refit both by one (sweeper fit {lr_law.source} --method "
+        f"{lr_law.method.split('+')[0]}) to use one fit's pair"
+    ]
 
 
 def _planned(batch: float, interval: tuple[float, float]) -> Interval:

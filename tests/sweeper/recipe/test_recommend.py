@@ -481,6 +481,22 @@ def test_target_below_the_smallest_proxy_warns() -> None:
     assert not any("below the smallest proxy" in w for w in inside.warnings)
 
 
+def test_laws_of_one_sweep_fitted_by_different_methods_are_named_as_a_mixed_pair() -> None:
+    """An audit refitted the LR law alone by parabola after a surface fit of both: recommend
+    paired the new LR law with the old surface batch law (its LR 2.7x lower) without a word."""
+    laws = sp_laws()
+    same = recommend({k: replace(v, method="surface") for k, v in laws.items()}, DEEPSEEK_7B)
+    assert not any("fitted by different methods" in w for w in same.warnings)
+    mixed = {"lr": replace(laws["lr"], method="parabola+wls", id=5),
+             "batch_tokens": replace(laws["batch_tokens"], method="surface", id=3)}  # fmt: skip
+    r = recommend(mixed, DEEPSEEK_7B)
+    assert any(
+        "the lr law (law 5, parabola+wls) and the batch_tokens law (law 3, surface) were fitted "
+        "by different methods" in w and "sweeper fit hand --method parabola" in w
+        for w in r.warnings
+    )
+
+
 def test_missing_batch_law_uses_named_step_law_fallback() -> None:
     r = recommend(published_laws("kaplan"), Target(n_params=1e9, tokens=2e10))
     assert r.provenance["batch_tokens"]["source"] == "steplaw"
