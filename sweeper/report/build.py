@@ -58,6 +58,8 @@ def build_report(
     )
     laws, notes = _report_laws(sw, runs, optima, method)
     target_scale = _checked_scale(at) if at else None
+    if target_scale is not None:
+        notes += _target_doubts(laws, target_scale)
     if recipe is not None:
         target_scale = {
             k: float(recipe[k])
@@ -89,6 +91,40 @@ def _checked_scale(at: Mapping[str, float]) -> dict[str, float]:
     if not all(math.isfinite(v) and v > 0 for v in out.values()):
         raise SweeperError(f"report: a target's values must be positive and finite, got {at}")
     return out
+
+
+def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
+    """What ``recommend`` would doubt of the laws' values at a target given by scale alone (no
+    recipe): its refusal and its warnings that question a value (interval, extrapolation, the
+    regime the law held fixed), so that a marked target is not read as a supported one."""
+    from sweeper.errors import TargetError
+    from sweeper.recipe.recommend import recommend
+    from sweeper.recipe.target import Target
+    from sweeper.recipe.warning_kinds import FORCED, Doubt
+
+    if not laws:
+        return ["the target given is not marked: there is no law to evaluate at it"]
+    by_target = {law.target: law for law in laws}
+    if "lr" not in by_target:
+        return []
+    target = Target(
+        n_params=at.get("n_params"),
+        width=int(at["width"]) if "width" in at else None,
+        depth=int(at["depth"]) if "depth" in at else None,
+        tokens=at.get("tokens"),
+        compute=at.get("flops"),
+    )
+    notes = []
+    try:
+        recommend(by_target, target)
+    except TargetError as e:
+        notes.append(f"at the target, recommend refuses a recipe: {e}")
+    try:
+        doubts = recommend(by_target, target, force=True).warnings
+    except TargetError:
+        return notes
+    notes += [f"at the target: {w}" for w in doubts if isinstance(w, Doubt) and FORCED not in w]
+    return notes
 
 
 def _transfers(sw: Sweep) -> list[TransferShown]:
@@ -156,8 +192,11 @@ def _report_laws(
         return laws, [note, *outcome.warnings]  # (the laws' own notes: the laws section)
     usable = [o for o in optima if o.usable]
     if len(usable) < 3:  # (the page had said "run sweeper fit", which fails here too)
+        why = (
+            " (the cells table says why the others have none)" if len(usable) < len(optima) else ""
+        )
         return [], [
             f"no law: {len(usable)} of {len(optima)} cells have an optimum of their own and a "
-            "law needs 3 (the cells table says why the others have none)"
+            f"law needs 3{why}"
         ]
     return [fit_power_law(usable, target="lr", source=sw.name, conventions=conv)], [note]
