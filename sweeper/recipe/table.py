@@ -72,7 +72,7 @@ def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
         ("weight decay / clip", f"{r.weight_decay:g} / {r.grad_clip:g}", ""),
         ("init std", f"{r.init_std:.4g}", note),
         ("z-loss", f"{r.z_loss:g}", ""),
-        ("memory / GPU", f"{r.memory.total_gb:.1f} GiB", _memory_note(r)),
+        ("memory / GPU", f"{_gib(r.memory.total_gb)} GiB", _memory_note(r)),
         ("time", time_text(r.train_time_s), f"MFU {r.hardware.mfu:.0%}, {r.flops:.3g} FLOPs"),
     ]
     if r.predicted_loss is not None:
@@ -104,11 +104,18 @@ def _parametrization_note(r: Recipe) -> str:
     return f"base width {r.base_width}, base depth {r.base_depth}{mult}"
 
 
+def _gib(x: float) -> str:
+    """GiB to one decimal, and to two significant digits below 1 (a small model's weights had
+    read 'weights 0.0 + grads 0.0')."""
+    return f"{x:.1f}" if x >= 1 or x == 0 else f"{x:.2g}"
+
+
 def _memory_note(r: Recipe) -> str:
     m = r.memory
     fits = "" if m.fits is None else (" fits" if m.fits else " DOES NOT FIT")
     most = f"; max micro batch {m.max_micro_batch}" if m.max_micro_batch is not None else ""
     return (
-        f"weights {m.weights_gb:.1f} + grads {m.grads_gb:.1f} + optimizer {m.optimizer_gb:.1f} "
-        f"+ activations {m.activations_gb:.1f} ({r.precision}, ZeRO {m.zero_stage}){fits}{most}"
+        f"weights {_gib(m.weights_gb)} + grads {_gib(m.grads_gb)} + optimizer "
+        f"{_gib(m.optimizer_gb)} + activations {_gib(m.activations_gb)} ({r.precision}, ZeRO "
+        f"{m.zero_stage}){fits}{most}"
     )

@@ -549,6 +549,8 @@ def test_inferred_shape_from_n() -> None:
     assert "(inferred from N), 8 heads" in dict((k, n) for k, _, n in recipe_rows(r))["model"]
     # heads given with N alone: a width they do not divide was inferred and exported (an audit's
     # 12 heads of 2240)
+    tiny = dict((k, n) for k, _, n in recipe_rows(recommend(sp_laws(), Target(n_params=1e5, tokens=1e7))))
+    assert "weights 0.0078 + grads 0.0078 + optimizer 0.047 + activations 0.25" in tiny["memory / GPU"]
     r = recommend(sp_laws(), Target(n_params=1e9, heads=16, tokens=1e10))
     assert r.heads == 16 and r.width % 16 == 0
     with pytest.raises(TargetError, match="heads=12 does not divide the width 2240 inferred"):
