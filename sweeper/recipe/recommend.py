@@ -280,7 +280,7 @@ def _laws_in_use(
 
         batch_law = published_laws("steplaw")["batch_tokens"]
     else:
-        warnings += _mixed_methods(lr_law, given)
+        warnings += _mixed_methods(lr_law, batch_law)
     return _LawsInUse(lr_law, batch_law, given is not None, loss_law, base_width, base_depth)
 
 

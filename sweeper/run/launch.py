@@ -292,6 +292,9 @@ def runtime_env_for(refs: list[str], search: list[str] | None = None) -> dict[st
     missing: list[str] = []
     for ref in refs:
         top = ref.split(":", 1)[0].split(".", 1)[0]
+        if top == "__main__":  # (the driver's own script or notebook: never importable there)
+            missing.append(ref)
+            continue
         found = None
         for d in search or []:
             for cand in (Path(d) / top, Path(d) / f"{top}.py"):
@@ -318,13 +321,19 @@ def runtime_env_for(refs: list[str], search: list[str] | None = None) -> dict[st
             if path not in modules:
                 modules.append(path)
     if missing:
-        raise StudyError(
-            [
-                f"{r}: module not found here (looked in {', '.join(search or [])} and sys.path)"
-                for r in missing
-            ]
-        )
+        raise StudyError([_not_found(r, search) for r in missing])
     return {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"]} if modules else {}
+
+
+def _not_found(ref: str, search: list[str] | None) -> str:
+    """Why ``ref``'s module cannot be shipped to the workers."""
+    if ref.split(":", 1)[0] == "__main__":
+        return (
+            f"{ref}: a function of __main__ (a notebook cell or the running script) cannot be "
+            "imported by the Ray workers: put it in a .py file next to the study and name it "
+            "'file:function'"
+        )
+    return f"{ref}: module not found here (looked in {', '.join(search or [])} and sys.path)"
 
 
 def _imported_siblings(path: str) -> list[str]:
@@ -688,6 +697,7 @@ def _start_ray(
     no dashboard, bound to 127.0.0.1), unless Ray is already up in this process; True when this
     call started it."""
     if ray.is_initialized():
+        _check_shipped(runtime_env)
         return False
     log_level = logging.INFO if verbose > 1 else logging.WARNING if verbose else logging.ERROR
     kwargs: dict[str, Any] = {"logging_level": log_level, "log_to_driver": verbose > 0}
@@ -713,6 +723,29 @@ def _start_ray(
             )
     logger.info("ray started in %.1f s", time.perf_counter() - t0)
     return True
+
+
+def _check_shipped(runtime_env: dict[str, Any] | None) -> None:
+    """With Ray started before the launch (``ray.init`` in a notebook), the ``runtime_env`` that
+    ships the user's modules cannot be given to it: RayConnectError, before any trial, when a
+    worker cannot import one of them (every run had failed with ModuleNotFoundError)."""
+    paths = (runtime_env or {}).get("py_modules") or []
+    if not paths:
+        return
+    names = [Path(p).stem if p.endswith(".py") else Path(p).name for p in paths]
+    missing = ray.get(_unimportable.remote(names))
+    if missing:
+        raise RayConnectError(
+            f"Ray was started before the launch (ray.init in this process) without your code: "
+            f"its workers cannot import {', '.join(missing)}. Start Ray with "
+            f"ray.init(..., runtime_env={runtime_env!r}), or let launch start it"
+        )
+
+
+@ray.remote(num_cpus=0)
+def _unimportable(names: list[str]) -> list[str]:
+    """The modules of ``names`` that a Ray worker cannot import."""
+    return [n for n in names if importlib.util.find_spec(n) is None]
 
 
 def _tuner(
