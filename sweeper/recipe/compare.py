@@ -56,6 +56,7 @@ __all__ = [
 _POINT_COLUMNS: Final[tuple[str, ...]] = (
     "point",
     "n_params",
+    "n_params_total",
     "tokens",
     "flops",
     "width",
@@ -65,6 +66,7 @@ _POINT_COLUMNS: Final[tuple[str, ...]] = (
     "measured_batch_tokens",
     "on_edge",
     "counts_bytes",
+    "n_params_counts",
 )
 
 
@@ -83,14 +85,18 @@ def law_formula(law: Law, *, digits: int = 3) -> str:
 
 
 def cell_points(
-    optima: Sequence[CellOptimum] | pd.DataFrame, *, counts_bytes: bool = False
+    optima: Sequence[CellOptimum] | pd.DataFrame,
+    *,
+    counts_bytes: bool = False,
+    n_params_counts: str = "non-embedding",
 ) -> pd.DataFrame:
     """One row per cell with its scale and measured optimum (``measured_batch_tokens`` only where
     the batch size was swept); columns as :data:`_POINT_COLUMNS`. ``counts_bytes``: the cells'
-    D and batch are bytes (byte-level data), as the sweep's laws record."""
+    D and batch are bytes (byte-level data), as the sweep's laws record; ``n_params_counts``: what
+    the cells' N counts (the sweep's convention: non-embedding, total or non-embedding+head)."""
     f = optima if isinstance(optima, pd.DataFrame) else optima_frame(optima)
     out = pd.DataFrame({"point": f["cell"].astype(str)})
-    for c in ("n_params", "tokens", "flops", "width", "depth", "seq_len"):
+    for c in ("n_params", "n_params_total", "tokens", "flops", "width", "depth", "seq_len"):
         out[c] = pd.to_numeric(f[c], errors="coerce").astype(float) if c in f else np.nan
     out["measured_lr"] = pd.to_numeric(f["lr"], errors="coerce").astype(float)
     bt = pd.to_numeric(f["batch_tokens"], errors="coerce").astype(float)
@@ -98,6 +104,7 @@ def cell_points(
     out["measured_batch_tokens"] = bt.where(swept)
     out["on_edge"] = f["on_edge"].astype(bool) if "on_edge" in f else False
     out["counts_bytes"] = counts_bytes
+    out["n_params_counts"] = n_params_counts
     return out.reset_index(drop=True)
 
 
@@ -108,9 +115,12 @@ def target_point(
     width: float | None = None,
     depth: float | None = None,
     context: float | None = None,
+    vocab: int | None = None,
 ) -> pd.DataFrame:
     """The one-row points frame of a target: ``n_params`` (non-embedding) and ``tokens``, or a shape
     (``width``, ``depth``, ``context``) and ``tokens``; N = 12·L·d² when only the shape is given.
+    With ``vocab``, its total N (untied embedding and head, at the width given or inferred from N)
+    for the laws that count the embeddings.
     Given both, N is used and must agree with 12·L·d² as ``recommend`` requires
     (:func:`~sweeper.recipe.target.check_n_params_agrees`: TargetError beyond
     :data:`~sweeper.recipe.target.N_SHAPE_TOLERANCE`). ``flops`` is Sweeper's compute (6·N·D +
@@ -137,9 +147,14 @@ def target_point(
             vocab_purpose=None,
         )
         check_n_params_agrees(n_params, given)
+    total = np.nan
+    if vocab is not None:
+        w = width if width is not None else infer_shape(float(n_params))[0]
+        total = float(n_params) + 2.0 * vocab * float(w)
     row = {
         "point": "target",
         "n_params": float(n_params),
+        "n_params_total": total,
         "tokens": float(tokens),
         "flops": _sweeper_flops(
             float(n_params), float(tokens), width=width, depth=depth, seq_len=context
@@ -151,6 +166,7 @@ def target_point(
         "measured_batch_tokens": np.nan,
         "on_edge": False,
         "counts_bytes": False,  # a target's D is in its tokenizer's tokens
+        "n_params_counts": "non-embedding",
     }
     return pd.DataFrame([row], columns=list(_POINT_COLUMNS))
 
@@ -347,15 +363,10 @@ def _scale_for(
             return None, f"needs {name}, which this point lacks"
     if "flops" not in law.predictors:
         scale = {k: d if k == "tokens" else _num(p.get(k)) for k in law.predictors}
-        if "n_params" not in scale or not law.conventions.counts_embeddings:
+        if "n_params" not in scale:
             return scale, ""
-        total = _num(p.get("n_params_total"))
-        if not (math.isfinite(total) and total > n):
-            return scale, (
-                f"{law_label(law)} counts the embedding parameters in N; this point gives no "
-                "total, so its N is without them"
-            )
-        return {**scale, "n_params": law.conventions.law_n(n, total)}, ""
+        n_law, note = _law_n(law, p)
+        return {**scale, "n_params": n_law}, note
     if not all(math.isfinite(v) and v > 0 for v in (n, d)):
         return None, "needs n_params and tokens for flops, which this point lacks"
     conv = law.conventions.flops
@@ -374,6 +385,37 @@ def _scale_for(
     if conv == FLOPS_6ND_NO_ATTENTION:
         notes = []  # neither the shape nor the sequence length enters
     return {k: scale[k] for k in law.predictors}, "; ".join(conv_note + notes)
+
+
+#: what a count of N includes beyond the non-embedding parameters, by convention
+_N_HOLDS: Final[dict[str, str]] = {
+    "non-embedding": "without the embeddings",
+    "non-embedding+head": "with the output layer",
+    "total": "with every embedding parameter",
+}
+
+
+def _law_n(law: Law, p: Mapping[str, Any]) -> tuple[float, str]:
+    """N at point ``p`` as ``law`` counts it, and a note when the point cannot give that count:
+    a point's N is non-embedding (with its total beside it where known) unless ``p`` says its
+    sweep counted otherwise (``n_params_counts``)."""
+    n, label = _num(p.get("n_params")), law_label(law)
+    counts = str(p.get("n_params_counts") or "non-embedding")
+    want = law.conventions.n_params if law.conventions.n_params in _N_HOLDS else "non-embedding"
+    if counts == want:
+        return n, ""
+    if counts == "non-embedding":
+        total = _num(p.get("n_params_total"))
+        if math.isfinite(total) and total > n:
+            return law.conventions.law_n(n, total), ""
+        return n, (
+            f"{label} counts N {_N_HOLDS[want]}; this point gives no total, so its N is "
+            f"{_N_HOLDS[counts]}"
+        )
+    return n, (
+        f"{label} counts N {_N_HOLDS[want]}; these cells' N is {_N_HOLDS.get(counts, counts)} "
+        "(the sweep's convention), which it is evaluated at"
+    )
 
 
 def convention_notes(
@@ -421,6 +463,7 @@ def convention_notes(
                 "published laws are SP, so the values do not compare and a width exponent near "
                 "0 is what muP predicts"
             )
+        notes += _n_count_notes(f, others)
         for p in others:
             if "tokens" in c.held and "tokens" not in p.predictors and "n_params" in p.predictors:
                 notes.append(
@@ -436,6 +479,24 @@ def convention_notes(
                             f" {lr}" for lr in lrs)
             )  # fmt: skip
     return list(dict.fromkeys(notes))
+
+
+def _n_count_notes(fitted: Law, published: Sequence[Law]) -> list[str]:
+    """A note per published law whose N counts other parameters than ``fitted``'s: their N
+    exponents agree only where the embeddings are a fixed share of N, which at proxy scale they
+    are not."""
+    mine = _N_HOLDS.get(fitted.conventions.n_params, "without the embeddings")
+    other = {
+        law_label(p): _N_HOLDS.get(p.conventions.n_params, "without the embeddings")
+        for p in published
+        if "n_params" in p.predictors and "n_params" in fitted.predictors
+    }
+    return [
+        f"{law_label(fitted)} counts N {mine}, {name} {holds}: their N exponents compare only "
+        "where the embeddings are a fixed share of N (at the cells they are not)"
+        for name, holds in other.items()
+        if holds != mine
+    ]
 
 
 def _num(v: Any) -> float:
@@ -482,6 +543,7 @@ def compare_sweep_laws(
             width=target.width,
             depth=target.depth,
             context=target.context,
+            vocab=target.vocab,
         )
     band_methods = [law.method for law in fitted if law.method.startswith("band")]
     if band_methods:
@@ -490,7 +552,11 @@ def compare_sweep_laws(
         optima = estimate_optima(runs, method="band", band=band, n_boot=0, keep_edge=True)
     else:
         optima = estimate_optima(runs, method="parabola", n_boot=0, keep_edge=True)
-    points = cell_points(optima, counts_bytes=any(x.conventions.counts_bytes for x in fitted))
+    points = cell_points(
+        optima,
+        counts_bytes=any(x.conventions.counts_bytes for x in fitted),
+        n_params_counts=next((x.conventions.n_params for x in fitted), "non-embedding"),
+    )
     if tp is not None:
         points = pd.concat([points, tp], ignore_index=True)
     pub: list[Law] = []

@@ -20,6 +20,12 @@ from tests.sweeper.helpers import LAUNCHED_STUDY, cli_fixture, launch_fake  # no
 REPO = Path(__file__).resolve().parents[2]
 
 
+def infer_width(n_params: float) -> int:
+    from sweeper.recipe.scale import infer_shape
+
+    return infer_shape(n_params)[0]
+
+
 def test_all_names_resolve_and_none_shadows_a_subpackage() -> None:
     """Every name in ``__all__`` is importable, and no API function shares its name with a
     module or package of ``sweeper`` (``sweeper.fit`` cannot be both)."""
@@ -285,6 +291,44 @@ def test_compare_refuses_the_target_recommend_refuses(tmp_path: Path) -> None:
     points = set(sweeper.compare("s", at=close, storage=url, published=()).predictions["point"])
     assert "target" in points
     assert "target" not in set(sweeper.compare("s", storage=url, published=()).predictions["point"])
+
+
+def test_compare_evaluates_each_law_at_n_as_it_counts_n(tmp_path: Path) -> None:
+    """compare never copied the cells' total N: Porian's law (N with the head) was evaluated at
+    the non-embedding N with a note that no total was given, though the runs carry it; and a
+    sweep whose N counts every parameter fed that total to Step Law (non-embedding) without a
+    word. The target's total comes from its vocab."""
+    import pandas as pd
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    runs = pd.read_csv(REPO / "docs/data/quickstart.csv")
+    sweeper.import_runs(REPO / "docs/data/quickstart.csv", sweep="q", storage=url,
+                        study=REPO / "studies/quickstart.toml")  # fmt: skip
+    total = tmp_path / "total.csv"
+    runs.drop(columns=["n_params"]).rename(columns={"n_params_total": "n_params"}).to_csv(total)
+    sweeper.import_runs(total, sweep="t", storage=url, conventions={"n_params": "total"})
+    at = {"n_params": 1e9, "tokens": 2e10, "vocab": 32000}
+    for name in ("q", "t"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sweeper.fit(name, method="parabola", n_boot=40, storage=url)
+    q = sweeper.compare("q", at=at, storage=url, published=("porian", "steplaw"))
+    p = q.predictions.set_index(["point", "law", "target"])
+    w32 = runs[runs["width"] == 32].iloc[0]
+    head = w32["n_params"] + (w32["n_params_total"] - w32["n_params"]) / 2
+    assert p.loc[("w32-d2-t819k", "porian", "lr"), "value"] == pytest.approx(
+        0.0047 * (head / 108e6) ** (-1 / 3), rel=1e-3
+    )
+    assert not p["note"].str.contains("gives no total").any()
+    target = 1e9 + 32000 * infer_width(1e9)  # (the head: half the untied vocab parameters)
+    assert p.loc[("target", "porian", "lr"), "value"] == pytest.approx(
+        0.0047 * (target / 108e6) ** (-1 / 3), rel=1e-3
+    )
+    t = sweeper.compare("t", storage=url, published=("steplaw",))
+    assert t.predictions.query("law == 'steplaw' and target == 'lr'")["note"].str.contains(
+        "steplaw counts N without the embeddings; these cells' N is with every embedding"
+    ).all()
+    assert any("counts N with every embedding parameter, steplaw without" in n for n in t.notes)
 
 
 def test_published_names_are_matched_one_way() -> None:

@@ -449,7 +449,8 @@ def test_compare_says_where_a_fitted_law_and_the_published_differ_in_convention(
     a, b = compare_laws([porian], with_total).iloc[0], compare_laws([porian], without).iloc[0]
     assert a["value"] == pytest.approx(porian.predict({"n_params": 1.25e8}))
     assert b["value"] == pytest.approx(porian.predict({"n_params": 1e8}))
-    assert "counts the embedding parameters in N" in b["note"] and a["note"] == ""
+    assert "counts N with the output layer; this point gives no total" in b["note"]
+    assert a["note"] == ""
 
 
 def test_compare_sets_a_coupled_lr_law_beside_a_cell_at_its_best_batch(tmp_path) -> None:
