@@ -378,7 +378,9 @@ def _check_relative(builder: Builder, cfg: ProxyConfig, roles: RoleMap) -> None:
             KEY,
             f"{where}: cannot tell the role of {len(roles.ambiguous)} parameter(s) ("
             + "; ".join(f"{n}: {why}" for n, why in first)
-            + "); give param_roles(model) -> {name: role}",
+            + "); give param_roles(model) -> {name: role}, e.g. 'hidden' for a key/value "
+            "projection to a fixed number of heads (its input grows with width: Adam LR ÷ m), "
+            "or run it under sp",
         )
     if "hidden" not in roles.roles.values():
         raise BuilderError(

@@ -24,7 +24,7 @@ from proxy_models.hparams import HParams
 from proxy_models.model import build_model
 from proxy_models.optim import make_optimizer
 from proxy_models.parametrization import param_groups
-from proxy_models.roles import classify, find_readout
+from proxy_models.roles import RoleMap, classify, find_readout
 
 if TYPE_CHECKING:
     from proxy_models.builder import Builder
@@ -47,13 +47,13 @@ class CoordRow:
 
 def _model(
     cfg: ProxyConfig, seed: int, builder: Builder | None
-) -> tuple[nn.Module, dict[str, str] | None]:
+) -> tuple[nn.Module, RoleMap | None]:
     if builder is None:
         return build_model(cfg, seed=seed), None
     from proxy_models.builder import prepare
 
     own = prepare(builder, cfg, seed=seed)
-    return own.model, dict(own.roles.roles)
+    return own.model, own.roles
 
 
 def _role_modules(
@@ -120,9 +120,10 @@ def coord_check(
             0
         ]
         model, roles = _model(cfg, seed, builder)
-        groups = _role_modules(model, cfg, roles)
+        groups = _role_modules(model, cfg, dict(roles.roles) if roles else None)
         rms0, logits0 = _measure(model, groups, probe)
-        opt = make_optimizer(param_groups(model, cfg, hp, roles=roles), hp)
+        trained = roles.trained() if roles else None
+        opt = make_optimizer(param_groups(model, cfg, hp, roles=trained), hp)
         gen = torch.Generator().manual_seed(seed + 1)
         for _ in range(steps):
             x, y = gather_batch(data.train, sample_offsets(len(data.train), T, batch_size, gen), T)

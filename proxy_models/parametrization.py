@@ -98,8 +98,9 @@ def param_groups(
     Each group has ``lr`` (= hp.lr × ``lr_mult``), ``lr_mult`` (the schedule multiplies it in at
     every step), ``weight_decay`` (matrices only, × m for hidden ones under muP) and ``name``.
     A tied lm_head appears once, as the token embedding. ``roles`` (parameter name → role, from
-    :func:`proxy_models.roles.classify` for a model Sweeper did not write) replaces the proxy's
-    naming rule; a ``readout`` parameter is embedding-like here. ``weight_decay`` replaces
+    :meth:`proxy_models.roles.RoleMap.trained` for a model Sweeper did not write: every
+    parameter, or a ValueError naming the one left out) replaces the proxy's naming rule; a
+    ``readout`` parameter is embedding-like here. ``weight_decay`` replaces
     ``hp.weight_decay`` (the λ of a decay timescale, :func:`proxy_models.hparams.weight_decay_of`).
     """
     r = rules(cfg)
@@ -109,7 +110,7 @@ def param_groups(
     by_class: dict[str, list[nn.Parameter]] = {HIDDEN: [], EMBEDDING: [], VECTOR: []}
     for name, p in model.named_parameters():
         if p.requires_grad:
-            role = _param_class(name, p) if roles is None else roles[name]
+            role = _param_class(name, p) if roles is None else _role(roles, name)
             by_class[EMBEDDING if role == "readout" else role].append(p)
     return [
         {
@@ -122,6 +123,15 @@ def param_groups(
         for cls, params in by_class.items()
         if params
     ]
+
+
+def _role(roles: Mapping[str, str], name: str) -> str:
+    if name not in roles:
+        raise ValueError(
+            f"parameter {name!r} has no role, so no optimizer group (roles from "
+            "RoleMap.trained() name every parameter)"
+        )
+    return roles[name]
 
 
 @torch.no_grad()

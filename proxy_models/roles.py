@@ -18,10 +18,12 @@ matrices with no width-scaled dimension). Rules, in order:
    without the wide build, an ``nn.Linear`` weight is ``hidden`` and any other matrix ambiguous.
 
 Ambiguous parameters are reported with what was seen; the caller refuses the model under muP /
-CompleteP unless ``param_roles`` settles them. ``residual`` lists the modules whose output joins
-the residual stream (CompleteP multiplies it by base_depth/depth): hidden ``nn.Linear`` modules
-named like an output projection (:data:`RESIDUAL_NAMES`), or those the override marks with the
-role ``residual`` (a hidden matrix).
+CompleteP unless ``param_roles`` settles them, and SP trains them as hidden matrices
+(:meth:`RoleMap.trained`). N (:meth:`RoleMap.count`) is every parameter but the embeddings and the
+readout, as the proxy's :meth:`~proxy_models.config.ProxyConfig.n_params`. ``residual`` lists
+the modules whose output joins the residual stream (CompleteP multiplies it by base_depth/depth):
+hidden ``nn.Linear`` modules named like an output projection (:data:`RESIDUAL_NAMES`), or those
+the override marks with the role ``residual`` (a hidden matrix).
 """
 
 from __future__ import annotations
@@ -65,13 +67,21 @@ class RoleMap:
     ambiguous: Mapping[str, str] = field(default_factory=dict)
 
     def count(self, model: nn.Module) -> tuple[int, int]:
-        """(N, total): N counts hidden matrices and vectors, not embeddings or the readout."""
+        """(N, total): N counts every parameter but the embeddings and the readout (the proxy's
+        N), an ambiguous one included."""
         n = total = 0
         for name, p in model.named_parameters():
             total += p.numel()
-            if self.roles.get(name) in (HIDDEN, VECTOR):
+            if self.roles.get(name) not in (EMBEDDING, READOUT):
                 n += p.numel()
         return n, total
+
+    def trained(self) -> dict[str, str]:
+        """Every parameter's role for the optimizer groups: ``roles``, and an ambiguous matrix
+        (a projection to a fixed size, such as multi-query keys) trained as a ``hidden`` one.
+        Only SP takes them (muP and CompleteP refuse an ambiguous parameter), where a hidden
+        matrix has the LR and decay of any matrix, and Muon takes it."""
+        return {**dict.fromkeys(self.ambiguous, HIDDEN), **self.roles}
 
     def summary(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import numbers
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -155,10 +156,13 @@ def run_function(
     first reported loss, or ln(vocab)); so does a ``FloatingPointError`` raised by ``fn`` (the
     way many loops stop on a NaN: the run then bounds the LR range, as a diverged one does,
     instead of failing the trial). ``report`` receives what the function reports while no stop
-    was asked. Other exceptions from ``fn`` propagate."""
+    was asked. Other exceptions from ``fn`` propagate; a result without one number as
+    ``val_loss`` is a :class:`BuilderError`. ``hparams`` reaches ``fn`` as a dict whose missing
+    key raises a KeyError naming the keys passed and ``function.honours``."""
     t0 = time.perf_counter()
     watch = _Watch(int(hparams["tokens"]), report)
-    kwargs: dict[str, Any] = {"hparams": dict(hparams), "shape": dict(shape), "report": watch}
+    passed = _HParams(hparams, honours=honours_of(fn))
+    kwargs: dict[str, Any] = {"hparams": passed, "shape": dict(shape), "report": watch}
     if model is not None:
         kwargs["model"] = model
     try:
@@ -168,15 +172,11 @@ def run_function(
             "train.function raised FloatingPointError (%s): the run counts as diverged", e
         )
         out = {"val_loss": math.nan, "diverged": True}
-    if not isinstance(out, Mapping) or "val_loss" not in out:
-        raise BuilderError(
-            KEY,
-            f"returned {type(out).__name__} without 'val_loss' (a dict with val_loss is required)",
-        )
-    val = _float(out["val_loss"])
+    _check_result(out)
+    val = _loss(out, "val_loss")
     diverged = watch.diverged or _flag(out.get("diverged", False))
     init = watch.losses[0] if watch.losses else math.nan
-    if val is None or not math.isfinite(val):
+    if not math.isfinite(val):
         diverged = True
         val = init if math.isfinite(init) else math.log(int(shape["vocab_size"]))
     finite = [x for x in watch.losses if math.isfinite(x)]
@@ -184,7 +184,7 @@ def run_function(
     tokens = int(out.get("tokens", watch.tokens) or 0)
     return {
         "val_loss": val,
-        "train_loss": _float(out.get("train_loss")) or (finite[-1] if finite else val),
+        "train_loss": _loss(out, "train_loss", finite[-1] if finite else val),
         "init_loss": init if math.isfinite(init) else None,
         "diverged": diverged,
         "stopped": watch.stopped,
@@ -213,8 +213,68 @@ def _flag(v: Any) -> bool:
     raise BuilderError(KEY, f"returned diverged={v!r} ({type(v).__name__}): give True or False")
 
 
-def _float(v: Any) -> float | None:
-    try:
+def _check_result(out: Any) -> None:
+    """BuilderError unless the function returned a dict with ``val_loss`` (naming what came)."""
+    if not isinstance(out, Mapping):
+        raise BuilderError(KEY, f"returned {type(out).__name__}, not a dict with 'val_loss'")
+    if "val_loss" not in out:
+        keys = ", ".join(map(repr, out)) or "none"
+        raise BuilderError(
+            KEY,
+            f"returned dict without 'val_loss' (its keys: {keys}); a dict with val_loss is "
+            "required",
+        )
+
+
+def _loss(out: Mapping[str, Any], key: str, default: float | None = None) -> float:
+    """``out[key]`` as a float: a number, or a 0-d or 1-element tensor or array (NaN/inf kept:
+    a divergence); ``default`` when given and the key is left out or None. BuilderError for
+    anything else (None as val_loss, a per-token vector): it was stored as a diverged run."""
+    v: Any = out.get(key)
+    if v is None and default is not None:
+        return default
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
         return float(v)
-    except (TypeError, ValueError):
-        return None
+    shape = getattr(v, "shape", None)
+    if shape is not None and math.prod(shape) == 1 and hasattr(v, "item"):
+        return float(v.item())
+    what = f"{key}={v!r} ({type(v).__name__})"
+    if shape is not None:
+        what = f"{key} of type {type(v).__name__} and shape {tuple(shape)}"
+    raise BuilderError(
+        KEY,
+        f"returned {what}: give one number (a float, or a 0-d or 1-element tensor: a "
+        "per-token loss needs .mean())",
+    )
+
+
+class _HParams(dict[str, Any]):
+    """The ``hparams`` handed to the function: a dict whose missing key says what is passed."""
+
+    def __init__(self, items: Mapping[str, Any], *, honours: tuple[str, ...]) -> None:
+        super().__init__(items)
+        self.honours = honours
+
+    def __missing__(self, key: str) -> Any:
+        raise HParamKeyError(key, tuple(self), self.honours)
+
+
+class HParamKeyError(KeyError):
+    """A key the function reads from ``hparams`` that is not passed: which keys are, and how to
+    receive a setting (``function.honours``). One line; still a KeyError."""
+
+    def __init__(self, key: str, passed: tuple[str, ...], honours: tuple[str, ...]) -> None:
+        super().__init__(key, passed, honours)
+        self.message = f"hparams has no {key!r}: it holds {', '.join(map(repr, passed))}"
+        if key in HONOURABLE and key not in honours:
+            self.message += (
+                ", and a study setting only when the function declares it: "
+                f"function.honours = {(*honours, key)!r} (docs/OWN_MODEL.md)"
+            )
+        elif key in honours:
+            self.message += f" ({key!r} is honoured, but has no value or default here)"
+        else:
+            self.message += f"; settings a function may honour: {', '.join(HONOURABLE)}"
+
+    def __str__(self) -> str:
+        return self.message

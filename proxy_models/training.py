@@ -320,7 +320,7 @@ def _setup(
         n_params, n_total = cfg.n_params(), cfg.n_params_total()
     else:
         own = prepare(builder, cfg, seed=seed, device=dev)
-        model, roles = own.model, dict(own.roles.roles)
+        model, roles = own.model, own.roles.trained()
         n_params, n_total = own.n_params, own.n_params_total
     params = [p for p in model.parameters() if p.requires_grad]
     decay = weight_decay_of(hp, len(sizes)) if hp.weight_decay_tau is not None else None
