@@ -76,6 +76,7 @@ def build_report(
         target_scale=target_scale,
         notes=tuple(notes),
         measured=measured_with(sweep_conventions(sw), imported=sw.spec is None),
+        conventions=sweep_conventions(sw),
     )
     return write_report(inputs, out)
 

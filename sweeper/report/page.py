@@ -30,6 +30,7 @@ from sweeper.report.plots import _cell_scale as _cell_scale
 from sweeper.report.plots import _law_band as _law_band
 from sweeper.report.plots import _log_ticks as _log_ticks
 from sweeper.report.plots import (
+    data_unit,
     plot_batch_surface,
     plot_law,
     plot_loss_vs_lr,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from sweeper.fitting import CellOptimum
+    from sweeper.fitting.conventions import Conventions
     from sweeper.recipe.recipe import Recipe
 
 __all__ = ["ReportInputs", "TransferShown", "write_report"]
@@ -84,25 +86,47 @@ class ReportInputs:
     notes: Sequence[str] = ()
     #: what the sweep trained (model, loop, optimizer, the LR's meaning), one line at the top
     measured: str = ""
+    #: the sweep's conventions (what D and the batch count); None: the laws' (:func:`_page_unit`)
+    conventions: Conventions | None = None
 
 
 # ---------------------------------------------------------------- HTML
 
 
+def _num(v: float) -> str:
+    """A number in a table: four significant digits."""
+    return f"{v:.4g}"
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` ``noun``s: "1 run", "2 runs" (the page had said "1 runs")."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _table(df: pd.DataFrame, classes: str = "t") -> str:
-    """``df`` as an HTML table; a missing value (NaN, None: a law fitted for the page has no id)
-    is an empty cell."""
+    """``df`` as an HTML table, in a box that scrolls sideways when the window is narrower (at
+    800 px the cells table ran off the page); a missing value (NaN, None: a law fitted for the
+    page has no id) is an empty cell."""
     shown = df.apply(lambda c: c.fillna("") if c.dtype == object else c)  # (na_rep skips None)
-    return shown.to_html(
-        index=False, border=0, classes=classes, na_rep="", float_format=lambda v: f"{v:.4g}"
-    )
+    table = shown.to_html(index=False, border=0, classes=classes, na_rep="", float_format=_num)
+    return f"<div class='scroll'>{table}</div>"
 
 
-def _optima_table(optima: Sequence[CellOptimum], laws: Sequence[Law] = ()) -> pd.DataFrame:
-    """One row per cell: its per-cell estimate and, beside it, the surface LR law's own optimum
-    of the cell (the points of its law plot: the two can differ). Why a cell is not usable is
-    said below the table (:func:`_unusable_notes`), which the long reasons had crushed."""
-    own = getattr(_surface_lr_law(laws), "cell_optima", None) or {}
+def _page_unit(inputs: ReportInputs) -> str:
+    """What the page's D and batches count (:func:`~sweeper.report.plots.data_unit`): by the
+    sweep's conventions when given, else its laws'."""
+    conv = inputs.conventions or next((law.conventions for law in inputs.laws), None)
+    return data_unit(conv)
+
+
+def _optima_table(
+    optima: Sequence[CellOptimum], laws: Sequence[Law] = (), unit: str = "tokens"
+) -> pd.DataFrame:
+    """One row per cell: its per-cell estimate and, beside each, the surface laws' own optimum
+    of the cell (the points of their law plots: the two can differ; marked † outside the cell's
+    own interval). Batches in ``unit`` (:func:`_page_unit`). Why a cell is not usable is said
+    below the table (:func:`_unusable_notes`), which the long reasons had crushed."""
+    own = {t: getattr(_surface_law(laws, t), "cell_optima", None) or {} for t in _TARGETS}
     swept = any(o.batch_tokens_ci is not None for o in optima)
     rows = []
     for o in optima:
@@ -116,13 +140,48 @@ def _optima_table(optima: Sequence[CellOptimum], laws: Sequence[Law] = ()) -> pd
             "lr*": o.lr,
             "lr 95% CI": f"{o.lr_ci[0]:.3g} – {o.lr_ci[1]:.3g}" if o.lr_ci else "",
         }
-        if own:
-            row["lr* of the surface law"] = own.get(o.cell)
-        row["batch* (tokens)" if swept else "batch (tokens)"] = o.batch_tokens
+        _add_surface_optimum(row, o, "lr", own["lr"], unit)
+        row[f"batch* ({unit})" if swept else f"batch ({unit})"] = o.batch_tokens
+        _add_surface_optimum(row, o, "batch_tokens", own["batch_tokens"], unit)
         row["edge"] = o.edge or ""
         row["usable"] = "yes" if o.usable else "no (below)"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: the targets a surface law's own cell optima are shown of, in the cells table
+_TARGETS = ("lr", "batch_tokens")
+#: the mark of a surface law's optimum outside the cell's own interval, and its footnote
+_OUTSIDE = "†"
+_OUTSIDE_NOTE = (
+    f"{_OUTSIDE} the surface law's optimum lies outside the cell's own 95% interval (the per-cell "
+    "estimate's): the two fits disagree there."
+)
+
+
+def _surface_column(target: str, unit: str) -> str:
+    """The cells table's column of a surface law's own optima of ``target``."""
+    return "lr* of the surface law" if target == "lr" else f"batch* of the surface law ({unit})"
+
+
+def _add_surface_optimum(
+    row: dict[str, Any], o: CellOptimum, target: str, own: Mapping[str, float], unit: str
+) -> None:
+    """Set ``row``'s column of the surface law's own optimum of ``target`` (none when the page
+    has no such law), marked :data:`_OUTSIDE` beside the cell's own interval it lies outside."""
+    if not own:
+        return
+    value, ci = own.get(o.cell), getattr(o, f"{target}_ci")
+    shown: float | str | None = value
+    if value is not None and ci is not None and not ci[0] <= value <= ci[1]:
+        shown = f"{_num(value)}\u00a0{_OUTSIDE}"  # (a narrow column wrapped the mark alone)
+    row[_surface_column(target, unit)] = shown
+
+
+def _outside_notes(table: pd.DataFrame) -> list[str]:
+    """The footnote of :data:`_OUTSIDE` when the cells ``table`` has the mark."""
+    marked = table.map(lambda v: isinstance(v, str) and v.endswith(_OUTSIDE)).any(axis=None)
+    return [f"<p class='muted'>{html.escape(_OUTSIDE_NOTE)}</p>"] if marked else []
 
 
 def _unusable_notes(optima: Sequence[CellOptimum]) -> list[str]:
@@ -137,9 +196,13 @@ def _unusable_notes(optima: Sequence[CellOptimum]) -> list[str]:
 
 def _exponent_text(law: PowerLaw, p: str) -> str:
     """"n_params: -0.269 [-0.478, -0.056]"; without its interval when the law has none (fitted
-    without resamples: the table had raised a KeyError)."""
+    without resamples: the table had raised a KeyError); flagged "(sign not determined)" when
+    the interval includes 0 (a 3-cell fit's small leave-one-out errors had stood beside one)."""
     ci = law.exponents_ci.get(p)
-    return f"{p}: {law.exponents[p]:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+    if not ci:
+        return f"{p}: {law.exponents[p]:+.3f}"
+    unsigned = " (sign not determined)" if ci[0] <= 0 <= ci[1] else ""
+    return f"{p}: {law.exponents[p]:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]{unsigned}"
 
 
 def _laws_table(laws: Sequence[Law]) -> pd.DataFrame:
@@ -175,6 +238,7 @@ table.t th{background:#f6f6f6}table.recipe :is(th,td):nth-child(odd){text-align:
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 .warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em;margin:.3em 0}
 .muted{color:#777;font-size:.85em}
+.scroll{overflow-x:auto}
 """
 
 
@@ -225,10 +289,22 @@ def _recipe_summary(r: Recipe) -> str:
     far = r.extrapolation_factor
     beyond = f", {far:.3g}x beyond the largest fitted cell" if far and far > 1 else ""
     return (
-        f"Peak LR {r.lr.value:.3g} ({r.lr.text(3, f'{r.level:.0%}')}), global batch "
+        f"Peak LR {r.lr.value:.3g} ({_lr_interval_words(r)}), global batch "
         f"{r.global_batch_sequences} x {r.seq_len} tokens, for {r.n_params:.3g} parameters on "
         f"{r.tokens:.3g} tokens{beyond}; {len(r.warnings)} warning(s), most important first."
     )
+
+
+def _lr_interval_words(r: Recipe) -> str:
+    """The LR law's interval at the target, said to be the law's, around the law's point when
+    the recipe's peak LR is not that point (a risk-aware choice: the headline had put the
+    interval beside it, as if around it)."""
+    words = r.lr.text(3, f"the law's {r.level:.0%} interval")
+    if r.lr_point == r.lr.value:
+        return words
+    point = f"{r.lr_point:.3g}"
+    where = f"; the law's point {point}" if r.lr.degenerate else f" around its point {point}"
+    return f"risk-aware; {words}{where}"
 
 
 #: how many of a recipe's warnings the page shows open; the rest (ranked lower) are folded
@@ -273,9 +349,10 @@ def _recipe_html(r: Recipe, sweep: str) -> list[str]:
     return parts
 
 
-def _surface_lr_law(laws: Sequence[Law]) -> Law | None:
-    """The stored LR law when it is a surface fit (it draws each cell's curve), else None."""
-    return next((x for x in laws if x.target == "lr" and x.method == "surface"), None)
+def _surface_law(laws: Sequence[Law], target: str = "lr") -> Law | None:
+    """The stored law of ``target`` when it is a surface fit (the LR law draws each cell's
+    curve), else None."""
+    return next((x for x in laws if x.target == target and x.method == "surface"), None)
 
 
 def _has_parabola(o: CellOptimum) -> bool:
@@ -385,7 +462,11 @@ def _law_optimum(o: CellOptimum, target: str, value: float, method: str) -> Cell
 
 
 def _law_points(
-    optima: Sequence[CellOptimum], law: PowerLaw, *, keep: Sequence[str] = ()
+    optima: Sequence[CellOptimum],
+    law: PowerLaw,
+    *,
+    keep: Sequence[str] = (),
+    table_column: str | None = None,
 ) -> tuple[list[CellOptimum], str, str]:
     """The cell optima to draw with ``law``, what they are in a few words, and a sentence on them
     for the law plot's caption.
@@ -395,7 +476,8 @@ def _law_points(
     per-cell estimate's (``optima``, the parabola's), which can disagree with the law's line even
     in the sign of its slope; the cells it did not fit are not drawn. Any other law, or a surface
     law stored without cell optima, gets ``optima``, and the sentence names their method when it
-    is not the law's. ``keep``: cells drawn from ``optima`` whatever the law (held-out cells)."""
+    is not the law's. ``keep``: cells drawn from ``optima`` whatever the law (held-out cells).
+    ``table_column``: the cells table's column of those own optima, when it shows this law's."""
     target = law.target
     own = getattr(law, "cell_optima", None) or {}
     if any(o.cell in own for o in optima):
@@ -406,10 +488,11 @@ def _law_points(
         ]
         missing = [o.cell for o in optima if o.cell not in own and o.cell not in keep]
         source = f"the {law.method} fit's own cell optima"
+        table = f"the table's column '{table_column}'" if table_column else "not in the table"
         text = (
             f"The points are {source} (its fit with a free optimum in each cell under the shared "
             "curve shape), from the same fit as the line; they have no bars: the fit keeps no "
-            "interval for them. The table's per-cell estimate can differ."
+            f"interval for them. They are {table}; the table's per-cell estimate can differ."
         )
         if missing:
             text += f" Not drawn (cells the {law.method} fit left out): {', '.join(missing)}."
@@ -510,7 +593,7 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
 
 
 def _loss_figure(inputs: ReportInputs) -> _Draft:
-    surface = _surface_lr_law(inputs.laws)
+    surface = _surface_law(inputs.laws, "lr")
     batch_swept = bool((inputs.runs.groupby("cell")["batch_tokens"].nunique() > 1).any())
     caption = _loss_vs_lr_caption(
         inputs.optima, surface, runs_off_axis(inputs.runs, inputs.optima), batch_swept=batch_swept
@@ -560,7 +643,8 @@ def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, st
     if not inputs.target_scale:
         return None, ""
     whose = "the recipe's target" if r is not None else "the target given"
-    star = (f" The star is the law's point estimate at {whose}, with its interval, far to the"
+    star = (f" The star is the law's point estimate at {whose}"
+            f"{_target_line(law, inputs.target_scale)}, with its interval, far to the"
             " right when the extrapolation is long (an end beyond the axis is an arrow with its"
             " value)")  # fmt: skip
     if r is None or law.target != "lr":
@@ -573,12 +657,26 @@ def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, st
     )
 
 
+def _target_line(law: PowerLaw, target: Mapping[str, float]) -> str:
+    """Where the star of a law of several predictors sits: on the line drawn at the target's
+    values of the predictors after the first (", on the law's line at the target's tokens
+    2e+10"); "" for a law of one predictor (its line is the target's)."""
+    others = [p for p in law.predictors[1:] if p in target]
+    if not others:
+        return ""
+    at = ", ".join(f"{p} {float(target[p]):.3g}" for p in others)
+    return f", on the law's line at the target's {at}"
+
+
 def _law_figures(inputs: ReportInputs) -> list[_Draft]:
     """Each power law against scale, and its residuals."""
     out: list[_Draft] = []
+    unit = _page_unit(inputs)
     for law in _power_laws(inputs):
         value, star = _recipe_marks(inputs, law)
-        points, source, what = _law_points(inputs.optima, law)
+        shown = law is _surface_law(inputs.laws, law.target)
+        column = _surface_column(law.target, unit) if shown else None
+        points, source, what = _law_points(inputs.optima, law, table_column=column)
         out.append((
             plot_law(points, law, target_scale=inputs.target_scale, recipe_value=value),
             f"law_{law.target}.png",
@@ -599,7 +697,7 @@ def _law_figures(inputs: ReportInputs) -> list[_Draft]:
 
 def _batch_figure(inputs: ReportInputs) -> list[_Draft]:
     """Loss over (LR, batch) where the batch was swept ([] where it was not)."""
-    fig = plot_batch_surface(inputs.runs, inputs.optima)
+    fig = plot_batch_surface(inputs.runs, inputs.optima, unit=_page_unit(inputs))
     if fig is None:
         return []
     return [(
@@ -627,6 +725,28 @@ def _power_laws(inputs: ReportInputs) -> list[PowerLaw]:
     return [law for law in inputs.laws if isinstance(law, PowerLaw)]
 
 
+def _runs_line(inputs: ReportInputs) -> str:
+    """The page's first line: how many runs in how many cells, where they trained, how many cells
+    have an optimum of their own."""
+    return (
+        f"{_count(len(inputs.runs), 'run')} in {_count(inputs.runs['cell'].nunique(), 'cell')}"
+        f"{_trained_on(inputs.runs)}; {sum(o.usable for o in inputs.optima)} with an optimum of "
+        "their own (the per-cell estimate); the laws table says how many cells each law used."
+    )
+
+
+def _cells_section(inputs: ReportInputs) -> list[str]:
+    """The cells table, its footnote of the :data:`_OUTSIDE` mark, and why a cell has no optimum
+    of its own."""
+    table = _optima_table(inputs.optima, inputs.laws, _page_unit(inputs))
+    return [
+        "<h2>Cells and their optima</h2>",
+        _table(table),
+        *_outside_notes(table),
+        *_unusable_notes(inputs.optima),
+    ]
+
+
 def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) -> list[str]:
     """The page's HTML, one part per line: header and notes, recipe, transfer check, laws, cells,
     then the ``figures`` (title, caption, PNG path) embedded."""
@@ -634,10 +754,7 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         f"<!doctype html><html><head><meta charset='utf-8'><title>Sweeper report: "
         f"{html.escape(inputs.sweep)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Sweeper report: {html.escape(inputs.sweep)}</h1>",
-        f"<p class='muted'>{len(inputs.runs)} runs in {inputs.runs['cell'].nunique()} cells"
-        f"{html.escape(_trained_on(inputs.runs))}; "
-        f"{sum(o.usable for o in inputs.optima)} with an optimum of their own (the per-cell "
-        "estimate); the laws table says how many cells each law used.</p>",
+        f"<p class='muted'>{html.escape(_runs_line(inputs))}</p>",
     ]
     if inputs.measured:
         parts.append(
@@ -661,9 +778,7 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
     )
     parts += _law_scopes(_power_laws(inputs), inputs.target_scale)
     parts += _law_notes(_power_laws(inputs))
-    parts.append("<h2>Cells and their optima</h2>")
-    parts.append(_table(_optima_table(inputs.optima, inputs.laws)))
-    parts += _unusable_notes(inputs.optima)
+    parts += _cells_section(inputs)
     for title, caption, p in figures:
         parts.append(
             f"<h2>{html.escape(title)}</h2>{_img(p, title)}<p class='muted'>{html.escape(caption)}</p>"

@@ -14,10 +14,11 @@ One figure each, saved as a PNG by :func:`sweeper.report.page.write_report`:
 - :func:`plot_batch_surface` (``batch_surface.png``): loss over (LR, batch size) in the cells where
   both were swept.
 
-LRs are peak AdamW LRs, batch sizes in tokens, losses in nats. Nothing here fits. No pyplot:
-a figure is a plain :class:`~matplotlib.figure.Figure` drawn under the report's style
-(:func:`report_style`), so that a notebook's backend, settings and figures are left as they were
-(an API audit found them changed).
+LRs are peak AdamW LRs, batch sizes in tokens or bytes (as the conventions count them:
+:func:`data_unit`), losses in nats. Nothing here fits. No pyplot: a figure is a plain
+:class:`~matplotlib.figure.Figure` drawn under the report's style (:func:`report_style`), so that
+a notebook's backend, settings and figures are left as they were (an API audit found them
+changed).
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from sweeper.fitting import CellOptimum
+    from sweeper.fitting.conventions import Conventions
 
 __all__ = [
+    "axis_label",
+    "data_unit",
     "plot_batch_holdout",
     "plot_batch_surface",
     "plot_law",
@@ -48,14 +52,31 @@ __all__ = [
     "report_style",
 ]
 
-_PREDICTOR_LABEL = {
-    "n_params": "non-embedding parameters N",
-    "tokens": "training tokens D",
-    "flops": "training compute C (FLOPs)",
-    "width": "width (d_model)",
-    "depth": "depth (layers)",
-}
-_TARGET_LABEL = {"lr": "optimal peak LR", "batch_tokens": "optimal batch (tokens)"}
+
+def data_unit(conventions: Conventions | None) -> str:
+    """What D and the batch count, as ``conventions`` record it: "bytes" of byte-level data
+    (``counts_bytes``), else "tokens" (a tokenizer's, as imported, or not recorded: None)."""
+    return "bytes" if conventions is not None and conventions.counts_bytes else "tokens"
+
+
+def axis_label(name: str, unit: str = "tokens") -> str:
+    """A predictor's or a target's label on an axis, D and the batch in ``unit``
+    (:func:`data_unit`)."""
+    labels = {
+        "n_params": "non-embedding parameters N",
+        "tokens": f"training {unit} D",
+        "flops": "training compute C (FLOPs)",
+        "width": "width (d_model)",
+        "depth": "depth (layers)",
+        "lr": "optimal peak LR",
+        "batch_tokens": f"optimal batch ({unit})",
+    }
+    return labels.get(name, name)
+
+
+#: the labels with D and the batch in tokens, by name (:func:`axis_label` labels by the unit)
+_PREDICTOR_LABEL = {p: axis_label(p) for p in ("n_params", "tokens", "flops", "width", "depth")}
+_TARGET_LABEL = {t: axis_label(t) for t in ("lr", "batch_tokens")}
 
 
 #: the report's look, set only while one of its figures is drawn or saved
@@ -148,7 +169,7 @@ def plot_loss_vs_lr(
                 label="diverged",
             )
         _draw_parabola(ax, opt, batch)
-        _draw_surface(ax, surface, cell, r)
+        _draw_surface(ax, surface, cell, r, batch)
         if opt is not None and opt.lr:
             color = "tab:green" if opt.usable else "tab:gray"
             ax.axvline(opt.lr, color=color, lw=1.2, ls="--", label=f"optimum {opt.lr:.2e}")
@@ -319,10 +340,12 @@ def plot_law(
     ]
     xs_all = [s[x_name] for _o, s in pts]
     x_hi = max(xs_all) if xs_all else 1.0
-    if target_scale and x_name in target_scale:
-        x_hi = max(x_hi, float(target_scale[x_name]))
+    ts = None
+    if target_scale and all(p in target_scale for p in law.predictors):
+        ts = {p: float(target_scale[p]) for p in law.predictors}
+        x_hi = max(x_hi, ts[x_name])
     colors = _rc()["axes.prop_cycle"].by_key()["color"]
-    shown = _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors)
+    shown = _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors, target=ts)
     shown += [float(getattr(o, target)) for o, _s in pts]
     if law.domain.get(x_name):
         ax.axvspan(*law.domain[x_name], color="k", alpha=0.04, label="fitted range")
@@ -330,27 +353,41 @@ def plot_law(
         _draw_optimum(ax, o, s[x_name], target, held=o.cell in holdout_cells)
     if holdout_cells:
         ax.plot([], [], "s", color="tab:red", label="held out")
-    ts = None
-    if target_scale and all(p in target_scale for p in law.predictors):
-        ts = {p: float(target_scale[p]) for p in law.predictors}
-        shown.append(_draw_target(ax, law, ts))
-        if recipe_value is not None and recipe_value > 0:
-            what = "peak LR" if law.target == "lr" else "value"
-            label = f"the recipe's {what}: {recipe_value:.3g}"
-            ax.plot([ts[x_name]], [recipe_value], "D", ms=7, mfc="none", color="tab:green",
-                    label=label)  # fmt: skip
-            shown.append(float(recipe_value))
+    if ts is not None:
+        shown += _draw_target_marks(ax, law, ts, recipe_value)
     _clamp_ylim(ax, shown)
     if ts is not None:
         _mark_clipped_ends(ax, ts[x_name], *law.interval(ts))
-    exps = ", ".join(_exponent_words(law, p) for p in law.predictors)
-    ax.set_title(f"{_TARGET_LABEL.get(target, target)} ∝ {exps}", fontsize=9)
-    _log_ticks(ax.xaxis, *ax.get_xlim())
-    ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))
-    ax.set_ylabel(_TARGET_LABEL.get(target, target))
-    ax.legend(fontsize=8, frameon=False)
+    _label_law_axes(ax, law)
     fig.tight_layout()
     return fig
+
+
+def _draw_target_marks(
+    ax: Any, law: PowerLaw, ts: dict[str, float], recipe_value: float | None
+) -> list[float]:
+    """The law's prediction at the target ``ts`` (a star) and the recipe's value there (a
+    diamond); returns the values drawn."""
+    shown = [_draw_target(ax, law, ts)]
+    if recipe_value is not None and recipe_value > 0:
+        what = "peak LR" if law.target == "lr" else "value"
+        label = f"the recipe's {what}: {recipe_value:.3g}"
+        ax.plot([ts[law.predictors[0]]], [recipe_value], "D", ms=7, mfc="none",
+                color="tab:green", label=label)  # fmt: skip
+        shown.append(float(recipe_value))
+    return shown
+
+
+def _label_law_axes(ax: Any, law: PowerLaw) -> None:
+    """A law plot's title (the law with its exponents), axes (D and the batch in the unit the
+    law's conventions record) and legend."""
+    unit = data_unit(law.conventions)
+    exps = ", ".join(_exponent_words(law, p) for p in law.predictors)
+    ax.set_title(f"{axis_label(law.target, unit)} ∝ {exps}", fontsize=9)
+    _log_ticks(ax.xaxis, *ax.get_xlim())
+    ax.set_xlabel(axis_label(law.predictors[0], unit))
+    ax.set_ylabel(axis_label(law.target, unit))
+    ax.legend(fontsize=8, frameon=False)
 
 
 def _exponent_words(law: PowerLaw, p: str) -> str:
@@ -366,30 +403,52 @@ def _draw_law_lines(
     xs_all: list[float],
     x_hi: float,
     colors: Sequence[str],
+    *,
+    target: Mapping[str, float] | None = None,
 ) -> list[float]:
     """The law and its 95% band along its first predictor, from the smallest cell (``xs_all``) to
-    ``x_hi``, with a margin of 1.3x either side; returns the law lines' values."""
+    ``x_hi``, with a margin of 1.3x either side, one line per value of its other predictors among
+    the cells and at the ``target`` (its star on a line: :func:`_line_keys`); returns the law
+    lines' values."""
     x_name, others = law.predictors[0], law.predictors[1:]
-    # one law line per combination of the other predictors (one line when the law has one predictor)
-    groups: dict[tuple[float, ...], list[dict[str, float]]] = {}
-    for s in cell_scales:
-        groups.setdefault(tuple(s[p] for p in others), []).append(s)
+    keys, at_target = _line_keys(others, cell_scales, target)
     drawn: list[float] = []
-    for i, (key, _scales) in enumerate(sorted(groups.items())):
+    for i, key in enumerate(keys):
         grid = np.geomspace(min(xs_all) / 1.3, x_hi * 1.3, 80)
         scales = [{x_name: float(x), **dict(zip(others, key, strict=True))} for x in grid]
         y = np.array([law.predict(s) for s in scales])
         lo, hi = _law_band(law, scales)
-        label = "law" + (
-            ""
-            if not others
-            else " at " + ", ".join(f"{p}={v:.3g}" for p, v in zip(others, key, strict=True))
-        )
+        at, mark = _at_words(others, key), " (the target's)" if key == at_target else ""
+        label = "law" + (f" at {at}" if at else "") + mark
         c = colors[i % len(colors)]
         ax.plot(grid, y, "-", color=c, lw=1.6, label=label)
         ax.fill_between(grid, _finite(lo), _finite(hi), color=c, alpha=0.15)
         drawn += y.tolist()
     return drawn
+
+
+def _line_keys(
+    others: Sequence[str],
+    cell_scales: list[dict[str, float]],
+    target: Mapping[str, float] | None,
+) -> tuple[list[tuple[float, ...]], tuple[float, ...] | None]:
+    """The values of a law's other predictors (after its first) to draw a line at: the cells'
+    and the ``target``'s (a two-predictor law's star had sat on no line), and the target's
+    among them (None: no target, or a law of one predictor, whose one line is the target's)."""
+    keys = sorted({tuple(s[p] for p in others) for s in cell_scales})
+    if target is None or not others:
+        return keys, None
+    at = tuple(float(target[p]) for p in others)
+    same = next((k for k in keys if np.allclose(k, at, rtol=1e-9, atol=0.0)), None)
+    if same is None:
+        keys.append(at)
+    return keys, same or at
+
+
+def _at_words(others: Sequence[str], key: Sequence[float]) -> str:
+    """The values of a law's other predictors (after its first) that a line or the target's star
+    is at, as "tokens=2e+10" ("" for a law of one predictor)."""
+    return ", ".join(f"{p}={v:.3g}" for p, v in zip(others, key, strict=True))
 
 
 #: how far (decades) the y axis of a law plot reaches beyond the optima and the law line: a band
@@ -435,7 +494,8 @@ def _draw_optimum(ax: Any, o: CellOptimum, x: float, target: str, *, held: bool)
 def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> float:
     """The law's prediction at the target scale ``ts`` with its interval, as a star; returns the
     prediction."""
-    x_name = law.predictors[0]
+    x_name, others = law.predictors[0], law.predictors[1:]
+    at = _at_words(others, [ts[p] for p in others])
     yt = law.predict(ts)
     lo_t, hi_t = law.interval(ts)
     lo_t = lo_t if np.isfinite(lo_t) else 0.0
@@ -448,7 +508,7 @@ def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> float:
         ms=12,
         color="tab:purple",
         capsize=3,
-        label=f"the law at the target: {yt:.3g}",
+        label=f"the law at the target{f' ({at})' if at else ''}: {yt:.3g}",
     )
     return float(yt)
 
@@ -491,7 +551,7 @@ def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
     _log_ticks(ax.xaxis, *ax.get_xlim())
     ax.axhline(0, color="tab:orange", lw=1)
     _draw_scatter_band(ax, law.residual_std)
-    ax.set_xlabel(_PREDICTOR_LABEL.get(x_name, x_name))
+    ax.set_xlabel(axis_label(x_name, data_unit(law.conventions)))
     ax.set_ylabel(f"ln(point / law) of {law.target}")
     cv = f", leave-one-cell-out RMS {law.cv_error:.3f}" if law.cv_error is not None else ""
     ax.set_title(f"residuals of the {law.target} law{cv}", fontsize=9)
@@ -537,9 +597,13 @@ def _unclutter(fig: Any, names: Sequence[Any]) -> None:
         placed.append(name.get_window_extent(renderer))
 
 
-def _draw_surface(ax: Any, law: Law | None, cell: str, runs: pd.DataFrame) -> None:
+def _draw_surface(
+    ax: Any, law: Law | None, cell: str, runs: pd.DataFrame, batch: float | None = None
+) -> None:
     """The surface law's fitted loss curve of ``cell`` where it models the loss: within the fit's
-    window about the cell's optimum (further above, runs are bounds only) and the runs' span."""
+    window about the cell's optimum (further above, runs are bounds only) and the runs' span. It
+    is at the fit's own optimal batch of the cell (``cell_loss`` takes no batch): a panel of runs
+    at one ``batch`` of a batch sweep says so in its legend."""
     loss_at = getattr(law, "cell_loss", None)
     lrs = runs["lr"].dropna().astype(float)
     curve_of = getattr(law, "cell_curves", {}).get(cell)
@@ -557,7 +621,8 @@ def _draw_surface(ax: Any, law: Law | None, cell: str, runs: pd.DataFrame) -> No
     grid = np.geomspace(lo, hi, 200)
     curve = loss_at(cell, grid)
     if curve is not None:
-        ax.plot(grid, curve, "-", color="tab:purple", lw=1.4, label="surface fit")
+        at = "" if batch is None else " (at its own optimal batch, not the panel's)"
+        ax.plot(grid, curve, "-", color="tab:purple", lw=1.4, label="surface fit" + at)
 
 
 #: how the transfer plot marks its named points (grid points are plain dots)
@@ -667,8 +732,11 @@ def plot_batch_holdout(
 
 
 @_styled
-def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Figure | None:
-    """Loss over (LR, batch) in each cell where the batch size was swept; None if none was."""
+def plot_batch_surface(
+    runs: pd.DataFrame, optima: Sequence[CellOptimum], *, unit: str = "tokens"
+) -> Figure | None:
+    """Loss over (LR, batch) in each cell where the batch size was swept, the batch in ``unit``
+    (:func:`data_unit`); None if none was."""
     swept = [o for o in optima if o.batch_tokens_ci is not None]
     if not swept:
         return None
@@ -702,7 +770,7 @@ def plot_batch_surface(runs: pd.DataFrame, optima: Sequence[CellOptimum]) -> Fig
         _log_ticks(ax.xaxis)
         ax.set_title(o.cell, fontsize=9)
         ax.set_xlabel("peak LR")
-        ax.set_ylabel("batch (tokens)")
+        ax.set_ylabel(f"batch ({unit})")
         fig.colorbar(sc, ax=ax, label="final val loss (nats)")
     fig.tight_layout()
     return fig

@@ -51,7 +51,9 @@ def test_a_target_with_no_law_to_mark_says_it_is_not_marked(
     runs = pd.read_csv(DATA)
     two = tmp_path / "two.csv"
     runs[runs["width"].isin([32, 128])].to_csv(two, index=False)
-    import_runs(two, sweep="two", url=sqlite_url)
+    import_runs(two, sweep="two", url=sqlite_url, conventions={"tokens": "bytes"})
     notes = _report(sqlite_url, "two", tmp_path / "t", "--params", "1e8", "--tokens", "2e9")
     assert "no law: 2 of 2 cells have an optimum of their own and a law needs 3" in notes
     assert "the target given is not marked: there is no law to evaluate at it" in notes
+    # with no law to say it, the sweep's own conventions give the unit of its batches
+    assert "batch (bytes)" in (tmp_path / "t" / "index.html").read_text()
