@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import sys
+from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,7 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--max-concurrent", type=positive_count, help="trials at once (default: what Ray fits)"
     )
-    t.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    t.add_argument("--json", action="store_true", help="print the result as one JSON object on "
+                   "stdout (the cost and a line per finished run go to stderr)")  # fmt: skip
     t.set_defaults(func=_validate_transfer)
 
 
@@ -135,21 +139,39 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+class _StderrLines(io.TextIOBase):
+    """stderr as the stdout of a ``--json`` check while it trains: what the check and its launch
+    say (the cost, each finished run's line) goes to stderr and stdout holds the JSON alone. It
+    is no terminal, so the launch prints a line per finished run, never its live table."""
+
+    def write(self, s: str) -> int:
+        return sys.stderr.write(s)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
 def _validate_transfer(args: argparse.Namespace) -> int:
     from sweeper import api
 
-    res = api.validate_transfer(
-        args.sweep,
-        holdout=args.holdout,
-        fit_cells=args.fit_cells,
-        seeds=args.seeds,
-        storage=args.storage,
-        method=args.method,
-        surface=args.surface,
-        max_concurrent=args.max_concurrent,
-        progress=not args.json,
-        verbose=args.verbose,
-    )
+    # (with --json a check that trained for minutes had said nothing: an audit)
+    to_stderr = redirect_stdout(_StderrLines()) if args.json else nullcontext()
+    with to_stderr:
+        res = api.validate_transfer(
+            args.sweep,
+            holdout=args.holdout,
+            fit_cells=args.fit_cells,
+            seeds=args.seeds,
+            storage=args.storage,
+            method=args.method,
+            surface=args.surface,
+            max_concurrent=args.max_concurrent,
+            progress=True,
+            verbose=args.verbose,
+        )
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0
@@ -195,15 +217,14 @@ def _transfer_table(res: TransferResult) -> Table:
 
     from sweeper.transfer.plan import transfer_rows
 
-    t = Table(
-        "point", "lr", f"loss (mean of {res.seeds} seeds)", "sd", "regret % of best", "log2 error"
-    )
+    loss = "loss (1 seed)" if res.seeds == 1 else f"loss (mean of {res.seeds} seeds)"
+    t = Table("point", "lr", loss, "sd", "regret % of best", "log2 error")
     for r in transfer_rows(res.to_dict()):
         t.add_row(
             r["point"],
             f"{r['lr']:.3g}",
             f"{r['loss']:.4f}" if r["loss"] is not None else "-",
-            f"{r['sd']:.4f}",
+            f"{r['sd']:.4f}" if r["sd"] is not None else "-",
             f"{r['regret_pct']:+.2f}" if r["regret_pct"] is not None else "-",
             f"{r['log2_error']:+.2f}",
         )

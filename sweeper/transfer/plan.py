@@ -65,6 +65,8 @@ BASELINES: Final[dict[str, str]] = {
     "porian": "Porian et al. (published, arXiv:2406.19146)",
     "base_width": "reuse the base width's optimum, as muP prescribes",
 }
+#: the published baselines, each evaluated in its own conventions
+_PUBLISHED: Final[tuple[str, ...]] = ("steplaw", "deepseek", "porian")
 #: hyperparameter columns that tell two points of a sweep apart (the seeds of one point are averaged)
 _POINT_KEYS: Final[tuple[str, ...]] = ("lr", "batch_size", "warmup", "weight_decay", "beta2")
 #: LRs within this relative distance are one point (the check and its runs share it)
@@ -435,7 +437,7 @@ def _baselines(
     width, depth, shape_given = held.width, held.depth, held.width > 0 and held.depth > 0
     if not shape_given:  # runs imported without a shape: as recommend infers one
         width, depth = infer_shape(held.n_params)
-    for name in ("steplaw", "deepseek", "porian"):
+    for name in _PUBLISHED:
         law = published_laws(name)["lr"]
         scale = law_scale(
             law,
@@ -492,7 +494,7 @@ def summarize_transfer(
     grid_step = float(np.median(np.diff(lrs_trained))) if len(lrs_trained) > 1 else None
     measured, measured_ci, opt_notes = _measured_optimum(cell_runs, held.name)
     losses, sds, notes = _trained_losses(plan.lrs, transfer_runs)
-    notes = [*_law_doubts(plan), *opt_notes, *notes]
+    notes = [*_law_doubts(plan), *_unit_notes(plan), *opt_notes, *notes]
 
     def regret(name: str) -> float | None:
         return 100.0 * (losses[name] - best) / best if name in losses else None
@@ -500,7 +502,8 @@ def summarize_transfer(
     seeds = int(transfer_runs["seed"].nunique()) if "seed" in transfer_runs else 1
     regret_se = None
     if "law" in losses and seeds > 1 and best_row["count"] > 1:
-        var = sds["law"] ** 2 / seeds + float(best_row["std"]) ** 2 / float(best_row["count"])
+        law_sd = sds.get("law", 0.0)  # (no sd: one seed did not diverge)
+        var = law_sd**2 / seeds + float(best_row["std"]) ** 2 / float(best_row["count"])
         regret_se = 100.0 * math.sqrt(var) / best
     vs_opt = None
     if "measured_optimum" in losses and "law" in losses:
@@ -568,6 +571,30 @@ def _law_doubts(plan: TransferPlan) -> list[str]:
     return out
 
 
+def _unit_notes(plan: TransferPlan) -> list[str]:
+    """A note when the sweep counts bytes (the fitted law's ``Conventions.counts_bytes``) and a
+    published baseline counts tokens: it was evaluated at the held-out cell's bytes, unconverted,
+    which ``compare`` and ``check`` warn of (an audit's check said nothing). Its LR stays as
+    planned (trained, and committed as evidence); the note says what it is."""
+    from sweeper.recipe.published import published_laws
+
+    conv = plan.law.conventions
+    if not conv.counts_bytes:
+        return []
+    names = [BASELINES[n].split(" (")[0] for n in _PUBLISHED
+             if n in plan.lrs and not published_laws(n)["lr"].conventions.counts_bytes]  # fmt: skip
+    if not names:
+        return []
+    who = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    data = f" {conv.data!r}" if conv.data else ""
+    return [
+        f"{who} count{'s' if len(names) == 1 else ''} D and the batch in tokenizer tokens, this "
+        f"sweep in bytes (byte-level data{data}): evaluated at the held-out cell's bytes taken as "
+        "tokens, unconverted (a BPE token is about 4 bytes of English text), their LRs are not "
+        "what they would give a tokenized model of this size, nor their regrets theirs"
+    ]
+
+
 def one_run_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with one finished run per (LR, batch, seed), the first kept; unfinished runs and
     runs without a seed (an imported file may have none) are kept as they are. A check retrains
@@ -618,8 +645,9 @@ def _trained_losses(
     lrs: Mapping[str, float], transfer_runs: pd.DataFrame
 ) -> tuple[dict[str, float], dict[str, float], list[str]]:
     """Mean and sd over the seeds that did not diverge of the loss (nats) trained at each planned
-    LR (point name → LR), and a note per point where seeds diverged: some (the mean is the
-    others'), or every one (the point has no loss and no regret: it is not a number to rank)."""
+    LR (point name → LR; no sd where one seed did), and a note per point where seeds diverged:
+    some (the mean is the others'), or every one (the point has no loss and no regret: it is not
+    a number to rank)."""
     trained = _point_losses(transfer_runs)
     losses: dict[str, float] = {}
     sds: dict[str, float] = {}
@@ -645,7 +673,8 @@ def _trained_losses(
                 f"{lr:.3g} (its loss is the others' mean)"
             )
         losses[name] = float(row["mean"].iloc[0])
-        sds[name] = float(row["std"].iloc[0]) if row["count"].iloc[0] > 1 else 0.0
+        if row["count"].iloc[0] > 1:  # (one seed has no spread: no sd, not 0)
+            sds[name] = float(row["std"].iloc[0])
     return losses, sds, notes
 
 
@@ -686,9 +715,10 @@ POINT_NAMES: Final[dict[str, str]] = {
 
 def transfer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per trained point of a check (``TransferResult.to_dict()`` or the stored form),
-    by LR: what it is, its LR, mean loss and seed sd, regret (% of the best loss trained in the
-    cell) and log2 distance to the cell's measured optimum."""
+    by LR: what it is, its LR, mean loss and seed sd (None from one seed: no spread), regret (% of
+    the best loss trained in the cell) and log2 distance to the cell's measured optimum."""
     best, measured = float(result["best_swept_loss"]), float(result["measured_lr"])
+    sds = {} if int(result.get("seeds") or 1) == 1 else result.get("loss_sd") or {}
     rows = []
     for name, lr in sorted(result["lrs"].items(), key=lambda kv: kv[1]):
         loss = result["losses"].get(name)
@@ -697,7 +727,7 @@ def transfer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "point": POINT_NAMES.get(name, name),
                 "lr": float(lr),
                 "loss": loss,
-                "sd": float(result.get("loss_sd", {}).get(name, 0.0)),
+                "sd": float(sds[name]) if sds.get(name) is not None else None,
                 "regret_pct": 100.0 * (loss - best) / best if loss is not None else None,
                 "log2_error": math.log2(float(lr) / measured),
             }

@@ -41,6 +41,7 @@ from sweeper.transfer.plan import (
 if TYPE_CHECKING:
     from sweeper.study.handle import Sweep
     from sweeper.study.spec import StudySpec
+    from sweeper.transfer.holdout import HeldCell
 
 __all__ = [
     "SeedBlock",
@@ -115,6 +116,7 @@ def run_transfer(
     )
     name = _check_name(sw, plan, runs, fit_cells, method, surface)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
+    _refuse_invalid(_transfer_spec(sw.spec, plan, SeedBlock(name, 0, seeds), 1, best), plan)
     stored = _check_runs(name, sw.url)  # (read once: a read-only block is never trained)
     known = [lr for t in stored.values() for lr in t["lr"].dropna().unique()]
     plan = plan.snapped(known).with_trained(known).rounded()  # (a new block trains them all)
@@ -309,6 +311,7 @@ def _train_points(
     if not lrs:
         return  # (a fill block with nothing to fill)
     tspec = _transfer_spec(sw.spec, plan, block, len(lrs), best)
+    _refuse_invalid(tspec, plan, code=True)  # (here: a check with nothing to train needs no data)
     (cs,) = open_sweep(tspec, sw.url, force_new=_changed(tspec, sw.url))
     asked = {round(float(t.params["lr"]), 12) for t in cs.study.trials if "lr" in t.params}
     waiting = {round(float(t.system_attrs.get("fixed_params", {}).get("lr", -1)), 12)
@@ -324,31 +327,83 @@ def _train_points(
         raise Interrupted(summary.interrupted)
 
 
+def _refuse_invalid(tspec: StudySpec, plan: TransferPlan, *, code: bool = False) -> None:
+    """Refuse the check's one-cell study ``tspec`` as the launch would, before any sweep of it is
+    created, saying what is wrong with the held-out cell when the study's rules reject it (an
+    audit's w24 under head_dim 16 was refused as "sweep:width_sp (as changed in Python)" after
+    its sweep was created with 9 trials queued). ``code``: also the rules of a study about to run
+    here (its data, its own code: :func:`~sweeper.study.spec.check_spec`)."""
+    from sweeper.errors import StudyError
+    from sweeper.study.spec import check_spec
+
+    problems = check_spec(tspec, code=code)
+    if not problems:
+        return
+    cell = any(p.startswith("ladder") for p in problems)
+    what = "the held-out cell is not valid for" if cell else "the check cannot train under"
+    raise StudyError(problems, path=f"--holdout {plan.holdout.name}: {what} the study of "
+                     f"sweep {plan.sweep}")  # fmt: skip
+
+
 def _say_cost(
     sw: Sweep, plan: TransferPlan, runs: pd.DataFrame, known: Sequence[float], seeds: int
 ) -> None:
     """Say, before anything trains, how many runs the first round trains in the held-out cell
-    and about what they cost: the sweep's measured core-seconds per run, scaled by N·D to the
-    cell (an audit's check began training a cell 64x the sweep's largest unannounced)."""
+    and about what they cost (:func:`_run_cost`; an audit's check began training a cell 64x the
+    sweep's largest unannounced)."""
     todo = [lr for lr in set(plan.lrs.values())
             if not any(math.isclose(lr, k, rel_tol=SAME) for k in known)]  # fmt: skip
     if not todo:
         return
-    done = runs[finished(runs) & runs["wall_s"].notna() & (runs["wall_s"] > 0)]
-    done = done[done["n_params"] == done["n_params"].max()]  # (the nearest in cost per N·D)
     held = plan.holdout
     cores = float(sw.spec.resources.cpu) if sw.spec is not None else 1.0
-    per_nd = (done["wall_s"] / (done["n_params"] * done["tokens"])).median() if len(done) else None
-    each = (
-        f" (about {cores * per_nd * held.n_params * held.tokens:.3g} core-seconds each: the "
-        "sweep's largest cell's runs scaled by N·D)"
-        if per_nd is not None and math.isfinite(per_nd)
-        else ""
-    )
+    cost = _run_cost(runs, held)
+    each = f" (about {cores * cost[0]:.3g} core-seconds each: {cost[1]})" if cost else ""
     print(
         f"validate-transfer: {held.name}: {len(todo) * seeds} run(s) to train first ({len(todo)} "
-        f"LRs x {seeds} seeds){each}; more if the grid must be extended",
+        f"LRs x {seeds} seed{'s' if seeds != 1 else ''}){each}; more if the grid must be extended",
         file=sys.stderr,
+    )
+
+
+def _run_cost(runs: pd.DataFrame, held: HeldCell) -> tuple[float, str] | None:
+    """About how many seconds a run of ``held`` takes, and what that is based on, from the
+    median wall time of each cell's finished runs in the sweep: the held-out cell's own; between
+    two cells, theirs interpolated in log N·D; below the smallest, the smallest's; beyond the
+    largest, the largest's scaled by N·D. (Scaling the largest down by N·D had announced w32's
+    runs at 2.5 s where they took 24: fixed costs per step dominate a small cell, an audit.)
+    None when no finished run has a wall time."""
+    by = _cell_walls(runs)
+    if by.empty:
+        return None
+    nd = held.n_params * held.tokens
+    lo, hi = by.iloc[0], by.iloc[-1]
+    if held.name in by.index:
+        own = by.loc[held.name]
+        return float(own["wall"]), f"the median of {held.name}'s {int(own['n'])} runs in the sweep"
+    if nd <= lo["nd"]:
+        why = f"the smallest cell's median ({lo.name}; a smaller one is not much cheaper)"
+        return float(lo["wall"]), why
+    if nd >= hi["nd"]:
+        why = f"the largest cell's median ({hi.name}) scaled by N·D"
+        return float(hi["wall"] * nd / hi["nd"]), why
+    j = int(np.searchsorted(by["nd"].to_numpy(), nd))
+    a, b = by.iloc[j - 1], by.iloc[j]
+    t = math.log(nd / a["nd"]) / math.log(b["nd"] / a["nd"])
+    wall = math.exp((1 - t) * math.log(a["wall"]) + t * math.log(b["wall"]))
+    return wall, f"the medians of {a.name} and {b.name} interpolated in log N·D"
+
+
+def _cell_walls(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per cell of ``runs`` (by N·D): its N·D (``nd``), and the median wall time (``wall``) and
+    number (``n``) of its finished runs that have one."""
+    done = runs[finished(runs) & (runs["wall_s"] > 0)]
+    return (
+        done.assign(nd=done["n_params"] * done["tokens"])
+        .groupby("cell")
+        .agg(nd=("nd", "first"), wall=("wall_s", "median"), n=("wall_s", "size"))
+        .dropna()
+        .sort_values("nd")
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -623,3 +625,155 @@ def test_the_report_shows_every_stored_check(sweep_runs: pd.DataFrame, tmp_path)
     assert page.index("Transfer check: held-out cell w2") < page.index("held-out cell w1")
     assert page.count("<h2>Transfer check, held-out cell") == 2 * (res.law is not None) + 2
     assert (tmp_path / "rep" / "transfer_holdout_cell_2.png").is_file()
+
+
+class _Tty(io.StringIO):
+    """A terminal's stderr (rich would draw a live table on it)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_json_check_keeps_stdout_for_the_json_and_says_its_progress_on_stderr(
+    sweep_runs: pd.DataFrame, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --json a check that trained for minutes said nothing at all: its progress was turned
+    off with the table (an audit). It goes to stderr, a line per finished run (never the live
+    table, even on a terminal), and stdout holds the JSON alone."""
+    import sys
+
+    from rich.console import Console
+
+    from sweeper import api, cli
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50)
+    res = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
+    seen: dict[str, object] = {}
+
+    def check(sweep: str, **kw: object) -> object:  # (as a launch's progress prints: stdout)
+        seen.update(kw, live=Console().is_terminal)
+        Console().print("syn.transfer.x/w1: 1/9 done; best -")
+        return res
+
+    monkeypatch.setattr(api, "validate_transfer", check)
+    err = _Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert cli.main(["validate-transfer", "syn", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["holdout_cell"] == res.holdout_cell
+    assert "1/9 done" in err.getvalue() and seen["progress"] is True and seen["live"] is False
+
+
+def test_a_json_check_announces_its_cost_on_stderr(
+    stopped_check, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sweeper import cli
+
+    url, calls, _, _ = stopped_check
+    code = cli.main(["validate-transfer", "q", "--holdout", "w192-d2-t819k", "--seeds", "1",
+                     "--storage", url, "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert calls and code == 130 and out == ""
+    assert "validate-transfer: w192-d2-t819k: " in err and "core-seconds each" in err
+
+
+def test_the_cost_of_a_run_is_estimated_from_the_sweeps_own_runs(
+    stopped_check, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Holding out w32 announced 2.48 core-seconds a run where its runs had taken 24 s: the
+    largest cell's time scaled down by N·D, as if a small cell had no fixed cost per step (an
+    audit). A cell of the sweep costs what its runs cost; one between two cells, their times
+    interpolated in log N·D; only beyond the largest is the time scaled by N·D."""
+    from sweeper import cli
+
+    url, _, _, repo = stopped_check
+    data = pd.read_csv(repo / "docs/data/quickstart.csv")
+    by = data.groupby("cell").agg(nd=("n_params", "first"), wall=("wall_s", "median"))
+    by["nd"] *= 819200
+    cli.main(["validate-transfer", "q", "--holdout", "w32-d2-t819k", "--seeds", "1",
+              "--storage", url])  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"about {by.loc['w32-d2-t819k', 'wall']:.3g} core-seconds each" in err, err
+    assert "the median of w32-d2-t819k's 18 runs in the sweep" in err
+    from sweeper.transfer.holdout import HeldCell
+    from sweeper.transfer.run import _run_cost as run_cost
+
+    def held(n_params: float) -> HeldCell:
+        return HeldCell("new", 80, 2, 819200.0, n_params, 0.0, 0.0, 128, 32, False)
+
+    runs = data.assign(state="COMPLETE")
+    lo, hi = by.loc["w64-d2-t819k"], by.loc["w96-d2-t819k"]
+    mid = math.sqrt(lo["nd"] * hi["nd"]) / 819200
+    each, basis = run_cost(runs, held(mid))  # type: ignore[misc]
+    assert each == pytest.approx(math.sqrt(lo["wall"] * hi["wall"]))
+    assert "interpolated" in basis and "w64-d2-t819k" in basis and "w96-d2-t819k" in basis
+    top = by.loc["w128-d2-t819k"]
+    each, basis = run_cost(runs, held(4 * top["nd"] / 819200))  # type: ignore[misc]
+    assert each == pytest.approx(4 * top["wall"]) and "scaled by N·D" in basis
+    each, basis = run_cost(runs, held(10.0))  # type: ignore[misc]
+    assert each == pytest.approx(by.loc["w32-d2-t819k", "wall"]) and "smallest" in basis
+    assert run_cost(runs.assign(wall_s=np.nan), held(10.0)) is None
+
+
+def test_a_held_out_cell_the_study_cannot_build_is_refused_before_any_sweep(
+    stopped_check, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--holdout w24 of a study with head_dim 16 was refused as 'sweep:width_sp (as changed in
+    Python): ladder.widths: 24 is not divisible by head_dim 16' (the user changed nothing), and
+    only after the check's sweep was created: status listed it, launched, 9 trials queued."""
+    from sweeper import cli
+    from sweeper.study import storage
+
+    url, calls, _, _ = stopped_check
+    code = cli.main(["validate-transfer", "q", "--holdout", "w24-d2-t819k", "--seeds", "1",
+                     "--storage", url])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and not calls, err
+    assert "--holdout w24-d2-t819k: the held-out cell is not valid for the study" in err
+    assert "24 is not divisible by head_dim 16" in err and "changed in Python" not in err
+    assert "core-seconds" not in err  # (refused before the cost of training it is said)
+    assert [r["name"] for r in storage.list_sweeps(url)] == ["q"]
+
+
+def test_published_baselines_at_a_byte_level_cell_say_they_took_bytes_as_tokens(
+    sweep_runs: pd.DataFrame,
+) -> None:
+    """compare and check say that a byte-level sweep's D is not a published law's tokens; the
+    check evaluated Step Law, DeepSeek and Porian at the cell's bytes with no word (an audit).
+    The values stay (committed evidence); the note says what they are."""
+    from rich.console import Console
+
+    from sweeper.cli.report import _print_transfer_tail
+    from sweeper.fitting.conventions import Conventions
+
+    res = {}
+    for unit in ("bytes", "tokenizer:gpt2"):
+        conv = Conventions(tokens=unit)
+        plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50, conventions=conv)
+        res[unit] = summarize_transfer(plan, sweep_runs, _trained(plan, {"law": [2.0, 2.02]}))
+    (note,) = [n for n in res["bytes"].notes if "bytes taken as tokens" in n]
+    assert not any("bytes taken as tokens" in n for n in res["tokenizer:gpt2"].notes)
+    assert "Step Law, DeepSeek LLM and Porian et al. count D" in note
+    assert note in res["bytes"].to_dict()["notes"]
+    c = Console(record=True, width=1000)
+    _print_transfer_tail(c, res["bytes"])
+    assert note in c.export_text()
+
+
+def test_one_seed_has_no_spread_to_show(sweep_runs: pd.DataFrame) -> None:
+    """--seeds 1 printed 'loss (mean of 1 seeds)' and 'sd 0.0000' for every point."""
+    from rich.console import Console
+
+    from sweeper.cli.report import _transfer_table
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=50)
+    one = _trained(plan, {"law": [2.0]})
+    one = one[one["seed"] == 0]
+    res = summarize_transfer(plan, sweep_runs, one)
+    assert res.seeds == 1
+    c = Console(record=True, width=200)
+    c.print(_transfer_table(res))
+    text = c.export_text()
+    assert "1 seeds" not in text and "loss (1 seed)" in text and "0.0000" not in text
+    law = next(line for line in text.splitlines() if "law prediction (recommended)" in line)
+    assert "2.0000" in law and " - " in law
