@@ -490,9 +490,10 @@ def _scatter_row(law: Any) -> tuple[str, str, str]:
 
 
 def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    from sweeper.fitting.laws import LossLaw, PowerLaw
+    from sweeper.fitting.laws import LossLaw, PowerLaw, formula
 
     published = law.method == "published"  # (the paper's values: no interval, cells or scatter)
     ident = "" if published else f" #{law.id}" if law.id is not None else " (not stored)"
@@ -501,6 +502,8 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_column("95% interval", justify="right")
+    # (every form with its constants: Kaplan's c0 and c1 were in --json alone, a laws audit)
+    t.add_row("formula", escape(f"{law.target} = {formula(law)}"), "")
     notes: Sequence[str] = ()
     if isinstance(law, PowerLaw) and published:
         t.add_row("prefactor", _fmt(law.prefactor, 4), "not published")

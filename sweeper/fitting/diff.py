@@ -24,6 +24,14 @@ number of quantities compared; the two sweeps are ``indistinguishable`` when no 
 excludes 0 (1 for a ratio). Bonferroni controls the chance of calling a null pair different at
 5% whatever the correlation between the quantities (they are correlated: an exponent and the
 ratio at the target come from the same coefficients), at some cost in power.
+
+The verdict is reported twice over, from that one correction (m counts the law's quantities and
+the best losses together; only the reporting is split): ``law_moved``, whether an exponent
+difference or a target ratio (LR, batch) excludes its null, and ``loss_differs``, whether a
+cell's best loss does (None when none was compared). A diff audit read ``indistinguishable``
+false, due to the best loss alone, as "the law moved". False is "not resolved", not "the same":
+the law's verdict says how wide the LR ratio at the target still is. ``same_runs``: the two
+sides hold the same runs, and there is nothing to compare.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ ALPHA: Final[float] = 0.05
 #: resamples per law (the corrected intervals reach into the far tails)
 DEFAULT_BOOT: Final[int] = 4000
 _COMPLETE = "COMPLETE"
+#: the one verdict of a sweep diffed with itself (an audit: "between 1 and 1 … from 1")
+_SAME_RUNS: Final[str] = "A and B are the same runs: nothing to compare"
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,7 @@ class DiffResult:
     target_batch_ratio: Estimate | None = None
     batch_exponent_differences: Mapping[str, Estimate] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    same_runs: bool = False
 
     @property
     def distinguished_by(self) -> list[str]:
@@ -101,14 +112,38 @@ class DiffResult:
     def indistinguishable(self) -> bool:
         return not self.distinguished_by
 
+    @property
+    def law_moved(self) -> bool:
+        """Whether an exponent difference or a target ratio excludes its null (corrected)."""
+        return any(est.excludes_null for _, est in self.law_quantities())
+
+    @property
+    def loss_differs(self) -> bool | None:
+        """Whether a shared cell's best loss differs (corrected); None when none was compared."""
+        if not self.best_loss_differences:
+            return None
+        return any(est.excludes_null for est in self.best_loss_differences.values())
+
     def quantities(self) -> list[tuple[str, Estimate]]:
+        """Every compared quantity: the law's, then the best losses (one Bonferroni family)."""
+        out = self.law_quantities()
+        out += [(f"best loss {k}", v) for k, v in self.best_loss_differences.items()]
+        return out
+
+    def law_quantities(self) -> list[tuple[str, Estimate]]:
+        """The exponent differences and the ratios at the target, LR then batch."""
         out = [(f"exponent {k}", v) for k, v in self.exponent_differences.items()]
         out.append(("target lr ratio", self.target_lr_ratio))
         out += [(f"batch exponent {k}", v) for k, v in self.batch_exponent_differences.items()]
         if self.target_batch_ratio is not None:
             out.append(("target batch ratio", self.target_batch_ratio))
-        out += [(f"best loss {k}", v) for k, v in self.best_loss_differences.items()]
         return out
+
+    def verdicts(self) -> dict[str, str]:
+        """The law's verdict and the best loss's, as the first lines of :meth:`lines` say them."""
+        if self.same_runs:
+            return {"law": _SAME_RUNS, "best_loss": _SAME_RUNS}
+        return {"law": self._law_verdict(), "best_loss": self._loss_verdict()}
 
     def lines(self) -> list[str]:
         """The diff as ``sweeper diff`` prints it (the notes apart): both laws, each quantity
@@ -116,7 +151,9 @@ class DiffResult:
         out = self.to_json()
         t = ", ".join(f"{k} {v:.3g}" for k, v in self.target.items() if k in ("n_params", "tokens"))
         a, b = self.laws
+        verdicts = dict.fromkeys(self.verdicts().values())  # (the same runs: one line)
         text = [f"diff {self.b} against {self.a} ({self.method}; B - A, B / A)",
+                *(f"  {v}" for v in verdicts),
                 f"  lr laws: A {_law_words(a)}; B {_law_words(b)}"]  # fmt: skip
         text += [f"  exponent of {k}: {_ci(e)}" for k, e in out["exponent_differences"].items()]
         text.append(f"  optimal lr ratio at {t}: {_ci(out['target_lr_ratio'], '.3g')}")
@@ -127,19 +164,45 @@ class DiffResult:
         text += [f"  best loss {c}: {_ci(e, '+.4f')}"
                  for c, e in out["best_loss_differences"].items()]  # fmt: skip
         text.append(
-            f"  ({out['correction']}; * = the corrected interval excludes 0, or 1 for a ratio)"
+            f"  ({out['correction']}, law and best loss together: the verdicts split the "
+            "reporting, not the correction; * = the corrected interval excludes 0, or 1 for a "
+            "ratio)"
         )
-        return [*text, "  " + self._verdict()]
+        return text
 
-    def _verdict(self) -> str:
-        if not self.indistinguishable:
-            return f"{self.b} differs from {self.a} in: {', '.join(self.distinguished_by)}"
+    def _law_verdict(self) -> str:
+        moved = [name for name, est in self.law_quantities() if est.excludes_null]
+        if moved:
+            return f"law: moved, in {', '.join(moved)} (each beyond its corrected interval)"
         lo, hi = self.target_lr_ratio.ci_corrected
+        wide = " (too wide to say anything: more seeds or cells narrow it)" if hi / lo > 4 else ""
+        span = (
+            f"the optimal LR ratio at the target is {lo:.3g} in every resample"
+            if f"{lo:.3g}" == f"{hi:.3g}"  # (a zero-width interval: no "between 1 and 1")
+            else f"these runs cannot tell an optimal LR ratio between {lo:.3g} and {hi:.3g} at "
+            f"the target from 1{wide}"
+        )
         return (
-            f"{self.b} and {self.a} are indistinguishable: no quantity differs beyond its "
-            f"corrected interval; that is not 'the same': these runs cannot tell an optimal LR "
-            f"ratio between {lo:.3g} and {hi:.3g} at the target from 1"
-            + (" (too wide to say anything: more seeds or cells narrow it)" if hi / lo > 4 else "")
+            "law: not shown to move: no exponent or target ratio differs beyond its corrected "
+            f"interval; that is not 'the same': {span}"
+        )
+
+    def _loss_verdict(self) -> str:
+        cells = self.best_loss_differences
+        if not cells:
+            return "best loss: not compared (see the notes)"
+        differ = {c: e.value for c, e in cells.items() if e.excludes_null}
+        if not differ:
+            return (
+                "best loss: no shared cell differs beyond its corrected interval "
+                f"({len(cells)} compared)"
+            )
+        lower = sum(v < 0 for v in differ.values())
+        side = ("lower in each" if lower == len(differ) else "higher in each" if not lower
+                else "lower in some, higher in others")  # fmt: skip
+        return (
+            f"best loss: differs in {len(differ)} of {len(cells)} shared cells "
+            f"({', '.join(differ)}), B {side}"
         )
 
     def __repr__(self) -> str:  # (a notebook's display: the text, not 40 fields of floats)
@@ -179,6 +242,10 @@ class DiffResult:
             "corrected_level": self.corrected_level,
             "correction": f"Bonferroni over {self.n_quantities} quantities (alpha {ALPHA})",
             "indistinguishable": self.indistinguishable,
+            "law_moved": self.law_moved,
+            "loss_differs": self.loss_differs,
+            "same_runs": self.same_runs,
+            "verdicts": self.verdicts(),
             "distinguished_by": self.distinguished_by,
             "notes": list(self.notes),
         }
@@ -259,6 +326,7 @@ def diff_runs(
         target_batch_ratio=est(quantities["bratio"], ratio=True) if batch else None,
         batch_exponent_differences={p: est(q) for p, q in quantities.get("bexp", {}).items()},
         notes=tuple(notes),
+        same_runs=same,
     )
 
 
@@ -467,7 +535,7 @@ def _best_losses(
     """Per shared cell: (best mean loss of B − that of A, parametric resamples of it)."""
     pa, pb = _point_stats(runs_a), _point_stats(runs_b)
     out: dict[str, tuple[float, np.ndarray]] = {}
-    shared = sorted(set(pa["cell"]) & set(pb["cell"]))
+    shared = _by_scale(set(pa["cell"]) & set(pb["cell"]), runs_a)
     sds = {c: _near_optimum_sd(pa[pa["cell"] == c], pb[pb["cell"] == c]) for c in shared}
     # a cell with one seed at every point takes the spread pooled over the cells that have one
     # (it had been left out, and the note said the sweeps share no cell)
@@ -484,6 +552,19 @@ def _best_losses(
         vb = float(pb.loc[pb["cell"] == cell, "mean"].min())
         out[str(cell)] = (vb - va, db - da)
     return out
+
+
+def _by_scale(cells: set[Any], runs: pd.DataFrame) -> list[Any]:
+    """``cells`` smallest first, by N then D (then name), as the fits order them (as strings,
+    w128 came before w16)."""
+    keys = [k for k in ("n_params", "tokens") if k in runs]
+    scale = runs.groupby("cell")[keys].first().apply(pd.to_numeric, errors="coerce")
+
+    def key(cell: Any) -> tuple[Any, ...]:
+        values = (scale.at[cell, k] for k in keys)
+        return (*(float(v) if pd.notna(v) else math.inf for v in values), str(cell))
+
+    return sorted(cells, key=key)
 
 
 def _near_optimum_sd(*cells: pd.DataFrame) -> float:

@@ -183,9 +183,11 @@ def test_a_sweep_diffed_with_itself_is_no_different_and_one_seed_keeps_its_losse
     assert same.target_lr_ratio.value == pytest.approx(1.0, abs=1e-12)
     # in a notebook it reads as `sweeper diff` prints it, with both laws (an API audit: a dump
     # of every field; the CLI printed only the differences)
+    # (the verdicts come first: one line when the runs are the same)
     shown = repr(same).splitlines()
-    assert shown[1].startswith("  lr laws: A n_params^") and "; B n_params^" in shown[1]
-    assert "are indistinguishable" in shown[-2] and shown[-1].startswith("  note: A and B hold")
+    assert shown[1] == "  A and B are the same runs: nothing to compare"
+    assert shown[2].startswith("  lr laws: A n_params^") and "; B n_params^" in shown[2]
+    assert shown[-1].startswith("  note: A and B hold")
     one = a[a["seed"] == a["seed"].min()]
     r = diff(one, pair_sweep(-0.3, 6))
     assert len(r.best_loss_differences) == 6 and not any("share no cell" in n for n in r.notes)
@@ -235,3 +237,68 @@ def test_cells_kept_on_their_edge_are_said_to_be_bounds() -> None:
     edge_notes = [n for n in r.notes if n.startswith("B's lr law: ")]
     assert edge_notes and "kept with their optimum on the edge of the range (bounds" in edge_notes[0]
     assert not any("lr law: " in n for n in kept.notes)
+
+
+def test_the_law_and_the_best_loss_have_verdicts_of_their_own() -> None:
+    """A diff audit: AdamW against Muon read "differs … in: best loss w16…w64" and JSON
+    `"indistinguishable": false` while neither the LR ratio (corrected [0.11, 819]) nor the
+    exponent was resolved; "did the law move?" read false as yes. The law (exponents, target
+    ratios) and the best loss get a verdict each, first; the correction stays one over both."""
+    a = pair_sweep(-0.3, 1)
+    b = pair_sweep(-0.3, 2)
+    r = diff(a, b.assign(loss=b["loss"] - 0.2))
+    assert not r.indistinguishable  # (its meaning kept: any quantity, law or loss)
+    assert r.law_moved is False and r.loss_differs is True
+    out = r.to_json()
+    assert out["law_moved"] is False and out["loss_differs"] is True
+    assert out["indistinguishable"] is False and out["same_runs"] is False
+    assert set(out["verdicts"]) == {"law", "best_loss"}
+    lines = r.lines()
+    assert lines[1].startswith("  law: not shown to move") and "cannot tell" in lines[1]
+    assert lines[2].startswith("  best loss: differs in 6 of 6 shared cells")
+    assert lines[2].endswith("B lower in each")
+    assert lines[3].startswith("  lr laws: A n_params^")
+    assert "law and best loss together" in "\n".join(lines)
+    moved = diff(pair_sweep(-0.3, 10), pair_sweep(-0.6, 20))
+    assert moved.law_moved and moved.lines()[1].startswith("  law: moved, in ")
+    assert "exponent n_params" in moved.lines()[1]
+    assert moved.to_json()["law_moved"] is True
+
+
+def test_no_compared_best_loss_is_no_verdict_on_it() -> None:
+    a = pair_sweep(-0.3, 5)
+    one = a[a["seed"] == a["seed"].min()]
+    r = diff(one, one.assign(loss=one["loss"] + 0.01))
+    assert r.loss_differs is None and r.to_json()["loss_differs"] is None
+    assert r.lines()[2] == "  best loss: not compared (see the notes)"
+
+
+def test_a_sweep_diffed_with_itself_says_so_plainly() -> None:
+    """A diff audit: `diff quickstart quickstart` said "these runs cannot tell an optimal LR
+    ratio between 1 and 1 … from 1"; a zero-width interval is worded as one."""
+    from dataclasses import replace
+
+    from sweeper.fitting.diff import Estimate
+
+    a = pair_sweep(-0.3, 5)
+    same = diff(a, a)
+    text = "\n".join(same.lines())
+    assert same.same_runs and same.to_json()["same_runs"] is True
+    assert same.lines()[1] == "  A and B are the same runs: nothing to compare"
+    assert "between 1 and 1" not in text and "best loss: " not in same.lines()[2]
+    point = Estimate(1.0, (1.0, 1.0), (1.0, 1.0), null=1.0)
+    other = replace(diff(a, pair_sweep(-0.3, 6)), target_lr_ratio=point, exponent_differences={})
+    line = other.lines()[1]
+    assert "between 1 and 1" not in line and "1 in every resample" in line
+
+
+def test_per_cell_rows_are_in_order_of_scale() -> None:
+    """A diff audit: the per-cell rows were sorted as strings (w128 before w16)."""
+    a = pair_sweep(-0.3, 1)
+    r = diff(a, pair_sweep(-0.3, 2))
+    by_n = a.groupby("cell")["n_params"].first().sort_values().index.astype(str).tolist()
+    assert by_n != sorted(by_n)  # (the names do not sort as the scale does)
+    assert list(r.best_loss_differences) == by_n
+    assert list(r.to_json()["best_loss_differences"]) == by_n
+    rows = [ln.split(":")[0].split()[-1] for ln in r.lines() if ln.startswith("  best loss N")]
+    assert rows == by_n
