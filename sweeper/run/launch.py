@@ -113,6 +113,9 @@ class LaunchSummary:
     #: the law sampler's budget (None for other samplers: their targets are per cell)
     budget_runs: int | None = None
 
+    def __repr__(self) -> str:
+        return st.masked_repr(self, "url")
+
     @property
     def done(self) -> bool:
         """Every cell reached its target, or (law sampler) the plan stopped: its cells' trial

@@ -100,6 +100,11 @@ class SweepSection:
     data: str = "builtin"  # "builtin", a text file or folder, or a nanoGPT train.bin/val.bin folder
     description: str = ""
 
+    def __repr__(self) -> str:
+        from sweeper.study.storage import masked_repr
+
+        return masked_repr(self, "storage")
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -373,7 +378,7 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
 
     if url_password(spec.sweep.storage):
         log.warning(
-            "%s: sweep.storage carries a password: anyone who reads the study file reads it (the "
+            "%s: sweep.storage carries a password, so anyone who reads the study file reads it (the "
             "copy stored with the sweep has it masked); leave it out of the URL and let the "
             "database client find it (PGPASSWORD, ~/.pgpass), or set $SWEEPER_STORAGE",
             path_s,

@@ -158,6 +158,21 @@ def safe_url(url: str) -> str:
         return redact(url)
 
 
+def masked_repr(obj: Any, *url_fields: str) -> str:
+    """A dataclass's repr with the storage URLs in ``url_fields`` passed through :func:`safe_url`
+    (a notebook shows the repr of what a call returns, and saves it in the notebook file: the
+    generated one had shown a launch's storage password)."""
+    import dataclasses
+
+    parts = []
+    for f in dataclasses.fields(obj):
+        if f.repr:
+            v = getattr(obj, f.name)
+            shown = safe_url(v) if f.name in url_fields and isinstance(v, str) else v
+            parts.append(f"{f.name}={shown!r}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
+
+
 def redact(text: str, *urls: str | None) -> str:
     """``text`` (a database driver's error message, a log line) with every secret masked: the
     password of each URL in ``urls`` wherever it appears, and anything that looks like one

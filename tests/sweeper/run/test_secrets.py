@@ -195,5 +195,23 @@ def test_a_study_files_password_is_warned_about_and_not_stored(
     with caplog.at_level(logging.WARNING):
         load_study(path)
     assert "sweep.storage carries a password" in caplog.text and SENTINEL not in caplog.text
+    # the warning's own words survive the CLI's redaction ('password: anyone' read as a secret)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert cli_mod.main(["validate", str(path)]) == 0
+    said = [line for line in caplog.text.splitlines() if "carries a password" in line]
+    assert said and "***" not in said[0] and "who reads the study file reads it" in said[0]
+    # a notebook shows the repr of what a call returns (and saves it in the notebook)
+    assert SENTINEL not in repr(load_study(path)) and "bob:***@h/db" in repr(load_study(path))
     open_sweep(spec, url)
     assert _files_with(tmp_path, SENTINEL) == [str(path)]  # the file itself only, not the db
+
+
+def test_a_launch_summary_shows_its_storage_without_the_password() -> None:
+    """``sweeper.launch(...)`` left as a notebook cell's last expression displayed the storage
+    password (the generated repr of LaunchSummary), from --storage, $SWEEPER_STORAGE or the
+    study file alike."""
+    from sweeper.run.launch import LaunchSummary
+
+    s = LaunchSummary("s", f"postgresql+psycopg://bob:{SENTINEL}@h/db", (), 1.0, 0, 0, 0, 1)
+    assert SENTINEL not in repr(s) and "url='postgresql+psycopg://bob:***@h/db'" in repr(s)
