@@ -70,7 +70,8 @@ def register(sub: Any) -> None:
         help="is sweep B's law different from sweep A's? (exponents, LR at a target, losses)",
         description="Fit two sweeps the same way and compare B with A: exponent differences, the "
         "ratio of the predicted optimal LR (and batch) at a target, the best-loss difference per "
-        "shared cell, with intervals; says plainly when the two are indistinguishable.",
+        "shared cell, with intervals; says first whether the law moved and whether the best "
+        "loss differs.",
         epilog=_DIFF_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -242,7 +243,7 @@ def _plot_diff(res: Any, path: Path) -> None:
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2 + bool(losses), squeeze=False)[0]
     _draw_diff_laws(axes[0], res)
-    verdict = "indistinguishable" if res.indistinguishable else "different"
+    verdict = "the law moved" if res.law_moved else "the law not shown to move"
     _draw_intervals(axes[1], laws, f"B = {res.b}\nminus A = {res.a}: {verdict}\n"
                     "(thick: 95%; thin: corrected; red: excludes the null)")  # fmt: skip
     if losses:

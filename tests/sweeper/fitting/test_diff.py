@@ -75,7 +75,15 @@ def test_a_searched_schedule_is_refused() -> None:
         diff_runs(a, b, n_boot=100, cell_boot=20)
 
 
-def test_cli_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_diff_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sweeper.cli import own_model
+
+    titles: list[str] = []
+    drawn = own_model._draw_intervals
+    monkeypatch.setattr(own_model, "_draw_intervals",
+                        lambda ax, items, title: titles.append(title) or drawn(ax, items, title))
     url = f"sqlite:///{tmp_path / 'd.db'}"
     for name, (exp, seed) in {"ref": (-0.3, 5), "new": (-0.6, 6)}.items():
         f = tmp_path / f"{name}.csv"
@@ -94,6 +102,10 @@ def test_cli_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     # the best-loss differences have a panel of their own (on the laws' axis they hid under a
     # ±60 ln-ratio interval): three panels of 5.5 inches at 110 dpi
     assert int.from_bytes(png[16:20], "big") == round(3 * 5.5 * 110)
+    # the laws' panel gives the law's verdict (it gave the verdict over laws and losses together)
+    verdict = "moved" if out["law_moved"] else "not shown to move"
+    assert titles[0].endswith(f"minus A = ref: the law {verdict}\n(thick: 95%; thin: "
+                              "corrected; red: excludes the null)")  # fmt: skip
     assert cli.main(["diff", "ref", "nope", "--storage", url]) == 2
     capsys.readouterr()
     # a side may join sweeps of the same study on other LRs (spaces allowed), but not a sweep
