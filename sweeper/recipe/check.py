@@ -324,11 +324,11 @@ def _check_item(
     warnings: list[str],
 ) -> CheckItem | None:
     """The recipe's ``quantity`` against the law at ``scale`` (None, with a warning, where the
-    law predicts no positive value)."""
+    law predicts no positive value, or one its form sets rather than its data)."""
     f = token_factor(law, bytes_per_token)
     got = evaluate_law(law, quantity, scale, seq_len=seq_len, level=level, factor=f)
-    if got is None:
-        zero = law.beyond_form(scale)
+    zero = law.beyond_form(scale)  # (a positive value there is the formula's, not its data's)
+    if got is None or zero:
         warnings.append(
             f"{quantity} law ({law_label(law)}), {v.name}: {zero}; not compared" if zero
             else f"{quantity} law ({law_label(law)}) predicts {law.predict(scale):.3g} for "

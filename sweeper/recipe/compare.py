@@ -194,6 +194,8 @@ def compare_laws(
         for _, p in points.iterrows():
             unit = unit_factor(law, p, bytes_per_token)
             scale, note = _scale_for(law, p, unit)
+            zero = law.beyond_form(scale) if scale is not None else None
+            note = "; ".join(x for x in (note, zero) if x)
             measured = float(p.get(f"measured_{law.target}", np.nan))
             value = low = high = extrap = np.nan
             side = ""

@@ -329,6 +329,11 @@ def test_compare_evaluates_each_law_at_n_as_it_counts_n(tmp_path: Path) -> None:
         "steplaw counts N without the embeddings; these cells' N is with every embedding"
     ).all()
     assert any("counts N with every embedding parameter, steplaw without" in n for n in t.notes)
+    # Kaplan's formula near its zero gives a value of its form, not its data: said at the point
+    k = sweeper.compare("q", at={"n_params": 6.5e9, "tokens": 2e12}, storage=url,
+                        published=("kaplan",)).predictions.set_index(["point", "law"])  # fmt: skip
+    assert "no usable LR there" in k.loc[("target", "kaplan"), "note"]
+    assert "no usable LR" not in k.loc[("w32-d2-t819k", "kaplan"), "note"]
 
 
 def test_published_names_are_matched_one_way() -> None:

@@ -155,6 +155,11 @@ def test_law_outside_its_range_is_not_compared() -> None:
     res = check_recipe(published_laws("kaplan"), get_recipe("llama2-70b"))
     assert res.item("lr") is None
     assert any("reaches 0 at N = 1.2e+10" in w and "not compared" in w for w in res.warnings)
+    # within a decade of that zero the value is still positive, but the formula's, not the
+    # data's: an audit's llama2-7b read "1.77 octaves above" beside the warning saying so
+    near = check_recipe(published_laws("kaplan"), get_recipe("llama2-7b"))
+    assert near.item("lr") is None
+    assert any("no usable LR there; not compared" in w for w in near.warnings)
 
 
 def test_all_recipes_check_against_every_published_law() -> None:
