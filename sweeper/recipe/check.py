@@ -97,6 +97,7 @@ class CheckValues:
             layers=r.layers,
             d_model=r.d_model,
             context=r.context,
+            vocab=r.vocab,
             name=r.name,
         )
 

@@ -30,6 +30,7 @@ _REQUIRED: Final[dict[str, type | tuple[type, ...]]] = {
     "d_model": int,
     "heads": int,
     "context": int,
+    "vocab": int,
     "tokens": (int, float),
     "lr": (int, float),
     "batch_tokens": (int, float),
@@ -47,9 +48,10 @@ _OPTIONAL: Final[dict[str, type | tuple[type, ...]]] = {
 
 @dataclass(frozen=True)
 class PublishedRecipe:
-    """One published run: shape (layers, d_model, heads, context = training sequence length),
-    non-embedding ``n_params``, ``tokens`` D, peak ``lr`` and ``batch_tokens`` (the final batch when
-    it was ramped up from ``batch_tokens_start``), and where the numbers come from."""
+    """One published run: shape (layers, d_model, heads, context = training sequence length,
+    vocab = the embedding's rows), non-embedding ``n_params``, ``tokens`` D, peak ``lr`` and
+    ``batch_tokens`` (the final batch when it was ramped up from ``batch_tokens_start``), and
+    where the numbers come from."""
 
     name: str
     title: str
@@ -58,6 +60,7 @@ class PublishedRecipe:
     d_model: int
     heads: int
     context: int
+    vocab: int
     tokens: float
     lr: float
     batch_tokens: float

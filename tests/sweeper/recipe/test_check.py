@@ -188,6 +188,20 @@ def _conv(law: PowerLaw, **conv: object) -> PowerLaw:
     return replace(law, conventions=replace(law.conventions, **conv))
 
 
+def test_a_published_recipe_is_checked_with_its_own_vocab() -> None:
+    """Every published recipe was checked with 'no vocab given: assumed 32000' (GPT-3's is
+    50257, DeepSeek's 102400), while --vocab was refused for it: the recipes carry their vocab."""
+    law = _conv(lr_law(), n_params="total")
+    for name, vocab in (("gpt3-1.3b", 50257), ("deepseek-7b", 102400), ("llama2-7b", 32000)):
+        r = get_recipe(name)
+        res = check_recipe({"lr": law}, r)
+        assert r.vocab == vocab and not any("no vocab given" in w for w in res.warnings)
+        item = res.item("lr")
+        assert item is not None and item.predicted == pytest.approx(
+            law.predict({"n_params": r.n_params + 2 * vocab * r.d_model})
+        )
+
+
 def test_check_reads_the_recipe_as_recommend_does() -> None:
     """The total-N convention gets N plus the embeddings; an inferred shape and an assumed
     sequence length are said, as recommend says them."""
