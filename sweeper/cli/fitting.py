@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sweeper.cli.numbers import add_bytes_per_token, count, number, seed
+from sweeper.cli.numbers import add_bytes_per_token, count, number, positive_count, seed
 from sweeper.cli.output import console as _console
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.methods import (
@@ -198,6 +198,12 @@ def _register_laws_and_compare(sub: Any) -> None:
     p.add_argument("--width", type=count, default=None, help="target d_model")
     p.add_argument("--depth", type=count, default=None, help="target layers")
     p.add_argument("--context", type=count, default=None, help="target sequence length")
+    p.add_argument(
+        "--vocab",
+        type=positive_count,
+        default=None,
+        help="target vocab: its total N for the laws that count embeddings (Porian's head)",
+    )
     p.add_argument(
         "--published",
         default="deepseek,steplaw,kaplan",
@@ -403,6 +409,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ("width", args.width),
             ("depth", args.depth),
             ("context", args.context),
+            ("vocab", args.vocab),
         )
         if v is not None
     }

@@ -187,6 +187,15 @@ def test_compare_json(sweep: str, sqlite_url: str, cli) -> None:
     assert {"target", "predictor", "fitted", "low", "high", "published", "inside"} <= set(
         doc["exponents"][0]
     )
+    # --vocab gives the target its total N for Porian's law (N with the output layer)
+    for vocab, head in (([], 0.0), (["--vocab", "50304"], 50304 * 4096)):
+        code, out, err = cli("compare", sweep, "--width", "4096", "--depth", "32", "--tokens",
+                             "2e12", "--published", "porian", "--json", *vocab,
+                             "--storage", sqlite_url)  # fmt: skip
+        row = next(r for r in json.loads(out)["predictions"]
+                   if r["point"] == "target" and r["law"] == "porian" and r["target"] == "lr")  # fmt: skip
+        n = 12 * 32 * 4096**2 + head
+        assert row["value"] == pytest.approx(0.0047 * (n / 108e6) ** (-1 / 3), rel=1e-6)
 
 
 def test_errors_are_one_line_exit_2(sqlite_url: str, cli) -> None:
