@@ -751,6 +751,30 @@ def _unimportable(names: list[str]) -> list[str]:
     return [n for n in names if importlib.util.find_spec(n) is None]
 
 
+#: the prefix of a launch's Tune folder under the temp dir, followed by the driver's pid
+_RAY_DIR_PREFIX: Final = "sweeper-ray-"
+
+
+def _remove_orphaned_ray_dirs() -> None:
+    """Remove the Tune folders of launches whose driver is gone (a driver killed with SIGKILL
+    skips its own cleanup, and its folder stayed in the temp dir for good: a cluster audit)."""
+    for d in Path(tempfile.gettempdir()).glob(f"{_RAY_DIR_PREFIX}*-*"):
+        pid = d.name[len(_RAY_DIR_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _tuner(
     spec: StudySpec,
     searcher: CellSearcher,
@@ -949,7 +973,8 @@ def _run_tune(
     nothing left to ask; the searcher and the live trials allowed. Ray is shut down afterwards if
     this call started it."""
     started_ray = False
-    ray_dir = tempfile.mkdtemp(prefix="sweeper-ray-")
+    _remove_orphaned_ray_dirs()
+    ray_dir = tempfile.mkdtemp(prefix=f"{_RAY_DIR_PREFIX}{os.getpid()}-")
     display: Progress | None = None
     quiet = contextlib.ExitStack()
     quiet.enter_context(_quiet_ray(verbose))

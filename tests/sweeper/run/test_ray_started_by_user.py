@@ -71,3 +71,24 @@ def test_a_function_of_a_notebook_cell_is_refused_saying_where_code_must_live() 
 
     with pytest.raises(StudyError, match=r"a function of __main__ .* put it in a \.py file"):
         runtime_env_for(["__main__:my_train"], [])
+
+
+def test_a_killed_drivers_tune_folder_is_removed_by_the_next_launch(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A driver killed with SIGKILL skips its cleanup: its sweeper-ray-* folder stayed in the
+    temp dir for good (a cluster audit). The next launch removes the folders of dead drivers."""
+    import tempfile
+
+    from sweeper.run import launch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = tmp_path / f"sweeper-ray-{gone.stdout.strip()}-abc"
+    mine = tmp_path / f"sweeper-ray-{os.getpid()}-def"
+    other = tmp_path / "sweeper-ray-notapid"
+    for d in (dead, mine, other):
+        (d / "experiment").mkdir(parents=True)
+    launch._remove_orphaned_ray_dirs()
+    assert not dead.exists() and mine.exists() and other.exists()
