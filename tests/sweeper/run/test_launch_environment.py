@@ -1,6 +1,7 @@
-"""A notebook that called ``ray.init`` before ``sweeper.launch``: the runtime_env that ships the
-user's modules cannot be given to a Ray already running, and every run had failed with
-ModuleNotFoundError. The launch now refuses before any trial, saying how to start Ray."""
+"""What a launch finds around it: a Ray the user started (``ray.init`` in a notebook, without
+the runtime_env that ships the user's modules: every run had failed with ModuleNotFoundError,
+now refused before any trial), code defined in ``__main__``, and the Tune folders of drivers that
+were killed."""
 
 from __future__ import annotations
 
