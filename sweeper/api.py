@@ -206,10 +206,22 @@ def status(sweep: str | None = None, *, storage: str | None = None) -> dict[str,
     return out
 
 
+#: the ``DataFrame.attrs`` key under which :func:`runs` records the sweep's conventions
+CONVENTIONS_ATTR = "sweeper_conventions"
+
+
 def runs(sweep: str | Sweep, *, storage: str | None = None) -> pd.DataFrame:
     """Every training run of a launched or imported sweep, one row per run (per seed), with the
-    canonical columns of :mod:`sweeper.study.runs` first; ``"a+b"``: the runs of both."""
-    return _sweep_or_joined(sweep, storage).runs()
+    canonical columns of :mod:`sweeper.study.runs` first; ``"a+b"``: the runs of both. The frame
+    carries the sweep's conventions (what N and D count, the optimizer, the schedule...) in
+    ``attrs``, so that :func:`fit` of it, or of a selection of its rows, records them as a fit of
+    the sweep would."""
+    from sweeper.fitting.provenance import sweep_conventions
+
+    sw = _sweep_or_joined(sweep, storage)
+    df = sw.runs()
+    df.attrs[CONVENTIONS_ATTR] = sweep_conventions(sw)
+    return df
 
 
 def import_runs(
@@ -308,7 +320,7 @@ def _fit_inputs(
         # a user's own frame, checked and normalized as an imported file is (rows with an empty
         # loss and no diverged or state column to excuse them had been fitted in silence)
         runs = validated_runs(data, "the runs frame")
-        return runs, runs_conventions(runs), "", None
+        return runs, data.attrs.get(CONVENTIONS_ATTR) or runs_conventions(runs), "", None
     if isinstance(data, str) and "+" in data:
         runs, conv, name = _joined_runs(data, storage)
         return runs, conv, name, _sweep(name.split("+")[0], storage)

@@ -336,6 +336,20 @@ def test_compare_evaluates_each_law_at_n_as_it_counts_n(tmp_path: Path) -> None:
     assert "no usable LR" not in k.loc[("w32-d2-t819k", "kaplan"), "note"]
 
 
+def test_a_fit_of_a_sweeps_runs_frame_keeps_what_the_sweep_measured(tmp_path: Path) -> None:
+    """fit(sweeper.runs(...)[selection]) recorded 'as imported' for everything the sweep knew (an
+    API audit's Muon sweep then got an AdamW recipe): runs() carries the sweep's conventions."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    sweeper.import_runs(REPO / "docs/data/quickstart.csv", sweep="q", storage=url,
+                        study=REPO / "studies/quickstart.toml")  # fmt: skip
+    df = sweeper.runs("q", storage=url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (law,) = sweeper.fit(df[df["lr"] > 2e-3], method="parabola", target="lr", n_boot=40)
+    assert law.conventions.tokens == "bytes" and law.conventions.optimizer == "adamw"
+    assert law.conventions.lr.startswith("peak AdamW LR, warmup 10%")
+
+
 def test_published_names_are_matched_one_way() -> None:
     """The CLI's --law, resolve_laws and published_laws matched a published name by three copies
     of one rule, and published_laws' copy kept surrounding blanks (" steplaw " passed
