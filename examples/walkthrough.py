@@ -42,7 +42,8 @@ def main() -> int:
     # 4. fit the laws of the optimal LR (and batch, where it was swept); they are stored
     laws = sweeper.fit(study.name, storage=args.storage, n_boot=200)
     for law in laws:
-        print(f"{law.target} ∝ " + ", ".join(f"{p}^{b:+.3f}" for p, b in law.exponents.items()))
+        if isinstance(law, sweeper.PowerLaw):  # (a loss law, fitted with target="loss", is not)
+            print(f"{law.target} ∝ " + ", ".join(f"{p}^{b:+.3f}" for p, b in law.exponents.items()))
 
     # 5. the recipe for a model far too big to sweep, and its litgpt config
     target = sweeper.Target(width=2048, depth=20, vocab=50304, context=2048, tokens=2e10)

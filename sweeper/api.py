@@ -37,7 +37,8 @@ from sweeper.fitting.methods import DEFAULT_METHOD
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sweeper.fitting.laws import Law, LossLaw
+    from sweeper.fitting.diff import DiffResult
+    from sweeper.fitting.laws import Law, LossLaw, PowerLaw
     from sweeper.recipe.check import CheckResult, CheckValues
     from sweeper.recipe.hardware import Hardware
     from sweeper.recipe.published_recipes import PublishedRecipe
@@ -265,8 +266,9 @@ def fit(
     storage: str | None = None,
     store: bool = True,
     **options: Any,
-) -> list[Law]:
-    """Fit the laws of a sweep (or of a runs DataFrame) and, for a stored sweep, store them.
+) -> list[PowerLaw | LossLaw]:
+    """Fit the laws of a sweep (or of a runs DataFrame) and, for a stored sweep, store them: power
+    laws of the optimal LR and batch (a surface fit's is a PowerLaw too), a loss law for "loss".
 
     Fits ``lr`` and, when the batch size varies within cells, ``batch_tokens`` (or only
     ``target``: "lr", "batch_tokens", "loss"); see :mod:`sweeper.fitting.fit_runs` for the rules
@@ -290,10 +292,12 @@ def fit(
         warnings.warn(msg, FitSkipped, stacklevel=2)
     for msg in outcome.warnings:
         warnings.warn(msg, FitWarning, stacklevel=2)
+    from sweeper.fitting.laws import LossLaw, PowerLaw
+
     fitted = list(outcome.laws)
     if store and sw is not None:
         fitted = [put_law(law, sw.url) for law in fitted]
-    return fitted
+    return [law for law in fitted if isinstance(law, PowerLaw | LossLaw)]  # (what fits make)
 
 
 def _fit_inputs(
@@ -752,7 +756,7 @@ def diff(
     tokens: float | None = None,
     storage: str | None = None,
     **options: Any,
-) -> Any:
+) -> DiffResult:
     """Fit both sweeps the same way and compare B with A: exponent differences, the ratio of the
     predicted optimal LR (and batch) at a target (``params``, ``tokens``; default the largest
     cell), the best-loss difference per shared cell, with 95% and Bonferroni-corrected intervals
