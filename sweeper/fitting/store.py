@@ -22,12 +22,23 @@ __all__ = ["get_law", "latest_laws", "list_laws", "put_law"]
 
 def put_law(law: Law, url: str | None = None, *, sweep: str | None = None) -> Law:
     """Store ``law`` (for ``sweep``, default its ``source``); returns it with ``id`` and
-    ``created_at`` set."""
+    ``created_at`` set. A law equal to the latest one stored for its sweep and target (a fit run
+    again on the same runs) is not stored twice: that one is returned."""
     payload = law.to_dict()
     payload.pop("id", None)
     payload.pop("created_at", None)
+    text = json.dumps(payload)
     created = storage.now()
+    t = storage.laws_table
     with storage.transaction(url) as conn:
+        last = conn.execute(
+            sa.select(t)
+            .where(t.c.sweep == (sweep or law.source), t.c.target == law.target)
+            .order_by(t.c.id.desc())
+            .limit(1)
+        ).mappings().first()
+        if last is not None and last["payload_json"] == text:
+            return _law_of(last)
         res = conn.execute(
             storage.laws_table.insert().values(
                 sweep=sweep or law.source,
@@ -35,7 +46,7 @@ def put_law(law: Law, url: str | None = None, *, sweep: str | None = None) -> La
                 target=law.target,
                 method=law.method,
                 fingerprint=getattr(law, "fingerprint", ""),
-                payload_json=json.dumps(payload),
+                payload_json=text,
                 created_at=created,
             )
         )

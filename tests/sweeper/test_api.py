@@ -348,6 +348,13 @@ def test_a_fit_of_a_sweeps_runs_frame_keeps_what_the_sweep_measured(tmp_path: Pa
         (law,) = sweeper.fit(df[df["lr"] > 2e-3], method="parabola", target="lr", n_boot=40)
     assert law.conventions.tokens == "bytes" and law.conventions.optimizer == "adamw"
     assert law.conventions.lr.startswith("peak AdamW LR, warmup 10%")
+    # a fit run again on the same runs (a notebook cell re-run) stores its law once
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = sweeper.fit("q", method="parabola", target="lr", n_boot=40, storage=url)
+        again = sweeper.fit("q", method="parabola", target="lr", n_boot=40, storage=url)
+    assert [x.id for x in again] == [x.id for x in first]
+    assert len(sweeper.laws("q", storage=url)) == 1
 
 
 def test_published_names_are_matched_one_way() -> None:
