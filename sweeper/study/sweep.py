@@ -19,11 +19,13 @@ This module imports Optuna, SQLAlchemy and pandas (no ray, no torch).
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
 import math
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,7 +35,9 @@ import optuna
 import sqlalchemy as sa
 import sqlalchemy.orm
 from optuna.storages import RDBStorage
-from optuna.trial import TrialState
+from optuna.storages._rdb import models
+from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import StorageError, StudyError
 from sweeper.study import storage as st
@@ -80,6 +84,9 @@ logger = logging.getLogger(__name__)
 OBJECTIVE_NAME = "final val loss (nats), mean over seeds"
 #: the sweep row's metadata key keeping why a law study's plan stopped (:func:`record_law_stop`)
 LAW_STOP = "law_stop"
+#: the trial system attribute naming the ask (or enqueue) that created the trial: one retried after
+#: its answer was lost finds the trial its first try committed (:meth:`FencedStorage._new_trial`)
+ASKED_BY = "sweeper_asked_by"
 
 
 def study_name(sweep: str, cell: str) -> str:
@@ -166,18 +173,22 @@ class FencedStorage(RDBStorage):
         self.scoped_session.remove()
         self.engine.dispose()
 
-    def _retrying(self, what: str, call: Callable[[], Any]) -> Any:
+    def _retrying(
+        self, what: str, call: Callable[[], Any], landed: Callable[[], Any] | None = None
+    ) -> Any:
         """``call()``, retried while the database is unreachable (a lost connection, logins
         refused), for as long as the lease's heartbeat tolerates it (``stale_after_s``); then
         the lease is given up as the heartbeat gives it up (:class:`LeaseLost`: the launch stops
         its trials and exits with the reason) instead of a crash in the middle of a tell. Any
-        other error is raised at once. A write whose commit reached the database but whose
-        answer was lost is tried again: a second tell of a finished trial is refused by Optuna
-        (the searcher forgets the point), a second ask leaves one more RUNNING trial, closed at
-        the next launch."""
+        other error is raised at once (a fencing refusal, a finished trial, a bad write). Every
+        storage call of a launch comes here (:data:`_RETRIED`). A write whose commit may have
+        reached the database before its answer was lost asks ``landed()`` before trying again:
+        not None is the first try's result (an ask finds its trial, a tell its trial told)."""
         held, waited, pause = self._held, 0.0, 0.5
         while True:
             try:
+                if waited and landed is not None and (done := landed()) is not None:
+                    return done
                 return call()
             except KeyError:
                 # Optuna's "Record does not exist": the trial or study was deleted under the
@@ -187,27 +198,91 @@ class FencedStorage(RDBStorage):
                     raise LeaseLost(held.why) from None
                 raise
             except optuna.exceptions.StorageInternalError as e:
-                if held.lost.is_set():
-                    raise LeaseLost(held.why) from None
-                if not _unreachable(e):
-                    raise
-                if waited >= held.stale_after_s:
-                    held.mark_lost(
-                        f"sweep {held.sweep!r}: the storage was unreachable for {waited:.0f} s "
-                        f"({what}); another driver may have taken it over"
-                    )
-                    raise LeaseLost(held.why) from None
-                if waited == 0.0:
-                    logger.warning(
-                        "sweep %s: the storage is unreachable (%s: %s); retrying for up to %.0f s",
-                        held.sweep,
-                        what,
-                        st.redact(_first_line(e.__cause__)),
-                        held.stale_after_s,
-                    )
+                self._unreachable_for(what, e, waited)
                 time.sleep(pause)
                 waited += pause
                 pause = min(2 * pause, HEARTBEAT_S / 3)
+
+    def _unreachable_for(self, what: str, e: Exception, waited: float) -> None:
+        """Return when ``e`` is the storage out of reach and may be waited out longer; else
+        raise it, or :class:`LeaseLost` (the lease lost, or the wait past ``stale_after_s``)."""
+        held = self._held
+        if held.lost.is_set():
+            raise LeaseLost(held.why) from None
+        if not _unreachable(e):
+            raise e
+        if waited >= held.stale_after_s:
+            held.mark_lost(
+                f"sweep {held.sweep!r}: the storage was unreachable for {waited:.0f} s "
+                f"({what}); another driver may have taken it over"
+            )
+            raise LeaseLost(held.why) from None
+        if waited == 0.0:
+            logger.warning(
+                "sweep %s: the storage is unreachable (%s: %s); retrying for up to %.0f s",
+                held.sweep,
+                what,
+                st.redact(_first_line(e.__cause__)),
+                held.stale_after_s,
+            )
+
+    def _create_new_trial(
+        self, study_id: int, template_trial: FrozenTrial | None = None
+    ) -> FrozenTrial:
+        """Optuna's, tried once per :meth:`_retrying` round (Optuna's own five tries would make a
+        second trial when a commit's answer is lost): the trial is stamped with this call's id
+        (:data:`ASKED_BY`) in the same transaction, and a retry first looks for it."""
+        token = uuid.uuid4().hex
+        return self._retrying(
+            "create_new_trial",
+            lambda: self._new_trial(study_id, template_trial, token),
+            landed=lambda: self._asked_trial(study_id, token),
+        )
+
+    def _new_trial(self, study_id: int, template: FrozenTrial | None, token: str) -> FrozenTrial:
+        with _create_scoped_session(self.scoped_session) as session:
+            # (the study row locked: the trial numbers are counted in this transaction)
+            models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
+            if template is None:
+                trial = self._get_prepared_new_trial(study_id, None, session)
+                stamp = json.dumps(token)
+                session.add(models.TrialSystemAttributeModel(
+                    trial_id=trial.trial_id, key=ASKED_BY, value_json=stamp
+                ))  # fmt: skip
+            else:  # Optuna writes a template's attributes while the trial is still RUNNING
+                stamped = copy.copy(template)
+                stamped.system_attrs = {**template.system_attrs, ASKED_BY: token}
+                trial = self._get_prepared_new_trial(study_id, stamped, session)
+            return self._build_frozen_trial_from_trial_model(trial)
+
+    def _asked_trial(self, study_id: int, token: str) -> FrozenTrial | None:
+        """The trial of ``study_id`` stamped with ``token`` (None: its commit was lost)."""
+        t, a = models.TrialModel, models.TrialSystemAttributeModel
+        with _create_scoped_session(self.scoped_session) as session:
+            stamped = a.key == ASKED_BY, a.value_json == json.dumps(token)
+            trial = (
+                session.query(t)
+                .join(a, a.trial_id == t.trial_id)
+                .filter(t.study_id == study_id, *stamped)
+                .one_or_none()
+            )
+            return None if trial is None else self._build_frozen_trial_from_trial_model(trial)
+
+    def set_trial_state_values(
+        self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
+    ) -> bool:
+        """Optuna's, retried; a retry after a lost answer first reads whether the trial already
+        holds ``state`` and ``values`` (its tell landed: a second one would be refused)."""
+
+        def landed() -> bool | None:
+            t = RDBStorage.get_trial(self, trial_id)
+            told = t.state == state and (values is None or t.values == list(values))
+            return True if told else None
+
+        def call() -> bool:
+            return RDBStorage.set_trial_state_values(self, trial_id, state, values)
+
+        return self._retrying("set_trial_state_values", call, landed)
 
 
 def _still_held(held: HeldLease) -> bool:
@@ -225,7 +300,11 @@ def _unreachable(e: BaseException) -> bool:
     cause = e.__cause__
     if isinstance(cause, sa.exc.DBAPIError) and cause.connection_invalidated:
         return True
-    return isinstance(cause, sa.exc.OperationalError | sa.exc.InterfaceError)
+    # PendingRollbackError: a statement after the connection was lost in the same transaction
+    # (Optuna's _get_trials queries again after an OperationalError)
+    return isinstance(
+        cause, sa.exc.OperationalError | sa.exc.InterfaceError | sa.exc.PendingRollbackError
+    )
 
 
 def _first_line(e: BaseException | None) -> str:
@@ -243,21 +322,39 @@ def _retried(name: str) -> Callable[..., Any]:
     return call
 
 
-#: the storage calls a launch makes through Optuna (every write, and the reads of its tells)
-for _name in (
-    "create_new_trial",
-    "set_trial_param",
-    "set_trial_state_values",
+#: every RDBStorage method that runs one transaction, all a launch calls through Optuna (its
+#: _CachedStorage calls the private ones) or itself: retried through an outage (FencedStorage.
+#: _retrying). The composites (create_new_trial, set_trial_param, get_all_trials, get_best_trial)
+#: retry their transactions; _create_new_trial and set_trial_state_values are FencedStorage's
+#: own, which check whether a lost answer's write landed; the others write nothing, or the same
+#: row again (an upsert, an insert whose duplicate Optuna ignores; a second create_new_study is
+#: DuplicatedStudyError, which create_study(load_if_exists=True) loads). delete_study is left
+#: out: a launch deletes through optuna_storage, and a second delete would raise KeyError.
+_RETRIED = (
+    "create_new_study",
+    "set_study_user_attr",
+    "set_study_system_attr",
+    "get_study_id_from_name",
+    "get_study_name_from_id",
+    "get_study_directions",
+    "get_study_user_attrs",
+    "get_study_system_attrs",
+    "get_all_studies",
+    "_set_trial_param",
+    "get_trial_param",
     "set_trial_intermediate_value",
     "set_trial_user_attr",
     "set_trial_system_attr",
-    "set_study_user_attr",
-    "set_study_system_attr",
-    "get_trial",
-    "get_all_trials",
-    "get_study_id_from_name",
+    "get_trial_user_attrs",
+    "get_trial_system_attrs",
     "get_trial_id_from_study_id_trial_number",
-):
+    "get_trial",
+    "_get_trials",
+    "_get_best_trial_id",
+    "record_heartbeat",
+    "_get_stale_trial_ids",
+)
+for _name in _RETRIED:
     setattr(FencedStorage, _name, _retried(_name))
 
 

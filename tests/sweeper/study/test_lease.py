@@ -515,3 +515,30 @@ def test_a_driver_whose_sweep_was_deleted_by_a_takeover_stops_as_displaced(
     assert a.lost.is_set() and "taken over" in a.why
     sa_.close()
     release(b.lease, sqlite_url)
+
+
+@pytest.mark.postgres
+def test_an_ask_and_a_read_wait_out_a_short_database_outage(
+    postgres_url: str, sweep_name: str
+) -> None:
+    """A cluster audit: an ask (and any read of the trials) during a 25 s outage crashed the
+    driver at once, StorageInternalError: the calls Optuna's cache makes were not retried."""
+    from sweeper.study.lease import HeldLease
+    from sweeper.study.space import distributions
+    from sweeper.study.spec import parse_study_toml
+    from sweeper.study.sweep import FencedStorage, open_sweep
+
+    spec = parse_study_toml(FENCED.replace('name = "fenced"', f'name = "{sweep_name}"'))
+    held = HeldLease(acquire(sweep_name, postgres_url), postgres_url)
+    storage = FencedStorage(postgres_url, held)
+    (cs,) = open_sweep(spec, postgres_url, storage=storage, held=held)
+    cs.study.tell(cs.study.ask(distributions(spec.search)), 3.0)
+    for read in (lambda: cs.study.ask(distributions(spec.search)), cs.study.get_trials):
+        back = _outage(postgres_url, 2.0)
+        t0 = time.monotonic()
+        read()
+        assert time.monotonic() - t0 > 1.5 and not held.lost.is_set()
+        back.join()
+    assert [t.state.name for t in cs.study.get_trials()] == ["COMPLETE", "RUNNING"]
+    storage.close()
+    release(held.lease, postgres_url)
