@@ -221,8 +221,16 @@ def runs(sweep: str | Sweep, *, storage: str | None = None) -> pd.DataFrame:
 
     sw = _sweep_or_joined(sweep, storage)
     df = sw.runs()
-    df.attrs[CONVENTIONS_ATTR] = sweep_conventions(sw)
+    df.attrs[CONVENTIONS_ATTR] = sweep_conventions(sw).to_json()  # (JSON: to_parquet writes it)
     return df
+
+
+def _frame_conventions(df: pd.DataFrame) -> Any:
+    """The conventions :func:`runs` recorded in ``df.attrs`` (None when it did not)."""
+    from sweeper.fitting.conventions import SCHEMA_VERSION, Conventions
+
+    d = df.attrs.get(CONVENTIONS_ATTR)
+    return Conventions.from_json(d, law={"schema_version": SCHEMA_VERSION}) if d else None
 
 
 def import_runs(
@@ -324,7 +332,7 @@ def _fit_inputs(
         # a user's own frame, checked and normalized as an imported file is (rows with an empty
         # loss and no diverged or state column to excuse them had been fitted in silence)
         runs = validated_runs(data, "the runs frame")
-        return runs, data.attrs.get(CONVENTIONS_ATTR) or runs_conventions(runs), "", None
+        return runs, _frame_conventions(data) or runs_conventions(runs), "", None
     if isinstance(data, str) and "+" in data:
         runs, conv, name = _joined_runs(data, storage)
         return runs, conv, name, _sweep(name.split("+")[0], storage)

@@ -343,6 +343,7 @@ def test_a_fit_of_a_sweeps_runs_frame_keeps_what_the_sweep_measured(tmp_path: Pa
     sweeper.import_runs(REPO / "docs/data/quickstart.csv", sweep="q", storage=url,
                         study=REPO / "studies/quickstart.toml")  # fmt: skip
     df = sweeper.runs("q", storage=url)
+    df.to_parquet(tmp_path / "runs.parquet")  # (the attrs are JSON: to_parquet writes them)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         (law,) = sweeper.fit(df[df["lr"] > 2e-3], method="parabola", target="lr", n_boot=40)
