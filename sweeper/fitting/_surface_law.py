@@ -52,7 +52,7 @@ class Regret(NamedTuple):
     p_above: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SurfaceLaw(PowerLaw):
     """A power law of the optimum fitted jointly with the loss curve around it.
 

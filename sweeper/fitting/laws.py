@@ -59,16 +59,22 @@ _SYMBOL: Final[dict[str, str]] = {"n_params": "N", "tokens": "D", "flops": "C", 
                                   "depth": "L"}  # fmt: skip
 
 
+def _g(x: float, digits: int) -> str:
+    """An exponent to ``digits`` significant digits, 0 where it is 0 to rounding (a flat law's
+    fit had read N^-2.32e-16)."""
+    return "0" if abs(x) < 1e-12 else f"{x:.{digits}g}"
+
+
 def formula(law: Law, *, digits: int = 3) -> str:
     """``a · N^b · D^c`` with 95% intervals on fitted exponents, e.g. ``78.4·N^-0.77[-0.88,-0.67]``
     (the form every table, the report and ``str(law)`` write)."""
     if isinstance(law, PowerLaw):
         parts = [f"{law.prefactor:.{digits}g}"]
         for p in law.predictors:
-            term = f"{_SYMBOL.get(p, p)}^{law.exponents[p]:.{digits}g}"
+            term = f"{_SYMBOL.get(p, p)}^{_g(law.exponents[p], digits)}"
             ci = law.exponents_ci.get(p)
             if ci is not None and ci[0] != ci[1]:
-                term += f"[{ci[0]:.{digits}g},{ci[1]:.{digits}g}]"
+                term += f"[{_g(ci[0], digits)},{_g(ci[1], digits)}]"
             parts.append(term)
         return "·".join(parts)
     if isinstance(law, KaplanLRLaw):
@@ -78,7 +84,7 @@ def formula(law: Law, *, digits: int = 3) -> str:
     return law.kind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Law:
     """What every law shares: what it predicts, from what, and where it comes from. ``str(law)``
     (and a notebook's display) is one line: target, formula, source and method."""
@@ -93,6 +99,9 @@ class Law:
             f"{self.target} = {formula(self)}  ({how}{ident}"
             + (f", {cells} cells" if cells else "") + ")"
         )  # fmt: skip
+
+    def __repr__(self) -> str:  # (the generated one printed every resample: print(laws))
+        return f"<{type(self).__name__} {self}>"
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter's display
         p.text(str(self))
@@ -172,7 +181,7 @@ class Law:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PowerLaw(Law):
     """y = a · Π x_k^b_k, fitted in log space: log y = log a + Σ b_k log x_k.
 
@@ -258,7 +267,7 @@ class PowerLaw(Law):
         return d
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class KaplanLRLaw(Law):
     """Kaplan et al. (2020), eq. D.1: η(N) ≈ 0.003239 − 0.0001395 · ln N (N non-embedding)."""
 
@@ -297,7 +306,7 @@ class KaplanLRLaw(Law):
         return d
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LossLaw(Law):
     """L(N, D) = E + A / N^α + B / D^β (nats per token; N non-embedding, D tokens)."""
 

@@ -372,3 +372,14 @@ def test_the_surface_fit_refuses_an_undetermined_design_as_the_per_cell_fit_does
     runs["flops"] = 6 * runs["n_params"] * runs["tokens"]
     with pytest.raises(FitError, match="collinear across the usable cells"):
         fit_surface(runs, predictors=("n_params", "flops"), n_boot=0, cv=False)
+
+
+def test_a_law_reads_in_one_line_in_a_list_and_a_zero_exponent_reads_0() -> None:
+    """print(laws) printed every resample of every law (the dataclass repr); a flat law's
+    exponent read N^-2.32e-16 (an API audit)."""
+    law = PowerLaw(
+        target="lr", predictors=("n_params",), source="s", method="parabola+wls",
+        log_prefactor=math.log(0.01), exponents={"n_params": -2.32e-16},
+        exponents_ci={"n_params": (-0.1, 0.1)}, boot_coefs=((0.0, 0.0),) * 500, n_cells=5,
+    )  # fmt: skip
+    assert repr([law]) == "[<PowerLaw lr = 0.01·N^0[-0.1,0.1]  (sweep s, parabola+wls, 5 cells)>]"
