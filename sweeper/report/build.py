@@ -46,6 +46,10 @@ def build_report(
 
     if out.exists() and not out.is_dir():
         raise SweeperError(f"report: {out} exists and is not a folder")
+    if recipe is not None and at:
+        raise SweeperError(
+            "report: give a recipe or a target's scale (at): a recipe names its target"
+        )
     shown = recipe_from_dict(recipe) if recipe is not None else None  # (refused when malformed)
     check_resamples(bootstrap, "--bootstrap (bootstrap)")
     if method is not None:
@@ -58,7 +62,7 @@ def build_report(
     )
     laws, notes = _report_laws(sw, runs, optima, method)
     target_scale = _checked_scale(at) if at else None
-    if target_scale is not None:
+    if target_scale is not None and recipe is None:
         notes += _target_doubts(laws, target_scale)
     if recipe is not None:
         target_scale = {
@@ -108,13 +112,17 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
     by_target = {law.target: law for law in laws}
     if "lr" not in by_target:
         return []
-    target = Target(
-        n_params=at.get("n_params"),
-        width=int(at["width"]) if "width" in at else None,
-        depth=int(at["depth"]) if "depth" in at else None,
-        tokens=at.get("tokens"),
-        compute=at.get("flops"),
-    )
+    budget = _budget(by_target["lr"], at)
+    try:
+        target = Target(
+            n_params=at.get("n_params"),
+            width=int(at["width"]) if "width" in at else None,
+            depth=int(at["depth"]) if "depth" in at else None,
+            tokens=budget.get("tokens"),
+            compute=budget.get("compute"),
+        )
+    except TargetError as e:
+        return [f"the target given is not one recommend can read, so its doubts are not said: {e}"]
     notes = []
     try:
         recommend(by_target, target)
@@ -126,6 +134,16 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
         return notes
     notes += [f"at the target: {w}" for w in doubts if isinstance(w, Doubt) and FORCED not in w]
     return notes
+
+
+def _budget(law: Law, at: Mapping[str, float]) -> dict[str, float]:
+    """The target's D (or compute) for ``recommend``: as given, else the D the law's cells held
+    (a law of N alone, marked at an N only: no D of the page's making to doubt)."""
+    given = {k: at[v] for k, v in (("tokens", "tokens"), ("compute", "flops")) if v in at}
+    if given:
+        return given
+    span = law.conventions.held.get("tokens") or law.domain.get("tokens")
+    return {"tokens": (span[0] * span[1]) ** 0.5} if span else {}
 
 
 def _transfers(sw: Sweep) -> list[TransferShown]:

@@ -57,3 +57,24 @@ def test_a_target_with_no_law_to_mark_says_it_is_not_marked(
     assert "the target given is not marked: there is no law to evaluate at it" in notes
     # with no law to say it, the sweep's own conventions give the unit of its batches
     assert "batch (bytes)" in (tmp_path / "t" / "index.html").read_text()
+
+
+def test_a_partial_target_still_gives_a_report(sqlite_url: str, tmp_path: Path) -> None:
+    """A review found the doubts' target built outside any guard: `report --tokens 1e10` (no N)
+    failed the whole report, and an N alone lost the doubts to 'give tokens'."""
+    import pytest
+
+    from sweeper import api
+    from sweeper.errors import SweeperError
+
+    import_runs(DATA, sweep="q", url=sqlite_url, conventions={"tokens": "bytes"})
+    assert (
+        main(["fit", "q", "--method", "parabola", "--bootstrap", "200", "--storage", sqlite_url])
+        == 0
+    )
+    only_d = _report(sqlite_url, "q", tmp_path / "d", "--tokens", "1e10")
+    assert any(n.startswith("the target given is not one recommend can read") for n in only_d)
+    only_n = _report(sqlite_url, "q", tmp_path / "n", "--params", "1e9")
+    assert any("at the target: very far extrapolation" in n for n in only_n)
+    with pytest.raises(SweeperError, match="give a recipe or a target's scale"):
+        api.write_report("q", tmp_path / "r", storage=sqlite_url, recipe={}, at={"n_params": 1e9})
