@@ -184,7 +184,7 @@ def run_function(
     tokens = int(out.get("tokens", watch.tokens) or 0)
     return {
         "val_loss": val,
-        "train_loss": _loss(out, "train_loss", finite[-1] if finite else val),
+        "train_loss": _train_loss(out, finite[-1] if finite else val),
         "init_loss": init if math.isfinite(init) else None,
         "diverged": diverged,
         "stopped": watch.stopped,
@@ -246,6 +246,16 @@ def _loss(out: Mapping[str, Any], key: str, default: float | None = None) -> flo
         f"returned {what}: give one number (a float, or a 0-d or 1-element tensor: a "
         "per-token loss needs .mean())",
     )
+
+
+def _train_loss(out: Mapping[str, Any], watched: float) -> float:
+    """The optional ``train_loss``: one number as :func:`_loss` reads it, else the last loss the
+    function reported (with a warning: unlike ``val_loss``, nothing is fitted on it)."""
+    try:
+        return _loss(out, "train_loss", watched)
+    except BuilderError as e:
+        logger.warning("%s; the last reported loss is used as train_loss", e)
+        return watched
 
 
 class _HParams(dict[str, Any]):
