@@ -501,9 +501,9 @@ def summarize_transfer(
 
     seeds = int(transfer_runs["seed"].nunique()) if "seed" in transfer_runs else 1
     regret_se = None
-    if "law" in losses and seeds > 1 and best_row["count"] > 1:
-        law_sd = sds.get("law", 0.0)  # (no sd: one seed did not diverge)
-        var = law_sd**2 / seeds + float(best_row["std"]) ** 2 / float(best_row["count"])
+    # (no sd at the law's LR, one seed left by divergence: no standard error, not a spread of 0)
+    if "law" in sds and seeds > 1 and best_row["count"] > 1:
+        var = sds["law"] ** 2 / seeds + float(best_row["std"]) ** 2 / float(best_row["count"])
         regret_se = 100.0 * math.sqrt(var) / best
     vs_opt = None
     if "measured_optimum" in losses and "law" in losses:

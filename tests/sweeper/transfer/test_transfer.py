@@ -125,6 +125,12 @@ def test_a_diverged_seed_is_no_loss_to_average(sweep_runs: pd.DataFrame) -> None
     assert "steplaw" not in res.losses and res.published_regret_pct is None
     assert any("law: 1 of 2 seeds diverged" in n for n in res.notes)
     assert any("steplaw: diverged" in n and "every seed" in n for n in res.notes)
+    # one seed left at the law's LR has no spread: no standard error of the regret (it had been
+    # computed with a spread of 0 there, a review found)
+    other = next(n for n in plan.lrs if n not in ("law", "steplaw"))
+    elsewhere = _trained(plan, {"law": [2.0, 72.0], other: [1.0, 1.01]})
+    elsewhere.loc[elsewhere["loss"] == 72.0, "diverged"] = True
+    assert summarize_transfer(plan, sweep_runs, elsewhere).regret_se_pct is None
     assert res.best_swept_loss < 72.0
     from rich.console import Console
 
