@@ -35,6 +35,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -736,7 +737,7 @@ def _check_shipped(runtime_env: dict[str, Any] | None) -> None:
     if not paths:
         return
     names = [Path(p).stem if p.endswith(".py") else Path(p).name for p in paths]
-    missing = ray.get(_unimportable.remote(names))
+    missing = _unimportable_on_nodes(names)
     if missing:
         raise RayConnectError(
             f"Ray was started before the launch (ray.init in this process) without your code: "
@@ -745,22 +746,60 @@ def _check_shipped(runtime_env: dict[str, Any] | None) -> None:
         )
 
 
+def _unimportable_on_nodes(names: list[str]) -> list[str]:
+    """The modules of ``names`` that a worker of some node that can run trials (CPUs or GPUs)
+    cannot import: one probe per such node (one task alone lands on the driver's node, whose
+    workers see the driver's folder). RayConnectError when the nodes do not answer in 60 s."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and _runs_trials(n)]
+    asks = [
+        _unimportable.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+        ).remote(names)
+        for node in nodes
+    ]
+    try:
+        found = ray.get(asks, timeout=60)
+    except (ray.exceptions.RayError, TimeoutError) as e:
+        raise RayConnectError(
+            f"could not ask the cluster's nodes whether they import your code "
+            f"({type(e).__name__}: {_first(e)}); start Ray with the runtime_env, or let launch "
+            "start it"
+        ) from None
+    return sorted({m for each in found for m in each})
+
+
+def _runs_trials(node: Mapping[str, Any]) -> bool:
+    res = node.get("Resources") or {}
+    return bool(res.get("CPU", 0) > 0 or res.get("GPU", 0) > 0)
+
+
+def _first(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
+
+
 @ray.remote(num_cpus=0)
 def _unimportable(names: list[str]) -> list[str]:
     """The modules of ``names`` that a Ray worker cannot import."""
     return [n for n in names if importlib.util.find_spec(n) is None]
 
 
-#: the prefix of a launch's Tune folder under the temp dir, followed by the driver's pid
-_RAY_DIR_PREFIX: Final = "sweeper-ray-"
+def _ray_dir_owner() -> str:
+    """The start of the name of a launch's Tune folder in the temp dir, before the driver's pid:
+    this host's and this user's (a temp dir shared by hosts or users holds other drivers' pids)."""
+    host = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
+    return f"sweeper-ray-{host}-{os.getuid()}-"
 
 
 def _remove_orphaned_ray_dirs() -> None:
-    """Remove the Tune folders of launches whose driver is gone (a driver killed with SIGKILL
-    skips its own cleanup, and its folder stayed in the temp dir for good: a cluster audit)."""
-    for d in Path(tempfile.gettempdir()).glob(f"{_RAY_DIR_PREFIX}*-*"):
-        pid = d.name[len(_RAY_DIR_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+    """Remove the Tune folders of this host's and this user's launches whose driver is gone (a
+    driver killed with SIGKILL skips its own cleanup, and its folder stayed in the temp dir for
+    good: a cluster audit)."""
+    owner = _ray_dir_owner()
+    for d in Path(tempfile.gettempdir()).glob(f"{owner}*-*"):
+        pid = d.name[len(owner) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)) and d.stat().st_uid == os.getuid():
             shutil.rmtree(d, ignore_errors=True)
 
 
@@ -974,7 +1013,7 @@ def _run_tune(
     this call started it."""
     started_ray = False
     _remove_orphaned_ray_dirs()
-    ray_dir = tempfile.mkdtemp(prefix=f"{_RAY_DIR_PREFIX}{os.getpid()}-")
+    ray_dir = tempfile.mkdtemp(prefix=f"{_ray_dir_owner()}{os.getpid()}-")
     display: Progress | None = None
     quiet = contextlib.ExitStack()
     quiet.enter_context(_quiet_ray(verbose))

@@ -86,10 +86,13 @@ def test_a_killed_drivers_tune_folder_is_removed_by_the_next_launch(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
-    dead = tmp_path / f"sweeper-ray-{gone.stdout.strip()}-abc"
-    mine = tmp_path / f"sweeper-ray-{os.getpid()}-def"
+    owner = launch._ray_dir_owner()
+    dead = tmp_path / f"{owner}{gone.stdout.strip()}-abc"
+    mine = tmp_path / f"{owner}{os.getpid()}-def"
     other = tmp_path / "sweeper-ray-notapid"
-    for d in (dead, mine, other):
+    # another host's driver, sharing the temp dir: its pid means nothing here
+    elsewhere = tmp_path / f"sweeper-ray-otherhost-{os.getuid()}-{gone.stdout.strip()}-ghi"
+    for d in (dead, mine, other, elsewhere):
         (d / "experiment").mkdir(parents=True)
     launch._remove_orphaned_ray_dirs()
-    assert not dead.exists() and mine.exists() and other.exists()
+    assert not dead.exists() and mine.exists() and other.exists() and elsewhere.exists()
