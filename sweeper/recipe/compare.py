@@ -67,6 +67,7 @@ _POINT_COLUMNS: Final[tuple[str, ...]] = (
     "on_edge",
     "counts_bytes",
     "n_params_counts",
+    "vocab",
 )
 
 
@@ -89,11 +90,13 @@ def cell_points(
     *,
     counts_bytes: bool = False,
     n_params_counts: str = "non-embedding",
+    vocab: int | None = None,
 ) -> pd.DataFrame:
     """One row per cell with its scale and measured optimum (``measured_batch_tokens`` only where
     the batch size was swept); columns as :data:`_POINT_COLUMNS`. ``counts_bytes``: the cells'
     D and batch are bytes (byte-level data), as the sweep's laws record; ``n_params_counts``: what
-    the cells' N counts (the sweep's convention: non-embedding, total or non-embedding+head)."""
+    the cells' N counts (the sweep's convention: non-embedding, total or non-embedding+head);
+    ``vocab``: the sweep's vocab (with the cells' width, their output layer)."""
     f = optima if isinstance(optima, pd.DataFrame) else optima_frame(optima)
     out = pd.DataFrame({"point": f["cell"].astype(str)})
     for c in ("n_params", "n_params_total", "tokens", "flops", "width", "depth", "seq_len"):
@@ -105,6 +108,7 @@ def cell_points(
     out["on_edge"] = f["on_edge"].astype(bool) if "on_edge" in f else False
     out["counts_bytes"] = counts_bytes
     out["n_params_counts"] = n_params_counts
+    out["vocab"] = float(vocab) if vocab else np.nan
     return out.reset_index(drop=True)
 
 
@@ -167,6 +171,7 @@ def target_point(
         "on_edge": False,
         "counts_bytes": False,  # a target's D is in its tokenizer's tokens
         "n_params_counts": "non-embedding",
+        "vocab": float(vocab) if vocab is not None else np.nan,
     }
     return pd.DataFrame([row], columns=list(_POINT_COLUMNS))
 
@@ -406,6 +411,9 @@ def _law_n(law: Law, p: Mapping[str, Any]) -> tuple[float, str]:
     want = law.conventions.n_params if law.conventions.n_params in _N_HOLDS else "non-embedding"
     if counts == want:
         return n, ""
+    head = _num(p.get("vocab")) * _num(p.get("width"))  # (the output layer, where both are known)
+    if counts == "non-embedding" and want == "non-embedding+head" and math.isfinite(head):
+        return n + head, ""  # (half the total's extra would count a position table too)
     if counts == "non-embedding":
         total = _num(p.get("n_params_total"))
         if math.isfinite(total) and total > n:
@@ -558,6 +566,7 @@ def compare_sweep_laws(
         optima,
         counts_bytes=any(x.conventions.counts_bytes for x in fitted),
         n_params_counts=next((x.conventions.n_params for x in fitted), "non-embedding"),
+        vocab=next((x.conventions.vocab_size for x in fitted if x.conventions.vocab_size), None),
     )
     if tp is not None:
         points = pd.concat([points, tp], ignore_index=True)
