@@ -92,8 +92,8 @@ def _warn_password(args: argparse.Namespace) -> None:
     url = getattr(args, "storage", None)
     if url_password(url):
         print(
-            "sweeper: warning: the --storage URL carries a password, which any user of this machine "
-            "can read it with `ps` (and Ray records the command line of a driver); leave it "
+            "sweeper: warning: the --storage URL carries a password, which any user of this "
+            "machine can read with `ps` (and Ray records the command line of a driver); leave it "
             "out of the URL and let the database client find it (PGPASSWORD, ~/.pgpass), or "
             "put the whole URL in $SWEEPER_STORAGE",
             file=sys.stderr,

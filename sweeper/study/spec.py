@@ -378,8 +378,8 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
 
     if url_password(spec.sweep.storage):
         log.warning(
-            "%s: sweep.storage carries a password, so anyone who reads the study file reads it (the "
-            "copy stored with the sweep has it masked); leave it out of the URL and let the "
+            "%s: sweep.storage carries a password, so anyone who reads the study file reads it "
+            "(the copy stored with the sweep has it masked); leave it out of the URL and let the "
             "database client find it (PGPASSWORD, ~/.pgpass), or set $SWEEPER_STORAGE",
             path_s,
         )
