@@ -14,7 +14,15 @@ __all__ = [
     "StudyError",
     "SweeperError",
     "TargetError",
+    "first_line",
 ]
+
+
+def first_line(e: BaseException | None) -> str:
+    """The first line of an exception's message, for a one-line report (its type's name when
+    the message is empty)."""
+    text = str(e).strip() if e is not None else ""
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 class SweeperError(Exception):

@@ -24,8 +24,6 @@ from sweeper.fitting.laws import Law, PowerLaw
 from sweeper.recipe.warning_kinds import forced
 
 # the plots live in their own module; every name is importable from here as before
-from sweeper.report.plots import _PREDICTOR_LABEL as _PREDICTOR_LABEL
-from sweeper.report.plots import _TARGET_LABEL as _TARGET_LABEL
 from sweeper.report.plots import _cell_scale as _cell_scale
 from sweeper.report.plots import _law_band as _law_band
 from sweeper.report.plots import _log_ticks as _log_ticks

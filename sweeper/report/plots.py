@@ -74,11 +74,6 @@ def axis_label(name: str, unit: str = "tokens") -> str:
     return labels.get(name, name)
 
 
-#: the labels with D and the batch in tokens, by name (:func:`axis_label` labels by the unit)
-_PREDICTOR_LABEL = {p: axis_label(p) for p in ("n_params", "tokens", "flops", "width", "depth")}
-_TARGET_LABEL = {t: axis_label(t) for t in ("lr", "batch_tokens")}
-
-
 #: the report's look, set only while one of its figures is drawn or saved
 _STYLE: Final[dict[str, Any]] = {
     "figure.dpi": 110,

@@ -51,7 +51,7 @@ from optuna.trial import TrialState
 from ray import tune
 from ray.tune.schedulers import TrialScheduler
 
-from sweeper.errors import StudyError, SweeperError
+from sweeper.errors import StudyError, SweeperError, first_line
 from sweeper.run.asha import PerCellASHA
 from sweeper.run.law_plan import LawPlanner
 from sweeper.run.progress import Progress
@@ -764,7 +764,7 @@ def _unimportable_on_nodes(names: list[str]) -> list[str]:
     except (ray.exceptions.RayError, TimeoutError) as e:
         raise RayConnectError(
             f"could not ask the cluster's nodes whether they import your code "
-            f"({type(e).__name__}: {_first(e)}); start Ray with the runtime_env, or let launch "
+            f"({type(e).__name__}: {first_line(e)}); start Ray with the runtime_env, or let launch "
             "start it"
         ) from None
     return sorted({m for each in found for m in each})
@@ -773,10 +773,6 @@ def _unimportable_on_nodes(names: list[str]) -> list[str]:
 def _runs_trials(node: Mapping[str, Any]) -> bool:
     res = node.get("Resources") or {}
     return bool(res.get("CPU", 0) > 0 or res.get("GPU", 0) > 0)
-
-
-def _first(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
 
 
 @ray.remote(num_cpus=0)

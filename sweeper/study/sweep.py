@@ -39,7 +39,7 @@ from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.errors import StorageError, StudyError
+from sweeper.errors import StorageError, StudyError, first_line
 from sweeper.study import storage as st
 from sweeper.study.ladder import Cell, cells
 from sweeper.study.lease import HEARTBEAT_S, HeldLease, LeaseLost
@@ -222,7 +222,7 @@ class FencedStorage(RDBStorage):
                 "sweep %s: the storage is unreachable (%s: %s); retrying for up to %.0f s",
                 held.sweep,
                 what,
-                st.redact(_first_line(e.__cause__)),
+                st.redact(first_line(e.__cause__)),
                 held.stale_after_s,
             )
 
@@ -305,11 +305,6 @@ def _unreachable(e: BaseException) -> bool:
     return isinstance(
         cause, sa.exc.OperationalError | sa.exc.InterfaceError | sa.exc.PendingRollbackError
     )
-
-
-def _first_line(e: BaseException | None) -> str:
-    text = str(e) if e is not None else ""
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _retried(name: str) -> Callable[..., Any]:
