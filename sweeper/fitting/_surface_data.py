@@ -389,8 +389,11 @@ def _bounds(df: pd.DataFrame, batch: bool) -> tuple[pd.DataFrame, int]:
 
 
 def _batch_key(df: pd.DataFrame) -> np.ndarray:
-    """Each run's batch size as a grid point: runs with the same key share a batch size."""
-    return np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
+    """Each run's batch size as a grid point: runs with the same key share a batch size. Runs of
+    unknown batch (imported without seq_len) share one key, -inf: a NaN key would drop them from
+    every groupby, and with them the LR window and the edge checks."""
+    key = np.round(np.log(df["batch_tokens"].to_numpy(dtype=float)) / _SAME)
+    return np.nan_to_num(key, nan=-np.inf)
 
 
 #: how an edge note says that the cell's own optimum, at its best batch, is interior

@@ -637,3 +637,21 @@ def sweeper_fit(runs: pd.DataFrame, *, method: str) -> PowerLaw:
 
     (law,) = sweeper.fit(runs, method=method, target="lr", store=False)
     return law
+
+
+def test_runs_of_unknown_batch_keep_the_window_and_the_edge_checks() -> None:
+    """Runs imported without seq_len have no batch_tokens. Their batch key was NaN, which every
+    groupby drops: the default fit then ran on all runs with no LR window and no edge note, the
+    same law as ``--surface all-runs`` (an audit). Unknown batches now share one key."""
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7, 6.4e7), tokens=(2e8,), seed=3)
+    first = runs["cell"].iloc[0]
+    g = runs[runs["cell"] == first]
+    best = g.groupby("lr")["loss"].mean().idxmin()
+    runs = runs[~((runs["cell"] == first) & (runs["lr"] > best))]  # its best LR: the top tried
+    unknown = runs.assign(batch_tokens=np.nan, seq_len=np.nan)
+    known, blind = (_quiet(fit_surface, r, n_boot=0, cv=False) for r in (runs, unknown))
+    for law in (known, blind):
+        assert any(n.startswith("window:") for n in law.notes), law.notes
+        edge = next(n for n in law.notes if n.startswith(EDGE_NOTE))
+        assert f"{first} (top)" in edge
+    assert blind.exponents["n_params"] == pytest.approx(known.exponents["n_params"], abs=1e-6)
