@@ -196,6 +196,7 @@ class Recipe:
                 f"{self.micro_batch_size} × grad_accum_steps {self.grad_accum_steps} × "
                 f"data_parallel {self.data_parallel} = {unit}"
             )
+        self._check_steps()
         if self.optimizer not in OPTIMIZERS:
             raise TargetError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
         problems = schedule_problems(self.schedule, self.min_lr_ratio, self.decay_fraction)
@@ -211,6 +212,24 @@ class Recipe:
                 f"min_lr {self.min_lr:.6g} disagrees with lr {self.lr.value:.6g} × min_lr_ratio "
                 f"{self.min_lr_ratio:g} = {derived:.6g}: the min LR is stored as the ratio "
                 "(drop min_lr, or change min_lr_ratio)"
+            )
+
+    def _check_steps(self) -> None:
+        """The batch used and the step count agree with the global batch and D (TargetError): an
+        edited recipe JSON whose batch changed alone had exported twice its D as litgpt's
+        max_tokens, and a header's batch that was not the one written (an audit)."""
+        used = self.global_batch_sequences * self.seq_len
+        if not math.isclose(self.batch_tokens.value, used, rel_tol=_REL, abs_tol=0.0):
+            raise TargetError(
+                f"batch_tokens {self.batch_tokens.value:.6g} disagrees with "
+                f"global_batch_sequences {self.global_batch_sequences} × seq_len {self.seq_len} "
+                f"= {used}: the batch used is the global batch (change both, and total_steps)"
+            )
+        steps = math.ceil(self.tokens / used)
+        if self.total_steps != steps:
+            raise TargetError(
+                f"total_steps {self.total_steps} disagrees with tokens {self.tokens:.6g} / batch "
+                f"{used} tokens = {steps} steps (rounded up): the steps follow D and the batch"
             )
 
     @property

@@ -55,6 +55,14 @@ def test_json_schema_validates_the_form(d: dict[str, Any]) -> None:
         jsonschema.validate({**d, "not_a_key": 1}, schema)
 
 
+def _double_batch(d: dict[str, Any]) -> None:
+    """The edit an audit made: the global batch and the accumulation doubled, the warmup's tokens
+    (derived, refused when stale) dropped, batch_tokens and total_steps left as they were."""
+    d.update(global_batch_sequences=2 * d["global_batch_sequences"])
+    d.update(grad_accum_steps=2 * d["grad_accum_steps"])
+    del d["warmup_tokens"]
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -70,6 +78,9 @@ def test_json_schema_validates_the_form(d: dict[str, Any]) -> None:
         (lambda d: d.update(hidden_init_std=0.5), "hidden_init_std 0.5 disagrees"),
         (lambda d: d["rampup"].update(increments=3), "rampup.increments 3 disagrees"),
         (lambda d: d.update(total_steps="many"), "'total_steps' must be integer, got str"),
+        # (an audit: the batch doubled alone had exported twice D as litgpt's max_tokens)
+        (_double_batch, r"batch_tokens .* disagrees with global_batch_sequences \d+ × seq_len"),
+        (lambda d: d.update(total_steps=50000), r"total_steps 50000 disagrees with tokens 2e\+12"),
         (lambda d: d.update(optimizer="lamb"), "optimizer 'lamb' is not one of adamw"),
         (lambda d: d.pop("seq_len"), "recipe JSON lacks seq_len"),
         (lambda d: d.update(lr=3), "malformed 'lr'"),
