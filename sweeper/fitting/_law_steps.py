@@ -196,6 +196,8 @@ def held_ranges(
         names.append("tokens_per_param")
     if target == "lr":
         names.append("batch_tokens")
+    if "depth" not in preds:  # (N moves with width and depth alike; a law at one depth knows one)
+        names.append("depth")
     out: dict[str, tuple[float, float]] = {}
     for name in names:
         if name == "tokens_per_param":

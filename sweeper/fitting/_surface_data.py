@@ -476,7 +476,7 @@ def _apply_window(df: pd.DataFrame, window: tuple[float, float]) -> list[str]:
 
 
 def _cell_frame(df: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
-    cols = [c for c in (*PREDICTORS, "batch_tokens") if c in df.columns]
+    cols = [c for c in dict.fromkeys((*PREDICTORS, "depth", "batch_tokens")) if c in df.columns]
     num = df[["cell", *cols]].copy()
     for c in cols:
         num[c] = pd.to_numeric(num[c], errors="coerce")

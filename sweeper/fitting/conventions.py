@@ -37,7 +37,7 @@ Units and values:
   ``weight_decay_tau`` (the AdamW timescale τ = B/(η·λ·D) the decay was given as). None/empty:
   the built-in proxy and loop (and laws stored before these fields).
 - ``held``: the variables the law does not model (tokens, tokens_per_param, n_params, the batch
-  of an LR law) and their range over the fitted cells, so that a recommendation can say when its
+  of an LR law, the depth: laws since 2026-11-29) and their range over the fitted cells, so that a recommendation can say when its
   target lies outside the regime the law was measured in.
 """
 
@@ -79,6 +79,7 @@ HELD_LABELS: Final[Mapping[str, str]] = {
     "tokens": "D",
     "tokens_per_param": "D/N",
     "batch_tokens": "batch",
+    "depth": "depth",
 }
 #: the v1 (string-keyed) form spelled held ranges as ``domain["held:<name>"]``
 V1_HELD_PREFIX: Final[str] = "held:"

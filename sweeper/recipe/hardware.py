@@ -282,7 +282,7 @@ def plan_batch(
             f"({gbs} sequences × {m.shape.seq_len})"
         )
     for role, law, f in regime:
-        values = regime_values(m.shape.n_params, m.tokens, batch_used, f)
+        values = regime_values(m.shape.n_params, m.tokens, batch_used, f, depth=m.shape.depth)
         warnings += regime_warnings(law, role, values)
     memory = memory_estimate(m.shape, hw, micro)
     warnings += _memory_warnings(memory, micro, hw)

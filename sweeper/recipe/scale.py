@@ -321,17 +321,25 @@ def token_unit_warnings(
 
 
 def regime_values(
-    n_params: float, tokens: float, batch_tokens: float, unit: float = 1.0
+    n_params: float,
+    tokens: float,
+    batch_tokens: float,
+    unit: float = 1.0,
+    depth: float | None = None,
 ) -> dict[str, float]:
     """The values :func:`regime_warnings` checks, for a target of ``n_params`` parameters,
-    ``tokens`` training tokens and a batch of ``batch_tokens``; ``unit`` converts tokens to the
-    law's unit (bytes per token for a byte-level law, else 1)."""
-    return {
+    ``tokens`` training tokens, a batch of ``batch_tokens`` and ``depth`` blocks (None: not
+    checked); ``unit`` converts tokens to the law's unit (bytes per token for a byte-level law,
+    else 1)."""
+    out = {
         "n_params": n_params,
         "tokens": tokens * unit,
         "tokens_per_param": tokens * unit / n_params,
         "batch_tokens": batch_tokens * unit,
     }
+    if depth is not None:
+        out["depth"] = float(depth)
+    return out
 
 
 def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:

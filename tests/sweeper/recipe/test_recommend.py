@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sweeper.errors import TargetError
@@ -803,3 +804,23 @@ def test_a_target_whose_compute_overflows_is_refused() -> None:
     JSON) and "inf days"."""
     with pytest.raises(TargetError, match="the target's compute overflows"):
         recommend(published_laws("steplaw"), Target(n_params=1e300, tokens=1e300), force=True)
+
+
+def test_a_target_deeper_than_every_cell_is_named_as_outside_the_measured_regime() -> None:
+    """A width ladder at one depth says nothing about depth: an audit's recipe for 32 layers from
+    a ladder of 2-block models had no warning that depth was never varied. The fit records the
+    depth its cells held, and a target outside it is named with the other held variables."""
+    from sweeper.fitting.power_law import fit_power_law
+
+    n = np.array([1e5, 4e5, 1.6e6, 6.4e6, 2.56e7])
+    cells = pd.DataFrame(
+        {"cell": [f"c{i}" for i in range(5)], "n_params": n, "depth": 2.0, "tokens": 8e8,
+         "lr": 2.0 * n**-0.3 * np.exp([0.02, -0.01, 0.0, 0.01, -0.02])}
+    )  # fmt: skip
+    lr = fit_power_law(cells, target="lr", predictors=("n_params",), n_boot=0)
+    assert lr.conventions.held["depth"] == (2.0, 2.0)
+    deep = recommend({"lr": lr}, Target(width=4096, depth=32, tokens=8e8))
+    regime = next(w for w in deep.warnings if "does not model" in w)
+    assert "depth" in regime.split(", and")[0] and "depth 32 (its cells: 2)" in regime
+    shallow = recommend({"lr": lr}, Target(width=512, depth=2, tokens=8e8))
+    assert not any("depth" in w and "does not model" in w for w in shallow.warnings)
