@@ -133,7 +133,8 @@ def check_predictor_design(cells: pd.DataFrame, preds: tuple[str, ...]) -> np.nd
     if len(preds) > 1 and np.linalg.matrix_rank(lx - lx.mean(axis=0), tol=1e-6) < len(preds):
         raise FitError(
             f"predictors {', '.join(preds)} are collinear across the usable cells "
-            "(one is a power of the others): fit with fewer predictors"
+            "(one is a power of the others): fit with fewer predictors (e.g. --predictors "
+            f"{preds[0]})"
         )
     return lx
 

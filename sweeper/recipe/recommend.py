@@ -146,7 +146,8 @@ def _resolve_base(
     base_width = target.base_width or base_width
     if base_width is None:
         raise TargetError(
-            f"a {target.parametrization} target needs a base width (none on the target or the law)"
+            f"a {target.parametrization} target needs a base width (none on the target or the "
+            "law): give the width its LR was measured at (--base-width)"
         )
     return base_width, target.base_depth or base_depth
 

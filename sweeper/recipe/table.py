@@ -101,7 +101,8 @@ def _parametrization_note(r: Recipe) -> str:
     if r.parametrization == "sp":
         return ""
     mult = f", output multiplier {r.output_mult:g}" if r.output_mult != 1.0 else ""
-    return f"base width {r.base_width}, base depth {r.base_depth}{mult}"
+    depth = f", base depth {r.base_depth}" if r.base_depth is not None else ""
+    return f"base width {r.base_width}{depth}{mult}"
 
 
 def _gib(x: float) -> str:

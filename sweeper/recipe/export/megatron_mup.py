@@ -129,5 +129,6 @@ def mup_cautions(r: Recipe) -> list[str]:
         f"the recipe does not record the proxies' head size at the base width: "
         f"--mup-base-head-dim {d_base} assumes base_width/heads = {r.base_width}/{r.heads} (the "
         "head count held fixed across widths); if the proxies kept the head size fixed, give "
-        "their head size instead"
+        "their head size instead (edit the flag, or import their runs with --convention "
+        "base_head_dim=SIZE)"
     ]

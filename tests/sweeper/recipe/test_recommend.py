@@ -279,6 +279,11 @@ def test_mup_recipe_records_base_width() -> None:
     mup = sp_laws(parametrization="mup", base_width=256)
     r = recommend(mup, Target(width=2048, depth=16, tokens=1e10, parametrization="mup"))
     assert r.parametrization == "mup" and r.base_width == 256
+    row = next(note for name, _v, note in recipe_rows(r) if name == "parametrization")
+    assert row == "base width 256"  # (muP has no base depth: it had read 'base depth None')
+    with pytest.raises(TargetError, match=r"needs a base width .*\(--base-width\)"):
+        recommend(sp_laws(parametrization="mup"), Target(width=2048, depth=16, tokens=1e10,
+                                                         parametrization="mup"))  # fmt: skip
     # the law records no init std: the heuristic at the base width, and a warning
     assert r.init_std == pytest.approx(math.sqrt(2 / (5 * 256)))
     assert any("records no init std" in w for w in r.warnings)
