@@ -50,7 +50,7 @@ from sweeper.fitting._common import wls_batch as wls_batch
 from sweeper.fitting._parabola import _TOL, _parabola, _parabola_extras
 from sweeper.fitting._parabola import _masked_max as _masked_max
 from sweeper.fitting._parabola import _masked_min as _masked_min
-from sweeper.study.runs import canonical_order, normalize_runs
+from sweeper.study.runs import canonical_order, normalize_runs, trained
 
 __all__ = ["METHODS", "CellOptimum", "estimate_optima", "near_optimal_runs", "optima_frame"]
 
@@ -75,8 +75,9 @@ class CellOptimum:
 
     ``lr_ci``/``batch_tokens_ci`` are 95% bootstrap percentile intervals (None without bootstrap;
     ``batch_tokens_ci`` is None unless the batch size was swept in the cell, and ``batch_tokens``
-    is then the batch size the runs used). ``lr_range`` is the smallest and largest LR of the
-    completed, non-diverged runs. ``curvature`` is d²loss/d(ln lr)² divided by the loss at the
+    is then the batch size the runs used). ``n_runs`` counts the cell's runs that trained
+    (completed or diverged; not failed trials, nor those a relaunch closed). ``lr_range`` is the
+    smallest and largest LR of the completed, non-diverged runs. ``curvature`` is d²loss/d(ln lr)² divided by the loss at the
     optimum (parabola only); ``batch_curvature`` the same in ln batch_tokens (2-D parabola only).
     The fitted curve is ``loss = Σ c_j φ_j(u, v)`` with u = ln(lr / curve_center[0]) and, in 2-D,
     v = ln(batch_tokens / curve_center[1]); φ = (1, u, u²) or (1, u, v, u², uv, v²).
@@ -377,7 +378,7 @@ def _base_fields(
         cell=name,
         **_cell_meta(g),
         method=method,
-        n_runs=len(g),
+        n_runs=int(trained(g).sum()),
         lr_range=(float(np.exp(x.min())), float(np.exp(x.max()))) if x.size else None,
         diverged_lr_min=float(div_lr.min()) if div_lr.size else None,
     )

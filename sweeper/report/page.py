@@ -37,7 +37,7 @@ from sweeper.report.plots import (
     report_style,
     runs_off_axis,
 )
-from sweeper.study.runs import DEVICE_PRECISION, device_kinds
+from sweeper.study.runs import DEVICE_PRECISION, device_kinds, trained
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -726,9 +726,13 @@ def _power_laws(inputs: ReportInputs) -> list[PowerLaw]:
 def _runs_line(inputs: ReportInputs) -> str:
     """The page's first line: how many runs in how many cells, where they trained, how many cells
     have an optimum of their own."""
+    runs = inputs.runs
+    n = int(trained(runs).sum())
+    others = len(runs) - n
+    untrained = f" ({others} more failed, closed or unfinished, not counted)" if others else ""
     return (
-        f"{_count(len(inputs.runs), 'run')} in {_count(inputs.runs['cell'].nunique(), 'cell')}"
-        f"{_trained_on(inputs.runs)}; {sum(o.usable for o in inputs.optima)} with an optimum of "
+        f"{_count(n, 'run')} in {_count(runs['cell'].nunique(), 'cell')}{untrained}"
+        f"{_trained_on(runs)}; {sum(o.usable for o in inputs.optima)} with an optimum of "
         "their own (the per-cell estimate); the laws table says how many cells each law used."
     )
 

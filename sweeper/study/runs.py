@@ -27,6 +27,7 @@ __all__ = [
     "device_kinds",
     "empty_runs",
     "normalize_runs",
+    "trained",
 ]
 
 #: canonical columns, in display order
@@ -76,6 +77,15 @@ STATES: Final[tuple[str, ...]] = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAIT
 def empty_runs() -> pd.DataFrame:
     """An empty runs table with the canonical columns."""
     return normalize_runs(pd.DataFrame({c: [] for c in COLUMNS}))
+
+
+def trained(df: pd.DataFrame) -> pd.Series:
+    """Which rows are runs that trained: completed, or stopped as diverged (not the failed ones,
+    the trials a relaunch closed when their driver stopped, or those still running). A frame
+    without ``state`` or ``diverged`` reads as :func:`normalize_runs` fills them: completed."""
+    state = df["state"] if "state" in df else pd.Series("COMPLETE", index=df.index)
+    diverged = df["diverged"] if "diverged" in df else pd.Series(False, index=df.index)
+    return (state.fillna("COMPLETE") == "COMPLETE") | diverged.fillna(False).astype(bool)
 
 
 def normalize_runs(df: pd.DataFrame) -> pd.DataFrame:

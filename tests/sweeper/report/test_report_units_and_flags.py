@@ -242,3 +242,20 @@ def test_one_run_is_one_run_and_the_tables_scroll_in_a_narrow_window() -> None:
     assert f"{len(two)} runs in 2 cells;" in "\n".join(
         _html_parts(ReportInputs("s", two, [], []), [])
     )
+
+
+def test_trials_closed_before_training_are_not_counted_as_runs() -> None:
+    """A law-sampled sweep resumed after SIGKILL read '35 runs in 3 cells' and 17 runs in w32,
+    where 30 had trained: the 5 trials its relaunch closed (FAIL, never trained) were counted
+    (an audit). They are now counted apart, on the page and in a cell's n_runs."""
+    from sweeper.fitting.optimum import estimate_optima
+    from sweeper.report.page import _html_parts
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6), tokens=(2e8,), seed=3)
+    closed = runs.iloc[:3].assign(state="FAIL", loss=float("nan"), diverged=False)
+    both = pd.concat([runs, closed], ignore_index=True)
+    page = "\n".join(_html_parts(ReportInputs("s", both, [], []), []))
+    assert f"{len(runs)} runs in 2 cells (3 more failed, closed or unfinished, not counted)" in page
+    cell = runs["cell"].iloc[0]
+    (o,) = [o for o in estimate_optima(both, n_boot=0) if o.cell == cell]
+    assert o.n_runs == int((runs["cell"] == cell).sum())
