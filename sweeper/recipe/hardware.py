@@ -122,7 +122,12 @@ def round_global_batch(batch_sequences: float, unit: int) -> int:
     return unit * min(cands, key=lambda c: abs(math.log(c * unit / batch_sequences)))
 
 
-def memory_estimate(m: ResolvedShape, hw: Hardware, micro: int) -> MemoryEstimate:
+def memory_estimate(
+    m: ResolvedShape, hw: Hardware, micro: int, optimizer: str = "adamw"
+) -> MemoryEstimate:
+    """Memory per GPU of ``m`` at micro batch ``micro`` on ``hw``, with the states of
+    ``optimizer``: its non-embedding N are the hidden matrices (Muon's), the untied embedding and
+    readout the rest (:func:`~sweeper.recipe.memory.estimate_memory`)."""
     return estimate_memory(
         n_params_total=m.n_params_total,
         seq_len=m.seq_len,
@@ -137,6 +142,8 @@ def memory_estimate(m: ResolvedShape, hw: Hardware, micro: int) -> MemoryEstimat
         flash_attention=hw.flash_attention,
         recompute=hw.recompute,
         gpu_memory_gb=hw.gpu_memory_gb,
+        optimizer=optimizer,
+        n_matrix_params=m.n_params,
     )
 
 
@@ -144,7 +151,13 @@ def memory_estimate(m: ResolvedShape, hw: Hardware, micro: int) -> MemoryEstimat
 
 
 def choose_batch(
-    b_law: float, m: ResolvedShape, hw: Hardware, global_batch: int | None, warnings: list[str]
+    b_law: float,
+    m: ResolvedShape,
+    hw: Hardware,
+    global_batch: int | None,
+    warnings: list[str],
+    *,
+    optimizer: str = "adamw",
 ) -> tuple[int, int]:
     """(micro batch, global batch in sequences) with global a multiple of micro × GPUs.
 
@@ -153,7 +166,7 @@ def choose_batch(
     global batch is within 2% of the law's, else the largest of those that round closest (48 GPUs
     and a law's 216 sequences: micro 5 × 1 step, not micro 1 × 5 accumulation steps, for the same
     240); with a fixed ``global_batch``, the largest that divides it. No GPU memory given: micro
-    batch 1.
+    batch 1. The memory holds ``optimizer``'s states (a smaller state leaves room for more).
     """
     want = global_batch if global_batch is not None else b_law / m.seq_len
     dp = hw.gpus
@@ -165,7 +178,7 @@ def choose_batch(
             Assumed("no GPU memory given: micro batch 1 (give gpu_memory_gb to size it)")
         )
     else:
-        fit = memory_estimate(m, hw, 1).max_micro_batch or 0
+        fit = memory_estimate(m, hw, 1, optimizer).max_micro_batch or 0
         sizes = range(1, max(1, min(fit, math.ceil(want / dp))) + 1)
 
         def err(mb: int) -> float:
@@ -265,11 +278,14 @@ def plan_batch(
     b_iv: tuple[float, float],
     global_batch: int | None,
     warnings: list[str],
+    *,
+    optimizer: str = "adamw",
 ) -> BatchPlan:
     """Micro and global batch, steps and memory for a batch law's ``b_law`` tokens (interval
     ``b_iv``); warnings when they leave the interval, the memory, or the regime of the laws in
-    ``regime`` ((role, law, token factor): the variables each held fixed)."""
-    micro, gbs = choose_batch(b_law, m.shape, hw, global_batch, warnings)
+    ``regime`` ((role, law, token factor): the variables each held fixed). The memory is sized
+    with the states of ``optimizer``, the recipe's."""
+    micro, gbs = choose_batch(b_law, m.shape, hw, global_batch, warnings, optimizer=optimizer)
     batch_used = gbs * m.shape.seq_len
     if b_iv[0] != b_iv[1] and not b_iv[0] <= batch_used <= b_iv[1]:
         warnings.append(
@@ -284,7 +300,7 @@ def plan_batch(
     for role, law, f in regime:
         values = regime_values(m.shape.n_params, m.tokens, batch_used, f, depth=m.shape.depth)
         warnings += regime_warnings(law, role, values)
-    memory = memory_estimate(m.shape, hw, micro)
+    memory = memory_estimate(m.shape, hw, micro, optimizer)
     warnings += _memory_warnings(memory, micro, hw)
     total_steps = math.ceil(m.tokens / batch_used)
     return BatchPlan(micro, gbs, batch_used, total_steps, memory)

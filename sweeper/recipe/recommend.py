@@ -4,8 +4,9 @@
 scale (in each law's own conventions, see :mod:`sweeper.recipe.scale`), turns the batch into a
 global batch in sequences that the hardware can run (:mod:`sweeper.recipe.hardware`), adds the
 schedule and optimizer settings that the laws do not measure (each a documented default, see
-:class:`RecipeDefaults`), estimates memory and time, and says how far the laws are being
-extrapolated and what else to distrust.
+:class:`RecipeDefaults`), estimates memory (with the states of the LR law's optimizer, which the
+recipe runs) and time, and says how far the laws are being extrapolated and what else to
+distrust.
 
 Compute: ``Target.compute`` and ``Recipe.flops`` are Sweeper's "6ND" compute (attention
 included), so ``Recipe.flops == Target.compute`` for a compute budget. The loss law's compute
@@ -627,7 +628,10 @@ def recommend(
     regime = [("lr", used.lr, token_factor(used.lr, bytes_per_token))]
     if used.batch_given:
         regime.append(("batch", used.batch, token_factor(used.batch, bytes_per_token)))
-    plan = plan_batch(regime, m, hw, ev.batch, ev.batch_iv, global_batch, warnings)
+    optimizer = _optimizer(used.lr, warnings)  # (before the batch: its states size the memory)
+    plan = plan_batch(
+        regime, m, hw, ev.batch, ev.batch_iv, global_batch, warnings, optimizer=optimizer
+    )
     if used.batch_given:  # (a batch fixed away from the law's: the LR given is the law's batch's)
         warnings += batch_coupling_warning(
             used.lr, used.batch, ev.batch, float(plan.batch_tokens), "the recipe's"
@@ -644,7 +648,6 @@ def recommend(
         scaled.append(("batch", used.batch, ev.batch_scale))
     factor, ext = extrapolation_summary(scaled, warnings)
     provenance, law_ids = _provenance_of(used)
-    optimizer = _optimizer(used.lr, warnings)
     warnings += _function_settings(used.lr)
     predicted_loss = _predicted_loss(loss_law, m, loss_f, target, warnings)
     return Recipe(
