@@ -600,8 +600,40 @@ def check_address(address: str | None) -> None:
     within :data:`ADDRESS_PROBE_S`; checked before the sweep's lease is taken. ``ray.init`` on a
     port where nothing listens, or where another service does (an HTTP server, PostgreSQL),
     retried for ever: a driver holding the lease that Ctrl-C could hardly stop."""
-    if not address or address in ("auto", "local"):
+    if not address or address == "local":
         return
+    if address == "auto":  # (what Ray would join; a stale one retried for ever too)
+        found = _resolve_auto()
+        if found is not None:
+            _probe(found, f"auto ({found}, from RAY_ADDRESS or the last `ray start` here)")
+        return
+    _probe(address, repr(address))
+
+
+def _resolve_auto() -> str | None:
+    """The address ``auto`` names as ``ray.init`` resolves it (RAY_ADDRESS, else the last ``ray
+    start`` on this machine, else a running GCS); None when Ray's lookup cannot be asked.
+    RayConnectError when no Ray runs here: ray.init's own error had been read as a token
+    problem (an audit)."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:  # (a private helper: a Ray without it is not probed)
+        return None
+    try:
+        return canonicalize_bootstrap_address("auto")
+    except ConnectionError:
+        raise RayConnectError(
+            "--address auto: no running Ray cluster found on this machine (no `ray start "
+            "--head` here, and RAY_ADDRESS is unset); start one, or give the head's address as "
+            "--address HOST:PORT (see docs/CLUSTER.md)"
+        ) from None
+    except Exception:  # (any other failure of the lookup: ray.init will say)
+        return None
+
+
+def _probe(address: str, shown: str) -> None:
+    """:func:`check_address` of a ``host:port`` (or ``ray://host:port``) ``address``, named
+    ``shown`` in its errors."""
     scheme, sep, rest = address.rpartition("://")
     host, colon, port = rest.rpartition(":")
     if (sep and scheme != "ray") or not colon or not host or not port.isdigit() or not (
@@ -616,12 +648,12 @@ def check_address(address: str | None) -> None:
     except OSError as e:
         why = e.strerror or type(e).__name__
         raise RayConnectError(
-            f"cannot join the Ray cluster at {address!r}: nothing answers at {host}:{port} "
+            f"cannot join the Ray cluster at {shown}: nothing answers at {host}:{port} "
             f"({why}); check the head's address and port (`ray status` on the head prints them)"
         ) from None
     if not grpc:
         raise RayConnectError(
-            f"cannot join the Ray cluster at {address!r}: something answers at {host}:{port}, "
+            f"cannot join the Ray cluster at {shown}: something answers at {host}:{port}, "
             "but not a Ray head (no gRPC there: another service's port?); `ray status` on the "
             "head prints its address"
         )

@@ -952,11 +952,27 @@ def test_an_address_where_nothing_listens_is_refused_before_the_lease(
     with http as other, pytest.raises(RayConnectError, match="not a Ray head"):
         check_address(f"127.0.0.1:{other}")
     settings = bytes([0, 0, 0x18, 4, 0, 0, 0, 0, 0])  # (the SETTINGS frame a GCS answers with)
-    with _server(settings, n=2) as grpc:
+    with _server(settings, n=3) as grpc:
         check_address(f"127.0.0.1:{grpc}")
         check_address(f"ray://127.0.0.1:{grpc}")
+        # auto: what Ray resolves it to is probed (an audit: with no Ray here, ray.init's
+        # error had come with a token hint; a stale `ray start` address retried for ever)
+        import ray._private.services as services
+
+        grpc_at = f"127.0.0.1:{grpc}"
+        monkeypatch.setattr(services, "canonicalize_bootstrap_address", lambda a: grpc_at)
+        check_address("auto")
     check_address(None)
-    check_address("auto")
+    monkeypatch.setattr(services, "canonicalize_bootstrap_address", lambda a: f"127.0.0.1:{port}")
+    with pytest.raises(RayConnectError, match=rf"at auto \(127.0.0.1:{port}, .*nothing answers"):
+        check_address("auto")
+
+    def no_ray(address: str) -> str:
+        raise ConnectionError("Could not find any running Ray instance.")
+
+    monkeypatch.setattr(services, "canonicalize_bootstrap_address", no_ray)
+    with pytest.raises(RayConnectError, match="--address auto: no running Ray cluster found"):
+        check_address("auto")
     url = f"sqlite:///{tmp_path / 'never.db'}"
     with pytest.raises(RayConnectError):
         launch_study(tiny("addr"), url=url, address=f"127.0.0.1:{port}", progress=False)
