@@ -180,7 +180,7 @@ def _register_laws_and_compare(sub: Any) -> None:
         help="list stored laws (`laws [SWEEP]`) or show one (`laws show ID`)",
         description="List the stored laws, optionally of one sweep, or show one law in full.",
     )
-    p.add_argument("args", nargs="*", metavar="SWEEP | show ID")
+    p.add_argument("args", nargs="*", metavar="SWEEP | show ID|NAME")
     _common(p)
     p.set_defaults(func=cmd_laws)
 

@@ -175,7 +175,10 @@ def choose_batch(
     elif hw.gpu_memory_gb is None:
         micro = 1
         warnings.append(
-            Assumed("no GPU memory given: micro batch 1 (give gpu_memory_gb to size it)")
+            Assumed(
+                "no GPU memory given: micro batch 1 (give gpu_memory_gb, --gpu-memory-gb, to "
+                "size it)"
+            )
         )
     else:
         fit = memory_estimate(m, hw, 1, optimizer).max_micro_batch or 0

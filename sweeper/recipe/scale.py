@@ -301,7 +301,7 @@ def token_unit_warnings(
                     f"{who} {verb} D and the batch in bytes ({src}, vocab {law_vocab or 256}) but "
                     f"{what} has {has_vocab}: its D and batch are used as if they were bytes (a "
                     "BPE token is about 4 bytes of English text, so a D exponent of 0.3 puts the "
-                    "LR 1.5× off): give bytes_per_token to convert"
+                    "LR 1.5× off): give bytes_per_token (--bytes-per-token) to convert"
                 )
         elif unit == TOKENS_AS_IMPORTED:
             out.append(
