@@ -519,8 +519,11 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
     elif isinstance(law, PowerLaw):
         t.add_row("prefactor", _fmt(law.prefactor, 4), _ci(law.prefactor_ci, 4))
         for p in law.predictors:
+            unsigned = " (sign not determined)" if law.sign_undetermined(p) else ""
             t.add_row(
-                f"exponent of {p}", _fmt(law.exponents[p], 4), _ci(law.exponents_ci.get(p), 4)
+                f"exponent of {p}",
+                _fmt(law.exponents[p], 4),
+                _ci(law.exponents_ci.get(p), 4) + unsigned,
             )
         t.add_row("cells (points)", f"{law.n_cells} ({law.n_points})", "")
         if law.cv_error is not None:

@@ -213,6 +213,12 @@ class PowerLaw(Law):
     def prefactor(self) -> float:
         return math.exp(self.log_prefactor)
 
+    def sign_undetermined(self, p: str) -> bool:
+        """Whether the interval of ``p``'s exponent includes 0 (False without an interval): the
+        data do not say whether the optimum rises or falls with ``p``."""
+        ci = self.exponents_ci.get(p)
+        return ci is not None and ci[0] <= 0 <= ci[1]
+
     def log_predict(self, scale: Mapping[str, float]) -> float:
         x = self._require(scale)
         b = np.array([self.exponents[p] for p in self.predictors])

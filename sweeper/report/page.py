@@ -199,7 +199,7 @@ def _exponent_text(law: PowerLaw, p: str) -> str:
     ci = law.exponents_ci.get(p)
     if not ci:
         return f"{p}: {law.exponents[p]:+.3f}"
-    unsigned = " (sign not determined)" if ci[0] <= 0 <= ci[1] else ""
+    unsigned = " (sign not determined)" if law.sign_undetermined(p) else ""
     return f"{p}: {law.exponents[p]:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]{unsigned}"
 
 

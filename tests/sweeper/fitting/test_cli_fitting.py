@@ -554,3 +554,22 @@ def test_compare_converts_byte_laws_with_bytes_per_token(
 
     with pytest.raises(TargetError, match="bytes_per_token must be positive"):
         api.compare("b", storage=url, bytes_per_token=0.0)
+
+
+def test_the_law_table_says_when_an_exponents_sign_is_not_determined(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The report flagged an exponent whose interval includes 0 as '(sign not determined)';
+    `sweeper fit` printed N^0.188 [-2.67, 15.1] bare beside it (a law-sampler audit)."""
+    from dataclasses import replace
+
+    from sweeper.cli.fitting import _print_law
+    from sweeper.recipe.published import published_laws
+
+    law = published_laws("deepseek")["lr"]
+    p = law.predictors[0]
+    fitted = replace(law, method="surface", exponents_ci={p: (-2.67, 15.1)})
+    _print_law(fitted, "s")
+    assert "(sign not determined)" in capsys.readouterr().out
+    _print_law(replace(fitted, exponents_ci={p: (-0.3, -0.1)}), "s")
+    assert "sign not determined" not in capsys.readouterr().out
