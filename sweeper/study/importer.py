@@ -615,9 +615,15 @@ def _renamed(raw: pd.DataFrame, renames: dict[str, str], name: str) -> pd.DataFr
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         cols = ", ".join(map(str, df.columns))
+        derive = (
+            "; a dense transformer's non-embedding N is about 12·depth·width², but count your "
+            "model's own (a column n_params, and --convention n_params=total if it counts all)"
+            if "n_params" in missing and {"width", "depth"} <= set(df.columns)
+            else ""
+        )  # (not derived here: Sweeper cannot know the model's MLP ratio, heads or tying)
         raise ImportDataError(
             f"{name}: missing required column(s) {', '.join(missing)} "
-            f"(columns: {cols}; use --rename OLD=NEW)"
+            f"(columns: {cols}; use --rename OLD=NEW{derive})"
         )
     if df.empty:
         raise ImportDataError(f"{name}: no rows")

@@ -96,6 +96,11 @@ BAD_FILES = {
         lambda df: df.drop(columns=["tokens"]),
         "missing required column(s) tokens",
     ),
+    # (an import audit: a user's own sweeps log width and depth, not N; say how to get it)
+    "N from the shape": (
+        lambda df: df.drop(columns=["n_params"]).assign(width=64, depth=2),
+        "non-embedding N is about 12·depth·width², but count your model's own",
+    ),
     "non-numeric": (
         lambda df: df.assign(lr=["1e-3", "fast", "4e-3", "1e-3", "2e-3", "4e-3"]),
         "column 'lr' has a non-numeric value 'fast' in row 2",
