@@ -36,7 +36,7 @@ from sweeper.study.spec import (
     check_spec,
 )
 
-__all__ = ["read_study"]
+__all__ = ["SECTIONS", "SECTION_KEYS", "read_study"]
 
 
 def read_study(
@@ -48,7 +48,7 @@ def read_study(
     ``run``: the study is about to be run (a study file given to ``validate`` or ``launch``, not
     a stored study read back): also :func:`~sweeper.study.spec.check_run`'s rules."""
     r = _Reader()
-    r.keys(raw, "", _SECTIONS)
+    r.keys(raw, "", SECTIONS)
     sweep_d, ladder_d, search_d = (r.table(raw, s, required=True) for s in _REQUIRED)
     sweep = _read_sweep(r, sweep_d if sweep_d is not None else {"name": ""})
     model = _read_model(r, r.table(raw, "model") or {})
@@ -97,9 +97,9 @@ UNKNOWN_KIND: Final = ""
 
 def _section_meant(key: str) -> str | None:
     """The section an unknown top-level key probably misspells (``samplr``: ``sampler``)."""
-    if key in _SECTIONS:
+    if key in SECTIONS:
         return None
-    close = difflib.get_close_matches(key, _SECTIONS, n=1)
+    close = difflib.get_close_matches(key, SECTIONS, n=1)
     return close[0] if close else None
 
 
@@ -123,7 +123,8 @@ def _covered(problem: str, earlier: list[str]) -> bool:
 
 
 _REQUIRED: Final = ("sweep", "ladder", "search")
-_SECTIONS: Final = (
+#: the tables a study file may hold
+SECTIONS: Final = (
     "sweep",
     "model",
     "ladder",
@@ -145,7 +146,7 @@ _SWEEP_KEYS: Final = (
     "first_seed",
 )
 #: every section's keys (what :meth:`_Reader.keys` allows, and where it says a key belongs)
-_SECTION_KEYS: Final[dict[str, tuple[str, ...]]] = {
+SECTION_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "sweep": _SWEEP_KEYS,
     "model": tuple(f.name for f in fields(ModelSpec)),
     "ladder": ("widths", "depths", "tokens", "tokens_per_param", "cells"),
@@ -161,15 +162,15 @@ _SECTION_KEYS: Final[dict[str, tuple[str, ...]]] = {
 def _misspelt_kind(key: str, value: Any) -> bool:
     """An unknown ``[sampler]`` key with a string value: the kind misspelt (``knd = "grid"``),
     its other keys being numbers."""
-    return key not in _SECTION_KEYS["sampler"] and isinstance(value, str)
+    return key not in SECTION_KEYS["sampler"] and isinstance(value, str)
 
 
 def _homes(key: str, section: str) -> list[str]:
     """The other sections where an unknown ``key`` of ``section`` ("": the top level) is a key
     (none for a key of a nested table, ``ladder.cells[0]`` or ``search.lr``)."""
-    if section and section not in _SECTION_KEYS:
+    if section and section not in SECTION_KEYS:
         return []
-    return [s for s, keys in _SECTION_KEYS.items() if s != section and key in keys]
+    return [s for s, keys in SECTION_KEYS.items() if s != section and key in keys]
 
 
 def _unknown_key_hint(key: str, section: str, allowed: tuple[str, ...]) -> str:
@@ -380,7 +381,7 @@ def _bounds_text(low: float | None, low_open: bool, high: float | None, high_ope
 
 def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection:
     p = "sweep"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     name = r.get(d, "name", p, "str", required=True)
     if name is not None and not NAME_RE.match(name):
         r.bad(f"{p}.name", f"{name!r} must be letters, digits, '_', '-' or '.' (no '/')")
@@ -431,7 +432,7 @@ def _args(r: _Reader, d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def _read_model(r: _Reader, d: dict[str, Any]) -> ModelSpec:
     p = "model"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     m = ModelSpec()
     return ModelSpec(
         builder=_ref(r, d, "builder", p),
@@ -456,7 +457,7 @@ def _read_model(r: _Reader, d: dict[str, Any]) -> ModelSpec:
 
 def _read_ladder(r: _Reader, d: dict[str, Any]) -> LadderSpec:
     p = "ladder"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     cells: list[CellSpec] = []
     raw_cells = d.get("cells", [])
     if not isinstance(raw_cells, list):
@@ -527,7 +528,8 @@ def _read_param(r: _Reader, d: dict[str, Any], name: str) -> ParamSpec | None:
     if not isinstance(v, dict):
         ok, x = _coerce(v, kind)
         if not ok:
-            r.bad(where, f"expected {_KIND_NAMES[kind]} or a table, got {_tname(v)} {v!r}")
+            hint = f" (a list of values: {name} = {{ values = [...] }})" if isinstance(v, list) else ""
+            r.bad(where, f"expected {_KIND_NAMES[kind]} or a table, got {_tname(v)} {v!r}{hint}")
             return None
         if not _in_bounds(x, lo_b, lo_open, hi_b, hi_open):
             r.bad(where, f"{x!r} {_bounds_text(lo_b, lo_open, hi_b, hi_open)}")
@@ -564,7 +566,7 @@ def _read_param(r: _Reader, d: dict[str, Any], name: str) -> ParamSpec | None:
 
 
 def _read_search(r: _Reader, d: dict[str, Any]) -> SearchSpace | None:
-    r.keys(d, "search", _SECTION_KEYS["search"])
+    r.keys(d, "search", SECTION_KEYS["search"])
     params: dict[str, ParamSpec | None] = {}
     for name in SEARCHABLE:
         if name in d:
@@ -581,7 +583,7 @@ def _read_search(r: _Reader, d: dict[str, Any]) -> SearchSpace | None:
 
 def _read_train(r: _Reader, d: dict[str, Any]) -> TrainSpec:
     p = "train"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     t = TrainSpec()
     return TrainSpec(
         schedule=r.get(d, "schedule", p, "str", t.schedule, choices=SCHEDULES),
@@ -602,7 +604,7 @@ def _read_train(r: _Reader, d: dict[str, Any]) -> TrainSpec:
 def _read_sampler(r: _Reader, d: dict[str, Any], *, lost: bool = False) -> SamplerSpec:
     """``[sampler]``; ``lost``: the section was misspelt or not a table (its kind is unknown)."""
     p = "sampler"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     n_before = len(r.problems)
     kind = r.get(d, "kind", p, "str", "tpe")
     if len(r.problems) > n_before:
@@ -635,7 +637,7 @@ def _read_sampler(r: _Reader, d: dict[str, Any], *, lost: bool = False) -> Sampl
 
 def _read_target(r: _Reader, d: dict[str, Any]) -> TargetSpec:
     p = "target"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     return TargetSpec(
         params=r.get(d, "params", p, "float", None, low=0, low_open=True),
         tokens=r.get(d, "tokens", p, "float", None, low=0, low_open=True),
@@ -644,7 +646,7 @@ def _read_target(r: _Reader, d: dict[str, Any]) -> TargetSpec:
 
 def _read_pruner(r: _Reader, d: dict[str, Any]) -> PrunerSpec:
     p = "pruner"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     n_before = len(r.problems)
     kind = r.get(d, "kind", p, "str", "divergence", choices=PRUNERS)
     if len(r.problems) > n_before:
@@ -668,7 +670,7 @@ def _read_pruner(r: _Reader, d: dict[str, Any]) -> PrunerSpec:
 
 def _read_resources(r: _Reader, d: dict[str, Any]) -> ResourcesSpec:
     p = "resources"
-    r.keys(d, p, _SECTION_KEYS[p])
+    r.keys(d, p, SECTION_KEYS[p])
     return ResourcesSpec(
         cpu=r.get(d, "cpu", p, "float", 1.0, low=0, low_open=True),
         gpu=r.get(d, "gpu", p, "float", 0.0, low=0),

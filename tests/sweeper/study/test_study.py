@@ -186,6 +186,12 @@ BAD_CASES: list[tuple[str, str, str]] = [
         "ladder.tokens: 100 is less than one step at batch 8 (8 × 64 = 512 tokens): give at "
         "least 512 tokens",
     ),
+    # (a docs audit: a list as the LR, the commonest first study, named no fix)
+    (
+        "lr-as-a-bare-list",
+        _replace("lr = { low = 1e-3, high = 5e-2, log = true }", "lr = [1e-3, 2e-3, 4e-3]"),
+        "got list [0.001, 0.002, 0.004] (a list of values: lr = { values = [...] })",
+    ),
     ("zero-cpu", BASE + "\n[resources]\ncpu = 0\n", "resources.cpu: 0.0 must be > 0"),
     ("missing-trials", _replace("trials_per_cell = 4\n", ""), "sweep.trials_per_cell: missing"),
     ("invalid-toml", BASE + "\n[model\n", "invalid TOML"),

@@ -39,7 +39,7 @@ from sweeper.study.spec import (
     TrainSpec,
     parse_study_toml,
 )
-from sweeper.study.study_reader import _SECTION_KEYS, _SECTIONS
+from sweeper.study.study_reader import SECTION_KEYS, SECTIONS
 
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "STUDY.md"
@@ -215,7 +215,7 @@ lr = { low = 1e-3, high = 1e-2, zz_probe = 1 }
 
 def _reader_keys() -> dict[str, tuple[str, ...]]:
     """Every table the reader accepts (by the page's heading for it) and its keys."""
-    keys = {f"[{s}]": tuple(_SECTION_KEYS[s]) for s in _SECTIONS}
+    keys = {f"[{s}]": tuple(SECTION_KEYS[s]) for s in SECTIONS}
     keys[CELLS] = _expected_keys(_PROBE, "ladder.cells[0].zz_probe")
     keys[PARAM] = _expected_keys(_PROBE, "search.lr.zz_probe")
     return keys
@@ -224,7 +224,7 @@ def _reader_keys() -> dict[str, tuple[str, ...]]:
 def test_the_probe_reads_the_nested_tables() -> None:
     assert set(_reader_keys()[CELLS]) >= {"width", "depth", "tokens"}
     assert set(_reader_keys()[PARAM]) >= {"low", "high", "values"}
-    assert set(_SECTIONS) >= {"sweep", "ladder", "search", "sampler"}
+    assert set(SECTIONS) >= {"sweep", "ladder", "search", "sampler"}
 
 
 def test_every_key_the_reader_accepts_has_its_row() -> None:
@@ -304,5 +304,12 @@ def test_every_choice_is_named(section: str, values: tuple[str, ...]) -> None:
 
 
 def test_lines_fit_in_100_columns() -> None:
-    long = [i + 1 for i, line in enumerate(_text().splitlines()) if len(line) > 100]
+    """Prose and examples fit in 100 columns; the tool's output, quoted as it prints it in
+    ```text blocks, may not."""
+    long, quoted = [], False
+    for i, line in enumerate(_text().splitlines()):
+        if line.startswith("```"):
+            quoted = line.strip() == "```text"
+        elif len(line) > 100 and not quoted:
+            long.append(i + 1)
     assert not long, f"docs/STUDY.md lines over 100 columns: {long}"
