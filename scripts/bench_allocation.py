@@ -54,6 +54,40 @@ with their noise averaged, land from the reference).
 replay seed (5 cells, 8 LRs × 3 seeds, known law lr* = 0.208·N^-0.3); ``exponent_true`` is -0.3,
 and ``wall_s`` is set to 6·N·D / 1e9 (an assumed throughput: the costs' ratios are what matter).
 
+Every key ``--json`` prints (the table without it prints a few of the top-level ones):
+
+- the run: ``sweep`` (its name, or ``synthetic:proxy_sweep``), ``budget`` (the fraction),
+  ``replay_seeds``, ``workers``, ``fit`` (``--fit``), ``confirm_runs``, ``design`` (``--design``,
+  with " (every seed)" after it under ``--every-seed``), ``per_run``, ``asymmetry_prior`` (the
+  surface fit's prior on the cliff's asymmetry,
+  :data:`sweeper.fitting._surface_model.ASYMMETRY_PRIOR`: None under ``--no-asymmetry-prior``),
+  ``exponent_true`` (``--synthetic`` only: -0.3);
+- medians over the replay seeds: ``runs_used``, ``runs_total``, ``core_seconds_used``,
+  ``core_seconds_total``, ``exponent``, ``exponent_reference``, ``lr_target_log2_error`` (the
+  signed error; the replay's own with one seed), ``lr_target_abs_log2_error_median`` (of the
+  absolute errors), ``random_lr_target_abs_log2_error_median`` (the same for the random
+  baseline), ``predicted_target_pass``, ``predicted_target_pass_nested`` and the random
+  baseline's ``random_predicted_target_pass``, ``random_predicted_target_pass_nested``;
+  ``exponent_ci`` (the replay's, with one seed; else None) and ``exponent_reference_ci`` (the
+  first seed's reference);
+- the bars (:func:`bars`): ``exponent_tolerance`` (±0.1 around the true exponent on synthetic
+  ladders; on a stored sweep max(0.1, a quarter of the reference's 95% interval) around the
+  reference's exponent), ``pass_fraction`` (the replay seeds whose exponent is within it and, on a
+  stored sweep, whose target LR is within 0.4 in log2 of the reference's) and
+  ``random_pass_fraction`` (the same for the random baseline);
+- ``replays``: one object per replay seed: ``seed``, ``runs_used``, ``runs_total``,
+  ``core_seconds_used``, ``core_seconds_total``, ``stop`` (why the planner stopped, as a launch
+  says it: the budget, with the target LR's interval against the stop rule; the interval rule; no
+  candidate left; or the oracle design's name), ``exponent``, ``exponent_ci``, ``lr_target`` (the
+  predicted LR at the target; None when a wild fit overflows), ``lr_target_log2_error``,
+  ``converged`` (absent when the fit failed), ``exponent_reference``, ``exponent_reference_ci``,
+  ``runs_per_cell``, ``predicted_sd_diff_log2``, ``predicted_sd_diff_log2_nested``,
+  ``predicted_target_pass``, ``predicted_target_pass_nested``, and ``random`` (the random
+  baseline's ``exponent``, ``lr_target_log2_error``, ``core_seconds_used`` and the four
+  ``predicted_*`` keys).
+
+Errors (a bad option, an unknown sweep, a missing database) are one line on stderr, exit 2.
+
 Usage::
 
     .venv/bin/python scripts/bench_allocation.py quickstart --storage sqlite:////tmp/h13.db \\
@@ -75,7 +109,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper.errors import FitError
+from sweeper.errors import FitError, SweeperError
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting import allocation as al
 from sweeper.fitting._common import FitWarning
@@ -187,8 +221,19 @@ def replay(
         costs = {c: 1.0 for c in scales} if per_run else al.cell_costs(seen, scales)
         cells = [al.CellPlan(c.cell, c.n_params, c.tokens, c.lrs, costs[c.cell]) for c in base]
         cells.sort(key=lambda p: (p.cost, p.n_params, p.cell))
-        p = al.plan(seen, cells, k=workers, seed=seed, budget_runs=budget, target=target,
-                    stop_lr_interval_ratio=stop_ratio, max_seeds=max_seeds, confirm_runs=confirm_runs, window=WINDOW_ARG[0], shape_scaling=SCALING_ARG[0])  # fmt: skip
+        p = al.plan(
+            seen,
+            cells,
+            k=workers,
+            seed=seed,
+            budget_runs=budget,
+            target=target,
+            stop_lr_interval_ratio=stop_ratio,
+            max_seeds=max_seeds,
+            confirm_runs=confirm_runs,
+            window=WINDOW_ARG[0],
+            shape_scaling=SCALING_ARG[0],
+        )
         if not p.points:
             stop = p.stop
             break
@@ -425,38 +470,87 @@ def bars(summary: dict[str, Any], true_exponent: float | None) -> dict[str, Any]
             "random_pass_fraction": sum(rnd) / len(rnd)}  # fmt: skip
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line on stderr (no usage block), exit 2."""
+
+    def error(self, message: str) -> Any:  # (NoReturn)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _Parser(description=__doc__.splitlines()[0])
     ap.add_argument("sweep", nargs="?", help="stored sweep name (not with --synthetic)")
     ap.add_argument("--storage", default=None, help="storage URL (default: the configured one)")
-    ap.add_argument("--budget", type=float, default=0.25, help="fraction of the stored runs")
-    ap.add_argument("--seeds", type=int, default=1, help="replay seeds 0..N-1")
-    ap.add_argument("--workers", type=int, default=1, help="points proposed at a time")
-    ap.add_argument("--boot", type=int, default=100, help="bootstrap refits of reported fits")
-    ap.add_argument("--stop-ratio", type=float, default=1.5, help="stop_lr_interval_ratio (0: off)")
-    ap.add_argument("--confirm-runs", type=int, default=al.CONFIRM_RUNS,
-                    help="runs at a cell's best LR before it counts as confirmed (1: off)")  # fmt: skip
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=0.25,
+        help="fraction of the stored runs, in (0, 1] (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--seeds", type=int, default=1, help="replay seeds 0..N-1, N >= 1 (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="points proposed at a time, >= 1 (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--boot",
+        type=int,
+        default=100,
+        help="bootstrap refits of reported fits, >= 0 (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--stop-ratio",
+        type=float,
+        default=1.5,
+        help="stop_lr_interval_ratio, > 1 (0: off; default: %(default)s)",
+    )
+    ap.add_argument(
+        "--confirm-runs",
+        type=int,
+        default=al.CONFIRM_RUNS,
+        help="runs at a cell's best LR before it counts as confirmed (1: off; default: "
+        "%(default)s)",
+    )
     ap.add_argument("--synthetic", action="store_true", help="replay on proxy_sweep ladders")
-    ap.add_argument("--design", choices=("planner", "oracle", "oracle-cost", "oracle-windowed"),
-                    default="planner", help="planner: the law sampler; oracle: its criterion "
-                    "with the reference law known, per run; oracle-cost: the same per "
-                    "core-second; oracle-windowed: per run, runs outside the reference's window "
-                    "worth nothing (see the module docstring)")  # fmt: skip
-    ap.add_argument("--per-run", action="store_true",
-                    help="the planner ranks per run (every cell costs 1), not per core-second")
-    ap.add_argument("--every-seed", action="store_true",
-                    help="with an oracle design: every stored seed at its points (not one run "
-                         "per point asked), so the runs' noise averages out")  # fmt: skip
+    ap.add_argument(
+        "--design",
+        choices=("planner", "oracle", "oracle-cost", "oracle-windowed"),
+        default="planner",
+        help="planner: the law sampler; oracle: its criterion with the reference law known, per "
+        "run; oracle-cost: the same per core-second; oracle-windowed: per run, runs outside the "
+        "reference's window worth nothing (see the module docstring; default: %(default)s)",
+    )
+    ap.add_argument(
+        "--per-run",
+        action="store_true",
+        help="the planner ranks per run (every cell costs 1), not per core-second",
+    )
+    ap.add_argument(
+        "--every-seed",
+        action="store_true",
+        help="with an oracle design: every stored seed at its points (not one run per point "
+        "asked), so the runs' noise averages out",
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--fit", choices=tuple(FITS), default="sparse",
-                    help="every fit: sparse = the planner's (all runs, one curvature); auto = all "
-                         "runs, the curvature scaling where a Wald test finds it; ftest = the same "
-                         "by an F test; windowed = the surface's window, one curvature; scaled = "
-                         "all runs, the curvature scaling with N; default = the surface's "
-                         "settings")  # fmt: skip
-    ap.add_argument("--no-asymmetry-prior", action="store_true",
-                    help="every fit without the surface fit's prior on the cliff's asymmetry "
-                         "(the method before 2026-11-27, for side-by-side replays)")  # fmt: skip
+    ap.add_argument(
+        "--fit",
+        choices=tuple(FITS),
+        default="sparse",
+        help="every fit: sparse = the planner's (all runs, one curvature); auto = all runs, the "
+        "curvature scaling where a Wald test finds it; ftest = the same by an F test; windowed = "
+        "the surface's window, one curvature; scaled = all runs, the curvature scaling with N; "
+        "default = the surface's settings (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--no-asymmetry-prior",
+        action="store_true",
+        help="every fit without the surface fit's prior on the cliff's asymmetry (the method "
+        "before 2026-11-27, for side-by-side replays)",
+    )
     args = ap.parse_args()
     if args.synthetic == bool(args.sweep):
         ap.error("give a SWEEP or --synthetic (not both)")
@@ -464,12 +558,31 @@ def main() -> int:
         ap.error("--every-seed needs an oracle design")
     if not 0 < args.budget <= 1:
         ap.error("--budget must be in (0, 1]")
+    at_least = (
+        ("--seeds", args.seeds, 1),
+        ("--workers", args.workers, 1),
+        ("--boot", args.boot, 0),
+        ("--confirm-runs", args.confirm_runs, 1),
+    )
+    for name, value, low in at_least:
+        if value < low:
+            ap.error(f"{name} must be at least {low}, got {value}")
+    if args.stop_ratio and not args.stop_ratio > 1:
+        ap.error(f"--stop-ratio must be > 1 (or 0: off), got {args.stop_ratio:g}")
+    real = None
+    if not args.synthetic:
+        try:
+            real = load(args.sweep, args.storage)
+        except SweeperError as e:
+            ap.error(str(e))
+        if real is None or real.empty:
+            ap.error(f"{args.sweep}: the sweep holds no completed or diverged runs to replay")
     WINDOW_ARG[0], SCALING_ARG[0] = FITS[args.fit]
     if args.no_asymmetry_prior:
         sm.ASYMMETRY_PRIOR = None
     reps = []
     for s in range(args.seeds):
-        stored = synthetic(s) if args.synthetic else load(args.sweep, args.storage)
+        stored = synthetic(s) if real is None else real.copy()
         reps.append(one_replay(stored, args.budget, s, args))
     summary = summarise(reps, args.budget)
     summary["sweep"] = "synthetic:proxy_sweep" if args.synthetic else args.sweep

@@ -45,7 +45,10 @@ steps of the fit converged. The interval is screened by the cheap Laplace one (w
 scatter) and confirmed by the one ``fit`` reports (:data:`STOP_BOOT` bootstrap refits, the cells'
 scatter redrawn): on sparse ladders the Laplace interval can be far narrower (4 cells of 3 runs
 of a synthetic ladder: 2.0 against 161; an audit's 4-cell ladder stopped at 439 where ``fit``
-then reported 6.45e9). The plan is a deterministic function of (runs, pending, seed).
+then reported 6.45e9). The plan is a deterministic function of (runs, pending, seed). A stop at
+the budget says how wide the Laplace interval is against ``stop_lr_interval_ratio`` (and what
+else the rule waits for), a stop with no candidate left why none is; each point proposed says
+which rule chose it (:attr:`Point.why`).
 
 The fits use the surface's ``planner`` settings (:data:`~sweeper.fitting.surface.SETTINGS`):
 every run (``window=None``; with a window, ~4 runs per cell near the optimum leave too few loss
@@ -109,11 +112,14 @@ _FD = 1e-5
 
 @dataclass(frozen=True)
 class Point:
-    """One run to launch: a cell, its LR and the replicate index (seed) at that LR."""
+    """One run to launch: a cell, its LR and the replicate index (seed) at that LR; ``why``: the
+    rule that chose it, its phase first (``start``, ``bracket``, ``confirm``, ``information``,
+    ``explore``: see :func:`_next_point`), not part of the point's identity."""
 
     cell: str
     lr: float
     seed: int
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -288,20 +294,41 @@ def plan(
     confirm_runs: int = CONFIRM_RUNS,
     window: tuple[float, float] | None = PLANNER.window,
     shape_scaling: Scaling = PLANNER.shape_scaling,
+    point_runs: int = 1,
 ) -> Plan:
     """The next ``k`` points (fewer when the plan stops) for a ladder whose runs so far are
     ``runs`` (a runs table; completed and diverged rows count) and ``pending`` (cell, lr) pairs
     launched without a result. ``confirm_runs``: runs at a cell's best LR before it counts as
     confirmed (1: no confirmation). ``window``, ``shape_scaling``: the surface fit's, by default
-    the ``planner`` settings (see the module docstring)."""
+    the ``planner`` settings (see the module docstring). ``point_runs``: the runs each proposed
+    point will train (a launch runs every seed of a point, with ``k = 1``): a point is proposed
+    only while all of them fit in ``budget_runs``, as a budget of ``budget_runs - point_runs + 1``
+    would, and the budget stop says so.
+
+    A stop at the budget carries the Laplace 95% interval of the target LR on ``runs`` against
+    ``stop_lr_interval_ratio`` (what raising the budget would work towards), a stop with no
+    candidate left why none is (every LR full or past its cell's divergence, and the cells
+    whose best LR is at the edge of their LR list)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    if point_runs < 1:
+        raise ValueError(f"point_runs must be >= 1, got {point_runs}")
     cells = list(cells)
     pending = [(c, lr) for c, lr in pending if c in {p.cell for p in cells}]
     state = _state(runs, cells, pending)
     tgt = dict(target or default_target(cells))
-    if budget_runs is not None and state.total >= budget_runs:
-        return Plan((), stop=_budget_stop(state, budget_runs, len(pending)))
+    # the planner's own budget: a point is proposed only while all its runs fit
+    last = None if budget_runs is None else budget_runs - point_runs + 1
+    if budget_runs is not None and last is not None and state.total >= last:
+        try:
+            law, note = _fit(runs, seed, window, shape_scaling)
+        except ValueError as e:  # (a ladder the planner cannot plan: it raised before the stop)
+            law, note = None, str(e)
+        ratio = _interval_ratio(law, tgt)
+        stop = _budget_stop(state, budget_runs, point_runs, len(pending))
+        waits = _unsettled(_state(runs, cells, ()), law, confirm_runs, max_seeds)
+        stop += "; " + _interval_text(law, note, ratio, stop_lr_interval_ratio, waits)
+        return Plan((), stop=stop, law=law, interval_ratio=ratio)
     law, note = _fit(runs, seed, window, shape_scaling)
     ratio = _interval_ratio(law, tgt)
     if (
@@ -325,23 +352,23 @@ def plan(
             + (f"{boot:.3g}" if boot is not None else "(none)")
             + " is not: planning on"
         )
-    room = k if budget_runs is None else min(k, budget_runs - state.total)
+    room = k if last is None else min(k, last - state.total)
     info = _info(law, runs, cells, tgt, pending, window)
     points: list[Point] = []
     while len(points) < room:
         nxt = _next_point(state, info, law, seed, max_seeds, confirm_runs)
         if nxt is None:
             break
-        cell, idx = nxt
+        cell, idx, why = nxt
         lr = state.grid(cell)[idx]
-        points.append(Point(cell, lr, state.n_at(cell, idx)))
+        points.append(Point(cell, lr, state.n_at(cell, idx), why))
         state.add(cell, lr)
         if info is not None:
             info.observe(cell, math.log(lr))
     sd = None if info is None else info.target_sd()
     return Plan(
         tuple(points),
-        stop="" if points else "no candidate left",
+        stop="" if points else _exhausted(state, max_seeds),
         law=law,
         target_sd=sd,
         interval_ratio=ratio,
@@ -384,17 +411,117 @@ def _settled(state: _State, law: SurfaceLaw | None, confirm_runs: int, max_seeds
     )
 
 
-def _budget_stop(state: _State, budget_runs: int, n_pending: int) -> str:
+def _budget_stop(state: _State, budget_runs: int, point_runs: int, n_pending: int) -> str:
     """Why the plan stopped at its budget, with what of it has no result yet (points running,
     or held after they failed) and the cells with none at all (a law-sampler audit read "budget
-    reached: 20 runs of 20" beside 13 finished runs and two cells never started)."""
-    out = f"budget reached: {state.total} runs of {budget_runs}"
+    reached: 20 runs of 20" beside 13 finished runs and two cells never started). Short of the
+    budget, the whole points that leave the rest unspent (an audit read "18 of 19 runs used; its
+    plan stopped: budget reached: 18 runs of 18"); above it, a budget lowered below the runs
+    already used (an audit read "15 of 10 runs used" and nothing more)."""
+    used = state.total - n_pending
+    if used > budget_runs:
+        out = (
+            f"budget reached: budget_runs {budget_runs} is below the {used} runs already used, "
+            "so nothing is left to run"
+        )
+    elif state.total < budget_runs:
+        out = (
+            f"budget reached: {state.total} runs of {budget_runs} (spent in whole points of "
+            f"{point_runs} runs: the next would make {state.total + point_runs})"
+        )
+    else:
+        out = f"budget reached: {state.total} runs of {budget_runs}"
     if n_pending:
         out += f", {n_pending} of them without a result yet (running, or held after failing)"
     done = {k[0] for k in state.losses} | set(state.diverged)
     empty = [c.cell for c in state.cells if c.cell not in done]
     if empty:
         out += f"; no result in {', '.join(empty)}"
+    return out
+
+
+def _interval_text(
+    law: SurfaceLaw | None,
+    note: str,
+    ratio: float | None,
+    stop_ratio: float | None,
+    waits: str = "",
+) -> str:
+    """The target LR's Laplace 95% interval (upper/lower) on the stored runs against the stop
+    rule's ratio, for a budget stop: whether to raise the budget hangs on how far it is (an
+    audit's sweeps stopped at 1.82 and at 1843 against 1.5). Below the ratio, what else the rule
+    waits for (``waits``: :func:`_unsettled`)."""
+    go_on = "raise budget_runs to go on"
+    if law is None:
+        return f"no target-LR interval ({note or 'no law'}): {go_on}"
+    if ratio is None:
+        return f"the fit gives no finite 95% interval of the target LR: {go_on}"
+    rule = f", the stop rule's {stop_ratio:g}x" if stop_ratio else " (no stop rule)"
+    out = f"the target LR's 95% interval (Laplace) is {_times(ratio)}x wide{rule}: {go_on}"
+    if stop_ratio and ratio < stop_ratio:
+        out += (
+            f" (below the rule's ratio, but the rule also waits for: {waits})"
+            if waits
+            else " (below the rule's ratio: a stop by it also needs the bootstrap interval "
+            "`sweeper fit` reports below it)"
+        )
+    return out
+
+
+def _unsettled(state: _State, law: SurfaceLaw | None, confirm_runs: int, max_seeds: int) -> str:
+    """What keeps the stopping rule from trusting the law (:func:`_settled`), "" when nothing:
+    the fit not converged, cells not started, their best LR not bracketed or not confirmed."""
+    out = []
+    if law is None or any("did not converge" in n for n in law.notes):
+        out.append("a converged fit")
+    tests = (
+        ("a start", lambda c: state.started(c, max_seeds)),
+        ("the best LR bracketed", lambda c: state.open_side(c) is None),
+        ("the best LR confirmed", lambda c: state.unconfirmed(c, confirm_runs) is None),
+    )
+    for what, ok in tests:
+        short = [p.cell for p in state.cells if not ok(p.cell)]
+        if short:
+            out.append(f"{what} in {_some(short)}")
+    return "; ".join(out)
+
+
+def _some(names: Sequence[str], most: int = 3) -> str:
+    """Names for a line: all of them, or the first ``most`` and how many in all."""
+    if len(names) <= most:
+        return ", ".join(names)
+    return f"{len(names)} cells ({', '.join(names[:most])}, ...)"
+
+
+def _times(ratio: float) -> str:
+    """An interval ratio for people: 3 digits, thousands in full below a million."""
+    return f"{ratio:,.0f}" if 1e3 <= ratio < 1e6 else f"{ratio:.3g}"
+
+
+def _exhausted(state: _State, max_seeds: int) -> str:
+    """Why no candidate is left (nothing allowed anywhere): every (cell, LR) holds ``max_seeds``
+    runs or lies at or above its cell's divergence; and the cells whose best LR is the lowest or
+    the highest of the LR list, whose optimum may lie outside it."""
+    full = above = 0
+    edges: list[str] = []
+    for p in state.cells:
+        cliff = state.cliff(p.cell)
+        for i in range(len(p.lrs)):
+            if i >= cliff:
+                above += 1
+            elif state.n_at(p.cell, i) >= max_seeds:
+                full += 1
+        b = state.best(p.cell)
+        if b is not None and len(p.lrs) > 1 and b in (0, len(p.lrs) - 1):
+            edges.append(f"{p.cell} ({'lowest' if b == 0 else 'highest'})")
+    runs = f"{max_seeds} run{'s' * (max_seeds != 1)}"
+    out = f"no candidate left: every (cell, LR) has {runs} or more ({full})"
+    out += f" or lies at or above its cell's divergence ({above})" if above else ""
+    if edges:
+        out += (
+            f"; the best LR is on the edge of the LR list in {', '.join(edges)}: widen the LR "
+            "range there"
+        )
     return out
 
 
@@ -502,11 +629,12 @@ def _next_point(
     seed: int,
     max_seeds: int,
     confirm_runs: int,
-) -> tuple[str, int] | None:
-    """The next (cell, grid index), by the first rule that gives one: (1) start the cheapest
-    unstarted cell (every cell is needed: the largest ones carry the extrapolation); (2) bracket
-    a started cell's best LR (cheapest cell first), then confirm it (see :func:`_confirm_point`);
-    (3) with a law, the largest variance reduction per core-second; (4) explore."""
+) -> tuple[str, int, str] | None:
+    """The next (cell, grid index, why), by the first rule that gives one: (1) ``start`` the
+    cheapest unstarted cell (every cell is needed: the largest ones carry the extrapolation); (2)
+    ``bracket`` a started cell's best LR (cheapest cell first), then ``confirm`` it (see
+    :func:`_confirm_point`); (3) with a law, the largest variance reduction per core-second
+    (``information``); (4) ``explore``. ``why`` names the rule, then what it saw."""
     for p in state.cells:
         if not state.started(p.cell, max_seeds):
             start = _start_point(state, p, law, seed, max_seeds)
@@ -515,20 +643,53 @@ def _next_point(
     for p in state.cells:
         j = state.open_side(p.cell)
         if j is not None and state.allowed(p.cell, j, max_seeds):
-            return p.cell, j
+            b = state.best(p.cell)
+            side = "below" if b is not None and j < b else "above"
+            best = "" if b is None else f" {p.lrs[b]:.3g}"
+            return p.cell, j, f"bracket: the cell's best LR{best} has no tried LR {side} it"
     confirm = _confirm_point(state, info, max_seeds, confirm_runs)
     if confirm is not None:
         return confirm
     if info is not None and law is not None:
-        best = _best_candidate(state, info, max_seeds)
-        if best is not None:
-            return best
-    return _explore_point(state, max_seeds)
+        best_c = _best_candidate(state, info, max_seeds)
+        if best_c is not None:
+            cell, i, value = best_c
+            n = state.n_at(cell, i)
+            again = f"; run {n + 1} at this LR" if n else ""
+            return (
+                cell,
+                i,
+                (
+                    "information: the largest reduction of the target LR's variance per "
+                    f"core-second ({value:.3g}){again}"
+                ),
+            )
+    why = (
+        "no law yet"
+        if law is None
+        else "the law is too wild to linearise"
+        if info is None
+        else "no candidate carries information on the target LR"
+    )
+    return _explored(
+        state,
+        _explore_point(state, max_seeds),
+        f"explore: {why}; in the cell with the fewest LRs tried",
+    )
+
+
+def _explored(state: _State, pt: tuple[str, int] | None, why: str) -> tuple[str, int, str] | None:
+    """An explored point (:func:`_explore_point`) with why it was chosen."""
+    if pt is None:
+        return None
+    what = "another seed at the LR" if state.n_at(*pt) else "the untried LR"
+    near = "its best LR" if state.best(pt[0]) is not None else "the middle of the LR list"
+    return pt[0], pt[1], f"{why}: {what} nearest {near}"
 
 
 def _confirm_point(
     state: _State, info: _Info | None, max_seeds: int, confirm_runs: int
-) -> tuple[str, int] | None:
+) -> tuple[str, int, str] | None:
     """Another seed at an unconfirmed best LR: the one the variance criterion values most per
     core-second (the largest cells carry the extrapolation, and cheapest-first would spend the
     budget before reaching them), the cheapest without a law."""
@@ -543,18 +704,27 @@ def _confirm_point(
     if info is not None:
         todo.sort(key=lambda pj: -info.gain(pj[0].cell, [math.log(pj[0].lrs[pj[1]])]) / pj[0].cost)
     p, j = todo[0]
-    return p.cell, j
+    n = state.n_at(p.cell, j)
+    return (
+        p.cell,
+        j,
+        (
+            f"confirm: the cell's best LR {p.lrs[j]:.3g} rests on {n} run{'s' * (n != 1)} "
+            f"(confirmed at {confirm_runs}); another seed there"
+        ),
+    )
 
 
 def _start_point(
     state: _State, cell: CellPlan, law: SurfaceLaw | None, seed: int, max_seeds: int
-) -> tuple[str, int] | None:
+) -> tuple[str, int, str] | None:
     """A start point of a cell: for the first cell, one LR per third of its grid (offset by
     seed); for the next, a bracket around the best LR of the nearest started cell, moved by the
     law's exponent when there is a law (what one cell measured tells where to look in the next)."""
     ref = _nearest_started(state, cell)
     if ref is None:
         idxs = _spread(len(cell.lrs), seed, cell.cell)
+        why = "start: one LR in each third of the LR list (no cell has a result yet)"
     else:
         near = next(p for p in state.cells if p.cell == ref)
         slope = 0.0 if law is None else float(np.clip(law.exponents["n_params"], *SLOPE_RANGE))
@@ -562,10 +732,16 @@ def _start_point(
             cell.n_params / near.n_params
         )
         idxs = _bracket(state, cell, centre, max_seeds)
+        why = f"start: x1/√2, x1, x√2 around {ref}'s best LR {near.lrs[state.best(ref) or 0]:.3g}"
+        why += "" if law is None else f" moved by the law's exponent ({slope:.2f}) in N"
     for idx in idxs:
         if state.n_at(cell.cell, idx) == 0 and state.allowed(cell.cell, idx, max_seeds):
-            return cell.cell, idx
-    return _explore_point(state, max_seeds, only=cell.cell)
+            return cell.cell, idx, why
+    return _explored(
+        state,
+        _explore_point(state, max_seeds, only=cell.cell),
+        "start: its bracket is tried or past its divergence",
+    )
 
 
 def _nearest_started(state: _State, cell: CellPlan) -> str | None:
@@ -607,11 +783,12 @@ def _explore_point(
     return None
 
 
-def _best_candidate(state: _State, info: _Info, max_seeds: int) -> tuple[str, int] | None:
+def _best_candidate(state: _State, info: _Info, max_seeds: int) -> tuple[str, int, float] | None:
     """The allowed (cell, LR) with the largest variance reduction per core-second (ties: the
-    ladder's order, then the lowest LR); None when no candidate carries information."""
+    ladder's order, then the lowest LR), with that reduction; None when no candidate carries
+    information."""
     best_key: tuple[float, int, int] | None = None
-    best: tuple[str, int] | None = None
+    best: tuple[str, int, float] | None = None
     for order, p in enumerate(state.cells):
         for i in range(len(p.lrs)):
             if not state.allowed(p.cell, i, max_seeds):
@@ -619,7 +796,7 @@ def _best_candidate(state: _State, info: _Info, max_seeds: int) -> tuple[str, in
             value = info.gain(p.cell, [math.log(p.lrs[i])]) / p.cost
             key = (-value, order, i)
             if value > 0 and (best_key is None or key < best_key):
-                best_key, best = key, (p.cell, i)
+                best_key, best = key, (p.cell, i, value)
     return best
 
 

@@ -12,9 +12,12 @@ by as many processes at once as the sweep will run trials at once on this machin
 is kept.
 
 How many runs: ``trials_per_cell × seeds_per_point`` per cell (an upper bound when ASHA prunes).
-The law sampler spends ``budget_runs`` in all: the start (:data:`START_LRS` runs in every cell,
-cheapest first) is priced exactly, and the rest of the budget lies between all of it in the
-cheapest cell and all of it in the dearest, so its cost is a range. When the batch size is
+The law sampler spends ``budget_runs`` in all, or what its plan can use when that is less
+(:func:`~sweeper.study.spec.law_cap_runs`: every cell's every LR at its most runs; an audit's
+10 million runs were priced for a study whose plan stops by 54): the start (:data:`START_LRS` runs
+in every cell, cheapest first) is priced exactly, and the rest lies between all of it in the
+cheapest cells and all of it in the dearest (each cell holding at most its LRs' most runs), so
+its cost is a range. When the batch size is
 searched, the probe runs at the smallest batch (the slowest per token): the figure is then an
 upper bound.
 
@@ -40,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from sweeper.study.ladder import Cell, cells
-from sweeper.study.spec import StudySpec, law_max_runs
+from sweeper.study.spec import StudySpec, law_cap_runs, law_lr_runs, law_lrs, law_max_runs
 
 __all__ = [
     "PROBE_STEPS",
@@ -283,8 +286,9 @@ def estimate_study(
     notes = _notes(spec)
     if spec.sampler.kind == "law":
         seeds = spec.sweep.seeds_per_point
-        runs = law_max_runs(spec)  # (in whole points)
-        costs, low, high = _law_budget(costs, runs, seeds)
+        runs = _law_runs(spec)  # (in whole points, at most what the plan can use)
+        per_cell = len(law_lrs(spec.search)) * law_lr_runs(spec)
+        costs, low, high = _law_budget(costs, runs, seeds, per_cell)
         core = (low * cpu, high * cpu)
     else:
         runs = sum(c.runs for c in costs)
@@ -342,13 +346,21 @@ def _price(probes: Sequence[Probe], cell: Cell) -> float:
     return fixed + cell.tokens * s_tok
 
 
+def _law_runs(spec: StudySpec) -> int:
+    """The runs a law study's estimate prices: its budget in whole points
+    (:func:`~sweeper.study.spec.law_max_runs`), at most what its plan can use
+    (:func:`~sweeper.study.spec.law_cap_runs`)."""
+    return min(law_max_runs(spec), law_cap_runs(spec))
+
+
 def _law_budget(
-    costs: list[CellCost], budget: int, seeds: int = 1
+    costs: list[CellCost], budget: int, seeds: int = 1, per_cell: int | None = None
 ) -> tuple[list[CellCost], float, float]:
     """The law sampler's runs: :data:`START_LRS` points of ``seeds`` runs per cell, cheapest cell
     first, then the rest of ``budget`` (runs, in whole points: the searcher plans a point only
-    while all its seeds fit) anywhere. Returns the per-cell start runs and the (low, high)
-    wall-second total."""
+    while all its seeds fit) anywhere, a cell holding at most ``per_cell`` runs (None: no cap).
+    Returns the per-cell start runs and the (low, high) wall-second total: the rest in the
+    cheapest cells first, and in the dearest first."""
     from sweeper.fitting.allocation import START_LRS
 
     left, start, spent = budget, [], 0.0
@@ -357,8 +369,18 @@ def _law_budget(
         left -= n
         spent += n * c.run_s
         start.append(CellCost(c.cell, c.n_params, c.tokens, n, c.run_s))
-    cheap, dear = min(c.run_s for c in costs), max(c.run_s for c in costs)
-    return start, spent + left * cheap, spent + left * dear
+    room = {c.cell: math.inf if per_cell is None else max(per_cell - c.runs, 0) for c in start}
+
+    def rest(order: list[CellCost]) -> float:
+        todo, out = float(left), 0.0
+        for c in order:
+            n = min(todo, room[c.cell])
+            todo -= n
+            out += n * c.run_s
+        return out + todo * order[-1].run_s  # (none left when runs <= the plan's cap)
+
+    by_cost = sorted(start, key=lambda c: c.run_s)
+    return start, spent + rest(by_cost), spent + rest(by_cost[::-1])
 
 
 def _notes(spec: StudySpec) -> tuple[str, ...]:
@@ -370,9 +392,14 @@ def _notes(spec: StudySpec) -> tuple[str, ...]:
     if spec.pruner.kind == "asha":
         out.append("ASHA stops runs early: the figures are an upper bound")
     if spec.sampler.kind == "law":
-        out.append(f"law sampler: {law_max_runs(spec)} runs at most (fewer if its stopping "
+        out.append(f"law sampler: {_law_runs(spec)} runs at most (fewer if its stopping "
                    "rule is met); the start is priced per cell, the rest as a range between the "
-                   "cheapest and the dearest cell")  # fmt: skip
+                   "cheapest and the dearest cells")  # fmt: skip
+        if (cap := law_cap_runs(spec)) < law_max_runs(spec):
+            n_lrs, per_lr = len(law_lrs(spec.search)), law_lr_runs(spec)
+            out.append(f"budget_runs {spec.sampler.budget_runs:,} is more than the plan can use: "
+                       f"priced its {cap:,} runs (every cell's {n_lrs} LRs at {per_lr} runs "
+                       "each)")  # fmt: skip
     if spec.resources.gpu > 0:
         out.append("the study asks for a GPU: the probe ran on this machine's device")
     return tuple(out)

@@ -8,6 +8,7 @@ dispatches what it plans; the launch asks it, before starting Ray, whether the p
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,19 +18,29 @@ from optuna.trial import TrialState
 
 from sweeper.fitting import allocation
 from sweeper.study.runs import COLUMNS, normalize_runs
-from sweeper.study.spec import StudySpec, law_lrs
+from sweeper.study.spec import (
+    StudySpec,
+    law_cap_runs,
+    law_lr_runs,
+    law_lrs,
+    law_max_seeds,
+)
 from sweeper.study.sweep import CellStudy, trial_runs
 
 __all__ = ["LawPlanner", "law_target", "same_lr", "target_warnings", "waiting"]
+
+logger = logging.getLogger(__name__)
 
 
 class LawPlanner:
     """The plan over ``cell_studies`` (a launch's, in its order) of a ``kind = "law"`` study.
 
     Every point runs the study's ``seeds_per_point`` seeds and the planner counts runs, so the
-    planner is given ``budget_runs - seeds_per_point + 1`` (a point is planned only while it fits)
-    and at most ``max(3, seeds_per_point)`` runs share an LR. The plan depends on the stored
-    results and the open points only, so a relaunch resumes it.
+    planner is given ``point_runs = seeds_per_point`` (a point is planned only while all its runs
+    fit in ``budget_runs``) and a point is planned at an LR while fewer than
+    :func:`~sweeper.study.spec.law_max_seeds` runs are there. The plan depends on the stored
+    results and the open points only, so a relaunch resumes it. Each point planned is logged
+    (INFO, ``sweeper -v launch``) once, with why (:attr:`~sweeper.fitting.allocation.Point.why`).
     """
 
     def __init__(self, spec: StudySpec, cell_studies: Sequence[CellStudy]) -> None:
@@ -40,11 +51,27 @@ class LawPlanner:
         self.studies = list(cell_studies)
         self.seeds = spec.sweep.seeds_per_point
         self._cache: tuple[Any, allocation.Plan] | None = None
+        self._logged: set[tuple[str, float, int]] = set()
 
     def plan(self, open_points: Sequence[tuple[int, float]], told: int) -> allocation.Plan:
         """The plan from the stored results and the open points ((cell index, LR) each, every one
         pending ``seeds_per_point`` runs); cached until ``told`` (points told so far) or the open
-        points change."""
+        points change. A point planned is logged once, with why."""
+        plan = self._plan(open_points, told)
+        for pt in plan.points:
+            if (pt.cell, pt.lr, pt.seed) not in self._logged:
+                self._logged.add((pt.cell, pt.lr, pt.seed))
+                logger.info(
+                    "%s: the law sampler plans %s at lr %.4g (replicate %d): %s",
+                    self.spec.name,
+                    pt.cell,
+                    pt.lr,
+                    pt.seed,
+                    pt.why,
+                )
+        return plan
+
+    def _plan(self, open_points: Sequence[tuple[int, float]], told: int) -> allocation.Plan:
         pending = [
             (self.studies[i].cell.name, lr) for i, lr in open_points for _ in range(self.seeds)
         ]
@@ -67,11 +94,12 @@ class LawPlanner:
             cells,
             k=1,
             seed=sm.seed,
-            budget_runs=self.budget_runs - self.seeds + 1,
+            budget_runs=self.budget_runs,
             pending=pending,
             target=law_target(self.spec, scales),
             stop_lr_interval_ratio=sm.stop_lr_interval_ratio,
-            max_seeds=max(3, self.seeds),
+            max_seeds=law_max_seeds(self.seeds),
+            point_runs=self.seeds,
         )
         self._cache = (key, plan)
         return plan
@@ -81,7 +109,7 @@ class LawPlanner:
         a point is queued in a study or planned)."""
         if any(waiting(cs) for cs in self.studies):
             return ""
-        plan = self.plan((), told=-1)
+        plan = self._plan((), told=-1)  # (not logged: the launch's searcher plans it again)
         return "" if plan.points else plan.stop
 
     def first_seed(self, i: int, lr: float, open_at_lr: int) -> int:
@@ -151,16 +179,34 @@ def law_target(spec: StudySpec, scales: Mapping[str, tuple[float, float]]) -> di
 
 
 def target_warnings(spec: StudySpec, scales: Mapping[str, tuple[float, float]]) -> list[str]:
-    """Doubts about a given ``[target]``: its params below the largest cell's N (the plan would
-    pin the LR down by extrapolating the law backwards)."""
+    """Doubts about a law study that ``validate`` prints as warnings: a given ``[target]``'s
+    params below the largest cell's N (the plan would pin the LR down by extrapolating the law
+    backwards) or its tokens below the largest cell's D, and a ``budget_runs`` above what the
+    plan can ever use (:func:`~sweeper.study.spec.law_cap_runs`). ``scales``: (N, D) per cell."""
+    out: list[str] = []
     t = spec.target
     largest = max(n for n, _ in scales.values())
-    if t is None or t.params is None or t.params >= largest:
-        return []
-    return [
-        f"target.params {t.params:.3g} is below the largest cell's N {largest:,.0f}: the plan "
-        "extrapolates the law backwards (a target is usually larger than every cell)"
-    ]
+    if t is not None and t.params is not None and t.params < largest:
+        out.append(
+            f"target.params {t.params:.3g} is below the largest cell's N {largest:,.0f}: the plan "
+            "extrapolates the law backwards (a target is usually larger than every cell)"
+        )
+    most_d = max(d for _, d in scales.values())
+    if t is not None and t.tokens is not None and t.tokens < most_d:
+        out.append(
+            f"target.tokens {t.tokens:.3g} is below the largest cell's D {most_d:,.0f} tokens "
+            "(a target is usually trained on more tokens than every cell; the plan's law is on "
+            "N alone, so the target's tokens do not move the LR it pins down)"
+        )
+    budget = spec.sampler.budget_runs
+    if budget is not None and budget > (cap := law_cap_runs(spec)):
+        n_lrs, per_lr = len(law_lrs(spec.search)), law_lr_runs(spec)
+        out.append(
+            f"sampler.budget_runs {budget:,} is more than the {cap:,} runs the plan can ever use "
+            f"({len(scales)} cell(s) x {n_lrs} LRs x at most {per_lr} runs at an LR): it stops "
+            f"with no candidate left by {cap:,} runs at the latest"
+        )
+    return out
 
 
 def waiting(cs: CellStudy) -> bool:

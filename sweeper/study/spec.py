@@ -246,8 +246,9 @@ class SamplerSpec:
 
     ``kind = "law"`` (:mod:`sweeper.fitting.allocation`) plans the LR of every trial from the
     ladder's joint fit: ``budget_runs`` training runs in all (required; spent in whole points,
-    :func:`law_max_runs`; at least :func:`law_start_runs`), fewer when the 95% interval of the
-    predicted target LR has upper/lower below ``stop_lr_interval_ratio``.
+    :func:`law_max_runs`; at least :func:`law_start_runs`; the plan can use no more than
+    :func:`law_cap_runs`), fewer when the 95% interval of the predicted target LR has
+    upper/lower below ``stop_lr_interval_ratio``.
     """
 
     kind: str = "tpe"
@@ -562,10 +563,37 @@ def law_start_runs(spec: StudySpec) -> int:
 
 
 def law_max_runs(spec: StudySpec) -> int:
-    """The most runs a law study trains: ``budget_runs`` in whole points (a point runs every one
-    of its ``seeds_per_point`` seeds, so one is planned only while all of them fit)."""
+    """The most runs a law study's budget lets it train: ``budget_runs`` in whole points (a point
+    runs every one of its ``seeds_per_point`` seeds, so one is planned only while all of them
+    fit). The plan itself can use no more than :func:`law_cap_runs`."""
     seeds = max(1, spec.sweep.seeds_per_point)
     return (spec.sampler.budget_runs or 0) // seeds * seeds
+
+
+#: runs the law sampler's plan puts at one (cell, LR) at most, with a point of one seed (the
+#: planner's ``max_seeds``; a point of more seeds: :func:`law_max_seeds`)
+LAW_RUNS_PER_LR: Final = 3
+
+
+def law_max_seeds(seeds_per_point: int) -> int:
+    """The planner's ``max_seeds`` of a law study: a point is planned at a (cell, LR) while fewer
+    runs than this are there (:data:`LAW_RUNS_PER_LR`, or a point's seeds when more)."""
+    return max(LAW_RUNS_PER_LR, seeds_per_point)
+
+
+def law_lr_runs(spec: StudySpec) -> int:
+    """The most runs one (cell, LR) of a law study gets: points of ``seeds_per_point`` runs are
+    planned there while fewer than :func:`law_max_seeds` runs are (with 2 seeds: 4)."""
+    seeds = max(1, spec.sweep.seeds_per_point)
+    return -(-law_max_seeds(seeds) // seeds) * seeds
+
+
+def law_cap_runs(spec: StudySpec) -> int:
+    """The most runs a law study's plan can ever use, whatever its budget: every cell's every
+    candidate LR (:func:`law_lrs`) at its most runs (:func:`law_lr_runs`); the plan then stops
+    with no candidate left (sooner when LRs diverge: nothing is planned at or above a cell's
+    divergence)."""
+    return _n_cells(spec.ladder) * len(law_lrs(spec.search)) * law_lr_runs(spec)
 
 
 def _n_cells(lad: LadderSpec) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
@@ -117,16 +118,16 @@ def test_budget_and_stopping_rule(ladder: pd.DataFrame) -> None:
     runs = ladder[ladder["seed"] == 0]
     cells = _cells(ladder)
     p = al.plan(runs, cells, k=4, budget_runs=len(runs))
-    assert p.points == () and p.stop == f"budget reached: {len(runs)} runs of {len(runs)}"
+    assert p.points == () and p.stop.startswith(f"budget reached: {len(runs)} runs of {len(runs)};")
     # what of the budget has no result, and a cell with none (a law-sampler audit read 20 of 20
     # beside 13 finished runs and two cells never started)
     first = cells[0].cell
     rest = runs[runs["cell"] != first]
     held = [(first, cells[0].lrs[2])] * 2
     p = al.plan(rest, cells, k=4, budget_runs=len(rest) + 2, pending=held)
-    assert p.stop == (f"budget reached: {len(rest) + 2} runs of {len(rest) + 2}, 2 of them "
-                      f"without a result yet (running, or held after failing); no result in "
-                      f"{first}")  # fmt: skip
+    assert p.stop.startswith(f"budget reached: {len(rest) + 2} runs of {len(rest) + 2}, 2 of them "
+                             f"without a result yet (running, or held after failing); no result "
+                             f"in {first};")  # fmt: skip
     p = al.plan(runs, cells, k=4, budget_runs=len(runs) + 2, stop_lr_interval_ratio=None)
     assert len(p.points) == 2
     p = al.plan(ladder, cells, k=4, stop_lr_interval_ratio=1e9, max_seeds=3)
@@ -468,3 +469,181 @@ def test_one_non_finite_bootstrap_refit_is_a_bad_resample_not_a_failed_fit(
     calls.update(n=0, at=2)  # a leave-one-cell-out refit the same: that fold is NaN, the law stands
     law = fit_surface(ladder, n_boot=0, cv=True, seed=0)
     assert calls["n"] >= 2 and law.interval({"n_params": 1e7})[0] > 0
+
+
+def test_a_budget_stop_says_how_wide_the_target_lr_interval_is(ladder: pd.DataFrame) -> None:
+    """A plan stopped on its budget said only "budget reached: 30 runs of 30": whether to raise
+    the budget hangs on how far the target LR's interval is from the stop rule (an audit measured
+    1.82 on one sweep and 1843 on another, against 1.5)."""
+    runs = ladder[ladder["seed"] == 0]
+    cells = _cells(ladder)
+    going = al.plan(runs, cells, k=1, budget_runs=len(runs) + 1, stop_lr_interval_ratio=1.01)
+    assert going.points and going.interval_ratio is not None  # the same runs, short of the budget
+    p = al.plan(runs, cells, k=1, budget_runs=len(runs), stop_lr_interval_ratio=1.01)
+    assert p.points == () and p.interval_ratio == going.interval_ratio
+    assert p.stop == (
+        f"budget reached: {len(runs)} runs of {len(runs)}; the target LR's 95% interval "
+        f"(Laplace) is {going.interval_ratio:.3g}x wide, the stop rule's 1.01x: raise budget_runs "
+        "to go on"
+    )
+    # below the rule's ratio at the budget: what else the rule waits for (one seed: unconfirmed)
+    p = al.plan(runs, cells, k=1, budget_runs=len(runs), stop_lr_interval_ratio=1e9)
+    assert "x wide, the stop rule's 1e+09x: raise budget_runs to go on (below the rule's " in p.stop
+    assert "the rule also waits for: the best LR confirmed in 5 cells (" in p.stop
+    # no fit possible (one cell): said so
+    one = runs[runs["cell"] == cells[0].cell]
+    p = al.plan(one, cells, k=1, budget_runs=len(one))
+    assert p.points == () and p.interval_ratio is None
+    assert "; no target-LR interval (no law yet: " in p.stop
+    assert p.stop.endswith("): raise budget_runs to go on")
+    assert al._times(1843.2) == "1,843" and al._times(1.823) == "1.82"
+
+
+def test_a_budget_in_whole_points_says_both_numbers(ladder: pd.DataFrame) -> None:
+    """With 2 seeds a point and budget_runs = 19 the launch stopped at 18 and said "18 of 19 runs
+    used; its plan stopped: budget reached: 18 runs of 18"; and a budget lowered below the runs
+    already used left "15 of 10 runs used" with nothing said."""
+    runs = ladder[ladder["seed"] == 0].iloc[:18]
+    cells = _cells(ladder)
+    p = al.plan(runs, cells, k=1, budget_runs=19, point_runs=2)
+    assert p.points == () and p.stop.startswith(
+        "budget reached: 18 runs of 19 (spent in whole points of 2 runs: the next would make 20);"
+    )
+    # the same as the budget the launch gave before (budget_runs - point_runs + 1)
+    for n in (15, 16, 17):
+        a = al.plan(runs.iloc[:n], cells, k=1, budget_runs=19, point_runs=2)
+        b = al.plan(runs.iloc[:n], cells, k=1, budget_runs=18)
+        assert a.points == b.points and bool(a.points) == (n < 18)
+    p = al.plan(runs, cells, k=1, budget_runs=10)
+    assert p.points == () and p.stop.startswith(
+        "budget reached: budget_runs 10 is below the 18 runs already used, so nothing is left to "
+        "run;"
+    )
+    with pytest.raises(ValueError, match="point_runs"):
+        al.plan(runs, cells, point_runs=0)
+
+
+def test_no_candidate_left_says_why(ladder: pd.DataFrame) -> None:
+    """The plan stopped with "no candidate left" and nothing more: every LR full, or the best
+    LR on the edge of the LR list (widen the range there)."""
+    runs = ladder[ladder["seed"] == 0]
+    cells = [al.CellPlan(c.cell, c.n_params, c.tokens, c.lrs[2:5], c.cost) for c in _cells(ladder)]
+    lrs = {c.cell: c.lrs for c in cells}
+    sub = runs[[lr in lrs[c] for c, lr in zip(runs["cell"], runs["lr"], strict=True)]]
+    assert len(sub) == 3 * len(cells)
+    p = al.plan(sub, cells, k=1, max_seeds=1, stop_lr_interval_ratio=None)
+    assert p.points == () and p.stop.startswith(
+        f"no candidate left: every (cell, LR) has 1 run or more ({len(sub)})"
+    )
+    best = {c: sub[sub["cell"] == c].sort_values("loss")["lr"].iloc[0] for c in lrs}
+    low = [c for c in lrs if best[c] == lrs[c][0]]
+    high = [c for c in lrs if best[c] == lrs[c][-1]]
+    assert low or high
+    for c in low:
+        assert f"{c} (lowest)" in p.stop
+    for c in high:
+        assert f"{c} (highest)" in p.stop
+    assert p.stop.endswith(": widen the LR range there")
+
+
+def test_each_point_says_which_rule_chose_it(ladder: pd.DataFrame) -> None:
+    """Why each point was chosen (start, bracket, confirm, information, explore) was nowhere; it
+    is not part of a point's identity."""
+    cells = _cells(ladder)
+    stored = ladder.reset_index(drop=True)
+    used = np.zeros(len(stored), dtype=bool)
+    whys: list[str] = []
+    while True:
+        p = al.plan(stored[used], cells, k=1, seed=0, budget_runs=30, stop_lr_interval_ratio=None)
+        if not p.points:
+            break
+        whys.append(p.points[0].why)
+        used[_answer(stored, used, p.points[0].cell, p.points[0].lr)] = True
+    phases = [w.split(":")[0] for w in whys]
+    assert phases[:15] == ["start"] * 15 and whys[0].startswith("start: one LR in each third")
+    assert "around" in whys[3] and "best LR" in whys[3]
+    assert {"bracket", "confirm", "information"} <= set(phases)
+    assert set(phases) <= {"start", "bracket", "confirm", "information", "explore"}
+    assert al.Point("a", 1.0, 0, "start: x") == al.Point("a", 1.0, 0)
+    # without a law: explore, said so
+    one = ladder[ladder["cell"] == cells[0].cell]
+    p = al.plan(one, cells[:1], k=1, stop_lr_interval_ratio=None, max_seeds=3)
+    assert p.points[0].why.startswith("explore: no law yet")
+
+
+def _bench_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *argv: str
+) -> tuple[object, str, str]:
+    """scripts/bench_allocation.py's main with ``argv``: (exit code, stdout, stderr)."""
+    import sys
+
+    bench = _bench()
+    monkeypatch.setattr(sys, "argv", ["bench_allocation.py", *argv])
+    try:
+        code = bench.main()
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bench_errors_are_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--seeds 0/-1 crashed with IndexError, --workers 0 with a ValueError traceback, a wrong sweep
+    name or a missing database with a StorageError traceback."""
+    from sweeper.study.spec import parse_study_toml
+    from sweeper.study.sweep import open_sweep
+
+    cases = [
+        (["--synthetic", "--seeds", "0"], "--seeds must be at least 1, got 0"),
+        (["--synthetic", "--seeds", "-1"], "--seeds must be at least 1, got -1"),
+        (["--synthetic", "--workers", "0"], "--workers must be at least 1, got 0"),
+        (["--synthetic", "--confirm-runs", "0"], "--confirm-runs must be at least 1"),
+        (["--synthetic", "--stop-ratio", "0.5"], "--stop-ratio must be > 1 (or 0: off)"),
+        (["--synthetic", "--budget", "2"], "--budget must be in (0, 1]"),
+        (["--synthetic", "--seeds", "x"], "argument --seeds: invalid int value: 'x'"),
+        (["nosuch", "--storage", f"sqlite:///{tmp_path / 'none.db'}"], "no database at"),
+    ]
+    url = f"sqlite:///{tmp_path / 'some.db'}"
+    text = (
+        '[sweep]\nname = "some"\n[model]\ncontext = 32\n[ladder]\nwidths = [16, 32]\n'
+        "depths = [1]\ntokens = [16384]\n[search]\nlr = { low = 2e-3, high = 4.0, log = true }\n"
+        'batch_size = 8\n[sampler]\nkind = "law"\nbudget_runs = 8\n'
+    )
+    open_sweep(parse_study_toml(text), url)
+    cases += [
+        (["nosuch", "--storage", url], "no sweep 'nosuch' in"),
+        (["some", "--storage", url], "some: the sweep holds no completed or diverged runs"),
+    ]
+    for argv, expected in cases:
+        code, out, err = _bench_main(monkeypatch, capsys, *argv)
+        lines = err.strip().splitlines()
+        assert code == 2 and out == "", (argv, err)
+        assert len(lines) == 1 and lines[0].startswith("bench_allocation.py: error: "), (argv, err)
+        assert expected in lines[0], (argv, lines)
+    code, out, _ = _bench_main(monkeypatch, capsys, "--help")
+    assert code == 0
+    for default in ("(default: 0.25)", "(default: 1)", "(default: 100)", "default: 1.5)",
+                    "default: 2)", "default: planner)", "(default: sparse)"):  # fmt: skip
+        assert default in " ".join(out.split()), default
+
+
+def test_bench_documents_every_key_its_json_prints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pass_fraction, random_pass_fraction, exponent_tolerance, the *_median keys and
+    asymmetry_prior were printed by --json and said nowhere."""
+    import json
+
+    code, out, _ = _bench_main(
+        monkeypatch, capsys, "--synthetic", "--budget", "0.2", "--boot", "0", "--json"
+    )
+    assert code == 0
+    doc = json.loads(out)
+    rep = doc["replays"][0]
+    keys = set(doc) | set(rep) | set(rep["random"])
+    text = " ".join((_bench().__doc__ or "").split())
+    missing = sorted(k for k in keys if f"``{k}``" not in text)
+    assert not missing, missing
+    assert rep["stop"].startswith("budget reached: ")

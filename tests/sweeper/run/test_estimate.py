@@ -274,3 +274,39 @@ def fake_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
         return estimate_study(spec, cores=1, probe=fake_probe(1e-5, 2e-5, fixed=0.5))
 
     monkeypatch.setattr(api, "estimate", fast)
+
+
+def test_a_law_budget_above_what_the_plan_can_use_is_priced_at_the_plans_cap(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """budget_runs = 10000000 was priced as 10 million runs (2,300-7,300 core-hours) for a study
+    whose plan can use 54: 3 cells x 3 LRs x 3 runs at a (cell, LR) here, 27."""
+    spec = study(seeds=1, sampler='kind = "law"\nbudget_runs = 10000000')
+    est = estimate_study(spec, cores=2, probe=fake_probe(1e-4, 1e-3, fixed=0.0))
+    run_s = sorted(c.run_s for c in est.cells)
+    assert est.runs == 27 and est.core_s == pytest.approx((9 * sum(run_s), 9 * sum(run_s)))
+    assert any(n.startswith("law sampler: 27 runs at most") for n in est.notes)
+    assert (
+        "budget_runs 10,000,000 is more than the plan can use: priced its 27 runs (every cell's "
+        "3 LRs at 3 runs each)"
+    ) in est.notes
+    # below the cap, a cell still holds at most its 9 runs: the range fills the cheapest cells
+    # first (low) and the dearest first (high), not all the rest in one cell
+    est = estimate_study(
+        replace(spec, sampler=replace(spec.sampler, budget_runs=25)),
+        cores=2,
+        probe=fake_probe(1e-4, 1e-3, fixed=0.0),
+    )
+    start = 3 * sum(run_s)
+    low = start + 6 * run_s[0] + 6 * run_s[1] + 4 * run_s[2]
+    high = start + 6 * run_s[2] + 6 * run_s[1] + 4 * run_s[0]
+    assert est.runs == 25 and est.core_s == pytest.approx((low, high))
+    assert not any("more than the plan can use" in n for n in est.notes)
+    # validate --estimate says it
+    fake_estimate(monkeypatch)
+    path = tmp_path / "big.toml"
+    path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8",
+                                 sampler='kind = "law"\nbudget_runs = 10000000'))  # fmt: skip
+    code, out, _ = cli("validate", path, "--estimate")
+    assert code == 0 and "total: 27 runs" in out and "priced its 27 runs" in out
+    assert "warning: sampler.budget_runs 10,000,000 is more than the 27 runs" in out

@@ -250,3 +250,50 @@ def test_validate_shows_the_target_and_the_budget_in_whole_points(
     assert f"warning: target.params 1e+03 is below the largest cell's N {largest:,}" in out
     code, out, _ = cli("validate", path, "--json")
     assert json.loads(out)["warnings"][0].startswith("target.params 1e+03 is below")
+
+
+def test_validate_warns_of_a_budget_the_plan_can_never_spend_and_of_a_target_below_the_ladder(
+    tmp_path: Path, cli: CliRunner
+) -> None:
+    """budget_runs = 10000000 validated silently for a study whose plan stops by 54 runs (at most
+    max(3, seeds_per_point) runs share a (cell, LR)); a [target] of 100 tokens against cells of
+    16,384 got no warning, while params below the largest cell did."""
+    from sweeper.study.spec import law_cap_runs, law_lr_runs
+
+    path = tmp_path / "law.toml"
+    path.write_text(LAW.replace("budget_runs = 8", "budget_runs = 10000000"))
+    spec = load_study(path)
+    n_lrs = len(law_lrs(spec.search))
+    assert law_lr_runs(spec) == 3 and law_cap_runs(spec) == 2 * n_lrs * 3
+    code, out, _ = cli("validate", path)
+    cap = 2 * n_lrs * 3
+    assert code == 0
+    assert (
+        f"  warning: sampler.budget_runs 10,000,000 is more than the {cap} runs the plan can ever "
+        f"use (2 cell(s) x {n_lrs} LRs x at most 3 runs at an LR): it stops with no candidate "
+        f"left by {cap} runs at the latest"
+    ) in out
+    path.write_text(LAW.replace("budget_runs = 8", f"budget_runs = {cap}"))
+    code, out, _ = cli("validate", path)
+    assert code == 0 and "warning" not in out  # the cap itself is fine
+    # 2 seeds a point: a (cell, LR) takes 2 points, 4 runs
+    two = LAW.replace('name = "law"', 'name = "law"\nseeds_per_point = 2')
+    path.write_text(two.replace("budget_runs = 8", "budget_runs = 1000"))
+    assert law_lr_runs(load_study(path)) == 4
+    code, out, _ = cli("validate", path, "--json")
+    assert f"more than the {2 * n_lrs * 4} runs" in json.loads(out)["warnings"][0]
+    # the target's tokens below the ladder's, as its params
+    path.write_text(LAW + "\n[target]\ntokens = 100\n")
+    code, out, _ = cli("validate", path)
+    assert (
+        code == 0
+        and (
+            "  warning: target.tokens 100 is below the largest cell's D 16,384 tokens (a target is "
+            "usually trained on more tokens than every cell; the plan's law is on N alone, so the "
+            "target's tokens do not move the LR it pins down)"
+        )
+        in out
+    )
+    path.write_text(LAW + "\n[target]\ntokens = 1e9\n")
+    code, out, _ = cli("validate", path)
+    assert code == 0 and "warning" not in out
