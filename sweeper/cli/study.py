@@ -175,13 +175,13 @@ def _target_line(spec: Any, target: dict[str, float]) -> str:
 
 
 def _runs_line(spec: Any, n_cells: int) -> str:
-    from sweeper.study.spec import law_max_runs
+    from sweeper.study.spec import law_cap_runs, law_max_runs
 
     seeds = spec.sweep.seeds_per_point
     cells_word = f"{n_cells} cell{'s' if n_cells != 1 else ''}"
     if spec.sampler.kind == "law":
         # (a point runs every seed: the budget is spent in whole points, LawPlanner's rule)
-        most = law_max_runs(spec)
+        most = min(law_max_runs(spec), law_cap_runs(spec))  # (the plan's cap: a warning)
         whole = "" if seeds == 1 else (
             f" {spec.sampler.budget_runs}, spent in whole points of {seeds} runs: "
             f"{most // seeds} points"

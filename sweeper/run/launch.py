@@ -987,7 +987,9 @@ def _launch_fenced(
             budget_runs=spec.sampler.budget_runs if spec.sampler.kind == "law" else None,
         )
 
-    if all(cell_counts(cs.study, target).done for cs in cell_studies):
+    # (a law study's end is its plan's: a budget lowered below the runs used is said there)
+    law = spec.sampler.kind == "law"
+    if not law and all(cell_counts(cs.study, target).done for cs in cell_studies):
         logger.info("sweep %s: every cell has its %d trials; nothing to run", spec.name, target)
         return summary(None, 0)
     ended = _law_plan_ended(spec, cell_studies)

@@ -272,7 +272,9 @@ class CellSearcher(Searcher):
         if c.running >= cap:
             return None  # the planned cell is busy: wait for a result
         try:
-            c.cs.study.enqueue_trial({"lr": pt.lr}, user_attrs={"law_replicate": pt.seed})
+            c.cs.study.enqueue_trial(
+                {"lr": pt.lr}, user_attrs={"law_replicate": pt.seed, "law_reason": pt.why}
+            )
         except (LeaseLost, UpdateFinishedTrialError) as e:
             self._refused(f"{c.cs.cell.name}: enqueue", e)
             return Searcher.FINISHED if self.lost else None  # type: ignore[return-value]

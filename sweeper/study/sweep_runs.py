@@ -98,7 +98,8 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
     ``train_loss``, ``init_loss``, ``stopped``, ``steps``, ``tokens_per_s``, ``device``,
     ``node_ip`` (where the run trained), ``heads``, ``parametrization``, and why a trial failed:
     ``last_error`` (its run's error), ``closed_by`` (a relaunch closed a trial its stopped driver
-    left RUNNING), ``retries`` (Ray restarted a crashed run).
+    left RUNNING), ``retries`` (Ray restarted a crashed run); ``law_reason``: why the law sampler
+    chose the point.
     """
     name = resolve_sweep_name(name, url)
     row = st.get_sweep(name, url)
@@ -129,6 +130,8 @@ def load_sweep_runs(name: str, url: str | None = None) -> pd.DataFrame:
                 "last_error": t.user_attrs.get("last_error"),
                 "closed_by": t.user_attrs.get("closed_by"),
                 "retries": t.user_attrs.get("retries"),
+                # the law sampler's rule that chose the point (start, bracket, confirm, ...)
+                "law_reason": t.user_attrs.get("law_reason"),
             }
             runs = t.user_attrs.get("runs") or []
             done = _open_runs(t)

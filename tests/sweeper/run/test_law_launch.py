@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import time
@@ -315,3 +316,111 @@ def test_a_changed_law_study_is_told_what_a_law_study_may_change(sqlite_url: str
     text = str(e.value)
     assert "trials_per_cell" not in text and "sampler.budget_runs" in text
     assert "stop_lr_interval_ratio" in text and "[target] is fixed once launched" in text
+
+
+def _two_seeds(spec: StudySpec) -> StudySpec:
+    return replace(spec, sweep=replace(spec.sweep, seeds_per_point=2))
+
+
+def test_law_with_two_seeds_says_its_budget_in_whole_points_and_logs_why_each_point(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With 2 seeds a point and budget_runs = 19, the stop read "18 of 19 runs used; its plan
+    stopped: budget reached: 18 runs of 18"; and why each point was chosen was nowhere (now one
+    INFO line per point planned, as ``sweeper -v launch`` shows, with the planner's rule)."""
+    from sweeper.study.sweep import law_progress
+
+    spec = _two_seeds(law("lawwhole", budget=13))
+    searcher = open_searcher(spec, sqlite_url)
+    with caplog.at_level(logging.INFO, logger="sweeper.run.law_plan"):
+        drive(searcher, budget=100)
+    assert searcher.points_told == 6 and len(_runs(sqlite_url, "lawwhole")) == 12
+    assert searcher.law_stop.startswith(
+        "budget reached: 12 runs of 13 (spent in whole points of 2 runs: the next would make 14);"
+    )
+    assert law_progress(12, 13, searcher.law_stop).startswith(
+        "law sampler: 12 of 13 runs used; its plan stopped: budget reached: 12 runs of 13 ("
+    )
+    planned = [r.getMessage() for r in caplog.records if "the law sampler plans" in r.message]
+    assert len(planned) == 6 and len(set(planned)) == 6  # one line a point, none twice
+    assert all(m.split("): ", 1)[1].startswith("start: ") for m in planned)  # the cells' starts
+
+
+def test_a_law_study_uses_at_most_its_cap_and_says_why_no_candidate_is_left(
+    sqlite_url: str,
+) -> None:
+    """The most a law study can use is cells x LRs x the runs one (cell, LR) takes (with 2 seeds a
+    point: 4); its plan then stops with no candidate left, saying why (here the fake loss grows
+    with the LR: the best LR is the lowest of the list in every cell)."""
+    from sweeper.study.spec import law_cap_runs, law_lr_runs
+
+    text = LAW.format(name="lawcap", budget=1000, tokens=16384).replace(
+        "lr = { low = 2e-3, high = 4.0, log = true }", "lr = { values = [0.01, 0.02, 0.04] }"
+    )
+    spec = _two_seeds(parse_study_toml(text))
+    assert law_lr_runs(spec) == 4 and law_cap_runs(spec) == 2 * 3 * 4
+    searcher = open_searcher(spec, sqlite_url)
+    drive(searcher, budget=200)
+    runs = _runs(sqlite_url, "lawcap")
+    assert len(runs) == law_cap_runs(spec)
+    stop = searcher.law_stop
+    assert stop.startswith("no candidate left: every (cell, LR) has 3 runs or more (6)"), stop
+    cells = sorted({c for c, _, _ in runs})
+    assert f"edge of the LR list in {cells[0]} (lowest), {cells[1]} (lowest)" in stop or (
+        f"edge of the LR list in {cells[1]} (lowest), {cells[0]} (lowest)" in stop
+    )
+
+
+def test_a_budget_lowered_below_the_runs_used_says_nothing_is_left(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lowering budget_runs on a relaunch below the runs already used left "15 of 10 runs used"
+    and nothing more."""
+    from sweeper.run import launch
+    from sweeper.run.launch import launch_study
+    from sweeper.study.sweep import law_progress
+
+    drive(open_searcher(law("lawlow", budget=8), sqlite_url))
+
+    def no_ray(*a: object, **k: object) -> bool:
+        raise AssertionError("a finished law study started Ray")
+
+    monkeypatch.setattr(launch, "_start_ray", no_ray)
+    summary = launch_study(law("lawlow", budget=6), url=sqlite_url, progress=False)
+    assert summary.runs_used == 8 and summary.done and summary.runs_this_launch == 0
+    assert summary.plan_stop.startswith(
+        "budget reached: budget_runs 6 is below the 8 runs already used, so nothing is left to run;"
+    )
+    assert summary.plan_stop.endswith(": raise budget_runs to go on")
+    assert "law sampler: 8 of 6 runs used; its plan stopped: budget reached: budget_runs 6 is " in (
+        law_progress(summary.runs_used, summary.budget_runs, summary.plan_stop)
+    )
+
+
+def test_a_budget_lowered_below_every_cells_runs_still_says_why(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the lowered budget is at or below every cell's runs, the launch had ended on the
+    grid's rule ('every cell has its 6 trials') and said only '14 of 6 runs used'. Each trial
+    carries why the plan chose it (``law_reason``)."""
+    from sweeper.run import launch
+    from sweeper.run.launch import launch_study
+
+    drive(open_searcher(law("lawlower", budget=14), sqlite_url))
+    counts = _states(sqlite_url, "lawlower")
+    reasons = [
+        t.user_attrs.get("law_reason", "")
+        for s in _studies(sqlite_url, "lawlower").values()
+        for t in s.get_trials(deepcopy=False)
+    ]
+    assert reasons and all(r.split(":")[0] in ("start", "bracket", "confirm", "information",
+                                                 "explore") for r in reasons), reasons  # fmt: skip
+    from sweeper.study.sweep_runs import load_sweep_runs
+
+    assert load_sweep_runs("lawlower", sqlite_url)["law_reason"].notna().all()
+    monkeypatch.setattr(launch, "_start_ray", lambda *a, **k: pytest.fail("started Ray"))
+    summary = launch_study(law("lawlower", budget=6), url=sqlite_url, progress=False)
+    assert summary.runs_this_launch == 0, counts
+    assert "budget_runs 6 is below the 14 runs already used" in summary.plan_stop, (
+        counts, summary.plan_stop
+    )  # fmt: skip
