@@ -96,7 +96,7 @@ class SweepSection:
     trials_per_cell: int | None = None
     seeds_per_point: int = 1
     first_seed: int = 0
-    storage: str | None = None  # SQLAlchemy URL; else $SWEEPER_STORAGE, else sqlite:///sweeper.db
+    storage: str | None = None  # SQLAlchemy URL, after --storage and $SWEEPER_STORAGE; else sqlite
     data: str = "builtin"  # "builtin", a text file or folder, or a nanoGPT train.bin/val.bin folder
     description: str = ""
 
@@ -276,8 +276,10 @@ class PrunerSpec:
     ``divergence`` (default): only runs that diverge stop early (the training loop's own check),
     and they are COMPLETE with their loss and ``diverged`` set. ``asha``: Ray's ASHA, one bracket per
     cell, on the validation loss every ``1/reports`` of the budget (stopped trials are PRUNED).
-    It ranks LRs unfairly under decaying schedules, so it is opt-in. ``none``: no pruning either way
-    (the training loop still ends a run whose loss is NaN, there being nothing left to train).
+    It ranks LRs unfairly under decaying schedules, so it is opt-in. ``none``: no pruner; the
+    runs are the same as under ``divergence``, whose stop is the training loop's own check (the
+    mean loss 1 nat above the initial one after the warmup, or NaN), which no pruner setting
+    turns off: such a run has nothing left to learn.
     """
 
     kind: str = "divergence"
@@ -475,6 +477,7 @@ def _check_fields(spec: StudySpec) -> list[str]:
     # ladder
     grid = bool(lad.widths or lad.depths or lad.tokens or lad.tokens_per_param)
     if grid and lad.cells:
+        widths = ()  # (this branch had left widths unset: an internal error, not this line)
         out.append("ladder: give widths/depths/tokens or cells, not both")
     elif lad.cells:
         widths = tuple(c.width for c in lad.cells)
@@ -502,6 +505,11 @@ def _check_fields(spec: StudySpec) -> list[str]:
     for w in dict.fromkeys(widths):
         if w % divisor:
             out.append(f"ladder.widths: {w} is not divisible by {what} {divisor}")
+    if m.vocab_size < BYTE_VALUES and _byte_level(spec.sweep.data):
+        out.append(
+            f"model.vocab_size: {m.vocab_size} is below the {BYTE_VALUES} byte values of "
+            f"byte-level data ({spec.sweep.data!r}): every run would fail; give {BYTE_VALUES}"
+        )
     # search
     for name, p in s.items():
         out.extend(_check_param(name, p))
@@ -725,6 +733,19 @@ def resolve_data(data: str) -> str | None:
         return data
     path = os.path.abspath(os.path.expanduser(data))
     return path if os.path.exists(path) else None
+
+
+#: the token values of byte-level data (the built-in corpus, a text file or folder)
+BYTE_VALUES: Final = 256
+
+
+def _byte_level(data: str) -> bool:
+    """Whether ``sweep.data`` is read as bytes here (the built-in corpus, or a text file or
+    folder; not a folder of tokenized train.bin/val.bin); False when it is not here to see."""
+    path = resolve_data(data)
+    if path is None:
+        return False
+    return path == "builtin" or not os.path.exists(os.path.join(path, "train.bin"))
 
 
 def check_data(spec: StudySpec) -> list[str]:

@@ -192,6 +192,18 @@ BAD_CASES: list[tuple[str, str, str]] = [
         _replace("lr = { low = 1e-3, high = 5e-2, log = true }", "lr = [1e-3, 2e-3, 4e-3]"),
         "got list [0.001, 0.002, 0.004] (a list of values: lr = { values = [...] })",
     ),
+    # (a docs audit: the two forms together were an internal error, UnboundLocalError)
+    (
+        "ladder-in-both-forms",
+        BASE + "\n[[ladder.cells]]\nwidth = 16\ndepth = 2\ntokens = 32768\n",
+        "ladder: give widths/depths/tokens or cells, not both",
+    ),
+    # (a docs audit: accepted, then every run failed in load_data)
+    (
+        "byte-data-below-256",
+        _with("model", "vocab_size = 200"),
+        "model.vocab_size: 200 is below the 256 byte values of byte-level data ('builtin')",
+    ),
     ("zero-cpu", BASE + "\n[resources]\ncpu = 0\n", "resources.cpu: 0.0 must be > 0"),
     ("missing-trials", _replace("trials_per_cell = 4\n", ""), "sweep.trials_per_cell: missing"),
     ("invalid-toml", BASE + "\n[model\n", "invalid TOML"),
