@@ -477,7 +477,7 @@ def _check_fields(spec: StudySpec) -> list[str]:
     # ladder
     grid = bool(lad.widths or lad.depths or lad.tokens or lad.tokens_per_param)
     if grid and lad.cells:
-        widths = ()  # (this branch had left widths unset: an internal error, not this line)
+        widths: tuple[int, ...] = ()  # (left unset here, it was an internal error)
         out.append("ladder: give widths/depths/tokens or cells, not both")
     elif lad.cells:
         widths = tuple(c.width for c in lad.cells)
