@@ -31,6 +31,9 @@ __all__ = ["LawPlanner", "law_target", "same_lr", "target_warnings", "waiting"]
 
 logger = logging.getLogger(__name__)
 
+#: cells the planner's law (on N alone) needs: the surface fit's max(3, predictors + 2)
+PLAN_MIN_CELLS = 3
+
 
 class LawPlanner:
     """The plan over ``cell_studies`` (a launch's, in its order) of a ``kind = "law"`` study.
@@ -197,6 +200,12 @@ def target_warnings(spec: StudySpec, scales: Mapping[str, tuple[float, float]]) 
             f"target.tokens {t.tokens:.3g} is below the largest cell's D {most_d:,.0f} tokens "
             "(a target is usually trained on more tokens than every cell; the plan's law is on "
             "N alone, so the target's tokens do not move the LR it pins down)"
+        )
+    if len(scales) < PLAN_MIN_CELLS:
+        out.append(
+            f"the ladder has {len(scales)} cell(s): the plan's law needs {PLAN_MIN_CELLS} (a "
+            "power law in N and its interval), so it never has one: it starts, brackets and "
+            "explores each cell, and stops only at its budget or when no candidate is left"
         )
     budget = spec.sampler.budget_runs
     if budget is not None and budget > (cap := law_cap_runs(spec)):
