@@ -247,7 +247,11 @@ def estimate_memory(
         raise TargetError("; ".join(problems))
     bw, bg, bo = bytes_per_param(precision, optimizer)
     bo_rest = bytes_per_param(precision, optimizer, matrix=False)[2]
-    optim_bytes = n_matrix_params * bo + (n_params_total - n_matrix_params) * bo_rest
+    optim_bytes = (  # (one product when the two agree: AdamW's figures stay bit for bit)
+        n_params_total * bo
+        if bo == bo_rest
+        else n_matrix_params * bo + (n_params_total - n_matrix_params) * bo_rest
+    )
     if optimizer == "adafactor":  # row + column second moments: 4·(1/m + 1/n) <= 8/d per element
         optim_bytes += n_params_total * 2.0 * _STATE_BYTES / width
     dp = data_parallel

@@ -218,6 +218,13 @@ class Recipe:
         """The batch used and the step count agree with the global batch and D (TargetError): an
         edited recipe JSON whose batch changed alone had exported twice its D as litgpt's
         max_tokens, and a header's batch that was not the one written (an audit)."""
+        if not (math.isfinite(self.tokens) and self.tokens > 0):
+            raise TargetError(f"tokens must be positive and finite, got {self.tokens!r}")
+        if self.seq_len < 1 or self.global_batch_sequences < 1:
+            raise TargetError(
+                f"seq_len and global_batch_sequences must be >= 1, got {self.seq_len} and "
+                f"{self.global_batch_sequences}"
+            )
         used = self.global_batch_sequences * self.seq_len
         if not math.isclose(self.batch_tokens.value, used, rel_tol=_REL, abs_tol=0.0):
             raise TargetError(
@@ -321,7 +328,10 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
     "lr_regret_pct": "expected regret of lr, % of the loss, over the law's uncertainty, or null",
     "lr_point_regret_pct": "expected regret of lr_point, % of the loss, or null",
     "precision": "bf16 (mixed, fp32 master weights) | fp32",
-    "memory": "memory estimate per GPU, GiB",
+    "memory": (
+        "memory estimate per GPU, GiB, with the states of the recipe's optimizer (recipes written "
+        "before 2026-11-29 sized every optimizer's as AdamW's)"
+    ),
     "memory_gb_per_gpu": "derived: memory.total_gb",
     "train_time_s": "training time estimate, seconds (null without peak TFLOP/s)",
     "predicted_loss": "the loss law's prediction (null without one)",

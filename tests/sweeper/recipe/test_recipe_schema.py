@@ -81,6 +81,10 @@ def _double_batch(d: dict[str, Any]) -> None:
         # (an audit: the batch doubled alone had exported twice D as litgpt's max_tokens)
         (_double_batch, r"batch_tokens .* disagrees with global_batch_sequences \d+ × seq_len"),
         (lambda d: d.update(total_steps=50000), r"total_steps 50000 disagrees with tokens 2e\+12"),
+        # (a review: NaN, inf and a zero batch were internal errors in the step count)
+        (lambda d: d.update(tokens=float("nan")), "tokens must be positive and finite, got nan"),
+        (lambda d: d.update(tokens=float("inf")), "tokens must be positive and finite, got inf"),
+        (lambda d: d.update(seq_len=0), "seq_len and global_batch_sequences must be >= 1"),
         (lambda d: d.update(optimizer="lamb"), "optimizer 'lamb' is not one of adamw"),
         (lambda d: d.pop("seq_len"), "recipe JSON lacks seq_len"),
         (lambda d: d.update(lr=3), "malformed 'lr'"),
