@@ -505,11 +505,6 @@ def _check_fields(spec: StudySpec) -> list[str]:
     for w in dict.fromkeys(widths):
         if w % divisor:
             out.append(f"ladder.widths: {w} is not divisible by {what} {divisor}")
-    if m.vocab_size < BYTE_VALUES and _byte_level(spec.sweep.data):
-        out.append(
-            f"model.vocab_size: {m.vocab_size} is below the {BYTE_VALUES} byte values of "
-            f"byte-level data ({spec.sweep.data!r}): every run would fail; give {BYTE_VALUES}"
-        )
     # search
     for name, p in s.items():
         out.extend(_check_param(name, p))
@@ -706,13 +701,32 @@ def check_run(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
     """The rules of a study about to be run (``validate`` and ``launch`` of a study file, and
     :func:`check_spec` of a spec built in Python), which a stored study read back is not held to
     (it was launched under the rules of its day): a sampler other than the grid searches the LR
-    or the batch size (:func:`check_searched`), and each token budget is at least one step
-    (:func:`check_budgets`).
+    or the batch size (:func:`check_searched`), each token budget is at least one step
+    (:func:`check_budgets`), and byte-level data has its 256 values (:func:`check_byte_vocab`).
 
     ``known``: problems already found; a rule that reads a key they name is not applied (its
     answer would rest on a stand-in value).
     """
-    return [*check_searched(spec, known=known), *check_budgets(spec, known=known)]
+    return [
+        *check_searched(spec, known=known),
+        *check_budgets(spec, known=known),
+        *check_byte_vocab(spec, known=known),
+    ]
+
+
+def check_byte_vocab(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """A vocab below 256 on byte-level data (the built-in loop loads it as bytes: every run
+    failed in load_data, after validate had said ok); not for a study's own training function,
+    which may load its data itself. ``known``: see :func:`check_run`."""
+    m = spec.model
+    if _touches(known, ("model.vocab_size", "sweep.data")) or spec.train.function:
+        return []
+    if m.vocab_size >= BYTE_VALUES or not _byte_level(spec.sweep.data):
+        return []
+    return [
+        f"model.vocab_size: {m.vocab_size} is below the {BYTE_VALUES} byte values of "
+        f"byte-level data ({spec.sweep.data!r}): every run would fail; give {BYTE_VALUES}"
+    ]
 
 
 def _touches(problems: Sequence[str], keys: tuple[str, ...]) -> bool:

@@ -24,6 +24,7 @@ from sweeper.study.spec import (
     StudySpec,
     SweepSection,
     check_data,
+    check_run,
     check_spec,
     data_source,
     load_study,
@@ -685,3 +686,16 @@ def test_a_budget_below_one_step_is_refused(tmp_path: Path, text: str, expected:
     (problem,) = _problems(tmp_path, text)
     assert problem.startswith(expected), problem
     assert parse_study_toml(text).name == "base"
+
+
+def test_the_byte_vocab_rule_holds_files_about_to_run_not_stored_studies_or_own_loops(
+    tmp_path: Path,
+) -> None:
+    """The rule had been a field check, which a stored study read back is held to: a sweep
+    stored with vocab 64 could no longer be read by status, fit or report; and a study's own
+    training function, which may load its own data, was refused (a review)."""
+    small = _with("model", "vocab_size = 64")
+    assert parse_study_toml(small, source="sweep:old").model.vocab_size == 64  # (read back)
+    own = _with("train", 'function = "json:dumps"', small)
+    assert not [p for p in check_run(parse_study_toml(own)) if "vocab_size" in p]
+    assert [p for p in check_run(parse_study_toml(small)) if "vocab_size" in p]
