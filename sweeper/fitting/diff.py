@@ -404,15 +404,16 @@ def _notes(
 
 def _held_apart(la: PowerLaw, lb: PowerLaw) -> list[str]:
     """What the two laws' cells held fixed at other values (beyond 1% at either end): the laws
-    then answer for other regimes. Tokens per parameter follows from N and D, and is left out."""
+    then answer for other regimes. Tokens per parameter follows from N and D, and is left out;
+    so is what one law records and the other does not (a law fitted before depth was recorded,
+    or runs imported without a depth column: a review saw 'the cells held depth elsewhere: A
+    None, B 2' beside 'A and B hold the same runs')."""
     ha, hb = la.conventions.held, lb.conventions.held
-    keys = sorted((set(ha) | set(hb)) - {"tokens_per_param", *la.predictors, *lb.predictors})
+    keys = sorted((set(ha) & set(hb)) - {"tokens_per_param", *la.predictors, *lb.predictors})
     return [
         k
         for k in keys
-        if k not in ha
-        or k not in hb
-        or any(abs(math.log(x / y)) > 0.01 for x, y in zip(ha[k], hb[k], strict=True) if x > 0 < y)
+        if any(abs(math.log(x / y)) > 0.01 for x, y in zip(ha[k], hb[k], strict=True) if x > 0 < y)
     ]
 
 

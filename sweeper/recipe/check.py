@@ -338,7 +338,7 @@ def _check_item(
         return None
     predicted, low, high = got
     warnings += regime_warnings(
-        law, quantity, regime_values(v.n_params, v.tokens, v.batch_tokens, f)
+        law, quantity, regime_values(v.n_params, v.tokens, v.batch_tokens, f, depth=v.layers)
     )
     actual = v.lr if quantity == "lr" else v.batch_tokens
     item = CheckItem(

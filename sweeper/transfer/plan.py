@@ -561,8 +561,8 @@ def _law_doubts(plan: TransferPlan) -> list[str]:
 
     held, law = plan.holdout, plan.law
     batch = float(held.batch_size * held.seq_len)
-    out = [str(w) for w in regime_warnings(law, "lr", regime_values(held.n_params, held.tokens,
-                                                                    batch))]  # fmt: skip
+    values = regime_values(held.n_params, held.tokens, batch, depth=held.depth or None)
+    out = [str(w) for w in regime_warnings(law, "lr", values)]
     lo, hi = law.interval(held.scale())
     if not (lo > 0 and hi / lo <= WIDE_INTERVAL):
         out.append(f"the law's 95% interval at the held-out cell {span_text(hi / lo)} (poorly "

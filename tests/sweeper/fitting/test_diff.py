@@ -314,3 +314,24 @@ def test_per_cell_rows_are_in_order_of_scale() -> None:
     assert list(r.to_json()["best_loss_differences"]) == by_n
     rows = [ln.split(":")[0].split()[-1] for ln in r.lines() if ln.startswith("  best loss N")]
     assert rows == by_n
+
+
+def test_a_held_variable_one_law_does_not_record_is_not_said_to_be_held_elsewhere() -> None:
+    """Laws record their cells' depth since 2026-11-29; a diff of an older law (or of runs
+    imported without depth) against a new one said 'the cells held depth elsewhere: A None,
+    B 2' beside 'A and B hold the same runs' (a review). Values both record still count."""
+    from dataclasses import replace
+
+    from sweeper.fitting.diff import _held_apart
+    from sweeper.recipe.published import published_laws
+
+    law = published_laws("steplaw")["lr"]
+    old = replace(law, conventions=law.conventions.with_held({"batch_tokens": (4096.0, 4096.0)}))
+    new = replace(old, conventions=old.conventions.with_held(
+        {"batch_tokens": (4096.0, 4096.0), "depth": (2.0, 2.0)}
+    ))  # fmt: skip
+    assert _held_apart(old, new) == []
+    moved = replace(new, conventions=new.conventions.with_held(
+        {"batch_tokens": (8192.0, 8192.0), "depth": (4.0, 4.0)}
+    ))  # fmt: skip
+    assert _held_apart(new, moved) == ["batch_tokens", "depth"]

@@ -295,3 +295,15 @@ def test_a_recipe_at_another_batch_is_told_where_the_coupling_puts_the_lr() -> N
     other = dataclasses.replace(batch, source="elsewhere")  # its B* is not the fit's own
     assert batch_coupling_warning(law, other, 6.59e6, 4e6, "x") == []
     assert batch_coupling_warning(lr_law(), batch, 6.59e6, 4e6, "x") == []  # no coupling
+
+
+def test_a_recipe_deeper_than_the_laws_cells_is_named_as_recommend_names_it() -> None:
+    """recommend named a target outside the depths a law's cells held; check of a 32-layer
+    recipe against the same law said nothing of depth (a review)."""
+    law = lr_law()
+    law = replace(law, conventions=law.conventions.with_held({"depth": (2.0, 2.0)}))
+    base = dict(n_params=1e8, tokens=1e10, lr=1e-2, batch_tokens=1e6)
+    deep = check_recipe({"lr": law}, CheckValues(**base, layers=32, d_model=512))
+    assert any("depth 32 (its cells: 2)" in w for w in deep.warnings), deep.warnings
+    shallow = check_recipe({"lr": law}, CheckValues(**base, layers=2, d_model=2048))
+    assert not any("depth" in w for w in shallow.warnings), shallow.warnings
