@@ -19,6 +19,7 @@ __all__ = [
     "FitWarning",
     "bootstrap_counts",
     "fingerprint",
+    "min_cells",
     "percentile_ci",
     "single_threaded_blas",
     "widen_samples",
@@ -33,6 +34,13 @@ class FitWarning(UserWarning):
 class FitSkipped(FitWarning):
     """A law that was not asked for by name could not be fitted and was skipped (the batch law
     of a sweep whose batch varies too little, say)."""
+
+
+def min_cells(n_predictors: int) -> int:
+    """The usable cells a law on ``n_predictors`` predictors needs: its coefficients (one per
+    predictor and the prefactor) and at least one degree of freedom for its interval, and never
+    fewer than 3."""
+    return max(3, n_predictors + 2)
 
 
 _P = ParamSpec("_P")

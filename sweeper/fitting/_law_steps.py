@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.errors import FitError
-from sweeper.fitting._common import FitWarning, percentile_ci
+from sweeper.fitting._common import FitWarning, min_cells, percentile_ci
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PREDICTORS, TARGETS, PowerLaw
 from sweeper.fitting.methods import KEPT_EDGE
@@ -106,7 +106,7 @@ def _log_design(
     left_out: list[tuple[str, str]],
 ) -> tuple[np.ndarray, np.ndarray]:
     n = len(used)
-    need = max(3, len(preds) + 2)
+    need = min_cells(len(preds))
     if n < need:
         why = "; ".join(f"{c}: {r}" for c, r in left_out[:8])
         more = f" (+{len(left_out) - 8} more)" if len(left_out) > 8 else ""

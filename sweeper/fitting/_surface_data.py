@@ -13,6 +13,7 @@ import pandas as pd
 
 from sweeper.errors import FitError
 from sweeper.fitting import _surface_model as sm
+from sweeper.fitting._common import min_cells
 from sweeper.fitting._law_steps import check_predictor_design
 from sweeper.fitting.laws import PREDICTORS
 from sweeper.fitting.methods import EDGE_NOTE
@@ -293,9 +294,9 @@ def _choose_predictors(
     if batch_predictors is None:
         batch_predictors = ("tokens",) if tok_vary else preds
     bpreds = _check_preds(batch_predictors, "batch_tokens")
-    if need_batch and n_swept < max(3, len(bpreds) + 2):
+    if need_batch and n_swept < min_cells(len(bpreds)):
         raise FitError(
-            f"need at least {max(3, len(bpreds) + 2)} cells with the batch size swept to fit "
+            f"need at least {min_cells(len(bpreds))} cells with the batch size swept to fit "
             f"batch_tokens on {', '.join(bpreds)}, got {n_swept}"
         )
     return preds, bpreds
@@ -476,7 +477,7 @@ def _apply_window(df: pd.DataFrame, window: tuple[float, float]) -> list[str]:
 
 
 def _cell_frame(df: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
-    cols = [c for c in dict.fromkeys((*PREDICTORS, "depth", "batch_tokens")) if c in df.columns]
+    cols = [c for c in (*PREDICTORS, "batch_tokens") if c in df.columns]  # (depth among them)
     num = df[["cell", *cols]].copy()
     for c in cols:
         num[c] = pd.to_numeric(num[c], errors="coerce")
@@ -496,7 +497,7 @@ def _varies(frame: pd.DataFrame, col: str) -> bool:
 def _check_cells(
     frame: pd.DataFrame, target: str, preds: tuple[str, ...], left: list[str], bound: list[str]
 ) -> None:
-    n, need = len(frame), max(3, len(preds) + 2)
+    n, need = len(frame), min_cells(len(preds))
     if n < need:
         why = f"; left out {'; '.join(left[:8])}" if left else ""
         why += f"; only a bound (too few completed runs): {', '.join(bound[:8])}" if bound else ""

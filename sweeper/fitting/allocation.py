@@ -82,6 +82,7 @@ from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import FitWarning
 from sweeper.fitting._surface_law import BLOWUP, SurfaceLaw, _excess
 from sweeper.fitting.surface import SETTINGS, Scaling, fit_surface
+from sweeper.study.runs import trained
 
 __all__ = [
     "CellPlan",
@@ -541,8 +542,7 @@ def _state(
 
 def _counted(runs: pd.DataFrame) -> pd.DataFrame:
     """The rows that are results: completed runs and diverged ones (any state)."""
-    ok = (runs["state"] == "COMPLETE") | runs["diverged"].astype(bool)
-    return runs[ok]
+    return runs[trained(runs)]
 
 
 def _fit(

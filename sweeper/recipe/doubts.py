@@ -95,7 +95,7 @@ def quality_warnings(
         )
     for p, (clo, chi) in law.exponents_ci.items():
         b = law.exponents.get(p, 0.0)
-        if (clo < 0 < chi and b != 0.0) or chi - clo > 0.5:
+        if (law.sign_undetermined(p) and b != 0.0) or chi - clo > 0.5:
             out.append(
                 Doubt(f"{name} exponent of {p} is {b:+.3f} [{clo:+.3f}, {chi:+.3f}]: poorly known")
             )

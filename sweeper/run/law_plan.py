@@ -17,6 +17,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from sweeper.fitting import allocation
+from sweeper.fitting._common import min_cells
 from sweeper.study.runs import COLUMNS, normalize_runs
 from sweeper.study.spec import (
     StudySpec,
@@ -31,8 +32,8 @@ __all__ = ["LawPlanner", "law_target", "same_lr", "target_warnings", "waiting"]
 
 logger = logging.getLogger(__name__)
 
-#: cells the planner's law (on N alone) needs: the surface fit's max(3, predictors + 2)
-PLAN_MIN_CELLS = 3
+#: cells the planner's law (on N alone) needs
+PLAN_MIN_CELLS = min_cells(1)
 
 
 class LawPlanner:
