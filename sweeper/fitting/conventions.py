@@ -37,8 +37,9 @@ Units and values:
   ``weight_decay_tau`` (the AdamW timescale τ = B/(η·λ·D) the decay was given as). None/empty:
   the built-in proxy and loop (and laws stored before these fields).
 - ``held``: the variables the law does not model (tokens, tokens_per_param, n_params, the batch
-  of an LR law, the depth: laws since 2026-11-29) and their range over the fitted cells, so that a recommendation can say when its
-  target lies outside the regime the law was measured in.
+  of an LR law, the depth: laws since 2026-11-29) and their range over the fitted cells, so
+  that a recommendation can say when its target lies outside the regime the law was measured
+  in.
 """
 
 from __future__ import annotations

@@ -77,8 +77,9 @@ class CellOptimum:
     ``batch_tokens_ci`` is None unless the batch size was swept in the cell, and ``batch_tokens``
     is then the batch size the runs used). ``n_runs`` counts the cell's runs that trained
     (completed or diverged; not failed trials, nor those a relaunch closed). ``lr_range`` is the
-    smallest and largest LR of the completed, non-diverged runs. ``curvature`` is d²loss/d(ln lr)² divided by the loss at the
-    optimum (parabola only); ``batch_curvature`` the same in ln batch_tokens (2-D parabola only).
+    smallest and largest LR of the completed, non-diverged runs. ``curvature`` is d²loss/d(ln lr)²
+    divided by the loss at the optimum (parabola only); ``batch_curvature`` the same in ln
+    batch_tokens (2-D parabola only).
     The fitted curve is ``loss = Σ c_j φ_j(u, v)`` with u = ln(lr / curve_center[0]) and, in 2-D,
     v = ln(batch_tokens / curve_center[1]); φ = (1, u, u²) or (1, u, v, u², uv, v²).
     """

@@ -21,7 +21,8 @@ out; invalid input raises :class:`~sweeper.errors.FitError`, doubtful results wa
 A law also records what it does not model: the range over its fitted cells of ``tokens`` (when
 neither tokens nor flops is a predictor), ``tokens_per_param`` (unless the law has tokens or flops
 among two or more predictors), ``n_params`` (when no size variable is a predictor) and, for an LR
-law, ``batch_tokens`` (the batch at which each cell's LR optimum was measured). They go into
+law, ``batch_tokens`` (the batch at which each cell's LR optimum was measured), and ``depth``
+(unless a predictor). They go into
 ``conventions.held``, so that a recommendation can say when its target lies outside the regime the
 law was measured in.
 """

@@ -344,7 +344,7 @@ def regime_values(
 
 def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:
     """A warning when a value in ``values`` (n_params, tokens, tokens_per_param, batch_tokens, in
-    the law's units) lies beyond a range the law held fixed (``conventions.held``), by more than
+    the law's units, and depth) lies beyond a range the law held fixed (``conventions.held``), by more than
     :data:`HELD_SLACK`; and where the law's form sets its value (:meth:`Law.beyond_form`)."""
     zero = law.beyond_form(values)
     names, outside = [], []

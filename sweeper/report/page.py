@@ -729,7 +729,9 @@ def _runs_line(inputs: ReportInputs) -> str:
     runs = inputs.runs
     n = int(trained(runs).sum())
     others = len(runs) - n
-    untrained = f" ({others} more failed, closed or unfinished, not counted)" if others else ""
+    untrained = (
+        f" ({others} more failed, closed, unfinished or pruned, not counted)" if others else ""
+    )
     return (
         f"{_count(n, 'run')} in {_count(runs['cell'].nunique(), 'cell')}{untrained}"
         f"{_trained_on(runs)}; {sum(o.usable for o in inputs.optima)} with an optimum of "

@@ -81,8 +81,9 @@ def empty_runs() -> pd.DataFrame:
 
 def trained(df: pd.DataFrame) -> pd.Series:
     """Which rows are runs that trained: completed, or stopped as diverged (not the failed ones,
-    the trials a relaunch closed when their driver stopped, or those still running). A frame
-    without ``state`` or ``diverged`` reads as :func:`normalize_runs` fills them: completed."""
+    the trials a relaunch closed when their driver stopped, those still running, or ASHA's pruned
+    ones, stopped part-way). A frame without ``state`` or ``diverged`` reads as
+    :func:`normalize_runs` fills them: completed."""
     state = df["state"] if "state" in df else pd.Series("COMPLETE", index=df.index)
     diverged = df["diverged"] if "diverged" in df else pd.Series(False, index=df.index)
     return (state.fillna("COMPLETE") == "COMPLETE") | diverged.fillna(False).astype(bool)

@@ -528,7 +528,8 @@ def _read_param(r: _Reader, d: dict[str, Any], name: str) -> ParamSpec | None:
     if not isinstance(v, dict):
         ok, x = _coerce(v, kind)
         if not ok:
-            hint = f" (a list of values: {name} = {{ values = [...] }})" if isinstance(v, list) else ""
+            listed = isinstance(v, list)
+            hint = f" (a list of values: {name} = {{ values = [...] }})" if listed else ""
             r.bad(where, f"expected {_KIND_NAMES[kind]} or a table, got {_tname(v)} {v!r}{hint}")
             return None
         if not _in_bounds(x, lo_b, lo_open, hi_b, hi_open):

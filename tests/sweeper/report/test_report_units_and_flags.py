@@ -255,7 +255,7 @@ def test_trials_closed_before_training_are_not_counted_as_runs() -> None:
     closed = runs.iloc[:3].assign(state="FAIL", loss=float("nan"), diverged=False)
     both = pd.concat([runs, closed], ignore_index=True)
     page = "\n".join(_html_parts(ReportInputs("s", both, [], []), []))
-    assert f"{len(runs)} runs in 2 cells (3 more failed, closed or unfinished, not counted)" in page
+    assert f"{len(runs)} runs in 2 cells (3 more failed, closed, unfinished or pruned, not counted)" in page
     cell = runs["cell"].iloc[0]
     (o,) = [o for o in estimate_optima(both, n_boot=0) if o.cell == cell]
     assert o.n_runs == int((runs["cell"] == cell).sum())
