@@ -68,7 +68,13 @@ from sweeper.study.lease import HeldLease, LeaseLost, sweep_lease
 from sweeper.study.own_code import USER_CODE_FIELDS, code_dirs
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 from sweeper.study.samplers import reconcile
-from sweeper.study.spec import StudySpec, check_spec, data_source, spec_origin
+from sweeper.study.spec import (
+    StudySpec,
+    check_max_concurrent,
+    check_spec,
+    data_source,
+    spec_origin,
+)
 from sweeper.study.sweep import (
     CellCounts,
     CellStudy,
@@ -523,6 +529,7 @@ def launch_study(
     problems = check_spec(spec)
     if problems:
         raise StudyError(problems, path=spec_origin(spec))
+    check_max_concurrent(max_concurrent)
     check_address(address)
     url = resolve_storage(spec, url)
     data = data_source(spec)

@@ -52,6 +52,7 @@ __all__ = [
     "TargetSpec",
     "TrainSpec",
     "check_data",
+    "check_max_concurrent",
     "check_run",
     "check_spec",
     "data_source",
@@ -712,6 +713,21 @@ def check_run(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
         *check_budgets(spec, known=known),
         *check_byte_vocab(spec, known=known),
     ]
+
+
+def check_max_concurrent(max_concurrent: object) -> None:
+    """StudyError unless ``max_concurrent`` is None or an integer >= 1: -1 had hung a launch
+    that trained nothing, and 0 had been read as no limit (an API audit)."""
+    ok = max_concurrent is None or (
+        isinstance(max_concurrent, int)
+        and not isinstance(max_concurrent, bool)
+        and max_concurrent >= 1
+    )
+    if not ok:
+        raise StudyError(
+            f"max_concurrent (--max-concurrent) must be an integer >= 1 or None, got "
+            f"{max_concurrent!r}"
+        )
 
 
 def check_byte_vocab(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:

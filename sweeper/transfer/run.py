@@ -94,10 +94,12 @@ def run_transfer(
     """Plan, train the held-out cell at the planned LRs (``seeds`` seeds each), extend the grid
     until the best point is bracketed (at most ``max_rounds`` launches), summarize and store."""
     from sweeper.fitting.provenance import sweep_conventions
+    from sweeper.study.spec import check_max_concurrent
     from sweeper.transfer.holdout import cell_filter
 
-    if seeds < 1:
-        raise SweeperError(f"--seeds must be at least 1, got {seeds}")
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise SweeperError(f"seeds (--seeds) must be an integer >= 1, got {seeds!r}")
+    check_max_concurrent(max_concurrent)
     if sw.spec is None:
         why = sw.spec_error or (
             "it was imported without its study (sweeper import FILE --study TOML stores it)"

@@ -1008,3 +1008,16 @@ def test_a_launch_follows_the_clusters_capacity_as_nodes_join(
     searcher._follow_capacity()
     assert searcher.max_concurrent == 3  # read at most every 15 s
 
+
+
+@pytest.mark.parametrize("bad", [-1, 0, 2.0, "2", True])
+def test_max_concurrent_not_a_count_is_refused_before_anything(bad: Any, tmp_path: Path) -> None:
+    """launch(max_concurrent=-1) had run no trial and hung until a signal; 0 had been read as
+    no limit (an API audit). Refused before the storage is touched."""
+    from sweeper.errors import StudyError
+    from sweeper.run.launch import launch_study
+
+    url = f"sqlite:///{tmp_path / 'never.db'}"
+    with pytest.raises(StudyError, match=r"max_concurrent \(--max-concurrent\) must be an integer"):
+        launch_study(tiny("conc"), url=url, max_concurrent=bad, progress=False)
+    assert not (tmp_path / "never.db").exists()
