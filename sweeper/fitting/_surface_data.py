@@ -100,6 +100,7 @@ def prepare(
         raise FitError("no runs to fit")
     _refuse_unmodelled(df, allow_varying)
     df, notes = _mark_runs(df, blowup)
+    _refuse_flat(df)
     completed = df.groupby("cell", sort=False)["_done"].sum()  # (before the window)
     edges = _edge_cells(df)
     if window is not None:
@@ -387,6 +388,19 @@ def _bounds(df: pd.DataFrame, batch: bool) -> tuple[pd.DataFrame, int]:
         if len(above):
             keep.append(above.loc[[above["lr"].idxmin()]])
     return (pd.concat(keep) if keep else df.iloc[:0]), n_sporadic
+
+
+def _refuse_flat(df: pd.DataFrame) -> None:
+    """FitError when no cell's completed losses differ: nothing locates an optimum (a training
+    loop that returns a constant had given a law with a zero-width interval and no warning, and
+    a recipe calling it a published law; an API audit)."""
+    done = df[df["_done"]]
+    spread = done.groupby("cell")["loss"].agg(lambda v: float(v.max() - v.min()))
+    if len(spread) and (spread <= 1e-12 * done["loss"].abs().max()).all():
+        raise FitError(
+            f"the loss is the same at every LR in every cell ({done['loss'].iloc[0]:.6g}): "
+            "nothing locates an optimum; check that the runs report their own final loss"
+        )
 
 
 def _batch_key(df: pd.DataFrame) -> np.ndarray:

@@ -64,7 +64,8 @@ DERIVED: Final[tuple[str, ...]] = (
 _REL: Final[float] = 1e-9
 #: how text writes a degenerate :class:`Interval` (low = high)
 NO_INTERVAL: Final[str] = (
-    "no interval: the law carries no uncertainty (a published law, as printed)"
+    "no interval: the law carries no uncertainty (a published law as printed, or a fit without "
+    "resamples)"
 )
 
 

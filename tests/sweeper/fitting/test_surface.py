@@ -655,3 +655,11 @@ def test_runs_of_unknown_batch_keep_the_window_and_the_edge_checks() -> None:
         edge = next(n for n in law.notes if n.startswith(EDGE_NOTE))
         assert f"{first} (top)" in edge
     assert blind.exponents["n_params"] == pytest.approx(known.exponents["n_params"], abs=1e-6)
+
+
+def test_a_ladder_whose_loss_never_changes_is_refused_not_fitted() -> None:
+    """A training loop that returns a constant gave a law N^0 with a zero-width interval and no
+    warning, and a recipe calling it a published law (an API audit)."""
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3).assign(loss=2.0)
+    with pytest.raises(FitError, match="the loss is the same at every LR in every cell"):
+        _quiet(fit_surface, runs, n_boot=0, cv=False)
