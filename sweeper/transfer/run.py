@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
@@ -116,6 +116,7 @@ def run_transfer(
         surface=surface,
         conventions=sweep_conventions(sw),
     )
+    _refuse_no_proxy(sw, runs, plan.holdout)
     name = _check_name(sw, plan, runs, fit_cells, method, surface)
     best = _best_params(runs, plan.holdout.name) if plan.holdout.in_sweep else {}
     _refuse_invalid(_transfer_spec(sw.spec, plan, SeedBlock(name, 0, seeds), 1, best), plan)
@@ -365,6 +366,27 @@ def _say_cost(
         f"validate-transfer: {held.name}: {len(todo) * seeds} run(s) to train first ({len(todo)} "
         f"LRs x {seeds} seed{'s' if seeds != 1 else ''}){each}; more if the grid must be extended",
         file=sys.stderr,
+    )
+
+
+#: core-seconds a run of a held-out cell may be estimated to take (11.6 core-days): beyond it the
+#: cell is no proxy, likely a mistyped name (an API audit's t819000000k trained, at 19 years a run)
+MAX_RUN_CORE_S: Final[float] = 1e6
+
+
+def _refuse_no_proxy(sw: Sweep, runs: pd.DataFrame, held: HeldCell) -> None:
+    """SweeperError before any training when a run of ``held`` is estimated (:func:`_run_cost`)
+    above :data:`MAX_RUN_CORE_S`."""
+    cost = _run_cost(runs, held)
+    cores = float(sw.spec.resources.cpu) if sw.spec is not None else 1.0
+    if cost is None or cores * cost[0] <= MAX_RUN_CORE_S:
+        return
+    n_max = float(runs["n_params"].max())
+    d_max = float(runs["tokens"].max())
+    raise SweeperError(
+        f"held-out cell {held.name}: a run would take about {cores * cost[0] / 86400:.3g} "
+        f"core-days ({cost[1]}; N {held.n_params / n_max:.3g}x and D {held.tokens / d_max:.3g}x "
+        "the sweep's largest): that is no proxy run; check the cell's name"
     )
 
 

@@ -783,3 +783,18 @@ def test_one_seed_has_no_spread_to_show(sweep_runs: pd.DataFrame) -> None:
     assert "1 seeds" not in text and "loss (1 seed)" in text and "0.0000" not in text
     law = next(line for line in text.splitlines() if "law prediction (recommended)" in line)
     assert "2.0000" in law and " - " in law
+
+
+def test_a_held_out_cell_that_is_no_proxy_is_refused_before_training(
+    stopped_check, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped budget (t819000000k: 19 years a run) went straight to training (an API
+    audit); a run estimated above MAX_RUN_CORE_S is refused, and nothing trains."""
+    from sweeper import cli
+
+    url, calls, _, _ = stopped_check
+    code = cli.main(["validate-transfer", "q", "--holdout", "w256-d2-t819000000k", "--seeds", "1",
+                     "--storage", url])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "that is no proxy run; check the cell's name" in err, err
+    assert "core-days" in err and not calls
