@@ -198,6 +198,7 @@ class Recipe:
                 f"data_parallel {self.data_parallel} = {unit}"
             )
         self._check_steps()
+        self._check_values()
         if self.optimizer not in OPTIMIZERS:
             raise TargetError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
         problems = schedule_problems(self.schedule, self.min_lr_ratio, self.decay_fraction)
@@ -213,6 +214,18 @@ class Recipe:
                 f"min_lr {self.min_lr:.6g} disagrees with lr {self.lr.value:.6g} × min_lr_ratio "
                 f"{self.min_lr_ratio:g} = {derived:.6g}: the min LR is stored as the ratio "
                 "(drop min_lr, or change min_lr_ratio)"
+            )
+
+    def _check_values(self) -> None:
+        """The peak LR positive and finite, the warmup steps a count within the
+        steps (TargetError): an edited recipe had exported ``lr: .nan``, ``lr: -1.0`` and a warmup
+        of -5 steps, and a NaN LR was blamed on the min LR (an API audit)."""
+        if not (math.isfinite(self.lr.value) and self.lr.value > 0):  # (an interval may be open)
+            raise TargetError(f"lr must be positive and finite, got {self.lr.value!r}")
+        if not 0 <= self.warmup_steps <= self.total_steps:
+            raise TargetError(
+                f"warmup_steps must be between 0 and total_steps {self.total_steps}, got "
+                f"{self.warmup_steps!r}"
             )
 
     def _check_steps(self) -> None:

@@ -85,6 +85,10 @@ def _double_batch(d: dict[str, Any]) -> None:
         (lambda d: d.update(tokens=float("nan")), "tokens must be positive and finite, got nan"),
         (lambda d: d.update(tokens=float("inf")), "tokens must be positive and finite, got inf"),
         (lambda d: d.update(seq_len=0), "seq_len and global_batch_sequences must be >= 1"),
+        # (an API audit: exported as lr: .nan and lr: -1.0, a NaN blamed on min_lr; warmup -5)
+        (lambda d: d["lr"].update(value=float("nan")), "lr must be positive and finite, got nan"),
+        (lambda d: d["lr"].update(value=-1.0), "lr must be positive and finite, got -1.0"),
+        (lambda d: d.update(warmup_steps=-5), "warmup_steps must be between 0 and total_steps"),
         (lambda d: d.update(optimizer="lamb"), "optimizer 'lamb' is not one of adamw"),
         (lambda d: d.pop("seq_len"), "recipe JSON lacks seq_len"),
         (lambda d: d.update(lr=3), "malformed 'lr'"),
