@@ -126,6 +126,15 @@ class Recipe:
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter's display
         p.text(str(self))
 
+    def __repr__(self) -> str:
+        """One line (the dataclass's own ran to 9,000 characters in a log or a list; an API
+        audit); ``str`` is the whole table."""
+        return (
+            f"<Recipe lr {self.lr.value:.4g} ({self.optimizer}, {self.schedule}), batch "
+            f"{self.global_batch_sequences} x {self.seq_len}, {self.total_steps} steps, "
+            f"N {self.n_params:.3g}, D {self.tokens:.3g}, {len(self.warnings)} warning(s)>"
+        )
+
     lr: Interval
     batch_tokens: Interval
     batch_tokens_law: float

@@ -144,3 +144,10 @@ def test_non_adamw_optimizer_is_refused_where_not_carried(recipe: Recipe) -> Non
             "hf", "deepspeed",
         )  # fmt: skip
     assert json.loads(export_recipe(r, "json"))["optimizer"] == "muon"
+
+
+def test_a_recipes_repr_is_one_short_line(recipe: Recipe) -> None:
+    """The dataclass repr ran to 9,000 characters in a log line or a printed list (an audit)."""
+    text = repr(recipe)
+    assert "\n" not in text and len(text) < 200 and text.startswith("<Recipe lr ")
+    assert str(recipe).count("\n") > 10  # (the table stays str's)
