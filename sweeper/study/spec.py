@@ -439,9 +439,11 @@ def check_spec(spec: StudySpec, *, code: bool = True) -> list[str]:
     if code:  # (a spec built in Python: the cross-field rules, then a file's per-key rules)
         try:
             out = _check_fields(spec)
-        except (TypeError, AttributeError, ValueError):  # (a field of the wrong type)
+        except (TypeError, AttributeError, ValueError, ArithmeticError):  # (a wrong field: 0, "x")
             out = []
-        out = out or _file_rules(spec)
+        # (both: the file's rules had been read only when the cross-field ones found nothing, so
+        # a negative LR went unsaid beside a trials_per_cell above the grid; an API audit)
+        out += [p for p in _file_rules(spec) if p not in out]
         if out:
             return out
     out = _check_fields(spec)

@@ -424,6 +424,14 @@ def test_programmatic_one_cell_grid_spec() -> None:
     assert check_spec(zero) == ["sweep.trials_per_cell: 0 must be >= 1"]
     assert "ladder.widths: 100 is not divisible by head_dim 16" in problems
     assert any(p.startswith("search.lr: inverted range") for p in problems)
+    # every problem at once: a negative LR had gone unsaid beside a count above the grid, and a
+    # head_dim of 0 had been a ZeroDivisionError (an API audit)
+    both = replace(spec, sweep=replace(spec.sweep, trials_per_cell=6),
+                   search=replace(spec.search, lr=ParamSpec.grid([-1.0, 1e-3])))  # fmt: skip
+    said = check_spec(both)
+    assert any("exceeds the grid" in p for p in said) and any("-1.0 must be > 0" in p for p in said)
+    no_heads = replace(spec, model=replace(spec.model, head_dim=0))
+    assert any(p.startswith("model.head_dim") for p in check_spec(no_heads))
 
 
 def test_tokens_per_param_budget() -> None:
