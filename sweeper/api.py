@@ -24,12 +24,14 @@ matplotlib) are imported only by the functions that need them.
 from __future__ import annotations
 
 import logging
+import math
 import numbers
+import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypeGuard, cast
 
 from sweeper.errors import FitError, StorageError, StudyError, SweeperError, TargetError
 from sweeper.fitting.methods import DEFAULT_METHOD
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from sweeper.recipe.hardware import Hardware
     from sweeper.recipe.published_recipes import PublishedRecipe
     from sweeper.recipe.recipe import Recipe
+    from sweeper.recipe.recommend import RecipeDefaults
     from sweeper.recipe.target import Target
     from sweeper.run.estimate import Estimate
     from sweeper.run.launch import LaunchSummary
@@ -74,6 +77,87 @@ __all__ = [
     "validate_transfer",
     "write_report",
 ]
+
+
+# ---- the arguments: checked here, before any of them is used -------------------------------------
+def _integer(v: object) -> TypeGuard[int]:
+    """Whether ``v`` is a whole number (numpy's too), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _collection_of(v: object, test: Callable[[object], bool]) -> bool:
+    """Whether ``v`` is a list, tuple, set... (not a string or a mapping) whose every item passes
+    ``test``."""
+    if not isinstance(v, Collection) or isinstance(v, str | bytes | Mapping):
+        return False
+    return all(test(x) for x in v)
+
+
+def _is_sweep(v: object) -> bool:
+    from sweeper.study.handle import Sweep
+
+    return isinstance(v, Sweep)
+
+
+def _is_spec(v: object) -> bool:
+    from sweeper.study.spec import StudySpec
+
+    return isinstance(v, StudySpec)
+
+
+def _is_frame(v: object) -> bool:
+    import pandas as pd
+
+    return isinstance(v, pd.DataFrame)
+
+
+#: the kinds of argument :func:`_check` knows: a test and what the message calls it
+_KINDS: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
+    "None": (lambda v: v is None, "None"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "url": (lambda v: isinstance(v, str), "a SQLAlchemy URL (a string)"),
+    "path": (lambda v: isinstance(v, str | os.PathLike), "a path (a str or Path)"),
+    "bool": (lambda v: isinstance(v, bool), "a bool (True or False)"),
+    "int>=0": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
+    "int>=1": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "ints>=1": (lambda v: _collection_of(v, _KINDS["int>=1"][0]), "a list of integers >= 1"),
+    "strs": (lambda v: _collection_of(v, _KINDS["str"][0]), "a list of strings"),
+    "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
+    "name": (lambda v: isinstance(v, str), "a sweep's name"),
+    "Sweep": (_is_sweep, "a Sweep"),
+    "spec": (_is_spec, "a StudySpec"),
+    "frame": (_is_frame, "a runs DataFrame"),
+}
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message: its repr when short, else its type's name."""
+    text = repr(value)
+    return text if len(text) <= 60 and "\n" not in text else f"a {type(value).__name__}"
+
+
+def _check(name: str, value: object, *kinds: str, error: type[SweeperError] = SweeperError) -> None:
+    """``error`` saying "NAME must be KIND or KIND, got VALUE" unless ``value`` is one of the
+    ``kinds`` of :data:`_KINDS`: a caller's argument of the wrong type or range is refused here,
+    named as the caller wrote it (``name``; with the CLI flag in parentheses where the command
+    passes the value unchecked), not met as a bare TypeError deep inside."""
+    if any(_KINDS[k][0](value) for k in kinds):
+        return
+    said = [_KINDS[k][1] for k in kinds]
+    either = said[0] if len(said) == 1 else f"{', '.join(said[:-1])} or {said[-1]}"
+    raise error(f"{name} must be {either}, got {_shown(value)}")
+
+
+def _storage(storage: object) -> None:
+    _check("storage", storage, "url", "None", error=StorageError)
+
+
+def _spec(study: object) -> StudySpec:
+    """``study``: a StudySpec as it is, a study file's path loaded and checked."""
+    _check("study", study, "spec", "path", error=StudyError)
+    if isinstance(study, str | os.PathLike):
+        return load_study(study if isinstance(study, str) else Path(study))
+    return cast("StudySpec", study)
 
 
 def _sweep(sweep: str | Sweep, storage: str | None) -> Sweep:
@@ -117,6 +201,7 @@ def load_study(path: str | Path) -> StudySpec:
     """The study file at ``path``, checked (StudyError lists every problem at once)."""
     from sweeper.study.spec import load_study as _load
 
+    _check("path", path, "path", error=StudyError)
     return _load(path)
 
 
@@ -125,11 +210,14 @@ def estimate(
 ) -> Estimate:
     """What the study will cost (core-seconds, runs, wall time on ``cores``, default this
     machine's), from a short throughput probe of its cheapest and dearest cells: see
-    :mod:`sweeper.run.estimate`. Trains ``steps`` steps of each (torch, no Ray)."""
+    :mod:`sweeper.run.estimate`. Trains ``steps`` steps of each (default
+    :data:`~sweeper.run.estimate.PROBE_STEPS`; torch, no Ray)."""
     from sweeper.run.estimate import PROBE_STEPS, estimate_study
 
-    spec = study if not isinstance(study, (str, Path)) else load_study(study)
-    return estimate_study(spec, steps=steps or PROBE_STEPS, cores=cores)
+    _check("steps (--probe-steps)", steps, "int>=1", "None", error=StudyError)
+    _check("cores", cores, "int>=1", "None", error=StudyError)  # (0 had meant this machine's)
+    spec = _spec(study)
+    return estimate_study(spec, steps=PROBE_STEPS if steps is None else steps, cores=cores)
 
 
 def launch(
@@ -150,7 +238,8 @@ def launch(
     A launch that ends with cells short of their target (law sampler: its plan not ended) after
     failed runs says so with a :class:`LaunchShort` warning (each failed trial keeps its error as
     ``last_error``)."""
-    spec = study if not isinstance(study, (str, Path)) else load_study(study)
+    _storage(storage)
+    spec = _spec(study)
     from sweeper.run.launch import launch_study  # ray: only once the study is known to be good
 
     summary = launch_study(
@@ -186,21 +275,28 @@ def sweeps(*, storage: str | None = None) -> list[dict[str, Any]]:
     "imported") and ``created_at`` (what ``sweeper status`` lists without a name)."""
     from sweeper.study.storage import list_sweeps
 
+    _storage(storage)
     return [
         {"name": r["name"], "kind": r["kind"], "created_at": r["created_at"]}
         for r in list_sweeps(storage)
     ]
 
 
-def status(sweep: str | None = None, *, storage: str | None = None) -> dict[str, Any]:
+def status(sweep: str | Sweep | None = None, *, storage: str | None = None) -> dict[str, Any]:
     """Trials per cell by state, the best loss and its LR/batch, and the driver that holds the
     sweep (``driver``: host, pid, whether that process is alive on this host); for the law
     sampler, ``law``: its runs used of ``budget_runs`` and why its plan stopped (see
     :func:`sweeper.study.sweep.sweep_status`). Without ``sweep``: the only launched sweep in the
     storage."""
+    from sweeper.study.handle import Sweep
     from sweeper.study.lease import driver_status
     from sweeper.study.sweep import resolve_sweep_name, sweep_status
 
+    _check("sweep", sweep, "name", "Sweep", "None", error=StorageError)
+    _storage(storage)
+    if isinstance(sweep, Sweep):  # (a sweep may be given as a Sweep, as to every verb)
+        storage = storage or sweep.url
+        sweep = sweep.name
     name = resolve_sweep_name(sweep, storage)
     out = sweep_status(name, storage)
     out["driver"] = driver_status(name, storage)
@@ -219,6 +315,8 @@ def runs(sweep: str | Sweep, *, storage: str | None = None) -> pd.DataFrame:
     the sweep would."""
     from sweeper.fitting.provenance import sweep_conventions
 
+    _check("sweep", sweep, "name", "Sweep", error=StorageError)
+    _storage(storage)
     sw = _sweep_or_joined(sweep, storage)
     df = sw.runs()
     df.attrs[CONVENTIONS_ATTR] = sweep_conventions(sw).to_json()  # (JSON: to_parquet writes it)
@@ -226,18 +324,27 @@ def runs(sweep: str | Sweep, *, storage: str | None = None) -> pd.DataFrame:
 
 
 def _frame_conventions(df: pd.DataFrame) -> Any:
-    """The conventions :func:`runs` recorded in ``df.attrs`` (None when it did not)."""
+    """The conventions :func:`runs` recorded in ``df.attrs`` (None when it did not); FitError
+    when that key holds anything but the mapping :func:`runs` writes (a string had raised a
+    bare ValueError)."""
     from sweeper.fitting.conventions import SCHEMA_VERSION, Conventions
 
     d = df.attrs.get(CONVENTIONS_ATTR)
-    return Conventions.from_json(d, law={"schema_version": SCHEMA_VERSION}) if d else None
+    if not d:
+        return None
+    if not isinstance(d, Mapping):
+        raise FitError(
+            f"data.attrs[{CONVENTIONS_ATTR!r}] must be the conventions sweeper.runs() records "
+            f"(a mapping), got {_shown(d)}; delete the key to fit the frame without them"
+        )
+    return Conventions.from_json(d, law={"schema_version": SCHEMA_VERSION})
 
 
 def import_runs(
     path: str | Path,
     *,
     sweep: str,
-    renames: Mapping[str, str] | None = None,
+    renames: Mapping[str, str] | str | Sequence[str] | None = None,
     seq_len: int | None = None,
     storage: str | None = None,
     study: str | Path | None = None,
@@ -249,9 +356,12 @@ def import_runs(
     with it the sweep's cells can be trained again, e.g. by :func:`validate_transfer`.
     ``conventions``: what the file's numbers mean, which its laws then record, e.g.
     ``{"parametrization": "mup", "base_width": 256, "tokens": "tokenizer:llama3",
-    "n_params": "total"}`` (keys: :data:`sweeper.study.declared.KEYS`); not with ``study``."""
+    "n_params": "total"}`` (keys: :data:`sweeper.study.declared.KEYS`), or ``"KEY=VALUE"``
+    texts as ``--convention`` takes them; not with ``study``. ``renames``: old column name →
+    new (``{"val_loss": "loss"}``), or ``"OLD=NEW"`` texts as ``--rename`` takes them."""
     from sweeper.study.importer import import_runs as _import
 
+    _storage(storage)
     _import(
         path,
         sweep=sweep,
@@ -282,15 +392,20 @@ def fit(
     ``target``: "lr", "batch_tokens", "loss"); see :mod:`sweeper.fitting.fit_runs` for the rules
     and ``options`` (band, n_boot, cell_boot, min_runs, keep_edge, huber, weighted, loss_points,
     seed, surface: the surface method's settings, "standard" or "planner", by default "planner"
-    for a study planned by the law sampler). The laws record the sweep's conventions (:mod:`sweeper.fitting.provenance`); a target
-    skipped and the fits' doubts are issued as :class:`~sweeper.fitting.FitWarning`.
+    for a study planned by the law sampler). The laws record the sweep's conventions
+    (:mod:`sweeper.fitting.provenance`); a target skipped and the fits' doubts are issued as
+    :class:`~sweeper.fitting.FitWarning`. ``data``: a sweep's name, a
+    :class:`~sweeper.study.handle.Sweep` or a runs DataFrame (FitError for anything else).
     """
     from sweeper.fitting._common import FitSkipped, FitWarning
     from sweeper.fitting.fit_runs import FitOptions, fit_runs
     from sweeper.fitting.store import put_law
 
     _check_fit_options(options)
-    predictors = (predictors,) if isinstance(predictors, str) else predictors  # (one name)
+    _check("data", data, "name", "Sweep", "frame", error=FitError)  # (a dict: "no database")
+    _check("store", store, "bool", error=FitError)
+    _storage(storage)
+    predictors = _predictors(predictors)
     runs, conv, source, sw = _fit_inputs(data, storage)
     surface = _surface_settings(sw, options.pop("surface", None), method)
     opts = FitOptions(method=method, surface=surface, **options)
@@ -342,12 +457,34 @@ def _fit_inputs(
 
 def _check_fit_options(options: Mapping[str, Any]) -> None:
     """SweeperError naming the valid fit options when ``options`` holds another key (``method``
-    is :func:`fit`'s own argument)."""
+    is :func:`fit`'s own argument); FitError for a seed, ``min_runs`` or switch of another type
+    (numpy's or a comparison's bare errors had said it; the bootstrap counts, the band and the
+    surface settings are checked by :func:`~sweeper.fitting.fit_runs.fit_runs`)."""
     from dataclasses import fields
 
     from sweeper.fitting.fit_runs import FitOptions
 
     _check_options("fit", options, [f.name for f in fields(FitOptions) if f.name != "method"])
+    kinds = {"seed": "int>=0", "min_runs": "int>=1", "keep_edge": "bool", "huber": "bool",
+             "weighted": "bool", "loss_points": "str"}  # fmt: skip
+    for key, kind in kinds.items():
+        if key in options:
+            _check(key, options[key], kind, error=FitError)
+
+
+def _predictors(
+    predictors: object,
+) -> Sequence[str] | Mapping[str, Sequence[str]] | None:
+    """``predictors`` as :func:`fit` and :func:`diff` pass them on: None, a list of names, one
+    name as a list of it, or a mapping target → names (one name likewise); FitError for anything
+    else (3 had raised a bare TypeError, a mapping's one name had been split into letters)."""
+    _check("predictors", predictors, "str", "strs", "mapping", "None", error=FitError)
+    if isinstance(predictors, Mapping):
+        for target, names in predictors.items():
+            _check(f"predictors[{target!r}]", names, "str", "strs", error=FitError)
+        return {t: (n,) if isinstance(n, str) else n for t, n in predictors.items()}
+    chosen = cast("Sequence[str] | None", predictors)
+    return (predictors,) if isinstance(predictors, str) else chosen
 
 
 def _check_options(what: str, options: Mapping[str, Any], valid: Sequence[str]) -> None:
@@ -363,6 +500,8 @@ def laws(sweep: str | Sweep | None = None, *, storage: str | None = None) -> lis
     sweep."""
     from sweeper.fitting.store import list_laws
 
+    _check("sweep", sweep, "name", "Sweep", "None", error=StorageError)
+    _storage(storage)
     if sweep is None:
         return list_laws(None, storage)
     if isinstance(sweep, str) and "+" in sweep:  # laws fitted on joined sweeps (fit a+b)
@@ -372,17 +511,26 @@ def laws(sweep: str | Sweep | None = None, *, storage: str | None = None) -> lis
     return list_laws(sw.name, sw.url)
 
 
+#: the largest law id: SQLite's largest INTEGER (a larger one had raised a bare OverflowError)
+_MAX_LAW_ID: Final[int] = 2**63 - 1
+
+
 def law(law_id: int, *, storage: str | None = None) -> Law:
     """The stored law ``law_id``. A published law set is :func:`published_laws`."""
     from sweeper.fitting.store import get_law
     from sweeper.recipe.published import PUBLISHED_NAMES
 
+    _storage(storage)
     if isinstance(law_id, bool) or not isinstance(law_id, numbers.Integral | str) or (
         isinstance(law_id, str) and not law_id.strip().isdigit()
     ):  # (numpy's integers are ids too: a review)
-        hint = (f"; a published law set is sweeper.published_laws({law_id!r})"
-                if isinstance(law_id, str) and law_id.lower() in PUBLISHED_NAMES else "")  # fmt: skip
-        raise StorageError(f"a law id is a whole number, got {law_id!r}{hint}")
+        named = isinstance(law_id, str) and law_id.lower() in PUBLISHED_NAMES
+        hint = f"; a published law set is sweeper.published_laws({law_id!r})" if named else ""
+        raise StorageError(f"a law id is a whole number, got {_shown(law_id)}{hint}")
+    if not 1 <= int(law_id) <= _MAX_LAW_ID:
+        raise StorageError(
+            f"a law id is a whole number from 1 to {_MAX_LAW_ID}, got {_shown(law_id)}"
+        )
     return get_law(int(law_id), storage)
 
 
@@ -411,6 +559,7 @@ def resolve_laws(
     from sweeper.recipe.published import PUBLISHED_NAMES, published_key, published_laws
     from sweeper.study.handle import Sweep
 
+    _storage(storage)
     url: str | None
     if isinstance(given, Sweep):
         name, url = given.name, given.url
@@ -496,7 +645,7 @@ def _name(law: Law) -> str:
     return f"law {law.id}" if law.id is not None else f"{law.source}:{law.target}"
 
 
-# ---- stage 3: a recipe for a target ---------------------------------------------------------------
+# ---- stage 3: a recipe for a target --------------------------------------------------------------
 def recommend(
     laws: str | int | Sweep | Law | Sequence[Law] | Mapping[str, Law],
     at: Target | Mapping[str, Any],
@@ -523,6 +672,11 @@ def recommend(
         options,
         [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "loss_law"],
     )
+    # (rampup="x" had turned the ramp-up on, force="no" counted as True)
+    _check("rampup", options.get("rampup"), "bool", "None", error=TargetError)
+    _check("force", options.get("force", False), "bool", error=TargetError)
+    if "defaults" in options:
+        options["defaults"] = _as_defaults(options["defaults"])
     target = as_target(at)
     found, loss = resolve_laws(laws, storage=storage)
     return _recommend(found, target, _as_hardware(hardware), loss_law=loss, **options)
@@ -537,6 +691,31 @@ def _as_hardware(hardware: Hardware | Mapping[str, Any] | None) -> Hardware | No
     if hardware is None or isinstance(hardware, Hardware):
         return hardware
     return Hardware(**fields_of(hardware, Hardware, what="hardware", error=TargetError))
+
+
+def _as_defaults(defaults: object) -> RecipeDefaults | None:
+    """``defaults`` as a :class:`~sweeper.recipe.recommend.RecipeDefaults`: as it is, or built
+    from a mapping of its fields (as ``hardware=``); TargetError naming the fields for an
+    unknown key or another type, and for a field that is not a finite number >= 0 (for the
+    counts, a whole number >= 1). A string had raised a bare AttributeError."""
+    from dataclasses import fields
+
+    from sweeper.recipe.names import fields_of
+    from sweeper.recipe.recommend import RecipeDefaults
+
+    if defaults is None:
+        return None
+    if not isinstance(defaults, RecipeDefaults):
+        given = fields_of(defaults, RecipeDefaults, what="defaults", error=TargetError)
+        defaults = RecipeDefaults(**given)
+    for f in fields(RecipeDefaults):
+        v = getattr(defaults, f.name)
+        whole = f.type in (int, "int")  # (the counts: steps, sequences, increments)
+        ok = _integer(v) if whole else isinstance(v, numbers.Real) and not isinstance(v, bool)
+        if not ok or not (1 if whole else 0) <= v < math.inf:
+            kind = "a whole number >= 1" if whole else "a finite number >= 0"
+            raise TargetError(f"defaults.{f.name} must be {kind}, got {_shown(v)}")
+    return defaults
 
 
 @dataclass(frozen=True)
@@ -580,7 +759,15 @@ def export(
     ``allow_inexpressible``, and for a muP/CompleteP recipe from an LR law that records another
     or no parametrization unless ``force``."""
     from sweeper.recipe.export import render
+    from sweeper.recipe.recipe import Recipe
 
+    if not isinstance(recipe, Recipe):  # (a dict or a Law had raised a bare AttributeError)
+        raise TargetError(
+            f"recipe must be a Recipe (what sweeper.recommend returns), got {_shown(recipe)}"
+        )
+    _check("format", format, "str", error=TargetError)  # (a list: "unhashable type")
+    _check("allow_inexpressible", allow_inexpressible, "bool", error=TargetError)
+    _check("force", force, "bool", error=TargetError)
     if framework_version is not None and not isinstance(framework_version, str):
         raise TargetError(  # (a float 0.16 had raised a bare AttributeError; 0.10 would be 0.1)
             f"framework_version is a string, e.g. '0.16'; got {framework_version!r}"
@@ -611,10 +798,17 @@ def check(
 ) -> list[CheckResult]:
     """Where published (by name, see ``sweeper check --list-recipes``) or given recipes sit
     against ``laws``: one :class:`~sweeper.recipe.check.CheckResult` per recipe."""
-    from sweeper.recipe.check import check_recipe
-    from sweeper.recipe.published_recipes import get_recipe
+    from sweeper.recipe.check import CheckValues, check_recipe
+    from sweeper.recipe.published_recipes import PublishedRecipe, get_recipe
 
     items = [recipes] if isinstance(recipes, str) or not isinstance(recipes, Sequence) else recipes
+    for r in items:  # (None, a number or a dict had raised a bare AttributeError)
+        if not isinstance(r, str | PublishedRecipe | CheckValues):
+            raise TargetError(
+                "recipes must be a published recipe's name (sweeper check --list-recipes), a "
+                f"PublishedRecipe or a CheckValues, or a list of them; got {_shown(r)}"
+            )
+    _check("force", force, "bool", error=TargetError)
     found, _loss = resolve_laws(laws, storage=storage)
     return [
         check_recipe(
@@ -660,6 +854,9 @@ def compare(
     from sweeper.recipe.compare import compare_sweep_laws, convention_notes, coupling_notes
     from sweeper.recipe.hardware import positive
 
+    _check("sweep", sweep, "name", "Sweep", error=StorageError)
+    _storage(storage)
+    _check("published", published, "str", "strs", error=TargetError)  # (None: a TypeError)
     problems: list[str] = []
     positive("bytes_per_token", bytes_per_token, problems)
     if problems:
@@ -708,10 +905,17 @@ def validate_transfer(
     ones (:func:`~sweeper.transfer.run.seed_blocks`); with fewer it keeps the seeds it has;
     after the law moved (more runs, a refit) it keeps the runs it has and trains the new LRs.
     ``surface``: the surface method's settings (as :func:`fit`)."""
+    from sweeper.study.spec import check_max_concurrent
     from sweeper.transfer.run import run_transfer
 
-    if seeds < 1:
-        raise SweeperError(f"--seeds must be at least 1, got {seeds}")
+    _check("sweep", sweep, "name", "Sweep", error=StorageError)
+    _storage(storage)
+    _check("holdout (--holdout)", holdout, "str")  # (None, 5, a list: bare TypeErrors)
+    _check("fit_cells (--fit-cells)", fit_cells, "str", "None")
+    _check("seeds (--seeds)", seeds, "int>=1")  # (1.5 had been taken)
+    _check("progress", progress, "bool")
+    _check("verbose", verbose, "int>=0")
+    check_max_concurrent(max_concurrent)
     sw = _sweep(sweep, storage)
     return run_transfer(
         sw,
@@ -734,26 +938,82 @@ def write_report(
     method: str | None = None,
     recipe: Recipe | Mapping[str, Any] | None = None,
     bootstrap: int = 200,
-    at: Mapping[str, float] | None = None,
+    at: Target | Mapping[str, float] | None = None,
 ) -> list[Path]:
     """PNG plots and a self-contained ``index.html`` for a sweep in folder ``out``; returns the
     files written. The laws shown are the latest stored per target; with ``method`` the latest
     stored by that method, fitted for the report alone when none is. ``recipe``: a recipe (or its
     JSON form) to show, with its target on the law plot; or ``at``, a target's scale without a
-    recipe (``{"n_params": 7e9, "tokens": 1.4e12}``), marked on the law plots with how far each
-    law extrapolates to it. Every transfer check stored for the sweep (:func:`validate_transfer`)
+    recipe (``{"n_params": 7e9, "tokens": 1.4e12}``, or a :class:`~sweeper.recipe.target.Target`,
+    of which its N, shape and budget are marked), marked on the law plots with how far each law
+    extrapolates to it. Every transfer check stored for the sweep (:func:`validate_transfer`)
     has its section, the one stored last first."""
     from sweeper.recipe.recipe import Recipe
     from sweeper.report.build import build_report
 
+    _check("sweep", sweep, "name", "Sweep", error=StorageError)
+    _storage(storage)
+    _check("out (-o)", out, "path")
+    _check("method", method, "str", "None")
+    if not isinstance(recipe, Recipe | Mapping | None):  # ("x" had raised AttributeError)
+        raise SweeperError(
+            f"recipe must be a Recipe or its JSON form (a mapping), got {_shown(recipe)}"
+        )
+    scale = _report_scale(at)
+    _writable_folder(Path(out))
     sw = _sweep_or_joined(sweep, storage)
     recipe_dict = recipe.to_dict() if isinstance(recipe, Recipe) else recipe
     return build_report(
-        sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap, at=at
+        sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap, at=scale
     )
 
 
-# ---- your own model: is my change different? does muP take? ---------------------------------------
+def _report_scale(at: object) -> Mapping[str, float] | None:
+    """:func:`write_report`'s ``at`` as the scale the report marks: a mapping as it is, a
+    Target's N, shape and budget (``compute`` as the report's ``flops``; ``tokens_per_param``
+    as the tokens it gives with ``n_params``); SweeperError for anything else (a Target had
+    raised "not iterable", "1e9" was read a letter at a time)."""
+    from sweeper.recipe.target import Target
+
+    if at is None or isinstance(at, Mapping):
+        return at
+    if not isinstance(at, Target):
+        raise SweeperError(
+            "at must be a Target or a mapping of the scale to mark (n_params, tokens, flops, "
+            f"width, depth: {{'n_params': 7e9, 'tokens': 1.4e12}}), got {_shown(at)}"
+        )
+    tokens = at.tokens
+    if at.tokens_per_param is not None:
+        if at.n_params is None:
+            raise SweeperError(
+                "at: a Target's tokens_per_param needs its n_params to give the tokens to mark"
+            )
+        tokens = at.tokens_per_param * at.n_params
+    given = {"n_params": at.n_params, "tokens": tokens, "flops": at.compute,
+             "width": at.width, "depth": at.depth}  # fmt: skip
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _writable_folder(out: Path) -> None:
+    """SweeperError unless a report can be written in folder ``out``: the nearest folder of it
+    that exists (``out`` itself, else a parent) takes a new folder, tried and removed at once, so
+    that nothing is left when the report fails later (a path under a file or under /proc had
+    raised a bare NotADirectoryError or FileNotFoundError)."""
+    import tempfile
+
+    where = out.absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        under = "" if where == out.absolute() else f": cannot write {out} under it"
+        raise SweeperError(f"out (-o): {where} exists and is not a folder{under}")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".sweeper-", dir=where))
+    except OSError as e:
+        raise SweeperError(f"out (-o): cannot write a report in {out}: {e.strerror or e}") from None
+
+
+# ---- your own model: is my change different? does muP take? --------------------------------------
 def diff(
     sweep_a: str | Sweep,
     sweep_b: str | Sweep,
@@ -775,9 +1035,19 @@ def diff(
     study on more LRs, whose runs are fitted together under the first one's conventions (their
     conventions must agree)."""
     from sweeper.fitting.diff import check_diff_method, diff_runs
+    from sweeper.recipe.hardware import positive
 
+    _check("sweep_a", sweep_a, "name", "Sweep", error=StorageError)
+    _check("sweep_b", sweep_b, "name", "Sweep", error=StorageError)
+    _storage(storage)
     _check_fit_options(options)
     check_diff_method(method)
+    problems: list[str] = []
+    positive("params", params, problems)  # (nan had been taken, "1e9" too)
+    positive("tokens", tokens, problems)
+    if problems:
+        raise TargetError("; ".join(problems))
+    _check("predictors", predictors, "str", "strs", "None", error=FitError)
     runs_a, conv_a, name_a = _joined_runs(sweep_a, storage)
     runs_b, conv_b, name_b = _joined_runs(sweep_b, storage)
     target = {k: v for k, v in (("n_params", params), ("tokens", tokens)) if v is not None}
@@ -811,10 +1081,21 @@ def coord_check(
     ``parametrization`` checks the same model under another one (e.g. ``"sp"`` to compare)."""
     from dataclasses import replace
 
+    from sweeper.recipe.hardware import positive
     from sweeper.study.own_code import coord_check_study
     from sweeper.study.spec import check_spec
 
-    spec = study if not isinstance(study, (str, Path)) else load_study(study)
+    _check("widths (--widths)", widths, "ints>=1", "None", error=StudyError)
+    _check("depth (--depth)", depth, "int>=1", "None", error=StudyError)  # (0 was the default)
+    _check("steps (--steps)", steps, "int>=1", error=StudyError)
+    _check("batch_size (--batch-size)", batch_size, "int>=1", error=StudyError)
+    _check("seed (--seed)", seed, "int>=0", error=StudyError)
+    _check("parametrization", parametrization, "str", "None", error=StudyError)
+    problems: list[str] = []
+    positive("lr", lr, problems)
+    if problems:
+        raise StudyError(problems)
+    spec = _spec(study)
     if parametrization is not None:
         spec = replace(spec, model=replace(spec.model, parametrization=parametrization))
         if problems := check_spec(spec):  # (a bare ValueError for an unknown one)

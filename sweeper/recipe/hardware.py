@@ -74,12 +74,17 @@ class Hardware:
                 p.append(f"{name} must be a positive integer, got {name}={v!r}")
         positive("gpu_memory_gb", self.gpu_memory_gb, p)
         positive("peak_tflops", self.peak_tflops, p)
-        if not (isinstance(self.mfu, (int, float)) and 0.0 < self.mfu <= 1.0):
-            p.append(f"mfu must be in (0, 1], got mfu={self.mfu}")
+        mfu = self.mfu  # (True had been taken for 1, "0.4" said as 0.4)
+        if not (isinstance(mfu, numbers.Real) and not isinstance(mfu, bool) and 0.0 < mfu <= 1.0):
+            p.append(f"mfu must be a number in (0, 1], got mfu={mfu!r}")
         if self.precision not in PRECISIONS:
             p.append(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.zero_stage not in (0, 1, 2, 3):
-            p.append(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
+        z = self.zero_stage  # (1.0 had been taken, and written into DeepSpeed's config as 1.0)
+        if not (isinstance(z, int) and not isinstance(z, bool) and z in (0, 1, 2, 3)):
+            p.append(f"zero_stage must be 0, 1, 2 or 3 (an integer), got zero_stage={z!r}")
+        for name in ("flash_attention", "recompute"):  # ("no" had counted as True)
+            if not isinstance(getattr(self, name), bool):
+                p.append(f"{name} must be True or False, got {name}={getattr(self, name)!r}")
         if p:
             raise TargetError("; ".join(p))
 

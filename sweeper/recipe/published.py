@@ -84,7 +84,13 @@ def _power(
 
 def published_key(name: str) -> str:
     """``name`` as a published law set's name is matched against :data:`PUBLISHED_NAMES`: case,
-    surrounding blanks, hyphens and underscores ignored ("Step-Law" is "steplaw")."""
+    surrounding blanks, hyphens and underscores ignored ("Step-Law" is "steplaw"). SweeperError
+    for a name that is no string (None or a list had raised a bare AttributeError)."""
+    if not isinstance(name, str):
+        raise SweeperError(
+            f"name must be a published law set's name, a string ({', '.join(PUBLISHED_NAMES)}); "
+            f"got {type(name).__name__} {name!r}"
+        )
     return name.strip().lower().replace("-", "").replace("_", "")
 
 

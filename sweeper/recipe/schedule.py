@@ -21,6 +21,7 @@ measured under. What the law does not record comes from
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -54,10 +55,23 @@ class Schedule:
     decay_fraction: float | None = None
 
 
+def _not_numbers(**given: object) -> list[str]:
+    """One line for each of ``given`` (name → value) that is neither None nor a real number (a
+    string had raised a bare TypeError from a comparison)."""
+    return [
+        f"{name} must be a number, got {type(v).__name__} {v!r}"
+        for name, v in given.items()
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real))
+    ]
+
+
 def schedule_problems(name: str, min_lr_ratio: float, decay_fraction: float | None) -> list[str]:
     """What is wrong with a schedule, one line each (empty: it is one the proxies can run)."""
     if name not in SCHEDULES:
         return [f"schedule {name!r} is not one of {', '.join(SCHEDULES)}"]
+    wrong = _not_numbers(min_lr_ratio=min_lr_ratio, decay_fraction=decay_fraction)
+    if wrong or min_lr_ratio is None:  # (None: a recipe's JSON without the ratio)
+        return wrong or [f"min_lr_ratio must be a number, got {min_lr_ratio!r}"]
     out = []
     if not 0.0 <= min_lr_ratio <= 1.0:
         out.append(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}")
@@ -88,7 +102,11 @@ def resolve_schedule(
     """The recipe's schedule: the overrides given, else the LR law's measured one (``conv``),
     else cosine; the min LR ratio and WSD decay fraction likewise (the law's only when it decays,
     and its decay fraction only when it is WSD), else the defaults. TargetError when the result
-    breaks :func:`schedule_problems` (an override given to the wrong schedule, named)."""
+    breaks :func:`schedule_problems` (an override given to the wrong schedule, named), and for
+    an override that is not a number."""
+    wrong = _not_numbers(min_lr_ratio=min_lr_ratio, decay_fraction=decay_fraction)
+    if wrong:
+        raise TargetError("; ".join(wrong))
     measured = _measured(conv)
     name = schedule or measured or "cosine"
     if name == "constant":

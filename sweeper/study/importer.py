@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -55,6 +56,7 @@ __all__ = [
     "imported_status",
     "load_runs",
     "read_runs_file",
+    "rename_pairs",
     "validated_runs",
 ]
 
@@ -192,11 +194,70 @@ def validated_runs(
     return out
 
 
+def rename_pairs(renames: Mapping[str, str] | str | Iterable[str] | None) -> dict[str, str]:
+    """``renames`` (``import_runs``'s, ``--rename``'s) as old column name → new: a mapping as it
+    is, or ``"OLD=NEW"`` texts (one, or several); ImportDataError for one without ``=`` or with
+    an empty side, a column renamed twice, a new name that is no string, or another type ("a=b"
+    had raised a bare ValueError, 5 a TypeError)."""
+    if renames is None:
+        return {}
+    if isinstance(renames, Mapping):
+        bad = {k: v for k, v in renames.items() if not isinstance(v, str) or not v}
+        if bad:
+            raise ImportDataError(
+                f"renames maps a column to its new name (a non-empty string), got {bad!r}"
+            )
+        return dict(renames)
+    items = [renames] if isinstance(renames, str) else renames
+    if not isinstance(items, Iterable) or not all(isinstance(i, str) for i in items):
+        raise ImportDataError(
+            "renames must be a mapping old → new ({'val_loss': 'loss'}) or OLD=NEW texts, got "
+            f"{renames!r}"
+        )
+    out: dict[str, str] = {}
+    for item in items:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise ImportDataError(f"renames (--rename) takes OLD=NEW, got {item!r}")
+        if old in out:
+            raise ImportDataError(
+                f"renames (--rename): {old} renamed twice ({old}={out[old]}, {item})"
+            )
+        out[old] = new
+    return out
+
+
+def _check_arguments(
+    path: object, sweep: object, seq_len: object, study: object, conventions: object
+) -> None:
+    """ImportDataError for an argument of :func:`import_runs` of another type than it takes,
+    named as its caller wrote it (a sweep 5 had raised a bare AttributeError, a path None and
+    conventions 5 a TypeError)."""
+    paths = (str, os.PathLike)
+    problems = []
+    if not isinstance(path, paths):
+        problems.append(f"path must be a file's path (a str or Path), got {path!r}")
+    if not isinstance(sweep, str):
+        problems.append(f"sweep (--sweep) must be a name (a string), got {sweep!r}")
+    if seq_len is not None and (not isinstance(seq_len, int) or isinstance(seq_len, bool)):
+        problems.append(f"seq_len (--seq-len) must be an integer > 0 or None, got {seq_len!r}")
+    if study is not None and not isinstance(study, paths):
+        problems.append(f"study (--study) must be a study file's path or None, got {study!r}")
+    listed = isinstance(conventions, Iterable) and all(isinstance(c, str) for c in conventions)
+    if not (conventions is None or isinstance(conventions, Mapping | str) or listed):
+        problems.append(
+            "conventions (--convention) must be a mapping ({'parametrization': 'mup'}), "
+            f"KEY=VALUE texts or None, got {conventions!r}"
+        )
+    if problems:
+        raise ImportDataError("; ".join(problems))
+
+
 def import_runs(
     path: str | Path,
     *,
     sweep: str,
-    renames: Mapping[str, str] | None = None,
+    renames: Mapping[str, str] | str | Iterable[str] | None = None,
     seq_len: int | None = None,
     url: str | None = None,
     study: str | Path | None = None,
@@ -212,18 +273,21 @@ def import_runs(
     cell of the runs must be a cell of its ladder, with the N its study counts.
     ``conventions``: what the file's numbers mean (:mod:`sweeper.study.declared`: ``KEY=VALUE``
     texts or a mapping), stored with the sweep for its laws to record; not with ``study``, which
-    says all of it.
+    says all of it. ``renames``: see :func:`rename_pairs`.
     """
+    _check_arguments(path, sweep, seq_len, study, conventions)
+    renames = rename_pairs(renames)
     if not sweep or not sweep.strip():
         raise ImportDataError("the sweep name must not be empty")
     if not NAME_RE.match(sweep):
         raise ImportDataError(
-            f"--sweep {sweep!r} must be letters, digits, '_', '-' or '.' (no '/'), the rule of "
-            "a study's sweep.name"
+            f"sweep (--sweep) {sweep!r} must be letters, digits, '_', '-' or '.' (no '/'), the "
+            "rule of a study's sweep.name"
         )
     if conventions and study is not None:
         raise ImportDataError(
-            "--convention with --study: the study says what its runs' numbers mean; give one"
+            "conventions (--convention) with --study (study): the study says what its runs' "
+            "numbers mean; give one"
         )
     p = Path(path)
     df = read_runs_file(p, renames=renames, seq_len=seq_len)

@@ -17,6 +17,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweeper.errors import StudyError
+
 if TYPE_CHECKING:
     from sweeper.study.spec import StudySpec
 
@@ -219,12 +221,19 @@ def coord_check_study(
 
     lad = spec.ladder
     ws = sorted(set(widths or ([c.width for c in lad.cells] or list(lad.widths))))
-    dep = depth or min([c.depth for c in lad.cells] or list(lad.depths))
+    dep = depth if depth is not None else min([c.depth for c in lad.cells] or list(lad.depths))
     if lr is None:
         p = spec.search.lr
         vals = [float(v) for v in (p.values if p.values is not None else (p.low, p.high))]
         lr = float(math.exp(np.mean(np.log(vals))))
-    configs = [ProxyConfig(**config_kwargs(spec, w, dep)) for w in ws]
+    configs = []
+    for w in ws:
+        try:
+            configs.append(ProxyConfig(**config_kwargs(spec, w, dep)))
+        except ValueError as e:  # (the shape's own rule: a width the heads do not divide)
+            raise StudyError(
+                f"widths (--widths) {w} at depth {dep}: not a shape of the study's model: {e}"
+            ) from None
     hp = HParams(lr=lr, optimizer=spec.train.optimizer, grad_clip=spec.train.grad_clip)
     data = load_data(
         None if spec.sweep.data == "builtin" else spec.sweep.data,
