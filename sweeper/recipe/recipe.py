@@ -26,7 +26,7 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Final
 
 from proxy_models.hparams import OPTIMIZERS
-from proxy_models.rules import Rules
+from proxy_models.rules import PARAMETRIZATIONS, Rules
 from sweeper.errors import TargetError
 from sweeper.recipe.hardware import Hardware, RampUp
 from sweeper.recipe.memory import MemoryEstimate
@@ -231,6 +231,29 @@ class Recipe:
         of -5 steps, and a NaN LR was blamed on the min LR (an API audit)."""
         if not (math.isfinite(self.lr.value) and self.lr.value > 0):  # (an interval may be open)
             raise TargetError(f"lr must be positive and finite, got {self.lr.value!r}")
+        problems = [
+            f"{name} must be {rule}, got {v!r}"
+            for name, v, rule, ok in (
+                ("width", self.width, ">= 1", self.width >= 1),
+                ("depth", self.depth, ">= 1", self.depth >= 1),
+                ("heads", self.heads, ">= 1 and divide width", self.heads >= 1
+                 and self.width % self.heads == 0),
+                ("vocab", self.vocab, ">= 1", self.vocab >= 1),
+                ("adam_beta1", self.adam_beta1, "in [0, 1)", 0 <= self.adam_beta1 < 1),
+                ("adam_beta2", self.adam_beta2, "in (0, 1)", 0 < self.adam_beta2 < 1),
+                ("adam_eps", self.adam_eps, "positive and finite", 0 < self.adam_eps < math.inf),
+                ("weight_decay", self.weight_decay, ">= 0 and finite",
+                 0 <= self.weight_decay < math.inf),
+                ("grad_clip", self.grad_clip, "positive and finite", 0 < self.grad_clip < math.inf),
+                ("init_std", self.init_std, "positive and finite", 0 < self.init_std < math.inf),
+                ("z_loss", self.z_loss, ">= 0 and finite", 0 <= self.z_loss < math.inf),
+                ("parametrization", self.parametrization, f"one of {', '.join(PARAMETRIZATIONS)}",
+                 self.parametrization in PARAMETRIZATIONS),
+            )
+            if not ok
+        ]  # fmt: skip
+        if problems:  # (an edited JSON: width 0 had divided by zero in an export; a CLI audit)
+            raise TargetError("recipe: " + "; ".join(problems))
         if not 0 <= self.warmup_steps <= self.total_steps:
             raise TargetError(
                 f"warmup_steps must be between 0 and total_steps {self.total_steps}, got "

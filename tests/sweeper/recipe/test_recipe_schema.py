@@ -89,6 +89,11 @@ def _double_batch(d: dict[str, Any]) -> None:
         (lambda d: d["lr"].update(value=float("nan")), "lr must be positive and finite, got nan"),
         (lambda d: d["lr"].update(value=-1.0), "lr must be positive and finite, got -1.0"),
         (lambda d: d.update(warmup_steps=-5), "warmup_steps must be between 0 and total_steps"),
+        # (a CLI audit: width 0 divided by zero in an export, heads 7 of 4096 and beta1 5 passed)
+        (lambda d: d.update(width=0), "recipe: width must be >= 1, got 0"),
+        (lambda d: d.update(heads=7), "heads must be >= 1 and divide width, got 7"),
+        (lambda d: d.update(adam_beta1=5.0), "adam_beta1 must be in \\[0, 1\\), got 5.0"),
+        (lambda d: d.update(parametrization="bogus"), "parametrization must be one of sp, mup"),
         (lambda d: d.update(optimizer="lamb"), "optimizer 'lamb' is not one of adamw"),
         (lambda d: d.pop("seq_len"), "recipe JSON lacks seq_len"),
         (lambda d: d.update(lr=3), "malformed 'lr'"),
