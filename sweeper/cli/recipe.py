@@ -236,6 +236,20 @@ _HARDWARE_ARGS = ("gpus", "gpu_memory_gb", "seq_len", "micro_batch", "precision"
                   "mfu", "zero_stage", "recompute")  # fmt: skip
 
 
+def _recipe_args_given(args: argparse.Namespace) -> list[str]:
+    """The sweep and the law, target and hardware flags given away from their defaults: what
+    ``export --recipe-json`` would ignore (it had exported the file's 1e9 params under
+    --params 5e9 without a word; a CLI audit)."""
+    from sweeper.cli import build_parser
+
+    default = vars(build_parser().parse_args(["export", "--recipe-json", "-", "--format", "json"]))
+    names = ("sweep", "law", "params", *_TARGET_ARGS, *_HARDWARE_ARGS, "no_flash_attention",
+             "global_batch", "rampup", "bytes_per_token")  # fmt: skip
+    out = ["SWEEP" if k == "sweep" else "--" + k.replace("_", "-")
+           for k in names if getattr(args, k) != default[k]]  # fmt: skip
+    return out
+
+
 def _build_recipe(args: argparse.Namespace) -> Recipe:
     from sweeper import api
     from sweeper.recipe.hardware import Hardware
@@ -336,6 +350,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.recipe_json and given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise TargetError(f"{flags}: a --recipe-json recipe keeps its own schedule and settings")
+    if args.recipe_json and (named := _recipe_args_given(args)):
+        raise TargetError(
+            f"{', '.join(named)}: a --recipe-json recipe names its own laws, target and hardware "
+            "(drop them, or export from the sweep without --recipe-json)"
+        )
     recipe = _read_recipe_json(args.recipe_json) if args.recipe_json else _build_recipe(args)
     out = api.export(
         recipe,

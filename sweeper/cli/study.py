@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from sweeper.cli.numbers import positive_count
@@ -436,8 +437,13 @@ def cmd_trials(args: argparse.Namespace) -> int:
 
     fmt = args.format
     if fmt is None:
-        ext = (args.output or "").rsplit(".", 1)[-1].lower() if args.output else ""
-        fmt = ext if ext in TRIAL_FORMATS else "csv"
+        ext = Path(args.output).suffix.lower().lstrip(".") if args.output else ""
+        if ext and ext not in TRIAL_FORMATS:  # (t.tsv had been CSV that import read as one column)
+            raise SweeperError(
+                f"trials -o {args.output}: .{ext} is not one of {', '.join(TRIAL_FORMATS)} "
+                "(give --format, or a file ending in one of them)"
+            )
+        fmt = ext or "csv"
     if fmt == "parquet" and not args.output:
         raise SweeperError("trials: parquet needs -o FILE")
     df = api.runs(args.sweep, storage=args.storage)

@@ -151,6 +151,12 @@ def test_export_from_saved_recipe_json(run, tmp_path: Path) -> None:
     recipe = recipe_from_dict(json.loads(saved.read_text()))
     assert ds["train_batch_size"] == recipe.global_batch_sequences
     assert ds["optimizer"]["params"]["lr"] == recipe.lr.value
+    # the laws, target and hardware are the file's: flags beside it were dropped in silence
+    # (a CLI audit: --params 5e9 exported the file's 1e9)
+    code, out, err = run("export", "--recipe-json", str(saved), "--format", "deepspeed",
+                         "--params", "5e9", "--gpus", "8")  # fmt: skip
+    assert code == 2 and not out
+    assert "--params, --gpus: a --recipe-json recipe names its own laws, target and hardware" in err
 
 
 def test_check_recipe_and_lists(run) -> None:

@@ -179,3 +179,18 @@ def test_trials_writes_whole_numbers_whole(tmp_path: Path, sqlite_url: str, cli:
     assert code == 0
     assert rows[0]["width"] == 16 and isinstance(rows[0]["width"], int)
     assert rows[-1]["seed"] is None  # (the failed point's row keeps its blank)
+
+
+def test_trials_refuses_an_output_extension_it_does_not_write(
+    tmp_path: Path, sqlite_url: str, cli: CliRunner
+) -> None:
+    """-o t.tsv or t.xlsx wrote comma-separated CSV under that name, which import then read as one
+    column (a CLI audit); a file without an extension is still CSV."""
+    _rows_sweep(sqlite_url)
+    for name in ("t.tsv", "t.xlsx"):
+        code, _, err = cli("trials", "rows", "--storage", sqlite_url, "-o", tmp_path / name)
+        assert code == 2 and "is not one of csv, parquet, json" in err, err
+        assert not (tmp_path / name).exists()
+    assert cli("trials", "rows", "--storage", sqlite_url, "-o", tmp_path / "plain")[0] == 0
+    forced = ["--format", "csv", "-o", tmp_path / "t.txt"]
+    assert cli("trials", "rows", "--storage", sqlite_url, *forced)[0] == 0
