@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sweeper.cli.numbers import counts, number, positive, positive_count, seed
+from sweeper.cli.numbers import counts, positive, positive_count, seed
 from sweeper.fitting.methods import DIFF_METHODS
 
 __all__ = ["register"]
@@ -81,8 +81,8 @@ def register(sub: Any) -> None:
     d.add_argument("--target", default="lr", choices=("lr",), help="the law compared (lr)")
     d.add_argument("--method", default=DIFF_METHODS[0], choices=DIFF_METHODS)
     d.add_argument("--predictors", default=None, help="comma-separated, e.g. n_params,tokens")
-    d.add_argument("--params", type=number, default=None, help="target N (non-embedding)")
-    d.add_argument("--tokens", type=number, default=None, help="target D")
+    d.add_argument("--params", type=positive, default=None, help="target N (non-embedding)")
+    d.add_argument("--tokens", type=positive, default=None, help="target D")
     d.add_argument("--bootstrap", type=int, default=4000, help="resamples per law")
     d.add_argument("--cell-bootstrap", type=int, default=200, help="resamples per cell optimum")
     d.add_argument("--seed", type=seed, default=0)

@@ -381,6 +381,10 @@ def _study_text(study: str | Path, df: pd.DataFrame) -> str:
         spec = parse_study_toml(text, source=str(p))
     except (OSError, SweeperError) as e:
         raise ImportDataError(f"--study {p}: {e}") from None
+    except UnicodeDecodeError as e:  # (an internal error had reached the user; a CLI audit)
+        raise ImportDataError(
+            f"--study {p}: not UTF-8 text (byte {e.object[e.start]}): is it a study file?"
+        ) from None
     known = {c.name: c for c in cells(spec)}
     missing = sorted(set(df["cell"].dropna().astype(str)) - set(known)) if "cell" in df else []
     if missing:

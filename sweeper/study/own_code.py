@@ -221,6 +221,10 @@ def coord_check_study(
 
     lad = spec.ladder
     ws = sorted(set(widths or ([c.width for c in lad.cells] or list(lad.widths))))
+    if len(ws) < 2:  # (one width: its slopes were NaN, written as invalid JSON, and 'stable')
+        raise StudyError(
+            f"widths (--widths): a coord check compares widths, got {ws}; give two or more"
+        )
     dep = depth if depth is not None else min([c.depth for c in lad.cells] or list(lad.depths))
     if lr is None:
         p = spec.search.lr

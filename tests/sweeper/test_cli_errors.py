@@ -98,3 +98,27 @@ def test_a_read_only_verb_leaves_another_programs_database_alone(
     with sqlite3.connect(db) as conn:
         names = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
     assert names == ["users"]
+
+
+def test_fuzzed_inputs_that_crashed_or_misled_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CLI fuzz audit: a binary --study to import was an internal UnicodeDecodeError; diff
+    accepted --tokens -1 (and printed a ratio at it); coord-check of one width wrote NaN into
+    its JSON and called the result stable."""
+    repo = Path(__file__).resolve().parents[2]
+    study = tmp_path / "binary.toml"
+    study.write_bytes(b"\x80\x81\x82")
+    csv = tmp_path / "runs.csv"
+    csv.write_text("n_params,tokens,lr,loss\n1e6,1e8,1e-3,3.0\n")
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    imported = ["import", str(csv), "--sweep", "x", "--study", str(study), "--storage", url]
+    assert cli.main(imported) == 2
+    assert "not UTF-8 text (byte 128)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["diff", "a", "b", "--tokens", "-1"])
+    assert e.value.code == 2 and "--tokens" in capsys.readouterr().err
+    smoke = str(repo / "studies" / "smoke.toml")
+    assert cli.main(["coord-check", smoke, "--widths", "32", "--json"]) == 2
+    said = capsys.readouterr()
+    assert not said.out and "give two or more" in said.err, said
