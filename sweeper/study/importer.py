@@ -402,6 +402,12 @@ def _study_text(study: str | Path, df: pd.DataFrame) -> str:
             f"{v:.4g} against {counted:.4g}; {len(off)} cells): --study is for runs trained from "
             "that study; declare other runs' conventions with --convention"
         )
+    said = sorted(set(df["parametrization"].dropna().astype(str))) if "parametrization" in df else []
+    if said and said != [spec.model.parametrization]:  # (an SP law had been labelled muP)
+        raise ImportDataError(
+            f"--study {p}: the runs say parametrization {', '.join(said)}, the study "
+            f"{spec.model.parametrization}: --study is for runs trained from that study"
+        )
     return text
 
 

@@ -436,3 +436,16 @@ def test_tracker_and_spreadsheet_shapes_import(
     (tmp_path / "o.json").write_text(json.dumps(rows[0]))
     with pytest.raises(ImportDataError, match="one array of objects"):
         read_runs_file(tmp_path / "o.json")
+
+
+def test_runs_of_another_parametrization_are_refused_with_a_study(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """The quickstart's SP runs imported with studies/width_mup.toml had been stored, and their
+    law labelled muP with output_mult 4 (a CLI audit)."""
+    repo = Path(__file__).resolve().parents[3]
+    with pytest.raises(ImportDataError, match="the runs say parametrization sp, the study mup"):
+        import_runs(repo / "docs/data/quickstart.csv", sweep="x", url=sqlite_url,
+                    study=repo / "studies/width_mup.toml")  # fmt: skip
+    assert import_runs(repo / "docs/data/width_mup.csv", sweep="m", url=sqlite_url,
+                       study=repo / "studies/width_mup.toml") > 0  # fmt: skip
