@@ -224,17 +224,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from sweeper import api
-    from sweeper.errors import ImportDataError
+    from sweeper.study.importer import rename_pairs
     from sweeper.study.storage import safe_url
 
-    renames: dict[str, str] = {}
-    for item in args.rename:
-        old, sep, new = item.partition("=")
-        if not sep or not old or not new:
-            raise ImportDataError(f"--rename takes OLD=NEW, got {item!r}")
-        if old in renames:
-            raise ImportDataError(f"--rename {old}=... given twice ({old}={renames[old]}, {item})")
-        renames[old] = new
+    renames = rename_pairs(args.rename)  # (one rule for the CLI and import_runs)
     sw = api.import_runs(
         args.file,
         sweep=args.sweep,
