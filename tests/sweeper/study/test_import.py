@@ -349,7 +349,7 @@ def test_what_a_fit_will_miss_is_said_at_import(
     assert caplog.text == ""  # nothing to say about a complete import
     code, _, err = cli("import", path, "--sweep", "x", "--rename", "N=n_params",
                        "--rename", "N=depth", "--storage", sqlite_url)  # fmt: skip
-    assert code == 2 and "--rename N=... given twice" in err
+    assert code == 2 and "renames (--rename): N renamed twice" in err
 
 
 def test_mis_scaled_or_repeated_runs_are_said_at_import(
