@@ -129,6 +129,6 @@ def mup_cautions(r: Recipe) -> list[str]:
         f"the recipe does not record the proxies' head size at the base width: "
         f"--mup-base-head-dim {d_base} assumes base_width/heads = {r.base_width}/{r.heads} (the "
         "head count held fixed across widths); if the proxies kept the head size fixed, give "
-        "their head size instead (edit the flag, or import their runs with --convention "
-        "base_head_dim=SIZE)"
+        "their head size instead (edit the flag, or declare the convention base_head_dim=SIZE "
+        "when importing their runs)"
     ]
