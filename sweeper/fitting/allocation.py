@@ -321,15 +321,12 @@ def plan(
     # the planner's own budget: a point is proposed only while all its runs fit
     last = None if budget_runs is None else budget_runs - point_runs + 1
     if budget_runs is not None and last is not None and state.total >= last:
-        try:
-            law, note = _fit(runs, seed, window, shape_scaling)
-        except ValueError as e:  # (a ladder the planner cannot plan: it raised before the stop)
-            law, note = None, str(e)
-        ratio = _interval_ratio(law, tgt)
         stop = _budget_stop(state, budget_runs, point_runs, len(pending))
-        waits = _unsettled(_state(runs, cells, ()), law, confirm_runs, max_seeds)
-        stop += "; " + _interval_text(law, note, ratio, stop_lr_interval_ratio, waits)
-        return Plan((), stop=stop, law=law, interval_ratio=ratio)
+        law, ratio, told = _where_it_stands(
+            runs, cells, tgt, seed, window, shape_scaling, stop_lr_interval_ratio, confirm_runs,
+            max_seeds,
+        )  # fmt: skip
+        return Plan((), stop=f"{stop}; {told}", law=law, interval_ratio=ratio)
     law, note = _fit(runs, seed, window, shape_scaling)
     ratio = _interval_ratio(law, tgt)
     if (
@@ -439,6 +436,28 @@ def _budget_stop(state: _State, budget_runs: int, point_runs: int, n_pending: in
     if empty:
         out += f"; no result in {', '.join(empty)}"
     return out
+
+
+def _where_it_stands(
+    runs: pd.DataFrame,
+    cells: list[CellPlan],
+    tgt: Mapping[str, float],
+    seed: int,
+    window: tuple[float, float] | None,
+    shape_scaling: Scaling,
+    stop_ratio: float | None,
+    confirm_runs: int,
+    max_seeds: int,
+) -> tuple[SurfaceLaw | None, float | None, str]:
+    """At a budget stop: the law on the stored runs, its Laplace target-LR interval ratio, and
+    the text that sets them against the stop rule (:func:`_interval_text`)."""
+    try:
+        law, note = _fit(runs, seed, window, shape_scaling)
+    except ValueError as e:  # (a ladder the planner cannot plan: it raised before the stop)
+        law, note = None, str(e)
+    ratio = _interval_ratio(law, tgt)
+    waits = _unsettled(_state(runs, cells, ()), law, confirm_runs, max_seeds)
+    return law, ratio, _interval_text(law, note, ratio, stop_ratio, waits)
 
 
 def _interval_text(
