@@ -105,6 +105,7 @@ def register(subparsers: Any) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from sweeper import api
     from sweeper.errors import StudyError
+    from sweeper.run.estimate import cells_too_big
     from sweeper.study.ladder import cells
 
     try:
@@ -119,6 +120,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     est = api.estimate(spec, steps=args.probe_steps) if args.estimate else None
     law = spec.sampler.kind == "law"
     target, doubts = _law_target(spec, cell_list) if law else (None, [])
+    doubts += [f"cannot run on this machine: {line}" for line in cells_too_big(spec, cell_list)]
     if args.json:
         out: dict[str, Any] = {
             "study": str(args.study),

@@ -50,6 +50,7 @@ __all__ = [
     "CellCost",
     "Estimate",
     "Probe",
+    "cells_too_big",
     "duration",
     "estimate_study",
     "load_average",
@@ -279,6 +280,11 @@ def estimate_study(
         concurrent = min(concurrent, spec.resources.max_concurrent)
     ladder = sorted(cells(spec), key=lambda c: (c.flops_per_token, c.name))
     ends = [ladder[0]] if len(ladder) == 1 else [ladder[0], ladder[-1]]
+    if too_big := cells_too_big(spec, ends):
+        from sweeper.errors import SweeperError
+
+        raise SweeperError(f"--estimate cannot probe {too_big[0]}; a smaller ladder, or "
+                           "validate without --estimate")  # fmt: skip
     load = load_average()
     probes = _probed(probe, spec, ends, steps, concurrent)
     costs = [CellCost(c.name, c.n_params, c.tokens, _runs_per_cell(spec), _price(probes, c))
@@ -297,6 +303,42 @@ def estimate_study(
     return Estimate(
         spec.name, tuple(costs), probes, cpu, concurrent, runs, core, notes, load, cores
     )
+
+
+def state_bytes(spec: StudySpec, cell: Cell) -> float:
+    """The least memory a run of ``cell`` holds: its fp32 weights, and in the built-in loop their
+    gradients and the optimizer's states (:func:`sweeper.recipe.memory.bytes_per_param`);
+    activations are left out (a study's own ``train.function``: its weights alone)."""
+    from sweeper.recipe.memory import bytes_per_param
+
+    if spec.train.function is not None:
+        return 4.0 * cell.n_params_total
+    per = min(sum(bytes_per_param("fp32", spec.train.optimizer, matrix=m)) for m in (True, False))
+    return float(per) * cell.n_params_total
+
+
+def machine_memory() -> float | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def cells_too_big(spec: StudySpec, ladder: Sequence[Cell] | None = None) -> list[str]:
+    """One line per cell whose run cannot fit in this machine's memory (:func:`state_bytes`),
+    for a study that trains on CPUs; a GPU's memory is not known here. A widths ladder of 2^60
+    or a depth of 1e9 had passed ``validate``, and ``--estimate`` then hung building the model."""
+    from sweeper.recipe.memory import GIB
+    from sweeper.run.trainable import device_kind
+
+    have = machine_memory()
+    if have is None or device_kind(spec) != "cpu":
+        return []
+    need = [(c, state_bytes(spec, c)) for c in (cells(spec) if ladder is None else ladder)]
+    return [f"{c.name}: {c.n_params_total:.3g} parameters need at least {b / GIB:,.3g} GiB "
+            f"(weights, gradients, optimizer state), more than this machine's "
+            f"{have / GIB:,.3g} GiB" for c, b in need if b > have]  # fmt: skip
 
 
 def load_average() -> float | None:

@@ -310,3 +310,21 @@ def test_a_law_budget_above_what_the_plan_can_use_is_priced_at_the_plans_cap(
     code, out, _ = cli("validate", path, "--estimate")
     assert code == 0 and "total: 27 runs" in out and "priced its 27 runs" in out
     assert "warning: sampler.budget_runs 10,000,000 is more than the 27 runs" in out
+
+
+def test_a_cell_too_big_for_this_machine_is_a_warning_and_is_not_probed(
+    tmp_path: Path, cli: CliRunner
+) -> None:
+    # (an audit: widths of 2^60 and depths of 1e9 passed validate, and --estimate then hung or
+    # died inside torch building the model)
+    path = tmp_path / "deep.toml"
+    path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"')
+                    .replace("depths = [1]", "depths = [1, 1000000000]"))  # fmt: skip
+    code, out, _ = cli("validate", path)
+    assert code == 0
+    assert "warning: cannot run on this machine: w16-d1000000000-t8.19k:" in out
+    assert "GiB (weights, gradients, optimizer state)" in out and "w16-d1-t8.19k:" not in out
+    code, out, _ = cli("validate", path, "--json")
+    assert any("w64-d1000000000" in w for w in json.loads(out)["warnings"])
+    code, _, err = cli("validate", path, "--estimate", "--probe-steps", "2")
+    assert code == 2 and "--estimate cannot probe w64-d1000000000-t8.19k" in err
