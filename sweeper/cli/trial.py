@@ -139,6 +139,14 @@ def run_trial(args: argparse.Namespace) -> int:
         )
     except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
         raise SweeperError(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
+    except (MemoryError, RuntimeError) as e:
+        from sweeper.run.trainable import out_of_memory
+
+        if not out_of_memory(e):
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SweeperError(f"the run ran out of memory ({first}): a smaller --batch-size, a "
+                           "--micro-batch-size, or a smaller --width/--depth/--vocab") from e
 
     out = result.to_dict()
     out["data"] = data.name

@@ -72,6 +72,14 @@ def retryable(e: BaseException) -> bool:
     return any(t.__name__ == "OutOfMemoryError" for t in type(e).__mro__)
 
 
+def out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` says the memory ran out: a MemoryError, torch's OutOfMemoryError, or the
+    RuntimeError torch's CPU allocator raises ("DefaultCPUAllocator: can't allocate memory")."""
+    if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
+
+
 def _load_data(source: str, vocab_size: int, driver: Mapping[str, str] | None = None) -> Any:
     """TokenData, cached per worker process (actors are reused, so it is read once per worker).
     ``driver``: what the driver read at the same path (:func:`data_check`); data that differs

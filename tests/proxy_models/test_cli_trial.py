@@ -149,3 +149,48 @@ def test_bin_data_needs_vocab(
     assert cli(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_params_total"] == out["n_params"] + 2 * 4000 * 32 + 16 * 32
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        MemoryError("Unable to allocate 96.1 GiB for an array with shape (100000000, 129)"),
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate "
+            "memory: you tried to allocate 120000000000 bytes"
+        ),
+    ],
+)
+def test_a_run_out_of_memory_is_one_line_that_says_what_to_lower(
+    cli: Callable[[list[str]], int],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    error: BaseException,
+) -> None:
+    # (an audit: a batch of 1e8 sequences was "internal error: MemoryError"; the numbers are
+    # what numpy and torch said then, raised here so that no test allocates them)
+    import proxy_models as pm
+
+    def train(*a: object, **k: object) -> None:
+        raise error
+
+    monkeypatch.setattr(pm, "train", train)
+    code = cli(["trial", "--lr", "1e-3", "--width", "16", "--tokens", "2048"])
+    err = capsys.readouterr().err
+    assert code == 2 and "internal error" not in err
+    assert "the run ran out of memory (" in err and "a smaller --batch-size" in err
+
+
+def test_an_error_that_is_not_memory_stays_an_internal_error(
+    cli: Callable[[list[str]], int],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import proxy_models as pm
+
+    def train(*a: object, **k: object) -> None:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(pm, "train", train)
+    code = cli(["trial", "--lr", "1e-3", "--width", "16", "--tokens", "2048"])
+    assert code != 0 and "ran out of memory" not in capsys.readouterr().err
