@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pandas as pd
 
@@ -553,7 +553,8 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
     """Write the PNGs and ``index.html`` into ``out_dir``; returns the files written. They are
     drawn in a hidden folder in it and moved out once all are written: an interrupted report had
     left an empty folder, one PNG or a truncated one, mixed with an earlier report's files (a
-    robustness audit)."""
+    robustness audit). The files an earlier report wrote there and this one does not (a
+    transfer plot, a batch plot) are removed, as listed in :data:`MANIFEST`; no other file is."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=out))
@@ -562,11 +563,32 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> list[Path]:
         index = draft / "index.html"
         index.write_text("\n".join(_html_parts(inputs, figures)), encoding="utf-8")
         written = [p for _title, _caption, p in figures] + [index]
+        names = [p.name for p in written]
         for p in written:
             os.replace(p, out / p.name)
     finally:
         shutil.rmtree(draft, ignore_errors=True)
-    return [out / p.name for p in written]
+    _forget_stale(out, names)
+    return [out / name for name in names]
+
+
+#: the file in a report folder that lists what the report wrote there
+MANIFEST: Final[str] = ".sweeper-report"
+
+
+def _forget_stale(out: Path, names: list[str]) -> None:
+    """Remove what the last report in ``out`` wrote and this one did not (an audit: a report
+    written over one with a transfer plot left that plot beside a page that no longer showed
+    it), and record ``names`` for the next one."""
+    manifest = out / MANIFEST
+    try:
+        before = manifest.read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        before = []
+    for name in set(before) - set(names):
+        if "/" not in name and name != MANIFEST:
+            (out / name).unlink(missing_ok=True)
+    manifest.write_text("\n".join(names) + "\n", encoding="utf-8")
 
 
 #: a figure to save: (the figure, its file name, its title, its caption)

@@ -180,6 +180,26 @@ def test_batch_surface_drawn_when_batch_is_swept(tmp_path: Path) -> None:
     assert _png_size((tmp_path / "batch_surface.png").read_bytes())[0] > 400
 
 
+def test_a_report_written_over_another_removes_only_the_plots_it_no_longer_draws(
+    tmp_path: Path,
+) -> None:
+    """A report written into a folder that held one with a batch plot had left that plot there,
+    beside a page that no longer showed it (an audit); the user's own files stay."""
+    swept = synthetic_sweep(
+        n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), batch_law=(0.5, {"tokens": 0.6}), seed=3
+    )
+    fixed = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    (tmp_path / "notes.png").write_bytes(b"mine")
+    for runs in (swept, fixed):
+        optima = estimate_optima(runs, n_boot=30)
+        law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=60)
+        files = write_report(ReportInputs(sweep="s", runs=runs, optima=optima, laws=[law]),
+                             tmp_path)  # fmt: skip
+    on_disk = {p.name for p in tmp_path.iterdir()}
+    assert "batch_surface.png" not in on_disk and "notes.png" in on_disk
+    assert {p.name for p in files} <= on_disk and "index.html" in on_disk
+
+
 def test_report_of_unknown_sweep_is_one_line_exit_2(
     sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -493,7 +513,7 @@ def test_an_interrupted_report_leaves_the_folder_as_it_was(
     out = tmp_path / "rep"
     written = page.write_report(inputs, out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert set(before) == {p.name for p in written} and "index.html" in before
+    assert set(before) == {p.name for p in written} | {page.MANIFEST} and "index.html" in before
     real = page._save_figures
 
     def interrupted(inputs: ReportInputs, where: Path) -> list[tuple[str, str, Path]]:
