@@ -293,17 +293,24 @@ class KaplanLRLaw(Law):
         return math.exp(self.c0 / self.c1)
 
     def beyond_form(self, scale: Mapping[str, float]) -> str | None:
-        """A warning within a decade of :meth:`zero_at`, where the LR is the formula's form more
-        than Kaplan's data (fitted up to 1.5e9): an audit's pythia-12b check read "3.65 octaves
-        above" a law near zero, and gpt3-175b "predicts 0" where the formula is negative."""
+        """A warning beyond Kaplan's data (the law's domain, up to 1.5e9) where the formula's
+        local exponent, d ln η / d ln N = −c1/η, is steeper than −1 (N above :meth:`zero_at`/e,
+        4.4e9): there the LR falls faster than any published LR law has it fall, which is the
+        linear form heading for 0 rather than a measurement. An audit's pythia-12b check read
+        "3.65 octaves above" a law near zero, and gpt3-175b "predicts 0" where the formula is
+        negative; the earlier cut, a decade below the zero (1.2e9), lay inside the law's own
+        domain and refused gpt3-2.7b (another audit)."""
         n = scale.get("n_params")
-        if n is None or not n * 10 > self.zero_at:
+        data_end = self.domain.get("n_params", (0.0, 0.0))[1]
+        if n is None or not n > max(data_end, self.zero_at / math.e):
             return None
         value = self.c0 - self.c1 * math.log(n)
         return (
             f"Kaplan's LR formula {self.c0:g} − {self.c1:g}·ln N reaches 0 at N = "
-            f"{self.zero_at:.2g}; at N = {n:.3g} it gives {value:.3g}, its form rather than its "
-            "data (fitted up to 1.5e9): no usable LR there"
+            f"{self.zero_at:.2g}; at N = {n:.3g}, beyond its data (fitted up to "
+            f"{data_end:.2g}), it gives {value:.3g}, "
+            f"{'below zero' if value <= 0 else 'falling faster than N^-1'}: its form rather "
+            "than its data, no usable LR there"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ __all__ = [
     "check_parametrization",
     "extrapolation_summary",
     "quality_warnings",
+    "refuse_beyond_form",
     "refuse_undetermined",
     "schedule_warnings",
     "span_text",
@@ -128,6 +129,21 @@ def refuse_undetermined(
         "there; narrow it (cells nearer the target, more seeds, a range around every cell's "
         "optimum) or write it anyway with force=True (--force)"
     )
+
+
+def refuse_beyond_form(
+    law: Law, role: str, scale: Mapping[str, float], *, force: bool
+) -> None:
+    """A :class:`TargetError` where ``law``'s value at ``scale`` is its formula's form rather than
+    its data (:meth:`Law.beyond_form`: Kaplan's LR near its zero), unless ``force``; then the
+    regime warning says it. ``check`` had refused to compare a 7B recipe with Kaplan's LR there
+    while ``recommend`` and ``export`` wrote that LR, 7.7e-5, with exit 0 (a laws audit)."""
+    why = None if force else law.beyond_form(scale)
+    if why is not None:
+        raise TargetError(
+            f"{role} law ({law_label(law)}): {why}; use a law fitted on your sweeps or another "
+            "published one, or write it anyway with force=True (--force)"
+        )
 
 
 def coupling_factor(lr_law: Law, batch_law: Law | None, ratio: float) -> float | None:

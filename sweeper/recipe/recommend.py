@@ -38,6 +38,7 @@ from sweeper.recipe.doubts import (
     check_parametrization,
     extrapolation_summary,
     quality_warnings,
+    refuse_beyond_form,
     refuse_undetermined,
     schedule_warnings,
 )
@@ -422,6 +423,9 @@ def _evaluate_laws(
         )
 
     lr_scale, b_scale = scale_for(used.lr), scale_for(used.batch)
+    refuse_beyond_form(used.lr, "lr", lr_scale, force=force)
+    if used.batch_given:
+        refuse_beyond_form(used.batch, "batch", b_scale, force=force)
     lr_f, b_f = token_factor(used.lr, bytes_per_token), token_factor(used.batch, bytes_per_token)
     point, lr_iv = _evaluate(used.lr, "lr", lr_scale, s.seq_len, level, lr_f)
     lr, regret = _risk_aware(used.lr, lr_scale, point)

@@ -155,11 +155,20 @@ def test_law_outside_its_range_is_not_compared() -> None:
     res = check_recipe(published_laws("kaplan"), get_recipe("llama2-70b"))
     assert res.item("lr") is None
     assert any("reaches 0 at N = 1.2e+10" in w and "not compared" in w for w in res.warnings)
-    # within a decade of that zero the value is still positive, but the formula's, not the
-    # data's: an audit's llama2-7b read "1.77 octaves above" beside the warning saying so
+    # near that zero the value is still positive, but the formula's, not the data's: an audit's
+    # llama2-7b read "1.77 octaves above" beside the warning saying so
     near = check_recipe(published_laws("kaplan"), get_recipe("llama2-7b"))
     assert near.item("lr") is None
-    assert any("no usable LR there; not compared" in w for w in near.warnings)
+    assert any("falling faster than N^-1: its form rather than its data, no usable LR there; "
+               "not compared" in w for w in near.warnings)  # fmt: skip
+    # ... but not inside the law's own data (up to 1.5e9), nor just past it, where its local
+    # exponent is still shallower than -1: the cut at a decade below the zero (1.2e9) had
+    # refused N = 1.4e9 and gpt3-2.7b (a laws audit)
+    for recipe in (get_recipe("gpt3-2.7b"), get_recipe("gpt3-1.3b")):
+        res = check_recipe(published_laws("kaplan"), recipe)
+        assert res.item("lr") is not None and not any("reaches 0" in w for w in res.warnings)
+    assert published_laws("kaplan")["lr"].beyond_form({"n_params": 1.4e9}) is None
+    assert published_laws("kaplan")["lr"].beyond_form({"n_params": 4.5e9}) is not None
 
 
 def test_all_recipes_check_against_every_published_law() -> None:

@@ -829,3 +829,16 @@ def test_a_target_deeper_than_every_cell_is_named_as_outside_the_measured_regime
     assert "depth" in regime.split(", and")[0] and "depth 32 (its cells: 2)" in regime
     shallow = recommend({"lr": lr}, Target(width=512, depth=2, tokens=8e8))
     assert not any("depth" in w and "does not model" in w for w in shallow.warnings)
+
+
+def test_a_published_law_past_where_its_form_sets_its_value_is_refused_unless_forced() -> None:
+    """`check` refused to compare a 7B recipe with Kaplan's LR (its linear form near 0, no
+    usable LR) while `recommend` and `export` wrote that LR, 7.7e-5, with exit 0 (a laws audit)."""
+    at = Target(n_params=7e9, tokens=2e12)
+    with pytest.raises(TargetError, match=r"kaplan:lr.*no usable LR there.*--force"):
+        recommend(published_laws("kaplan"), at)
+    forced = recommend(published_laws("kaplan"), at, force=True)
+    assert forced.lr.value == pytest.approx(0.003239 - 0.0001395 * math.log(7e9))
+    assert any("no usable LR there" in w for w in forced.warnings)
+    # inside its data, and just past it, it is a recipe as before
+    assert recommend(published_laws("kaplan"), Target(n_params=2.5e9, tokens=5e10)).lr.value > 0
