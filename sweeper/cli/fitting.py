@@ -612,6 +612,8 @@ def _print_comparison(
                 s = _fmt(r.value)
                 if r.low != r.high:
                     s += f" {_ci((r.low, r.high), 2)}"
+                if r.undetermined:
+                    s += " undetermined"
                 if r.extrapolation > 1.5:
                     s += f" (×{r.extrapolation:.3g} {r.side})"
                 cells.append(s)

@@ -29,7 +29,7 @@ from sweeper.errors import TargetError
 from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION, TOKENS_AS_IMPORTED
 from sweeper.fitting.laws import Law, PowerLaw, formula
 from sweeper.fitting.optimum import CellOptimum, optima_frame
-from sweeper.recipe.doubts import coupling_factor
+from sweeper.recipe.doubts import coupling_factor, span_text, undetermined
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.scale import (
     DEFAULT_SEQ_LEN,
@@ -189,7 +189,9 @@ def compare_laws(
     (point, law): point, law (label), source, target, value, low, high (the law's interval; equal to
     value for published laws), measured, ratio (value / measured), extrapolation (largest factor
     beyond the law's domain, above or below it, 1 inside it), side ("above", "below" or "" inside
-    the domain), note.
+    the domain), undetermined (the interval too wide to place the value:
+    :func:`~sweeper.recipe.doubts.undetermined`), unit (of a batch row's value, measured and
+    interval: "tokens" or "bytes"; "" for an LR), note.
     """
     rows: list[dict[str, Any]] = []
     for law in laws:
@@ -212,7 +214,7 @@ def compare_laws(
                 if law.target == "batch_tokens":
                     factor /= unit  # (the law's unit back to the point's)
                 value, low, high = value * factor, low * factor, high * factor
-                note = "; ".join(x for x in (note, why) if x)
+                note = "; ".join(x for x in (note, why, _undetermined_note(low, high)) if x)
             rows.append(
                 {
                     "point": p["point"],
@@ -226,11 +228,32 @@ def compare_laws(
                     "ratio": value / measured if measured > 0 else np.nan,
                     "extrapolation": extrap,
                     "side": side,
+                    "undetermined": bool(scale is not None and undetermined(low, high)),
+                    "unit": _unit(law, p),
                     "note": note,
                 }
             )
     cols = ["point", "law", "source", "target", "value", "low", "high", "measured", "ratio"]
-    return pd.DataFrame(rows, columns=[*cols, "extrapolation", "side", "note"])
+    rest = ["extrapolation", "side", "undetermined", "unit", "note"]
+    return pd.DataFrame(rows, columns=[*cols, *rest])
+
+
+def _undetermined_note(low: float, high: float) -> str:
+    """What a value whose interval is too wide to place it is (``check`` marks it so, and
+    ``recommend`` refuses it: :func:`~sweeper.recipe.doubts.refuse_undetermined`); a compare
+    audit's LR of 20 [0.12, 3.3e+03] at a 7B target was a row like any other."""
+    if not undetermined(low, high):
+        return ""
+    return (f"its interval {span_text(high / low)} here: the law does not determine the value "
+            "(recommend refuses it)")  # fmt: skip
+
+
+def _unit(law: Law, point: Mapping[str, Any]) -> str:
+    """The unit of a row's value, measured and interval: a batch in the point's bytes (a
+    byte-level sweep's cells) or tokens; an LR has none ("")."""
+    if law.target != "batch_tokens":
+        return ""
+    return "bytes" if point.get("counts_bytes") else "tokens"
 
 
 _COUPLING = "the fitted LR-batch coupling"

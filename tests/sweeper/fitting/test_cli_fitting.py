@@ -573,3 +573,52 @@ def test_the_law_table_says_when_an_exponents_sign_is_not_determined(
     assert "(sign not determined)" in capsys.readouterr().out
     _print_law(replace(fitted, exponents_ci={p: (-0.3, -0.1)}), "s")
     assert "sign not determined" not in capsys.readouterr().out
+
+
+def test_compare_marks_a_value_its_law_does_not_determine_and_gives_each_rows_unit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A compare audit: a law's LR of 20 [0.12, 3.3e+03] at a 7B target was a row like any
+    other (check marks it undetermined and recommend refuses it), and a batch row's value was in
+    bytes at a byte-level sweep's cells and in tokens at the target with no unit in the JSON."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.recipe.compare import cell_points, compare_laws, target_point
+
+    rng = np.random.default_rng(0)
+    draws = np.column_stack([rng.normal(0, 0.1, 200), rng.normal(-0.3, 0.08, 200)])
+    boot = tuple((float(a), float(b)) for a, b in draws)
+    wide = PowerLaw(
+        conventions=Conventions(), target="lr", predictors=("n_params",), source="w",
+        method="test", domain={"n_params": (1e5, 1e6)}, log_prefactor=0.0,
+        exponents={"n_params": -0.3}, boot_coefs=boot,
+    )  # fmt: skip
+    near, far = compare_laws([wide], pd.concat(
+        [target_point(n_params=2e5, tokens=1e8), target_point(n_params=1e12, tokens=1e12)]
+    )).to_dict("records")  # fmt: skip
+    assert not near["undetermined"] and "does not determine" not in near["note"]
+    assert far["undetermined"] and far["high"] / far["low"] > 1000
+    assert "the law does not determine the value (recommend refuses it)" in far["note"]
+    assert near["unit"] == far["unit"] == ""
+    batch = PowerLaw(
+        conventions=Conventions(), target="batch_tokens", predictors=("tokens",), source="b",
+        method="test", domain={"tokens": (1e5, 1e7)}, log_prefactor=0.0,
+        exponents={"tokens": 0.5},
+    )  # fmt: skip
+    cells = cell_points(
+        pd.DataFrame({"cell": ["c"], "n_params": [1e5], "tokens": [4e6], "lr": [0.01],
+                      "batch_tokens": [2e3], "batch_range_low": [64.0]}),
+        counts_bytes=True,
+    )  # fmt: skip
+    units = compare_laws([batch], pd.concat([cells, target_point(tokens=1e10, n_params=1e8)]))
+    assert list(units["unit"]) == ["bytes", "tokens"]
+    # the CLI's table says it beside the value
+    from sweeper.cli.fitting import _print_comparison
+
+    _print_comparison("s", [wide], pd.DataFrame(), compare_laws([wide], pd.concat(
+        [target_point(n_params=2e5, tokens=1e8).assign(point="near"),
+         target_point(n_params=1e12, tokens=1e12)]
+    )))  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert "undetermined" not in next(line for line in out if "│ near" in line)
+    assert "undetermined" in next(line for line in out if "│ target" in line)
