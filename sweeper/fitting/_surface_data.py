@@ -45,7 +45,8 @@ class Bound:
     lb: float  # ln batch_tokens of the diverged runs (0 when the batch is not modelled)
     lr: float  # the lowest diverged LR
     n_done: int
-    n_div: int
+    n_div: int  # runs that diverged
+    n_beyond: int = 0  # completed runs past the fit window or the blow-up, taken as bounds too
 
 
 @dataclass
@@ -354,8 +355,10 @@ def _bound_cells(
 ) -> list[Bound]:
     """The divergence bounds of the cells without a usable curve (checked against the law)."""
     bounds = []
+    diverged = df["diverged"] | ((df["state"] == "COMPLETE") & ~np.isfinite(df["loss"]))
     for name in bound:
         b_div, _ = _bounds(df[df["cell"] == name], batch)
+        as_bound = df["_div"] & (df["cell"] == name)
         lxb = np.log(bound_frame.loc[name, list(bpreds)].to_numpy(dtype=float)) if bpreds else None
         for _, row in b_div.iterrows():
             bounds.append(
@@ -366,7 +369,8 @@ def _bound_cells(
                     lb=math.log(row["batch_tokens"]) if batch else 0.0,
                     lr=float(row["lr"]),
                     n_done=int((df["_done"] & (df["cell"] == name)).sum()),
-                    n_div=int((df["_div"] & (df["cell"] == name)).sum()),
+                    n_div=int((as_bound & diverged).sum()),
+                    n_beyond=int((as_bound & ~diverged).sum()),
                 )
             )
     return bounds

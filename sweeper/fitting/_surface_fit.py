@@ -225,9 +225,14 @@ def check_bounds(data: Data, fit: Result) -> list[str]:
             worst[b.cell] = (margin, b, float(np.exp(opt)))
     out = []
     for cell, (margin, b, opt) in worst.items():
+        # (a report audit: runs past the fit window, near the cell's best loss, had been
+        # counted as "diverged" beside a plot and a table that showed none)
+        above = [f"{b.n_div} diverged"] if b.n_div else []
+        above += [f"{b.n_beyond} past the fit window above its best LR"] if b.n_beyond else []
         head = (
-            f"cell {cell}: {b.n_done} completed runs, {b.n_div} diverged (lowest at lr={b.lr:.3g})"
-            ": not fitted, only its bound (the optimum is below that LR) is checked: "
+            f"cell {cell}: {b.n_done} completed runs in the window, {' and '.join(above)} "
+            f"(bounds; the lowest at lr={b.lr:.3g}): not fitted, only its bound (the optimum is "
+            "below that LR) is checked: "
         )
         if margin > 0:
             out.append(head + f"the law's optimum there, {opt:.3g}, is below it (consistent)")

@@ -210,6 +210,23 @@ def test_all_diverged_cell_is_checked_not_fitted(proxy_runs: pd.DataFrame) -> No
         fit_surface(few, n_boot=0)
 
 
+def test_a_bound_cells_note_counts_diverged_runs_apart_from_runs_past_the_window(
+    proxy_runs: pd.DataFrame,
+) -> None:
+    """A report audit: a cell's completed runs past the fit window, near its best loss, were
+    "3 diverged" in the note, beside a plot and a table that showed none diverged."""
+    cells = list(dict.fromkeys(proxy_runs["cell"]))
+    big = proxy_runs["cell"] == cells[-1]
+    runs = proxy_runs[~big | (proxy_runs["lr"] == 0.0034) | (proxy_runs["lr"] >= 0.0136)].copy()
+    in_big = runs["cell"] == cells[-1]
+    runs.loc[in_big & (runs["lr"] == 0.0136), ["diverged", "loss"]] = [False, 1.70]
+    runs.loc[in_big & (runs["lr"] == 0.0192), ["diverged", "loss"]] = [True, np.nan]
+    with pytest.warns(FitWarning, match=rf"cell {re.escape(cells[-1])}: 2 completed runs in the "
+                      r"window, 2 diverged and 2 past the fit window above its best LR \(bounds; "
+                      r"the lowest at lr=0.0136\)"):  # fmt: skip
+        fit_surface(runs, n_boot=0, cv=False)
+
+
 def test_divergence_bounds_the_optimum(proxy_runs: pd.DataFrame) -> None:
     """Runs that diverged at an LR say the optimum lies below it: the smallest cell, with its
     runs from 6.8e-3 up diverged (below its true optimum, 1e-2), gets an optimum well below the
