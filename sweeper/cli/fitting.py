@@ -506,9 +506,10 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
     t.add_row("formula", escape(f"{law.target} = {formula(law)}"), "")
     notes: Sequence[str] = ()
     if isinstance(law, PowerLaw) and published:
-        t.add_row("prefactor", _fmt(law.prefactor, 4), "not published")
+        # (none carried: Step Law's repository does publish bootstrap fits, a laws audit)
+        t.add_row("prefactor", _fmt(law.prefactor, 4), "none carried (point law)")
         for p in law.predictors:
-            t.add_row(f"exponent of {p}", _fmt(law.exponents[p], 4), "not published")
+            t.add_row(f"exponent of {p}", _fmt(law.exponents[p], 4), "none carried (point law)")
     elif isinstance(law, PowerLaw):
         t.add_row("prefactor", _fmt(law.prefactor, 4), _ci(law.prefactor_ci, 4))
         for p in law.predictors:

@@ -174,7 +174,7 @@ def batch_coupling_warning(
     text = (
         f"lr law ({law_label(lr_law)}): its optimum moves with the batch (measured within its "
         f"cells): at {whose} batch of {batch:.3g} tokens instead of the law's {law_batch:.3g}, "
-        f"the optimal LR is {factor:.2f}× the one given ({math.log2(factor):+.2f} octave)"
+        f"the optimal LR is {factor:.3g}× the one given ({math.log2(factor):+.2f} octave)"
     )
     if abs(math.log(batch / law_batch)) > math.log(8.0):
         text += "; that far from the law's batch the factor is an extrapolation"

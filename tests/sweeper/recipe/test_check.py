@@ -299,7 +299,7 @@ def test_a_recipe_at_another_batch_is_told_where_the_coupling_puts_the_lr() -> N
     assert law.batch_shift(4e6 / 6.59e6) == pytest.approx(0.82, abs=0.01)
     batch = dataclasses.replace(law, target="batch_tokens")
     (w,) = batch_coupling_warning(law, batch, 6.59e6, 4e6, "recipe x's")
-    assert "0.82× the one given (-0.29 octave)" in w and "extrapolation" not in w
+    assert "0.819× the one given (-0.29 octave)" in w and "extrapolation" not in w
     assert batch_coupling_warning(law, batch, 6.59e6, 6.5e6, "x") == []  # (under 0.1 octave)
     other = dataclasses.replace(batch, source="elsewhere")  # its B* is not the fit's own
     assert batch_coupling_warning(law, other, 6.59e6, 4e6, "x") == []

@@ -583,7 +583,7 @@ def test_check_refuses_an_n_that_contradicts_the_shape_given(run) -> None:
 
 def test_laws_show_prints_a_published_law_set_and_says_its_usage(run) -> None:
     code, out, _ = run("laws", "show", "Step-Law")
-    assert code == 0 and "lr law of published steplaw" in out and "not published" in out
+    assert code == 0 and "lr law of published steplaw" in out and "none carried (point law)" in out
     assert "cells (points)" not in out  # a published law has no cells of Sweeper's
     code, out, err = run("laws", "show")
     assert code == 2 and "usage: sweeper laws show ID|NAME" in err
