@@ -635,7 +635,9 @@ def _keyed(given: Sequence[Law]) -> tuple[dict[str, Law], LossLaw | None]:
             continue
         if item.target in out:
             raise TargetError(
-                f"two {item.target} laws given ({_name(out[item.target])} and {_name(item)})"
+                f"two {item.target} laws given ({_name(out[item.target])} and {_name(item)}); "
+                "one of a published set's laws is NAME:lr or NAME:batch on the command line "
+                "(--law deepseek:batch), published_laws(NAME)['batch_tokens'] in Python"
             )
         out[item.target] = item
     return out, loss

@@ -38,9 +38,10 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
         "--law",
         action="append",
         default=[],
-        metavar="ID|NAME",
+        metavar="ID|NAME[:lr|:batch]",
         help="stored law id (repeatable: an lr law and a batch law) or "
-        "deepseek|steplaw|kaplan|porian",
+        "deepseek|steplaw|kaplan|porian; NAME:lr or NAME:batch takes one of its laws, to pair "
+        "with a law of yours (--law 2 --law deepseek:batch)",
     )
     p.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
     p.add_argument(
@@ -204,7 +205,7 @@ def _laws_arg(args: argparse.Namespace) -> Any:
     name or a published name (resolve_laws says when there is no such sweep, naming the known
     ones), or the laws given by id and published name."""
     from sweeper import api
-    from sweeper.recipe.published import PUBLISHED_NAMES, published_key, published_laws
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_key
 
     if args.sweep and args.law:
         raise TargetError("give a SWEEP or --law, not both")
@@ -214,16 +215,38 @@ def _laws_arg(args: argparse.Namespace) -> Any:
         return args.sweep
     laws: list[Any] = []
     for arg in args.law:
-        key = published_key(arg)
+        name, _, part = arg.partition(":")
+        key = published_key(name)
         if key in PUBLISHED_NAMES:
-            laws += list(published_laws(key).values())
+            laws += _published_part(key, part.strip().lower(), arg)
         elif arg.strip().isdigit():
             laws.append(api.law(int(arg), storage=args.storage))
         else:
             raise TargetError(
-                f"--law expects a stored law id or one of {', '.join(PUBLISHED_NAMES)}, got {arg!r}"
+                f"--law expects a stored law id or one of {', '.join(PUBLISHED_NAMES)} (one of "
+                f"its laws: NAME:lr or NAME:batch), got {arg!r}"
             )
     return laws
+
+
+#: what ``--law NAME:PART`` names of a published law set
+_PARTS = {"lr": "lr", "batch": "batch_tokens", "batch_tokens": "batch_tokens"}
+
+
+def _published_part(key: str, part: str, arg: str) -> list[Any]:
+    """The laws of the published set ``key``, or only its ``part`` (lr or batch), so that a law
+    fitted on your sweeps can be paired with a published one of the other target: ``--law 2
+    --law deepseek:batch`` (two LR laws had been refused with no way out; a laws audit)."""
+    from sweeper.recipe.published import published_laws
+
+    laws = published_laws(key)
+    if not part:
+        return list(laws.values())
+    target = _PARTS.get(part)
+    if target is None or target not in laws:
+        have = ", ".join(k for k, v in _PARTS.items() if v in laws and k != "batch_tokens")
+        raise TargetError(f"--law {arg!r}: {key} publishes no {part!r} law (it has: {have})")
+    return [laws[target]]
 
 
 #: the target and hardware arguments spelled as their fields (``--params`` is n_params)

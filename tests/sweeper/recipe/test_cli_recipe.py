@@ -657,3 +657,16 @@ def test_check_takes_a_given_recipes_parametrization(run, tmp_path: Path) -> Non
     assert code == 0, err
     code, _, err = run("check", "s1", *given, "--parametrization", "nup", "--storage", url)
     assert code == 2 and "'nup' is not one of" in err
+
+
+def test_one_law_of_a_published_set_pairs_with_another_sets(run) -> None:
+    """A laws audit: `--law 2 --law steplaw` was "two lr laws given" with no way to pair a law
+    of one's own sweeps with a published batch law; NAME:lr and NAME:batch take one of them."""
+    at = ("--params", "7e9", "--tokens", "2e12", "--json")
+    code, out, err = run("recommend", "--law", "steplaw:lr", "--law", "deepseek:batch", *at)
+    assert code == 0, err
+    assert json.loads(out)["law_ids"] == ["steplaw:lr", "deepseek:batch_tokens"]
+    code, _, err = run("recommend", "--law", "steplaw", "--law", "deepseek", *at)
+    assert code == 2 and "two lr laws given" in err and "--law deepseek:batch" in err
+    code, _, err = run("recommend", "--law", "kaplan:batch", *at)
+    assert code == 2 and "kaplan publishes no 'batch' law (it has: lr)" in err
