@@ -590,7 +590,7 @@ def _print_comparison(
                 _fmt(r.fitted),
                 _ci((r.low, r.high)),
                 f"{r.published} {_fmt(r.published_value)}",
-                "inside" if r.inside else "OUTSIDE",
+                "N counted apart" if not r.comparable else "inside" if r.inside else "OUTSIDE",
             )
         con.print(t)
     notes: set[str] = set()

@@ -324,7 +324,10 @@ def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.Dat
     """Exponents of fitted power laws beside the published ones for the same target and predictor.
 
     Columns: target, predictor, law, fitted, low, high (the fitted 95% interval), published (law
-    key), published_value, inside (whether the published exponent lies in the fitted interval).
+    key), published_value, comparable (False for an N exponent of laws that count N apart:
+    :func:`_n_count_notes`), inside (whether the published exponent lies in the fitted
+    interval; None where not comparable: "porian -0.333 inside" had stood above the note saying
+    the two N exponents do not compare, a laws audit).
     """
     rows = []
     for f in fitted:
@@ -337,6 +340,7 @@ def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.Dat
                 if p not in pub.exponents:
                     continue
                 lo, hi = f.exponents_ci.get(p, (np.nan, np.nan))
+                same = p != "n_params" or _n_holds(f) == _n_holds(pub)
                 rows.append(
                     {
                         "target": f.target,
@@ -347,11 +351,12 @@ def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.Dat
                         "high": hi,
                         "published": pub.source,
                         "published_value": pub.exponents[p],
-                        "inside": bool(lo <= pub.exponents[p] <= hi),
+                        "comparable": same,
+                        "inside": bool(lo <= pub.exponents[p] <= hi) if same else None,
                     }
                 )
     cols = ["target", "predictor", "law", "fitted", "low", "high", "published"]
-    return pd.DataFrame(rows, columns=[*cols, "published_value", "inside"])
+    return pd.DataFrame(rows, columns=[*cols, "published_value", "comparable", "inside"])
 
 
 def _shape(
@@ -514,13 +519,18 @@ def convention_notes(
     return list(dict.fromkeys(notes))
 
 
+def _n_holds(law: Law) -> str:
+    """What ``law``'s N holds, in words (:data:`_N_HOLDS`)."""
+    return _N_HOLDS.get(law.conventions.n_params, "without the embeddings")
+
+
 def _n_count_notes(fitted: Law, published: Sequence[Law]) -> list[str]:
     """A note per published law whose N counts other parameters than ``fitted``'s: their N
     exponents agree only where the embeddings are a fixed share of N, which at proxy scale they
     are not."""
-    mine = _N_HOLDS.get(fitted.conventions.n_params, "without the embeddings")
+    mine = _n_holds(fitted)
     other = {
-        law_label(p): _N_HOLDS.get(p.conventions.n_params, "without the embeddings")
+        law_label(p): _n_holds(p)
         for p in published
         if "n_params" in p.predictors and "n_params" in fitted.predictors
     }

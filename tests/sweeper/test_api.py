@@ -320,6 +320,13 @@ def test_compare_evaluates_each_law_at_n_as_it_counts_n(tmp_path: Path) -> None:
         0.0047 * (head / 108e6) ** (-1 / 3), rel=1e-3
     )
     assert not p["note"].str.contains("gives no total").any()
+    # N exponents of laws that count N apart are not compared ("porian -0.333 inside" had stood
+    # above the note saying so, a laws audit); Step Law's, counted alike, are
+    e = q.exponents.set_index(["published", "predictor"])
+    assert not e.loc[("porian", "n_params"), "comparable"]
+    assert e.loc[("porian", "n_params"), "inside"] is None
+    assert e.loc[("steplaw", "n_params"), "comparable"]
+    assert e.loc[("steplaw", "n_params"), "inside"] in (True, False)
     target = 1e9 + 32000 * infer_width(1e9)  # (the head: half the untied vocab parameters)
     assert p.loc[("target", "porian", "lr"), "value"] == pytest.approx(
         0.0047 * (target / 108e6) ** (-1 / 3), rel=1e-3
