@@ -361,14 +361,21 @@ def cmd_laws(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"laws": [_law_json(law, law.source) for law in found]})
         return 0
+    from sweeper.recipe.published import PUBLISHED_NAMES
+
+    # (the README's row reads as if `laws` listed the published ones too; a laws audit)
+    published = (f"published laws: {', '.join(PUBLISHED_NAMES)} (`sweeper laws show NAME`; "
+                 "`--law NAME` in recommend, export and check)")  # fmt: skip
     if not found:
         print("no laws stored" + (f" for sweep {sweep!r}" if sweep else "") + "; run `sweeper fit`")
+        print(published)
         return 0
     from rich.table import Table
 
     from sweeper.recipe.compare import law_formula
 
-    t = Table(title="stored laws" + (f" of {sweep}" if sweep else ""))
+    t = Table(title="stored laws" + (f" of {sweep}" if sweep else ""),
+              caption="cv err: leave-one-cell-out RMS error, in ln (0.1: about ±10%)")  # fmt: skip
     for col in ("id", "sweep", "target", "method", "law", "cells", "cv err", "created"):
         t.add_column(col, justify="right" if col in ("id", "cells", "cv err") else "left")
     for law in found:
@@ -384,6 +391,7 @@ def cmd_laws(args: argparse.Namespace) -> int:
             str(law.created_at or "")[:19],
         )
     _console().print(t)
+    print(published)
     return 0
 
 

@@ -330,6 +330,10 @@ def test_no_laws_stored_for_sweep(run, tmp_path: Path) -> None:
     )
     assert code == 2 and "no laws stored for sweep 'unfitted'" in err
     assert len(err.strip().splitlines()) == 1
+    # `laws` names the published laws too, stored ones or none (a laws audit)
+    code, out, _ = run("laws", "--storage", url)
+    assert code == 0 and "no laws stored" in out
+    assert "published laws: deepseek, steplaw, kaplan, porian (`sweeper laws show NAME`" in out
     # a sweep that does not exist is said not to exist, with the known ones (every verb's message)
     for verb in (
         ["recommend", "--params", "1e9", "--tokens", "1e10"],
