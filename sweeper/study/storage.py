@@ -155,7 +155,23 @@ def safe_url(url: str) -> str:
             )
         return u.render_as_string(hide_password=True)
     except Exception:  # not a URL SQLAlchemy can parse: mask it as text
-        return redact(url)
+        return _mask_unparsed(redact(url))
+
+
+#: what leads a text that SQLAlchemy could not parse as a URL: a scheme, however misspelt
+_SCHEME_HEAD = re.compile(r"(?i)^[a-z][a-z0-9+.\-]*:/*(?=[^/])")
+
+
+def _mask_unparsed(text: str) -> str:
+    """A URL SQLAlchemy cannot parse, with everything between its scheme and its last ``@``
+    masked: ``user:secret@host`` without a scheme, or ``scheme:/user:secret@`` with a slash
+    missing, had been printed whole, password and all (a storage audit)."""
+    head, at, tail = text.rpartition("@")
+    if not at:
+        return text
+    m = _SCHEME_HEAD.match(head)
+    scheme = m.group(0) if m and ":" in head[m.end():] else ""
+    return f"{scheme}***@{tail}"
 
 
 def masked_repr(obj: Any, *url_fields: str) -> str:

@@ -177,6 +177,31 @@ def test_a_password_with_an_at_sign_or_in_a_query_is_masked_whole() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"bob:{SENTINEL}@127.0.0.1:5432/db",  # (no scheme)
+        f"postgresql+psycopg:/bob:{SENTINEL}@127.0.0.1/db",  # (a slash missing)
+        f"postgresql+psycopg//bob:{SENTINEL}@127.0.0.1/db",  # (the colon missing)
+        f"postgresql+psycopg:bob:{SENTINEL}@127.0.0.1/db",
+    ],
+)
+def test_a_url_that_cannot_be_parsed_is_shown_without_its_password(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A storage audit: a URL SQLAlchemy could not parse was printed whole, password and all
+    ("invalid storage URL 'auditor:s3cretPW@127.0.0.1:5432/...'"), by every verb and the API."""
+    import sweeper
+    from sweeper.errors import StorageError
+
+    code = cli_mod.main(["status", "--storage", url])
+    err = capsys.readouterr().err
+    assert code == 2 and SENTINEL not in err and "***@127.0.0.1" in err, err
+    with pytest.raises(StorageError) as e:
+        sweeper.runs("s", storage=url)
+    assert SENTINEL not in str(e.value) and "***@127.0.0.1" in str(e.value)
+
+
 def test_a_study_files_password_is_warned_about_and_not_stored(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
