@@ -286,7 +286,7 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"timeout": 60}
         engine = sa.create_engine(url, **kwargs)
-        if not new and (why := _foreign_sqlite(engine, url)):
+        if not new and (why := _foreign_database(engine, url)):
             raise StorageError(why)
         if create:
             created(lambda: metadata.create_all(engine))
@@ -304,12 +304,11 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
     return engine
 
 
-def _foreign_sqlite(engine: Engine, url: str) -> str:
-    """Why a verb that only reads must not open ``url`` ("" when it may): a SQLite file that
-    holds tables, none of them Sweeper's, is another program's database, which creating
-    Sweeper's tables would change (a robustness audit's `status` added four tables to one)."""
-    if not url.startswith("sqlite"):
-        return ""
+def _foreign_database(engine: Engine, url: str) -> str:
+    """Why a verb that only reads must not open ``url`` ("" when it may): a database that holds
+    tables, none of them Sweeper's, is another program's, which creating Sweeper's tables would
+    change (a robustness audit's `status` added four tables to a SQLite file; a storage audit's
+    to a PostgreSQL database, one mistyped name from a production one)."""
     names = sa.inspect(engine).get_table_names()
     if not names or any(n.startswith("sweeper_") for n in names):
         return ""

@@ -122,3 +122,20 @@ def test_fuzzed_inputs_that_crashed_or_misled_are_one_line_errors(
     assert cli.main(["coord-check", smoke, "--widths", "32", "--json"]) == 2
     said = capsys.readouterr()
     assert not said.out and "give two or more" in said.err, said
+
+
+def test_a_read_only_verb_leaves_another_programs_postgres_database_alone(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A storage audit: `sweeper status` on a PostgreSQL database of another program's (one
+    mistyped name from it) created Sweeper's tables there, as it had in SQLite files."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("create table customers (id integer)"))
+    for argv in (["status"], ["laws"], ["trials", "x"], ["fit", "x"]):
+        assert cli.main([*argv, "--storage", postgres_url]) == 2, argv
+        assert "holds other tables (customers) and none of Sweeper's" in capsys.readouterr().err
+    assert sa.inspect(engine).get_table_names() == ["customers"]
+    engine.dispose()
