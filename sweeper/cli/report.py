@@ -125,7 +125,8 @@ def _report(args: argparse.Namespace) -> int:
             raise SweeperError(f"--recipe-json {args.recipe_json}: {e}") from None
     at = {k: v for k, v in (("n_params", args.params), ("tokens", args.tokens)) if v is not None}
     if at and recipe is not None:
-        raise SweeperError("give --recipe-json or --params/--tokens: a recipe names its target")
+        raise SweeperError("give --recipe-json or --params/--tokens, not both: a recipe names "
+                           "its target")  # fmt: skip
     files = api.write_report(
         args.sweep,
         args.out,

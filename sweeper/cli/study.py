@@ -97,7 +97,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("sweep", help="sweep name")
     p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the storage")
     p.add_argument("--format", choices=TRIAL_FORMATS, help="default: from -o's extension, else csv")
-    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default, or -: stdout)")
     p.set_defaults(func=cmd_trials)
 
 
@@ -437,6 +437,8 @@ def _json_default(o: Any) -> Any:
 def cmd_trials(args: argparse.Namespace) -> int:
     from sweeper import api
 
+    if args.output == "-":  # (stdout, as "-" means to every other tool: it had written a file "-")
+        args.output = None
     fmt = args.format
     if fmt is None:
         ext = Path(args.output).suffix.lower().lstrip(".") if args.output else ""

@@ -149,6 +149,8 @@ def safe_url(url: str) -> str:
         return redact(f"{m.group(1)}{user}:***@{m.group(3)}{m.group(4)}")
     try:
         u = sa.engine.make_url(url)
+        if u.get_backend_name() == "sqlite" and not any(map(_SECRET_KEYS.match, u.query)):
+            return url  # (a file path, as given: rendered, a unicode one was percent-encoded)
         if u.query:
             u = u.set(
                 query={k: ("***" if _SECRET_KEYS.match(k) else v) for k, v in u.query.items()}
@@ -268,6 +270,19 @@ def missing_database(url: str) -> str | None:
     )
 
 
+def missing_folder(url: str) -> str | None:
+    """Why a SQLite file cannot be created at ``url``: its folder does not exist (SQLite said
+    only "unable to open database file"; a storage audit). None otherwise."""
+    path = sqlite_file(url)
+    if path is None or os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        return None
+    return (
+        f"cannot create the database {os.path.abspath(path)}: its folder "
+        f"{os.path.dirname(os.path.abspath(path))} does not exist (create it, or check --storage "
+        "or $SWEEPER_STORAGE)"
+    )
+
+
 def get_engine(url: str | None = None, *, create: bool = True, new: bool = False) -> Engine:
     """A cached engine for ``url`` with Sweeper's tables created (when ``create``).
 
@@ -278,6 +293,8 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
     their administrator: ``new`` does not apply to them."""
     url = resolve_url(url)
     if not new and (why := missing_database(url)):
+        raise StorageError(why)
+    if new and (why := missing_folder(url)):
         raise StorageError(why)
     if url in _engines:
         return _engines[url]
@@ -299,7 +316,10 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
             f"invalid storage URL {safe_url(url)!r}: {redact(str(e), url)}"
         ) from None
     except (sa.exc.SQLAlchemyError, ModuleNotFoundError, ValueError) as e:
-        raise StorageError(f"cannot open storage {safe_url(url)!r}: {error_line(e, url)}") from None
+        said = error_line(e, url)
+        if isinstance(e, ValueError) and said.startswith("invalid literal for int()"):
+            said = "its port is not a number"  # (Python's own words had been the message)
+        raise StorageError(f"cannot open storage {safe_url(url)!r}: {said}") from None
     _engines[url] = engine
     return engine
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -104,3 +105,24 @@ def test_a_launch_creates_the_database(tmp_path: Path) -> None:
     lease = acquire("s", url)
     assert (tmp_path / "launch.db").exists()
     release(lease, url)
+
+
+def test_a_database_in_a_missing_folder_a_bad_port_and_a_unicode_path_are_said_plainly(
+    tmp_path: Path, cli
+) -> None:
+    """A storage audit: import into a folder that does not exist said only SQLite's "unable to
+    open database file"; a port 'abc' said "invalid literal for int() with base 10"; a unicode
+    path was shown percent-encoded."""
+    csv = _runs_csv(tmp_path)
+    gone = tmp_path / "nothere" / "x.db"
+    code, _, err = cli("import", csv, "--sweep", "s", "--storage", f"sqlite:///{gone}")
+    assert code == 2 and f"its folder {gone.parent} does not exist" in err, err
+    assert not gone.parent.exists()
+    code, _, err = cli("status", "--storage", "postgresql+psycopg://u@127.0.0.1:abc/x")
+    assert code == 2 and err.rstrip().endswith("its port is not a number"), err
+    where = tmp_path / "dir with spaces" / "ünïcødé 数据"
+    where.mkdir(parents=True)
+    url = f"sqlite:///{where / 'my db.db'}"
+    code, out, err = cli("import", csv, "--sweep", "s", "--storage", url, "--json")
+    assert code == 0, err
+    assert json.loads(out)["storage"] == url

@@ -194,3 +194,16 @@ def test_trials_refuses_an_output_extension_it_does_not_write(
     assert cli("trials", "rows", "--storage", sqlite_url, "-o", tmp_path / "plain")[0] == 0
     forced = ["--format", "csv", "-o", tmp_path / "t.txt"]
     assert cli("trials", "rows", "--storage", sqlite_url, *forced)[0] == 0
+
+
+def test_trials_to_a_dash_writes_stdout(
+    tmp_path: Path, sqlite_url: str, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`trials SWEEP -o -` wrote a file named "-" and nothing to stdout (a storage audit)."""
+    _rows_sweep(sqlite_url)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("trials", "rows", "--storage", sqlite_url, "-o", "-")
+    assert code == 0 and len(out.splitlines()) > 1 and out.splitlines()[0].count(",") > 3, out
+    assert not (tmp_path / "-").exists()
+    code, out, _ = cli("trials", "rows", "--storage", sqlite_url, "-o", "-", "--format", "json")
+    assert code == 0 and isinstance(json.loads(out), list)
