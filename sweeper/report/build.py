@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import FitError, SweeperError
+from sweeper.fitting.laws import PowerLaw
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,7 +61,7 @@ def build_report(
     optima = estimate_optima(
         runs, method="band" if method == "band" else "parabola", n_boot=bootstrap
     )
-    laws, notes = _report_laws(sw, runs, optima, method)
+    laws, notes = _report_laws(sw, runs, optima, method, bootstrap)
     target_scale = _checked_scale(at) if at else None
     if target_scale is not None and recipe is None:
         notes += _target_doubts(laws, target_scale)
@@ -101,7 +102,10 @@ def _checked_scale(at: Mapping[str, float]) -> dict[str, float]:
 def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
     """What ``recommend`` would doubt of the laws' values at a target given by scale alone (no
     recipe): its refusal and its warnings that question a value (interval, extrapolation, the
-    regime the law held fixed), so that a marked target is not read as a supported one."""
+    regime the law held fixed), so that a marked target is not read as a supported one. None
+    where a law needs a predictor the target does not give: the page does not invent it (an
+    audit's N-only target got doubts at a D of the page's making, the star's caption a star
+    the plot did not draw)."""
     from sweeper.errors import TargetError
     from sweeper.recipe.recommend import recommend
     from sweeper.recipe.target import Target
@@ -109,10 +113,13 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
 
     if not laws:
         return ["the target given is not marked: there is no law to evaluate at it"]
-    by_target = {law.target: law for law in laws}
+    by_target = {law.target: law for law in laws if isinstance(law, PowerLaw)}
     if "lr" not in by_target:
         return []
-    budget = _budget(by_target["lr"], at)
+    unmarked = _unmarked(list(by_target.values()), at)
+    if unmarked:
+        return [unmarked]
+    budget, assumed = _budget(by_target["lr"], at)
     try:
         target = Target(
             n_params=at.get("n_params"),
@@ -123,7 +130,7 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
         )
     except TargetError as e:
         return [f"the target given is not one recommend can read, so its doubts are not said: {e}"]
-    notes = []
+    notes = [assumed] if assumed else []
     try:
         recommend(by_target, target)
     except TargetError as e:
@@ -136,14 +143,38 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
     return notes
 
 
-def _budget(law: Law, at: Mapping[str, float]) -> dict[str, float]:
-    """The target's D (or compute) for ``recommend``: as given, else the D the law's cells held
-    (a law of N alone, marked at an N only: no D of the page's making to doubt)."""
+def _unmarked(laws: list[PowerLaw], at: Mapping[str, float]) -> str:
+    """The note on the laws that cannot be evaluated at ``at`` (one of their predictors is not
+    given: :func:`~sweeper.report.plots.target_point`, the plots' rule), "" when none."""
+    from sweeper.report.page import not_given
+    from sweeper.report.plots import target_point
+
+    short = [law for law in laws if target_point(law, at) is None]
+    if not short:
+        return ""
+    names, one = " and ".join(law.target for law in short), len(short) == 1
+    return (
+        f"the target gives no {not_given(short, at)}, which the {names} law{'' if one else 's'} "
+        f"need{'s' if one else ''}: not evaluated there (no star on the law plot, no doubts said)"
+    )
+
+
+def _budget(law: Law, at: Mapping[str, float]) -> tuple[dict[str, float], str]:
+    """The target's D (or compute) for ``recommend``, and a note when the page assumed it: as
+    given, else the D the law's cells held (a law that does not model D; the note says so, since
+    recommend's doubts about D then hold for that D only)."""
     given = {k: at[v] for k, v in (("tokens", "tokens"), ("compute", "flops")) if v in at}
     if given:
-        return given
-    span = law.conventions.held.get("tokens") or law.domain.get("tokens")
-    return {"tokens": (span[0] * span[1]) ** 0.5} if span else {}
+        return given, ""
+    span = law.conventions.held.get("tokens")
+    if not span:
+        return {}, ""
+    d = (span[0] * span[1]) ** 0.5
+    note = (
+        f"the target gives no D: the doubts below take D = {d:.3g}, the D the {law.target} "
+        "law's cells held (the law does not model D)"
+    )
+    return {"tokens": d}, note
 
 
 def _transfers(sw: Sweep) -> list[TransferShown]:
@@ -182,40 +213,38 @@ def measured_with(conv: Conventions, *, imported: bool = False) -> str:
 
 
 def _report_laws(
-    sw: Sweep, runs: pd.DataFrame, optima: list[CellOptimum], method: str | None
+    sw: Sweep, runs: pd.DataFrame, optima: list[CellOptimum], method: str | None, bootstrap: int
 ) -> tuple[list[Law], list[str]]:
-    """The laws the report shows, and a note when they were fitted for it: the latest stored
-    power law per target (by ``method`` when it is given); when none is stored, the LR law fitted
-    here (by ``method``, or through the parabola optima drawn on the page)."""
-    from sweeper.fitting import fit_power_law
+    """The laws the report shows, and notes when they were fitted for it: the latest stored
+    power law per target (by ``method`` when it is given) and the latest loss law; when no
+    power law is stored, the LR law fitted here as ``sweeper fit --target lr`` would (by
+    ``method``, else through the parabola optima drawn on the page: the same per-cell estimate,
+    ``bootstrap`` resamples), its predictors and doubts included (an audit's fallback had fitted
+    N alone where D varied, crashed where N did not, and printed raw Python warnings)."""
+    from sweeper.fitting._common import min_cells
     from sweeper.fitting.fit_runs import FitOptions, fit_runs
-    from sweeper.fitting.laws import PowerLaw
     from sweeper.fitting.provenance import sweep_conventions
     from sweeper.fitting.store import latest_laws
 
-    stored, _ = latest_laws(sw.name, sw.url, method=method)
+    stored, loss = latest_laws(sw.name, sw.url, method=method)
+    shown: list[Law] = [loss] if loss is not None else []  # (the page had not shown it: an audit)
     latest: list[Law] = [law for law in stored.values() if isinstance(law, PowerLaw)]
     if latest:
-        return latest, []
-    conv = sweep_conventions(sw)
+        return latest + shown, []
     by = f" by {method}" if method else ""
-    note = f"no stored law{by}: the LR law shown was fitted for this report only"
-    if method is not None:
-        try:
-            outcome = fit_runs(
-                runs, conventions=conv, source=sw.name, target="lr", options=FitOptions(method)
-            )
-        except FitError as e:
-            return [], [f"no stored law{by}, and none could be fitted here: {e}"]
-        laws: list[Law] = [law for law in outcome.laws if isinstance(law, PowerLaw)]
-        return laws, [note, *outcome.warnings]  # (the laws' own notes: the laws section)
-    usable = [o for o in optima if o.usable]
-    if len(usable) < 3:  # (the page had said "run sweeper fit", which fails here too)
-        why = (
-            " (the cells table says why the others have none)" if len(usable) < len(optima) else ""
-        )
-        return [], [
-            f"no law: {len(usable)} of {len(optima)} cells have an optimum of their own and a "
-            f"law needs 3{why}"
+    usable = sum(o.usable for o in optima)
+    if method is None and usable < min_cells(1):  # (the page had said "run sweeper fit")
+        why = " (the cells table says why the others have none)" if usable < len(optima) else ""
+        return shown, [
+            f"no law: {usable} of {len(optima)} cells have an optimum of their own and a law "
+            f"needs {min_cells(1)}{why}"
         ]
-    return [fit_power_law(usable, target="lr", source=sw.name, conventions=conv)], [note]
+    options = FitOptions(method or "parabola", cell_boot=bootstrap)
+    try:
+        outcome = fit_runs(runs, conventions=sweep_conventions(sw), source=sw.name, target="lr",
+                           options=options)  # fmt: skip
+    except FitError as e:
+        return shown, [f"no stored law{by}, and none could be fitted here: {e}"]
+    laws: list[Law] = [law for law in outcome.laws if isinstance(law, PowerLaw)]
+    note = f"no stored law{by}: the LR law shown was fitted for this report only"
+    return laws + shown, [note, *outcome.warnings]  # (the laws' own notes: the laws section)

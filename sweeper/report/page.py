@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pandas as pd
 
-from sweeper.fitting.laws import Law, PowerLaw
+from sweeper.fitting.laws import Law, LossLaw, PowerLaw, formula
 from sweeper.recipe.warning_kinds import forced
 
 # the plots live in their own module; every name is importable from here as before
@@ -29,6 +29,7 @@ from sweeper.report.plots import _law_band as _law_band
 from sweeper.report.plots import _log_ticks as _log_ticks
 from sweeper.report.plots import (
     data_unit,
+    edge_of,
     plot_batch_surface,
     plot_law,
     plot_loss_vs_lr,
@@ -36,6 +37,7 @@ from sweeper.report.plots import (
     plot_transfer,
     report_style,
     runs_off_axis,
+    target_point,
 )
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds, trained
 
@@ -141,7 +143,7 @@ def _optima_table(
         _add_surface_optimum(row, o, "lr", own["lr"], unit)
         row[f"batch* ({unit})" if swept else f"batch ({unit})"] = o.batch_tokens
         _add_surface_optimum(row, o, "batch_tokens", own["batch_tokens"], unit)
-        row["edge"] = o.edge or ""
+        row["edge"] = " ".join(edge_of(o) or ())  # (the batch's edge had been blank: an audit)
         row["usable"] = "yes" if o.usable else "no (below)"
         rows.append(row)
     return pd.DataFrame(rows)
@@ -182,14 +184,26 @@ def _outside_notes(table: pd.DataFrame) -> list[str]:
     return [f"<p class='muted'>{html.escape(_OUTSIDE_NOTE)}</p>"] if marked else []
 
 
-def _unusable_notes(optima: Sequence[CellOptimum]) -> list[str]:
-    """Why each cell without an optimum of its own has none, one line each."""
+def _unusable_notes(optima: Sequence[CellOptimum], unit: str = "tokens") -> list[str]:
+    """Why each cell without an optimum of its own has none, one line each, batches in
+    ``unit`` (:func:`_in_unit`)."""
     return [
         f"<p class='muted'>{html.escape(o.cell)}: no optimum of its own: "
-        f"{html.escape(o.reason)}</p>"
+        f"{html.escape(_in_unit(o.reason, unit))}</p>"
         for o in optima
         if not o.usable
     ]
+
+
+#: a count of tokens as the fits write it into their notes ("batch 32 tokens", "(2048 tokens)")
+_TOKENS_COUNT: Final = re.compile(r"(?<![\w.])(\d[\d.]*(?:e[+-]?\d+)?) tokens\b")
+
+
+def _in_unit(text: str, unit: str) -> str:
+    """A fit's note or reason with its counts of tokens in the page's ``unit``: the fits write
+    "tokens" whatever the data counts, and a bytes page said "batch (bytes)" in its tables but
+    "top at batch 32 tokens" in its boxes (an audit)."""
+    return text if unit == "tokens" else _TOKENS_COUNT.sub(rf"\1 {unit}", text)
 
 
 def _exponent_text(law: PowerLaw, p: str) -> str:
@@ -378,10 +392,15 @@ def _why_no_parabola(o: CellOptimum) -> str:
 
 
 def _loss_vs_lr_caption(
-    optima: Sequence[CellOptimum], surface: Law | None, off_axis: int = 0, batch_swept: bool = False
+    optima: Sequence[CellOptimum],
+    surface: Law | None,
+    off_axis: int = 0,
+    batch_swept: bool = False,
+    unit: str = "tokens",
 ) -> str:
     """The caption of ``loss_vs_lr.png``: only what is drawn (the orange parabola where a cell has
-    one, the interval where the estimate has one, the surface law's curve where it has one)."""
+    one, the interval where the estimate has one, the surface law's curve where it has one);
+    batches in ``unit`` (:func:`_in_unit`)."""
     text = (
         "Faint points are single runs, dots their mean over seeds, red crosses diverged runs "
         "(they bound the range and are not fitted)."
@@ -419,7 +438,7 @@ def _loss_vs_lr_caption(
     elif without:
         text += (
             " No parabola is drawn in "
-            + "; ".join(f"{o.cell} ({_why_no_parabola(o)})" for o in without)
+            + "; ".join(f"{o.cell} ({_in_unit(_why_no_parabola(o), unit)})" for o in without)
             + "."
         )
     if any(o.lr for o in optima):
@@ -511,19 +530,49 @@ def _law_points(
     )
 
 
-def _law_notes(laws: Sequence[Law]) -> list[str]:
+def _law_notes(laws: Sequence[Law], unit: str = "tokens") -> list[str]:
     """Each law's notes (what ``sweeper fit`` printed: a fit that did not converge, one that fits
-    poorly, cells left out), as warning boxes of escaped HTML; a note several laws share (the
-    sweep's own) once, naming them all."""
+    poorly, cells left out), as warning boxes of escaped HTML, batches in ``unit``
+    (:func:`_in_unit`); a note several laws share (the sweep's own) once, naming them all."""
     by_note: dict[str, list[str]] = {}
     for law in laws:
         ident = f" #{law.id}" if law.id is not None else ""
         for n in getattr(law, "notes", ()) or ():
-            by_note.setdefault(str(n), []).append(f"{law.target} law{ident} ({law.method})")
+            note = _in_unit(str(n), unit)
+            by_note.setdefault(note, []).append(f"{law.target} law{ident} ({law.method})")
     return [
-        f"<div class='warn'>{html.escape(' and '.join(names))}: {html.escape(n)}</div>"
+        f"<div class='{'muted' if n.startswith(_INFO_NOTES) else 'warn'}'>"
+        f"{html.escape(' and '.join(names))}: {html.escape(n)}</div>"
         for n, names in by_note.items()
     ]
+
+
+#: the law notes that inform and doubt nothing, shown plain, not as warnings ("surface settings:
+#: planner", sweeper.fitting.fit_runs: an orange box had drawn it as one, an audit)
+_INFO_NOTES: Final = ("surface settings: ",)
+
+
+def _loss_law_lines(laws: Sequence[Law]) -> list[str]:
+    """The loss law L(N, D), one line each, as ``sweeper fit --target loss`` gives it: formula,
+    intervals, points and range (the page had shown a stored loss law nowhere: an audit)."""
+    out = []
+    for law in laws:
+        if not isinstance(law, LossLaw):
+            continue
+        ident = f" #{law.id}" if law.id is not None else ""
+        names = {"E": "E", "A": "A", "alpha": "α", "B": "B", "beta": "β"}
+        cis = "; ".join(
+            f"{names[k]} [{_num(law.ci[k][0])}, {_num(law.ci[k][1])}]" for k in names if k in law.ci
+        )
+        dom = "; ".join(f"{p} {lo:.3g} to {hi:.3g}" for p, (lo, hi) in law.domain.items())
+        text = (
+            f"loss law{ident} ({law.method}, {law.n_points} points): L = {formula(law)} nats"
+            + (f"; 95% intervals {cis}" if cis else "")
+            + (f"; fitted over {dom}" if dom else "")
+            + ". recommend takes it to choose D where a target gives none (N alone, or compute)."
+        )
+        out.append(f"<p>{html.escape(text)}</p>")
+    return out
 
 
 def _law_scopes(
@@ -613,12 +662,11 @@ def _save_figures(inputs: ReportInputs, out: Path) -> list[tuple[str, str, Path]
 
 
 def _loss_figure(inputs: ReportInputs) -> _Draft:
-    surface = _surface_law(inputs.laws, "lr")
+    surface, unit = _surface_law(inputs.laws, "lr"), _page_unit(inputs)
     batch_swept = bool((inputs.runs.groupby("cell")["batch_tokens"].nunique() > 1).any())
-    caption = _loss_vs_lr_caption(
-        inputs.optima, surface, runs_off_axis(inputs.runs, inputs.optima), batch_swept=batch_swept
-    )
-    fig = plot_loss_vs_lr(inputs.runs, inputs.optima, surface)
+    off_axis = runs_off_axis(inputs.runs, inputs.optima)
+    caption = _loss_vs_lr_caption(inputs.optima, surface, off_axis, batch_swept, unit)
+    fig = plot_loss_vs_lr(inputs.runs, inputs.optima, surface, unit=unit)
     return fig, "loss_vs_lr.png", "Loss against LR, per cell", caption
 
 
@@ -662,6 +710,9 @@ def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, st
     r = inputs.recipe
     if not inputs.target_scale:
         return None, ""
+    if target_point(law, inputs.target_scale) is None:  # (the caption promised a star: an audit)
+        lacks = not_given([law], inputs.target_scale)
+        return None, f" The target is not marked: it gives no {lacks}, which this law needs."
     whose = "the recipe's target" if r is not None else "the target given"
     star = (f" The star is the law's point estimate at {whose}"
             f"{_target_line(law, inputs.target_scale)}, with its interval, far to the"
@@ -675,6 +726,16 @@ def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, st
         "; the diamond is the peak LR the recipe wrote (risk-aware: it can lie below or above "
         "the star)."
     )
+
+
+#: how the page names a predictor a target lacks, with the option that gives it
+_GIVE: Final[dict[str, str]] = {"n_params": "N (--params)", "tokens": "D (--tokens)"}
+
+
+def not_given(laws: Sequence[Law], scale: Mapping[str, float]) -> str:
+    """The predictors of ``laws`` that the target ``scale`` lacks, in words: "D (--tokens)"."""
+    missing = dict.fromkeys(p for law in laws for p in law.predictors if p not in scale)
+    return ", ".join(_GIVE.get(p, p) for p in missing)
 
 
 def _target_line(law: PowerLaw, target: Mapping[str, float]) -> str:
@@ -764,12 +825,13 @@ def _runs_line(inputs: ReportInputs) -> str:
 def _cells_section(inputs: ReportInputs) -> list[str]:
     """The cells table, its footnote of the :data:`_OUTSIDE` mark, and why a cell has no optimum
     of its own."""
-    table = _optima_table(inputs.optima, inputs.laws, _page_unit(inputs))
+    unit = _page_unit(inputs)
+    table = _optima_table(inputs.optima, inputs.laws, unit)
     return [
         "<h2>Cells and their optima</h2>",
         _table(table),
         *_outside_notes(table),
-        *_unusable_notes(inputs.optima),
+        *_unusable_notes(inputs.optima, unit),
     ]
 
 
@@ -802,8 +864,10 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         if inputs.notes
         else "<p>No power law fitted yet: run <code>sweeper fit</code>.</p>"
     )
+    parts += _loss_law_lines(inputs.laws)
     parts += _law_scopes(_power_laws(inputs), inputs.target_scale)
-    parts += _law_notes(_power_laws(inputs))
+    shown = [law for law in inputs.laws if isinstance(law, PowerLaw | LossLaw)]
+    parts += _law_notes(shown, _page_unit(inputs))
     parts += _cells_section(inputs)
     for title, caption, p in figures:
         parts.append(

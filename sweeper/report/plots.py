@@ -128,10 +128,15 @@ def _subplots(nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, Any]:
 
 @_styled
 def plot_loss_vs_lr(
-    runs: pd.DataFrame, optima: Sequence[CellOptimum], surface: Law | None = None
+    runs: pd.DataFrame,
+    optima: Sequence[CellOptimum],
+    surface: Law | None = None,
+    *,
+    unit: str = "tokens",
 ) -> Figure:
     """Loss against LR, one panel per cell, with the fitted parabola and the optimum, and the
-    surface law's curve of each cell when ``surface`` is a surface LR law (it has ``cell_loss``)."""
+    surface law's curve of each cell when ``surface`` is a surface LR law (it has ``cell_loss``);
+    a batch sweep's panel is titled with its batch in ``unit`` (:func:`data_unit`)."""
     by_cell = {o.cell: o for o in optima}
     cells = [o.cell for o in optima] or sorted(runs["cell"].unique())
     ncols = min(3, len(cells))
@@ -151,6 +156,8 @@ def plot_loss_vs_lr(
             ax.plot(mean.index, mean.values, "o", ms=4, color="tab:blue", label="mean over seeds")
             ax.set_ylim(*loss_axis(done))
             _draw_off_axis(ax, done)
+        else:
+            _say_none_finished(ax, r)
         ymax = ax.get_ylim()[1]
         if len(div):
             ax.plot(
@@ -170,17 +177,46 @@ def plot_loss_vs_lr(
             ax.axvline(opt.lr, color=color, lw=1.2, ls="--", label=f"optimum {opt.lr:.2e}")
             if opt.lr_ci:
                 ax.axvspan(opt.lr_ci[0], opt.lr_ci[1], color=color, alpha=0.15)
-        title = cell if batch is None else f"{cell} at batch {batch:.4g}"
+        title = cell if batch is None else f"{cell} at batch {batch:.4g} {unit}"
         if opt is not None and opt.on_edge:
-            title += f"  ({_edge_words(opt)})"
+            title += f" ({_edge_words(opt)})"
         elif opt is not None and not opt.usable:
-            title += "  (left out)"
+            title += " (left out)"
         ax.set_title(title, fontsize=9)
         _log_ticks(ax.xaxis)
         ax.set_xlabel("peak LR")
-        ax.set_ylabel("final val loss (nats)")
+        ax.set_ylabel("final val loss (nats)" if len(done) else "")
     _figure_legend(fig, _panel_legend(axes.flat[: len(cells)]))
     return fig
+
+
+def _say_none_finished(ax: Any, runs: pd.DataFrame) -> None:
+    """A panel without a finished run: what became of its runs, written in it, over the LRs they
+    tried and no loss scale (an audit's all-diverged cell had crosses at "loss 0.055" on a
+    0.052-0.058 axis, an all-failed one an empty panel from LR 1 to 10)."""
+    ax.text(0.5, 0.5, _none_finished_words(runs), transform=ax.transAxes, ha="center",
+            va="center", fontsize=9, color="tab:red")  # fmt: skip
+    ax.set_ylim(0.0, 1.0)
+    ax.set_yticks([])
+    lrs = pd.to_numeric(runs["lr"], errors="coerce")
+    lrs = lrs[np.isfinite(lrs) & (lrs > 0)]
+    if len(lrs):
+        ax.set_xlim(float(lrs.min()) / 1.5, float(lrs.max()) * 1.5)
+
+
+def _none_finished_words(runs: pd.DataFrame) -> str:
+    """What became of a cell's ``runs`` when none finished: "all 6 runs diverged", "no run
+    finished: 3 diverged, 3 failed"."""
+    failed = int((runs["state"] == "FAIL").sum())
+    diverged = int((runs["diverged"] & (runs["state"] != "FAIL")).sum())
+    kinds = {"diverged": diverged, "failed": failed, "unfinished": len(runs) - diverged - failed}
+    said = [(what, n) for what, n in kinds.items() if n]
+    if not said:
+        return "no runs"
+    if len(said) == 1:
+        what, n = said[0]
+        return f"its one run {what}" if n == 1 else f"all {n} runs {what}"
+    return "no run finished: " + ", ".join(f"{n} {what}" for what, n in said)
 
 
 def _draw_parabola(ax: Any, opt: CellOptimum | None, batch: float | None) -> None:
@@ -278,26 +314,81 @@ def _draw_off_axis(ax: Any, done: pd.DataFrame) -> None:
                     color="tab:blue", clip_on=False, label="off the axis")  # fmt: skip
 
 
+def edge_of(o: CellOptimum) -> tuple[str, str] | None:
+    """Which of ``o``'s optima is on the edge of what was tried, and where: ("LR", "low"),
+    ("batch", "high"), ("batch", "beyond"): a 2-D fit's batch held at the batches fitted; None
+    when neither is (the panels' titles and the cells table's column)."""
+    if o.edge:
+        return "LR", o.edge
+    if o.batch_edge:
+        return "batch", o.batch_edge
+    return ("batch", "beyond") if o.on_edge else None
+
+
 def _edge_words(o: CellOptimum) -> str:
     """Which edge an optimum is on, for a panel's title (the LR's, else the batch's)."""
-    if o.edge:
-        return f"LR optimum on the {o.edge} edge"
-    if o.batch_edge:
-        return f"batch optimum on the {o.batch_edge} edge"
-    return "batch optimum beyond the batches fitted"
+    what, side = edge_of(o) or ("batch", "beyond")
+    if side == "beyond":
+        return "batch optimum beyond the batches fitted"
+    return f"{what} optimum on the {side} edge"
 
 
-def _log_ticks(axis: Any, lo: float | None = None, hi: float | None = None) -> None:
-    """Label a log axis at 1, 2, 5 × 10^k (at 10^k only past three decades): matplotlib's minor
-    labels crowd each other on the narrow ranges these plots have."""
-    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+def _log_ticks(axis: Any) -> None:
+    """Label a log axis at :func:`readable_ticks` of the range it has once drawn, in the form
+    "2×10⁻³", with no minor labels: matplotlib's minor labels crowd each other on the narrow
+    ranges these plots have."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    wide = lo is not None and hi is not None and lo > 0 and hi / lo > 1e3
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
-    # (the formatter's own thresholds hide the label at 5 × 10^k on ranges under a decade)
-    every = LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf))
-    axis.set_major_formatter(every)
+    axis.set_major_locator(_readable_locator()(base=10.0))
+    axis.set_major_formatter(FuncFormatter(_sci_label))
     axis.set_minor_formatter(NullFormatter())
+
+
+def readable_ticks(lo: float, hi: float) -> list[float] | None:
+    """A log axis's ticks from ``lo`` to ``hi``: 10^k past three decades, else 1, 2, 5 × 10^k;
+    where fewer than two of those fall in the range, 1, 2, 3, 5, 7 (every whole mantissa crowded
+    the labels at the top of a decade), every whole mantissa, then about 3 even
+    steps (on a law sampler's three close LRs matplotlib's LogLocator had fallen back to ~10
+    ticks, each labelled, overlapping: an audit). None for a range no log axis has."""
+    from matplotlib.ticker import MaxNLocator
+
+    lo, hi = sorted((float(lo), float(hi)))
+    if not (lo > 0 and math.isfinite(hi)):
+        return None
+    decades = range(math.floor(math.log10(lo)), math.floor(math.log10(hi)) + 1)
+    fine = [(1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0), tuple(range(1, 10))]
+    for subs in [(1.0,)] if hi / lo > 1e3 else fine:
+        ticks = [m * 10.0**k for k in decades for m in subs if lo <= m * 10.0**k <= hi]
+        if len(ticks) >= 2:
+            return ticks
+    return [float(t) for t in MaxNLocator(nbins=3).tick_values(lo, hi) if lo <= t <= hi]
+
+
+@functools.cache
+def _readable_locator() -> Any:
+    """matplotlib's LogLocator ticking at :func:`readable_ticks` (a class made on first use:
+    matplotlib is imported only when a plot is drawn)."""
+    from matplotlib.ticker import LogLocator
+
+    class ReadableLogLocator(LogLocator):
+        def tick_values(self, vmin: float, vmax: float) -> Any:
+            ticks = readable_ticks(vmin, vmax)
+            return super().tick_values(vmin, vmax) if ticks is None else np.array(ticks)
+
+    return ReadableLogLocator
+
+
+def _sci_label(x: float, _pos: Any = None) -> str:
+    """``x`` as matplotlib's log labels write it ("$\\mathdefault{2\\times10^{-3}}$"), its
+    mantissa to 3 digits (matplotlib's rounds it to a whole number: 3.5e-3 read "4×10⁻³")."""
+    if not (math.isfinite(x) and x > 0):
+        return ""
+    exp = math.floor(math.log10(x) + 1e-9)
+    mant = float(f"{x / 10**exp:.3g}")
+    if mant >= 10:
+        mant, exp = mant / 10, exp + 1
+    body = f"10^{{{exp}}}" if mant == 1 else f"{mant:g}\\times10^{{{exp}}}"
+    return f"$\\mathdefault{{{body}}}$"
 
 
 def _law_band(law: PowerLaw, scales: list[dict[str, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -335,17 +426,23 @@ def plot_law(
     ]
     xs_all = [s[x_name] for _o, s in pts]
     x_hi = max(xs_all) if xs_all else 1.0
-    ts = None
-    if target_scale and all(p in target_scale for p in law.predictors):
-        ts = {p: float(target_scale[p]) for p in law.predictors}
+    ts = target_point(law, target_scale)
+    if ts is not None:
         x_hi = max(x_hi, ts[x_name])
     colors = _rc()["axes.prop_cycle"].by_key()["color"]
-    shown = _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors, target=ts)
+    shown, line_colors = _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors,
+                                         target=ts)  # fmt: skip
     shown += [float(getattr(o, target)) for o, _s in pts]
     if law.domain.get(x_name):
         ax.axvspan(*law.domain[x_name], color="k", alpha=0.04, label="fitted range")
+    named: set[str] = set()  # (the legend had named only the line and the range: an audit)
     for o, s in pts:
-        _draw_optimum(ax, o, s[x_name], target, held=o.cell in holdout_cells)
+        # (a point of a several-line law in its line's colour: all black, none could be told
+        # apart; an audit)
+        rest = tuple(s[p] for p in law.predictors[1:])
+        color = line_colors.get(rest) if rest else None
+        _draw_optimum(ax, o, s[x_name], target, held=o.cell in holdout_cells, named=named,
+                      color=color)  # fmt: skip
     if holdout_cells:
         ax.plot([], [], "s", color="tab:red", label="held out")
     if ts is not None:
@@ -356,6 +453,15 @@ def plot_law(
     _label_law_axes(ax, law)
     fig.tight_layout()
     return fig
+
+
+def target_point(law: Law, scale: Mapping[str, float] | None) -> dict[str, float] | None:
+    """The target ``scale``'s values of ``law``'s predictors; None when it lacks one, and then
+    nothing of the law is evaluated there: no star, no caption of one, no doubts (one rule for
+    the plot and the page: an audit's caption promised a star the plot did not draw)."""
+    if not scale or any(p not in scale for p in law.predictors):
+        return None
+    return {p: float(scale[p]) for p in law.predictors}
 
 
 def _draw_target_marks(
@@ -379,7 +485,7 @@ def _label_law_axes(ax: Any, law: PowerLaw) -> None:
     unit = data_unit(law.conventions)
     exps = ", ".join(_exponent_words(law, p) for p in law.predictors)
     ax.set_title(f"{axis_label(law.target, unit)} ∝ {exps}", fontsize=9)
-    _log_ticks(ax.xaxis, *ax.get_xlim())
+    _log_ticks(ax.xaxis)
     ax.set_xlabel(axis_label(law.predictors[0], unit))
     ax.set_ylabel(axis_label(law.target, unit))
     ax.legend(fontsize=8, frameon=False)
@@ -400,26 +506,28 @@ def _draw_law_lines(
     colors: Sequence[str],
     *,
     target: Mapping[str, float] | None = None,
-) -> list[float]:
+) -> tuple[list[float], dict[tuple[float, ...], str]]:
     """The law and its 95% band along its first predictor, from the smallest cell (``xs_all``) to
     ``x_hi``, with a margin of 1.3x either side, one line per value of its other predictors among
     the cells and at the ``target`` (its star on a line: :func:`_line_keys`); returns the law
-    lines' values."""
+    lines' values and each line's colour by those values."""
     x_name, others = law.predictors[0], law.predictors[1:]
     keys, at_target = _line_keys(others, cell_scales, target)
     drawn: list[float] = []
+    unit = data_unit(law.conventions)
     for i, key in enumerate(keys):
         grid = np.geomspace(min(xs_all) / 1.3, x_hi * 1.3, 80)
         scales = [{x_name: float(x), **dict(zip(others, key, strict=True))} for x in grid]
         y = np.array([law.predict(s) for s in scales])
         lo, hi = _law_band(law, scales)
-        at, mark = _at_words(others, key), " (the target's)" if key == at_target else ""
+        at, mark = _at_words(others, key, unit), " (the target's)" if key == at_target else ""
         label = "law" + (f" at {at}" if at else "") + mark
         c = colors[i % len(colors)]
         ax.plot(grid, y, "-", color=c, lw=1.6, label=label)
-        ax.fill_between(grid, _finite(lo), _finite(hi), color=c, alpha=0.15)
+        band = "95% band" if i == 0 else None  # (one entry: the bands differ only in colour)
+        ax.fill_between(grid, _finite(lo), _finite(hi), color=c, alpha=0.15, label=band)
         drawn += y.tolist()
-    return drawn
+    return drawn, {key: colors[i % len(colors)] for i, key in enumerate(keys)}
 
 
 def _line_keys(
@@ -440,10 +548,18 @@ def _line_keys(
     return keys, same or at
 
 
-def _at_words(others: Sequence[str], key: Sequence[float]) -> str:
+#: a predictor's name in a law plot's legend, D in the law's unit (the x axis said "training
+#: bytes D", the legend "tokens=1.64e+04": an audit)
+_LEGEND_NAMES: Final[dict[str, str]] = {"n_params": "N", "tokens": "D"}
+
+
+def _at_words(others: Sequence[str], key: Sequence[float], unit: str = "tokens") -> str:
     """The values of a law's other predictors (after its first) that a line or the target's star
-    is at, as "tokens=2e+10" ("" for a law of one predictor)."""
-    return ", ".join(f"{p}={v:.3g}" for p, v in zip(others, key, strict=True))
+    is at, as "D=2e+10 bytes" ("" for a law of one predictor); D in ``unit``."""
+    return ", ".join(
+        f"{_LEGEND_NAMES.get(p, p)}={v:.3g}" + (f" {unit}" if p == "tokens" else "")
+        for p, v in zip(others, key, strict=True)
+    )
 
 
 #: how far (decades) the y axis of a law plot reaches beyond the optima and the law line: a band
@@ -472,14 +588,31 @@ def _clamp_ylim(ax: Any, shown: Sequence[float]) -> None:
     ax.set_ylim(lo, hi)
 
 
-def _draw_optimum(ax: Any, o: CellOptimum, x: float, target: str, *, held: bool) -> None:
+def _draw_optimum(
+    ax: Any,
+    o: CellOptimum,
+    x: float,
+    target: str,
+    *,
+    held: bool,
+    named: set[str] | None = None,
+    color: str | None = None,
+) -> None:
     """One cell's optimum of ``target`` at ``x`` with its interval: a red square when held out,
-    a hollow grey dot when the cell is not usable."""
+    a hollow grey dot when the cell is not usable, else a dot in ``color`` (its law line's; black
+    by default); in the legend once per kind not yet in ``named`` (the held-out cells have their
+    own entry)."""
     y = getattr(o, target)
     ci = getattr(o, f"{target}_ci")
-    style = dict(fmt="s", color="tab:red", ms=6) if held else dict(fmt="o", color="k", ms=4)
+    style: dict[str, Any] = (
+        dict(fmt="s", color="tab:red", ms=6) if held else dict(fmt="o", color=color or "k", ms=4)
+    )
+    kind = "cell optimum" + (" (95% interval)" if ci else "")
     if not o.usable and not held:
-        style = dict(fmt="o", color="tab:gray", ms=4, mfc="none")
+        style, kind = dict(fmt="o", color="tab:gray", ms=4, mfc="none"), "cell left out"
+    if named is not None and not held and kind not in named:
+        named.add(kind)
+        style["label"] = kind
     yerr = None
     if ci:
         yerr = [[max(y - ci[0], 0.0)], [max(ci[1] - y, 0.0)]]
@@ -490,7 +623,7 @@ def _draw_target(ax: Any, law: PowerLaw, ts: dict[str, float]) -> float:
     """The law's prediction at the target scale ``ts`` with its interval, as a star; returns the
     prediction."""
     x_name, others = law.predictors[0], law.predictors[1:]
-    at = _at_words(others, [ts[p] for p in others])
+    at = _at_words(others, [ts[p] for p in others], data_unit(law.conventions))
     yt = law.predict(ts)
     lo_t, hi_t = law.interval(ts)
     lo_t = lo_t if np.isfinite(lo_t) else 0.0
@@ -543,7 +676,7 @@ def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
         ax.errorbar([s[x_name]], [r], yerr=yerr, fmt="o", color=color, ms=4, capsize=2)
         names.append(ax.annotate(o.cell, (s[x_name], r), fontsize=6, xytext=(3, 3),
                                  textcoords="offset points"))  # fmt: skip
-    _log_ticks(ax.xaxis, *ax.get_xlim())
+    _log_ticks(ax.xaxis)
     ax.axhline(0, color="tab:orange", lw=1)
     _draw_scatter_band(ax, law.residual_std)
     ax.set_xlabel(axis_label(x_name, data_unit(law.conventions)))

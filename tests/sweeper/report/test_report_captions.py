@@ -280,10 +280,12 @@ def test_a_batch_sweeps_panel_draws_the_runs_at_one_batch(tmp_path: Path) -> Non
         batch == done.loc[done["loss"].idxmin(), "batch_tokens"]
         and shown["batch_tokens"].nunique() == 1
     )
-    fig = plot_loss_vs_lr(runs, optima)
-    assert [ax.get_title().split("  ")[0] for ax in fig.axes[:2]] == [
-        f"{o.cell} at batch {panel_runs(runs[runs['cell'] == o.cell], o)[1]:.4g}" for o in optima
+    fig = plot_loss_vs_lr(runs, optima, unit="bytes")  # (titles had no unit: an audit)
+    assert [ax.get_title().split(" (")[0] for ax in fig.axes[:2]] == [
+        f"{o.cell} at batch {panel_runs(runs[runs['cell'] == o.cell], o)[1]:.4g} bytes"
+        for o in optima
     ]
+    assert not any("  " in ax.get_title() for ax in fig.axes)  # (a double space before "(")
     write_report(ReportInputs(sweep="b", runs=runs, optima=optima, laws=[]), tmp_path / "b")
     caption = _captions(tmp_path / "b")["Loss against LR, per cell"]
     assert "its panel shows the runs at the batch tried nearest its optimal batch" in caption

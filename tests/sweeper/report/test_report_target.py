@@ -73,8 +73,12 @@ def test_a_partial_target_still_gives_a_report(sqlite_url: str, tmp_path: Path) 
         == 0
     )
     only_d = _report(sqlite_url, "q", tmp_path / "d", "--tokens", "1e10")
-    assert any(n.startswith("the target given is not one recommend can read") for n in only_d)
+    assert "the target gives no N (--params), which the lr law needs: not evaluated there" in (
+        " ".join(only_d)
+    )
     only_n = _report(sqlite_url, "q", tmp_path / "n", "--params", "1e9")
     assert any("at the target: very far extrapolation" in n for n in only_n)
+    # (the law does not model D: the D its doubts take is the cells', and the page says so)
+    assert any(n.startswith("the target gives no D: the doubts below take D = ") for n in only_n)
     with pytest.raises(SweeperError, match="give a recipe or a target's scale"):
         api.write_report("q", tmp_path / "r", storage=sqlite_url, recipe={}, at={"n_params": 1e9})

@@ -57,16 +57,22 @@ def test_a_two_predictor_laws_star_sits_on_a_line_drawn_at_the_targets_d() -> No
     optima, law = _two_predictor_law()
     target = {"n_params": 1e8, "tokens": 2e10}
     ax = plot_law(optima, law, target_scale=target).axes[0]
-    lines = [ln for ln in ax.get_lines() if "tokens=2e+10" in str(ln.get_label())]
+    lines = [ln for ln in ax.get_lines() if "D=2e+10 bytes" in str(ln.get_label())]
     assert len(lines) == 1 and "target" in str(lines[0].get_label())
     x, y = (np.asarray(v, dtype=float) for v in lines[0].get_data())
     on_line = np.exp(np.interp(math.log(1e8), np.log(x), np.log(y)))
     assert math.isclose(on_line, law.predict(target), rel_tol=1e-3)
-    assert any(t.startswith("the law at the target (tokens=2e+10)") for t in _legend(ax))
+    assert any(t.startswith("the law at the target (D=2e+10 bytes)") for t in _legend(ax))
     # the cells' lines are still there, and a target at a cell's D adds no line of its own
-    assert {"law at tokens=2e+08", "law at tokens=8e+08"} <= set(_legend(ax))
+    # (D in the law's unit, as its x axis says: the legend had said "tokens=", an audit)
+    assert {"law at D=2e+08 bytes", "law at D=8e+08 bytes", "95% band"} <= set(_legend(ax))
+    # each cell's point in its D-line's colour (all had been black), named in the legend
+    assert "cell optimum (95% interval)" in _legend(ax)
+    colors = {str(ln.get_label()): ln.get_color() for ln in ax.get_lines()}
+    dots = {ln.get_color() for ln in ax.get_lines() if ln.get_marker() == "o"}
+    assert dots == {colors["law at D=2e+08 bytes"], colors["law at D=8e+08 bytes"]}
     at_cell = plot_law(optima, law, target_scale={"n_params": 1e8, "tokens": 8e8}).axes[0]
-    assert sum("tokens=8e+08" in t and t.startswith("law") for t in _legend(at_cell)) == 1
+    assert sum("D=8e+08" in t and t.startswith("law") for t in _legend(at_cell)) == 1
     inputs = ReportInputs(sweep="s", runs=pd.DataFrame(), optima=optima, laws=[law],
                           target_scale=target)  # fmt: skip
     assert "the law's line at the target's tokens 2e+10" in _recipe_marks(inputs, law)[1]
