@@ -114,7 +114,8 @@ def prepare(
     preds, bpreds = _choose_predictors(
         cell_frame.loc[usable], lr_predictors, batch_predictors, batch, need_batch, n_swept
     )
-    _drop_cells_without(cell_frame, preds, bpreds, usable, bound, left)
+    why_bound = _bound_reasons(df, bound, min_runs, completed, edges)
+    _drop_cells_without(cell_frame, preds, bpreds, usable, bound, left, why_bound)
     if left:
         notes.append("left out " + "; ".join(left))
     elsewhere = [c for c in usable if c in edges and INTERIOR_AT_BEST in edges[c]]
@@ -261,6 +262,24 @@ def _left_out(
     return why
 
 
+def _bound_reasons(
+    df: pd.DataFrame,
+    bound: list[str],
+    min_runs: int,
+    completed: pd.Series,
+    edges: Mapping[str, str],
+) -> dict[str, str]:
+    """Why each bound-only cell is one, in :func:`_left_out`'s words: an audit's cells of 4
+    completed runs were "only a bound (too few completed runs)", the window having made the run
+    4x above the best a bound, with no word of it or of a fix."""
+    out = {}
+    for name in bound:
+        d = df[df["_done"] & (df["cell"] == name)]
+        n_lr = _distinct(np.log(d["lr"].to_numpy(dtype=float)))
+        out[name] = _left_out(name, len(d), n_lr, min_runs, completed, edges)
+    return out
+
+
 def _batch_swept(df: pd.DataFrame, usable: list[str]) -> tuple[bool, int]:
     """Whether the batch is modelled (it varies within some usable cell, and every run has one),
     and in how many usable cells it varies."""
@@ -311,6 +330,7 @@ def _drop_cells_without(
     usable: list[str],
     bound: list[str],
     left: list[str],
+    why_bound: Mapping[str, str],
 ) -> None:
     """Move out of ``usable``/``bound`` (into ``left``, with why) the cells whose predictors are
     not positive, then check that the usable ones can determine the laws (in place)."""
@@ -323,7 +343,7 @@ def _drop_cells_without(
             left.append(f"{c}: no positive {p}")
     for what, ps in (("lr", preds), ("batch_tokens", bpreds)):
         if ps is not None:
-            _check_cells(cell_frame.loc[usable], what, ps, left, bound)
+            _check_cells(cell_frame.loc[usable], what, ps, left, [why_bound[c] for c in bound])
 
 
 def _runs_arrays(
@@ -518,9 +538,14 @@ def _check_cells(
     n, need = len(frame), min_cells(len(preds))
     if n < need:
         why = f"; left out {'; '.join(left[:8])}" if left else ""
-        why += f"; only a bound (too few completed runs): {', '.join(bound[:8])}" if bound else ""
+        if bound:
+            why += (f"; only a bound (its other runs diverged or lie past the fit's window above "
+                    f"its best LR): {'; '.join(bound[:8])}")  # fmt: skip
+        fix = ("; lower --min-runs, widen the window (--surface all-runs), or fit the per-cell "
+               "optima (--method parabola)") if left or bound else ""  # fmt: skip
         raise FitError(
-            f"need at least {need} usable cells to fit {target} on {', '.join(preds)}, got {n}{why}"
+            f"need at least {need} usable cells to fit {target} on {', '.join(preds)}, "
+            f"got {n}{why}{fix}"
         )
     check_predictor_design(frame, preds)
 

@@ -227,6 +227,22 @@ def test_a_bound_cells_note_counts_diverged_runs_apart_from_runs_past_the_window
         fit_surface(runs, n_boot=0, cv=False)
 
 
+def test_too_few_usable_cells_says_why_each_bound_cell_is_one_and_how_to_fit(
+    proxy_runs: pd.DataFrame,
+) -> None:
+    """An own-model audit: cells of 4 completed runs were "only a bound (too few completed
+    runs)": the window had made the run 4x above the best a bound, leaving 3 under min_runs 4,
+    and the message named neither the window nor a fix."""
+    cells = list(dict.fromkeys(proxy_runs["cell"]))[:3]
+    runs = proxy_runs[proxy_runs["cell"].isin(cells)]
+    with pytest.raises(FitError) as e:
+        _quiet(fit_surface, runs, n_boot=0, cv=False, min_runs=40)
+    said = str(e.value)
+    assert f"{cells[0]}: " in said and "completed runs at" in said and "min_runs=40" in said
+    assert "lower --min-runs, widen the window (--surface all-runs)" in said
+    assert "--method parabola" in said
+
+
 def test_divergence_bounds_the_optimum(proxy_runs: pd.DataFrame) -> None:
     """Runs that diverged at an LR say the optimum lies below it: the smallest cell, with its
     runs from 6.8e-3 up diverged (below its true optimum, 1e-2), gets an optimum well below the
