@@ -52,6 +52,7 @@ class CellState:
     running: int = 0  # Ray trials of this cell alive now
     open_points: int = 0  # asked, not yet told
     failed_now: int = 0  # points that failed in this launch
+    requeued_now: list[dict[str, Any]] = field(default_factory=list)  # ... and were queued again
     runs: int = 0  # training runs of the COMPLETE trials (what the law sampler's budget counts)
     grid_spent: bool = False  # grid sampler: every point asked, none queued
     best_loss: float | None = None
@@ -136,13 +137,19 @@ def tell_point(c: CellState, p: Point, *, requeue: bool) -> bool:
         # Queued (or held, after failing in the study's code) before the FAIL is told: a driver
         # killed between the two writes leaves the trial RUNNING, which reconcile closes without
         # queueing the point twice.
-        if requeue and p.user_error:
-            hold_point(study, p.trial.params)
-        again = requeue and not p.user_error and requeue_point(study, p.trial.params)
+        # (a point that fails again in this launch is held too: an own-model audit's point that
+        # timed out was asked 3 times, 9 runs with Ray's retries, until its cell gave up on
+        # failures with its other points never asked)
+        params = dict(p.trial.params)
+        here = requeue and not p.user_error and params not in c.requeued_now
+        if requeue and not here:
+            hold_point(study, params)
+        again = here and requeue_point(study, params)
         _tell(study, p.trial, state=TrialState.FAIL)
         c.failed += 1
         c.failed_now += 1
         if again:
+            c.requeued_now.append(params)
             c.grid_spent = False
         return again
     if p.pruned:

@@ -200,9 +200,10 @@ HELD = "held_points"
 
 
 def hold_point(study: optuna.Study, params: Mapping[str, Any]) -> None:
-    """Keep ``params`` (a point whose run failed in the study's own code) to be queued by the
-    next launch's :func:`reconcile`: a seeded run raises the same exception again, so asking it
-    again in this launch would only fail again (and use up the cell's failures)."""
+    """Keep ``params`` (a point whose run failed in the study's own code, or failed twice in
+    this launch) to be queued by the next launch's :func:`reconcile`: a seeded run raises the
+    same exception again, so asking it again in this launch would only fail again (and use up
+    the cell's failures)."""
     point = dict(params)
     held = list(study.user_attrs.get(HELD) or [])
     if point and point not in held:
