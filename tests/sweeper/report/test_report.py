@@ -320,27 +320,48 @@ def test_a_panel_title_names_the_edge_its_optimum_is_on() -> None:
     assert _edge_words(replace(o, edge="high")) == "LR optimum on the high edge"
 
 
-def test_an_lr_axis_under_a_decade_labels_1_2_and_5() -> None:
-    """matplotlib's formatter dropped the label at 5 × 10^-3 on an axis from 1.5e-3 to 1.1e-2
-    (only 2 × 10^-3 and 10^-2 were labelled: the optima could not be read off)."""
+def _log_labels(lo: float, hi: float) -> list[str]:
+    """The tick labels a report's log LR axis shows from ``lo`` to ``hi``."""
     import matplotlib.pyplot as plt
 
     from sweeper.report.plots import _log_ticks
 
-    fig, ax = plt.subplots()
+    fig, ax = plt.subplots(figsize=(4, 3))
     ax.set_xscale("log")
-    ax.plot([1.5e-3, 1.1e-2], [0, 1])
+    ax.plot([lo, hi], [0, 1])
     _log_ticks(ax.xaxis)
     fig.canvas.draw()
-    lo, hi = ax.get_xlim()
+    left, right = ax.get_xlim()
     shown = [
         t.get_text()
         for t in ax.get_xticklabels()
-        if t.get_text() and lo <= t.get_position()[0] <= hi
+        if t.get_text() and left <= t.get_position()[0] <= right
     ]
-    assert shown == ["$\\mathdefault{2\\times10^{-3}}$", "$\\mathdefault{5\\times10^{-3}}$",
-                     "$\\mathdefault{10^{-2}}$"]  # fmt: skip
     plt.close(fig)
+    return shown
+
+
+def test_an_lr_axis_under_a_decade_labels_1_2_and_5() -> None:
+    """matplotlib's formatter dropped the label at 5 × 10^-3 on an axis from 1.5e-3 to 1.1e-2
+    (only 2 × 10^-3 and 10^-2 were labelled: the optima could not be read off)."""
+    assert _log_labels(1.5e-3, 1.1e-2) == [
+        "$\\mathdefault{2\\times10^{-3}}$", "$\\mathdefault{5\\times10^{-3}}$",
+        "$\\mathdefault{10^{-2}}$",
+    ]  # fmt: skip
+
+
+def test_a_narrow_lr_axis_has_a_few_readable_labels() -> None:
+    """A law sampler tries ~3 close LRs: matplotlib fell back to ~10 labelled ticks there, and
+    its formatter wrote 3.5e-3 as "4×10⁻³"."""
+    from sweeper.report.plots import _sci_label, readable_ticks
+
+    assert _log_labels(3.4e-3, 7.3e-3) == [
+        "$\\mathdefault{5\\times10^{-3}}$", "$\\mathdefault{7\\times10^{-3}}$",
+    ]  # fmt: skip
+    tight = readable_ticks(4.1e-3, 4.6e-3)
+    assert tight is not None and 2 <= len(tight) <= 4
+    assert len({_sci_label(t) for t in tight}) == len(tight)
+    assert _sci_label(3.5e-3) == "$\\mathdefault{3.5\\times10^{-3}}$"
 
 
 def test_the_page_says_what_the_sweep_trained() -> None:

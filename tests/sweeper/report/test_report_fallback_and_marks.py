@@ -162,34 +162,6 @@ def test_a_cell_with_no_finished_run_says_what_became_of_its_runs() -> None:
         assert lo < lrs.min() and hi > lrs.max() and hi / lo < lrs.max() / lrs.min() * 3
 
 
-def test_a_narrow_lr_axis_has_a_few_readable_labels() -> None:
-    """A law sampler tries ~3 close LRs: matplotlib fell back to ~10 labelled ticks there, and
-    its formatter wrote 3.5e-3 as "4×10⁻³"."""
-    import matplotlib.pyplot as plt
-
-    from sweeper.report.plots import _log_ticks
-
-    fig, ax = plt.subplots(figsize=(4, 3))
-    ax.set_xscale("log")
-    ax.plot([3.4e-3, 7.3e-3], [0, 1])
-    _log_ticks(ax.xaxis)
-    fig.canvas.draw()
-    lo, hi = ax.get_xlim()
-    shown = [
-        t.get_text()
-        for t in ax.get_xticklabels()
-        if t.get_text() and lo <= t.get_position()[0] <= hi
-    ]
-    assert shown == ["$\\mathdefault{5\\times10^{-3}}$", "$\\mathdefault{7\\times10^{-3}}$"]
-    plt.close(fig)
-    from sweeper.report.plots import _sci_label, readable_ticks
-
-    tight = readable_ticks(4.1e-3, 4.6e-3)
-    assert tight is not None and 2 <= len(tight) <= 4
-    assert len({_sci_label(t) for t in tight}) == len(tight)
-    assert _sci_label(3.5e-3) == "$\\mathdefault{3.5\\times10^{-3}}$"
-
-
 def test_a_bytes_page_says_bytes_in_the_fits_notes_and_shows_the_batch_edge(tmp_path: Path) -> None:
     """The batch ladder in bytes: the tables said "batch (bytes)", the reasons below them "the
     best batch 32 tokens"; and its edge column was blank for a cell left out for its batch
