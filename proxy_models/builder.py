@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import site
 import sys
 from collections.abc import Callable, Mapping
@@ -116,7 +117,7 @@ def load_callable(path: str, key: str = "model.builder") -> Callable[..., Any]:
         raise BuilderError(key, f"{path!r} must look like 'package.module:function'")
     mod_name, attr = path.split(":")
     try:
-        obj: Any = importlib.import_module(mod_name)
+        obj: Any = _import(mod_name)
     except Exception as e:  # ImportError, or the module itself raising
         raise BuilderError(key, _import_failure(mod_name, path, e)) from e
     for part in attr.split("."):
@@ -127,6 +128,32 @@ def load_callable(path: str, key: str = "model.builder") -> Callable[..., Any]:
         raise BuilderError(key, f"{path!r} is not callable (a {type(obj).__name__})")
     fn: Callable[..., Any] = obj
     return fn
+
+
+def _import(mod_name: str) -> Any:
+    """``mod_name`` from ``sys.path``, else from the working directory, which then joins the end
+    of ``sys.path`` (as ``launch`` looks there: the ``sweeper`` command's path lacks it, so
+    ``recommend`` run where ``launch`` was could not build the law's model and counted N with
+    the GPT formula; an own-model audit). The path is left as it was when that fails too."""
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        cwd = os.getcwd()
+        if not _is_itself(mod_name, e) or cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        importlib.invalidate_caches()
+        try:
+            return importlib.import_module(mod_name)
+        except Exception:
+            sys.path.remove(cwd)
+            raise
+
+
+def _is_itself(mod_name: str, e: ModuleNotFoundError) -> bool:
+    """Whether ``e`` says ``mod_name`` itself (or a package above it) is missing, not something
+    the module imports."""
+    return e.name is not None and (mod_name == e.name or mod_name.startswith(f"{e.name}."))
 
 
 def _shadow(module: Any) -> str:
@@ -149,13 +176,13 @@ def _import_failure(mod_name: str, path: str, e: Exception) -> str:
     """Why ``mod_name`` did not import, with the fix: the module itself not found (sys.path),
     something it imports missing (install it), or the module raising as it was imported."""
     what = f"cannot import {mod_name!r} for {path!r} ({type(e).__name__}: {e})"
-    missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
-    if missing is not None and not (mod_name == missing or mod_name.startswith(f"{missing}.")):
-        return (
-            f"{what}: {mod_name!r} was found, but {missing!r}, which it imports, is not installed"
-        )
+    if isinstance(e, ModuleNotFoundError) and e.name is not None and not _is_itself(mod_name, e):
+        return f"{what}: {mod_name!r} was found, but {e.name!r}, which it imports, is not installed"
     if isinstance(e, ModuleNotFoundError):
-        return f"{what}; is it on sys.path (PYTHONPATH, or an installed package)?"
+        return (
+            f"{what}; is it on sys.path (PYTHONPATH, or an installed package) or in the working "
+            "directory?"
+        )
     if isinstance(e, ImportError):
         return f"{what}: {mod_name!r} was found, but an import inside it failed"
     return f"{what}: the module raised as it was imported"

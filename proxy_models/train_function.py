@@ -3,7 +3,8 @@ one run and reports its losses.
 
 The function is called as ``function(hparams=..., shape=..., report=...)`` (plus ``model=`` when
 the study also names a ``model.builder`` and the function takes a ``model`` parameter: the
-builder's model at the cell's shape, parametrized by Sweeper):
+builder's model at the cell's shape, parametrized by Sweeper; under SP a function that does not
+take it trains its own model, the builder then only counting N and memory):
 
 - ``hparams``: ``lr``, ``batch_size`` (sequences), ``tokens`` (the budget), ``seed``, ``data``
   (the study's data source) and every study setting the function honours, by its short name
@@ -33,7 +34,16 @@ from typing import Any, Final
 
 from proxy_models.builder import BuilderError, load_callable
 
-__all__ = ["HONOURABLE", "KEY", "check_function", "honours_of", "run_function"]
+__all__ = [
+    "HONOURABLE",
+    "IMPLIED",
+    "KEY",
+    "applied_to_model",
+    "check_function",
+    "honours_of",
+    "run_function",
+    "takes_model",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -72,22 +82,52 @@ HONOURABLE: Final[dict[str, str]] = {
         )
     },
 }
+#: what honouring a key implies honouring too: a parametrization is applied relative to its base
+#: shape, so a function that honours it receives the base width and depth (an own-model audit:
+#: such a function was refused for a base_width it needs, and not passed the default one)
+IMPLIED: Final[dict[str, tuple[str, ...]]] = {"parametrization": ("base_width", "base_depth")}
 _MARGIN: Final[float] = 1.0  # as proxy_models.training.DIVERGE_MARGIN
 _MARGIN_EARLY: Final[float] = 3.0  # as DIVERGE_MARGIN_WARMUP, over the first 10% of the tokens
 _WINDOW: Final[int] = 10
 
 
 def honours_of(fn: Callable[..., Any]) -> tuple[str, ...]:
-    """The short names of the study keys ``fn`` declares it honours (``fn.honours``)."""
+    """The short names of the study keys ``fn`` declares it honours (``fn.honours``), with what
+    they imply (:data:`IMPLIED`)."""
     h = getattr(fn, "honours", ())
     if isinstance(h, str):
         h = (h,)
-    return tuple(str(x) for x in h)
+    declared = tuple(str(x) for x in h)
+    implied = [k for d in declared for k in IMPLIED.get(d, ()) if k not in declared]
+    return declared + tuple(dict.fromkeys(implied))
 
 
-def check_function(path: str, *, with_model: bool = False) -> list[str]:
+def applied_to_model(parametrization: str) -> tuple[str, ...]:
+    """The study keys Sweeper itself applies to a builder's model it passes as ``model=``
+    (:func:`proxy_models.builder.prepare`): the output multiplier's hook, and under muP and
+    CompleteP the init by role. A function that takes that model need not honour them (an
+    own-model audit: such a study's init_std was refused, and its law recorded the init as
+    unknown, though Sweeper had drawn it)."""
+    return ("output_mult",) + (("init_std",) if parametrization != "sp" else ())
+
+
+def takes_model(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` accepts ``model=`` beside ``hparams``, ``shape`` and ``report`` (a
+    signature Python cannot read counts as taking it, as the call would then try)."""
+    try:
+        inspect.signature(fn).bind(hparams={}, shape={}, report=None, model=None)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def check_function(path: str, *, builder_parametrization: str | None = None) -> list[str]:
     """Problems with the training function at ``path`` (import, signature, ``honours``), one line
-    each naming ``train.function``."""
+    each naming ``train.function``. ``builder_parametrization``: the parametrization of the
+    study's builder, when it names one; under muP or CompleteP the function must take the model
+    Sweeper parametrized (:func:`_model_problem`)."""
     try:
         fn = load_callable(path, KEY)
     except BuilderError as e:
@@ -97,14 +137,14 @@ def check_function(path: str, *, with_model: bool = False) -> list[str]:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return out
-    names: dict[str, Any] = {"hparams": {}, "shape": {}, "report": None}
-    if with_model:
-        names["model"] = None
+    with_model = builder_parametrization is not None and takes_model(fn)
     try:
-        sig.bind(**names)
+        sig.bind(hparams={}, shape={}, report=None, **({"model": None} if with_model else {}))
     except TypeError as e:
         need = "hparams, shape, report" + (", model" if with_model else "")
         out.append(f"{KEY}: {path!r} must take the keyword arguments {need} ({e})")
+    else:
+        out += _model_problem(fn, path, builder_parametrization)
     unknown = [h for h in honours_of(fn) if h not in HONOURABLE]
     if unknown:
         out.append(
@@ -112,6 +152,21 @@ def check_function(path: str, *, with_model: bool = False) -> list[str]:
             f"{', '.join(HONOURABLE)})"
         )
     return out
+
+
+def _model_problem(fn: Callable[..., Any], path: str, parametrization: str | None) -> list[str]:
+    """A builder beside a function that does not take ``model=``: fine under SP (the builder
+    only counts N and memory: the function trains its own model), refused under muP and
+    CompleteP, which Sweeper applies to the builder's model and which would reach no model the
+    function trains (an own-model audit: it was refused under SP too, against the docs)."""
+    if parametrization in (None, "sp") or takes_model(fn):
+        return []
+    return [
+        f"{KEY}: {path!r} must take model= under {parametrization}: Sweeper applies "
+        f"{parametrization} to the builder's model and passes it as model=, so a function that "
+        "trains a model of its own would not train what was parametrized (under sp a builder "
+        "beside such a function only counts N and memory)"
+    ]
 
 
 @dataclass
@@ -163,7 +218,7 @@ def run_function(
     watch = _Watch(int(hparams["tokens"]), report)
     passed = _HParams(hparams, honours=honours_of(fn))
     kwargs: dict[str, Any] = {"hparams": passed, "shape": dict(shape), "report": watch}
-    if model is not None:
+    if model is not None and takes_model(fn):  # (under sp a function may train its own)
         kwargs["model"] = model
     try:
         out = fn(**kwargs)

@@ -165,15 +165,21 @@ def _own_code(spec: StudySpec, meta: Mapping[str, Any] | None = None) -> dict[st
     """The builder, the parametrization variant applied to it, the training function, the
     optimizer and the decay timescale of a launched study. What the user's code decides is
     unknown (None): the optimizer of a training function that does not honour ``optimizer``, and
-    the init std of a function that does not honour ``init_std`` or of a builder's model under SP
-    (it keeps its own init)."""
+    the init std of a builder's model under SP (it keeps its own init) or of a function that
+    does not honour ``init_std``, unless Sweeper drew the init of the model it passes the
+    function (a builder's under muP/CompleteP: an own-model audit's law said "unknown", and its
+    recipe a formula's std 8x the proxies')."""
+    from proxy_models.train_function import applied_to_model
+
     m, t = spec.model, spec.train
     out: dict[str, Any] = {"optimizer": t.optimizer, "weight_decay_tau": t.weight_decay_tau}
     honoured = _honoured(spec, meta)
     if honoured is not None and "optimizer" not in honoured:
         out["optimizer"] = None
     own_init = m.builder is not None and m.parametrization == "sp"
-    if own_init or (honoured is not None and "init_std" not in honoured):
+    # (a builder beside a function under muP/CompleteP passes it the model: validate's rule)
+    applied = applied_to_model(m.parametrization) if m.builder is not None else ()
+    if own_init or (honoured is not None and "init_std" not in {*honoured, *applied}):
         out["init_std"] = None
     if m.builder is not None:
         from proxy_models.builder import VARIANTS

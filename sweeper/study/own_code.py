@@ -157,7 +157,7 @@ def check_own_code(spec: StudySpec) -> list[str]:
     if builder is not None:
         out += _check_builder(spec, builder)
     if spec.train.function is not None:
-        out += _check_function(spec, with_model=builder is not None)
+        out += _check_function(spec)
     return out
 
 
@@ -176,24 +176,37 @@ def _check_builder(spec: StudySpec, builder: Any) -> list[str]:
     return []
 
 
-def _check_function(spec: StudySpec, *, with_model: bool) -> list[str]:
+def _check_function(spec: StudySpec) -> list[str]:
     from proxy_models.builder import load_callable
     from proxy_models.train_function import HONOURABLE, KEY, check_function, honours_of
 
     path = spec.train.function
     assert path is not None
-    out = check_function(path, with_model=with_model)
+    par = spec.model.parametrization if spec.model.builder is not None else None
+    out = check_function(path, builder_parametrization=par)
     if out:
         return out
-    honours = set(honours_of(load_callable(path, KEY)))
-    for name in keys_set(spec):
-        if name not in honours:
-            out.append(
-                f"{HONOURABLE[name]}: set by the study, but the training function {path!r} does "
-                f"not honour it (it honours: {', '.join(sorted(honours)) or 'nothing'}); remove "
-                "it, or honour it and list it in the function's `honours`"
-            )
+    fn = load_callable(path, KEY)
+    honours = set(honours_of(fn))
+    covered = honours | set(_sweeper_applies(spec, fn))
+    for name in [k for k in keys_set(spec) if k not in covered]:
+        out.append(
+            f"{HONOURABLE[name]}: set by the study, but the training function {path!r} does "
+            f"not honour it (it honours: {', '.join(sorted(honours)) or 'nothing'}); remove "
+            "it, or honour it and list it in the function's `honours`"
+        )
     return out
+
+
+def _sweeper_applies(spec: StudySpec, fn: Any) -> tuple[str, ...]:
+    """The study keys Sweeper applies itself to the model it passes the training function ``fn``
+    (:func:`proxy_models.train_function.applied_to_model`; none without a builder, or when
+    ``fn`` does not take ``model=``)."""
+    from proxy_models.train_function import applied_to_model, takes_model
+
+    if spec.model.builder is None or not takes_model(fn):
+        return ()
+    return applied_to_model(spec.model.parametrization)
 
 
 def coord_check_study(

@@ -312,3 +312,45 @@ def test_a_module_shadowed_by_pythons_own_is_named(
     with pytest.raises(BuilderError) as e:
         load_callable("tests.own_builders:nope")
     assert "rename" not in str(e.value)
+
+
+def test_a_function_beside_a_builder_takes_the_model_where_it_can() -> None:
+    """An own-model audit: a function without model= was refused beside any builder (OWN_MODEL.md
+    passes the model only to a function that takes it): accepted under sp, where the model is
+    then not passed, refused under muP/CompleteP, which Sweeper applies to that model. Honouring
+    the parametrization implies its base shape."""
+    from proxy_models.train_function import check_function, honours_of, run_function
+    from tests.own_model_loops import own_model, with_model
+
+    assert honours_of(with_model) == ("parametrization", "base_width", "base_depth")
+    own, takes = "tests.own_model_loops:own_model", "tests.own_model_loops:with_model"
+    assert check_function(own, builder_parametrization="sp") == []
+    (line,) = check_function(own, builder_parametrization="completep")
+    assert line.startswith("train.function: ") and "must take model= under completep" in line
+    assert check_function(takes, builder_parametrization="mup") == []
+    (line,) = check_function(takes)  # no builder, no model to pass
+    assert "hparams, shape, report" in line and "'model'" in line
+    shape = {"width": 16, "depth": 1, "heads": 1, "head_dim": 16, "vocab_size": 256, "context": 8}
+    hp = {"lr": 0.05, "batch_size": 2, "tokens": 2 * 8 * 40, "seed": 0}
+    assert run_function(own_model, hparams=hp, shape=shape, model=object())["val_loss"] == 4.0
+
+
+def test_a_module_in_the_working_directory_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An own-model audit: `sweeper recommend` could not import a builder from the directory
+    `launch` ran in (the command's sys.path lacks it). sys.path is left as it was when the module
+    is not there either."""
+    import sys
+
+    from proxy_models.builder import load_callable
+
+    (tmp_path / "in_cwd_q4.py").write_text("def f():\n    return 1\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    before = list(sys.path)
+    with pytest.raises(BuilderError, match=r"sys\.path .* or in the working directory\?"):
+        load_callable("no_such_module_q4:f")
+    assert sys.path == before
+    assert load_callable("in_cwd_q4:f")() == 1
+    assert sys.path == [*before, str(tmp_path)]

@@ -509,3 +509,105 @@ def test_the_functions_honours_are_recorded_at_launch(tmp_path: Path) -> None:
     (tmp_path / "hon_q9.py").unlink()  # the module gone where the fit runs
     sys.modules.pop("hon_q9", None)
     assert sweep_conventions(Sweep.load(spec.name, url)).warmup == 0.05
+
+
+def test_what_sweeper_applies_to_the_model_it_passes_need_not_be_honoured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An own-model audit: a function taking the muP model Sweeper built was refused an init_std
+    (and an output_mult) Sweeper itself applies to that model, and its law recorded the init as
+    unknown, so the recipe printed a formula's std 8x the proxies'. Honouring parametrization
+    implies its base shape (the audit's function had to list base_width as well)."""
+    from sweeper.fitting.provenance import _own_code
+    from sweeper.study.spec import load_study
+
+    model = (
+        'builder = "tests.own_builders:tiny"\nparametrization = "mup"\nbase_width = 16\n'
+        "base_depth = 1\ninit_std = 0.01\noutput_mult = 2.0"
+    )
+    study = write(tmp_path, model, 'function = "tests.own_model_loops:with_model"')
+    code, _out, err = run_cli(capsys, "validate", str(study))
+    assert code == 0, err
+    assert "init_std" not in _own_code(load_study(study))  # (Sweeper drew it: known)
+    # what the function decides stays its own to honour
+    study = write(tmp_path, model, 'function = "tests.own_model_loops:with_model"\nz_loss = 1e-4')
+    code, _out, err = run_cli(capsys, "validate", str(study))
+    assert code == 2 and "train.z_loss: set by the study" in err, err
+
+
+def test_a_builder_beside_a_function_that_takes_no_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An own-model audit: OWN_MODEL.md passes model= only to a function that takes it, but
+    such a function was refused beside a builder. Under sp the builder now only counts N and
+    memory, and the run trains the function's own model; under muP it is refused, saying why."""
+    from ray import tune as ray_tune
+
+    import sweeper.run.trainable as tr
+    from sweeper.study.spec import load_study
+
+    fn = 'function = "tests.own_model_loops:own_model"'
+    study = write(tmp_path, 'builder = "tests.own_builders:tiny"', fn)
+    code, _out, err = run_cli(capsys, "validate", str(study))
+    assert code == 0, err
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(ray_tune, "report", lambda m: sent.append(dict(m)))
+    spec = load_study(study)
+    tr.run_trial(_config(spec, tr.own_config(spec)))
+    assert sent[-1]["final"] and sent[-1]["loss"] == 4.0 and tr.USER_ERROR not in sent[-1]
+    mup = 'builder = "tests.own_builders:tiny"\nparametrization = "mup"\nbase_width = 16'
+    code, _out, err = run_cli(capsys, "validate", str(write(tmp_path, mup, fn)))
+    assert code == 2 and "must take model= under mup" in err, err
+
+
+def test_a_function_honouring_parametrization_gets_the_base_shape_and_sweepers_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainable passes the base width and depth to a function that honours the
+    parametrization (an own-model audit), and the model it passes has the study's init std."""
+    from ray import tune as ray_tune
+
+    import sweeper.run.trainable as tr
+    from sweeper.study.spec import load_study
+    from tests.own_model_loops import SEEN
+
+    monkeypatch.setattr(ray_tune, "report", lambda m: None)
+    model = (
+        'builder = "tests.own_builders:tiny"\nparametrization = "mup"\nbase_width = 16\n'
+        "init_std = 0.01"
+    )
+    spec = load_study(write(tmp_path, model, 'function = "tests.own_model_loops:with_model"'))
+    tr.run_trial(_config(spec, tr.own_config(spec)))
+    assert SEEN["hparams"]["base_width"] == 16 and SEEN["hparams"]["base_depth"] == 2
+    assert abs(SEEN["emb_std"] - 0.01) < 0.002
+
+
+def test_recommend_builds_the_laws_model_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An own-model audit: `sweeper recommend` run where `launch` found the builder (the working
+    directory) could not import it (the command's sys.path lacks the working directory) and
+    counted N with the GPT formula."""
+    import sys
+
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.recipe.recommend import recommend
+    from sweeper.recipe.target import Target
+
+    (tmp_path / "cwd_builder_q3.py").write_text("from tests.own_builders import tiny\n")
+    monkeypatch.chdir(tmp_path)
+    path = [p for p in sys.path if p not in ("", ".", str(tmp_path))]
+    monkeypatch.setattr(sys, "path", list(path))
+    conv = Conventions(model_builder="cwd_builder_q3:tiny", parametrization="sp")
+    law = PowerLaw(target="lr", predictors=("n_params",), source="own", conventions=conv,
+                   log_prefactor=math.log(0.2), exponents={"n_params": -0.3})  # fmt: skip
+    target = Target(width=128, depth=2, heads=4, vocab=512, context=64, tokens=1e9)
+    r = recommend({"lr": law}, target)
+    assert r.n_params == 2 * (8 * 128 * 128 + 2 * 128), r.warnings
+    assert not any("cannot build" in w for w in r.warnings)
+    missing = replace(law, conventions=replace(conv, model_builder="no_such_q3:tiny"))
+    sys.path.remove(str(tmp_path))
+    r = recommend({"lr": missing}, target)
+    assert any("in the working directory?" in w for w in r.warnings), r.warnings
+    assert sys.path == path  # (left as it was when the module is nowhere)
