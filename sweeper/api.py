@@ -258,7 +258,7 @@ def launch(
         warnings.warn(
             f"sweep {summary.sweep}: {summary.short(f' after {failed} failed trial(s)')}; each "
             "failed trial keeps its error (the last_error column of runs(...), rows with state "
-            "FAIL); fix what failed, then launch again",
+            f"FAIL); {summary.fix_hint('code_changed=True')}",
             LaunchShort,
             stacklevel=2,
         )

@@ -275,8 +275,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if not s.done:
         print(
             f"sweeper: {s.short(' after failed runs')}; the errors are above (and in the "
-            f"last_error column of `sweeper trials {s.sweep}`); fix what failed, then relaunch "
-            "to run those points again",
+            f"last_error column of `sweeper trials {s.sweep}`); {s.fix_hint('--code-changed')}",
             file=sys.stderr,
         )
         return 1

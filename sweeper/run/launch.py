@@ -119,6 +119,8 @@ class LaunchSummary:
     interrupted: str = ""
     #: the law sampler's budget (None for other samplers: their targets are per cell)
     budget_runs: int | None = None
+    #: the study runs code of its own (a model builder, a training function)
+    own_code: bool = False
 
     def __repr__(self) -> str:
         return st.masked_repr(self, "url")
@@ -133,6 +135,16 @@ class LaunchSummary:
     def runs_used(self) -> int:
         """Training runs of the COMPLETE trials in every cell (what ``budget_runs`` counts)."""
         return sum(c.runs for c in self.cells)
+
+    def fix_hint(self, code_changed: str) -> str:
+        """What to do after failed runs; ``code_changed`` is how the caller spells the option
+        (--code-changed, code_changed=True): a study with code of its own is refused a relaunch
+        once that code changed, and an own-model audit fixed its code and met the refusal."""
+        out = "fix what failed, then relaunch to run those points again"
+        if self.own_code:
+            out += (f" (with {code_changed} if you fixed the study's model builder or training "
+                    "function: its finished runs are kept)")  # fmt: skip
+        return out
 
     def short(self, why: str = "") -> str:
         """What is left to run ("" when done), ``why`` said after the subject: the law sampler's
@@ -992,6 +1004,7 @@ def _launch_fenced(
             plan_stop="" if searcher is None or searcher.law_gave_up else searcher.law_stop,
             interrupted="" if searcher is None else searcher.interrupted,
             budget_runs=spec.sampler.budget_runs if spec.sampler.kind == "law" else None,
+            own_code=bool(user_code_refs(spec)),
         )
 
     # (a law study's end is its plan's: a budget lowered below the runs used is said there)
