@@ -58,6 +58,8 @@ METHODS: Final[tuple[str, ...]] = ("parabola", "band")
 
 #: LRs (or batch sizes) closer than this in natural log (1%) are the same grid point
 _SAME_POINT: Final[float] = 0.01
+#: the note of an optimum whose parabola could not place it: the best grid point stands for it
+BEST_POINT_NOTE: Final[str] = "parabola not convex or underdetermined: used the best point"
 _META: Final[tuple[str, ...]] = (
     "n_params",
     "n_params_total",
@@ -311,7 +313,7 @@ def _estimate_cell(
         best_x, best_z = px[est["best"][0]], (pz[est["best"][0]] if pz is not None else None)
         extra = _parabola_extras(est, px, pz)
         if not est["ok"][0]:
-            notes.append("parabola not convex or underdetermined: used the best point")
+            notes.append(BEST_POINT_NOTE)
 
     located = _located(
         est, best_x, best_z, x, z, np.log(div_lr), blank["batch_tokens"], n_boot, level

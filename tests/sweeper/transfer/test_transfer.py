@@ -442,9 +442,38 @@ def test_a_measured_optimum_that_fell_back_to_the_best_point_says_so() -> None:
          "state": "COMPLETE", "seed": float(s)}
         for lr in lrs for s in (0, 1)
     ]  # fmt: skip
-    lr, _ci, notes = _measured_optimum(normalize_runs(pd.DataFrame(rows)), "held")
+    runs = normalize_runs(pd.DataFrame(rows))
+    lr, _ci, notes = _measured_optimum(runs, "held", _best_point(runs))
     assert np.isclose(lrs, lr).any() and any("used the best point" in n for n in notes), notes
     assert notes[0].startswith(f"measured optimum {lr:.3g}")
+
+
+def _best_point(runs: pd.DataFrame) -> pd.Series:
+    """The regret table's best point of ``runs`` (seeds averaged), as summarize_transfer takes it."""
+    from sweeper.transfer.plan import _point_losses
+
+    points = _point_losses(runs)
+    return points.loc[points["mean"].idxmin()]
+
+
+def test_a_fallen_back_optimum_is_the_regret_tables_best_point() -> None:
+    """A transfer audit: the optimum estimate counts LRs 1% apart as one grid point, so the law's
+    0.00402 and the grid's 0.004 were averaged into a point that lost to 0.00284, which stood as
+    the measured optimum (every log2 error against it) beside a table whose best was 0.004."""
+    from sweeper.transfer.plan import _measured_optimum
+
+    loss = {1e-3: 2.90, 2e-3: 2.80, 2.84e-3: 2.7234, 4e-3: 2.7219, 4.02e-3: 2.7343,
+            5.7e-3: 2.80, 8e-3: 2.7240, 1.6e-2: 2.95}  # (two dips: the parabola falls back)
+    rows = [
+        {"n_params": 1e6, "tokens": 4e8, "lr": lr, "batch_size": 64.0, "seq_len": 256.0,
+         "loss": v, "diverged": False, "state": "COMPLETE", "seed": float(s)}
+        for lr, v in loss.items() for s in (0, 1)
+    ]  # fmt: skip
+    runs = normalize_runs(pd.DataFrame(rows))
+    best = _best_point(runs)
+    lr, _ci, notes = _measured_optimum(runs, "held", best)
+    assert any("used the best point" in n for n in notes), notes
+    assert lr == float(best["lr"]) == 4e-3
 
 
 @pytest.fixture
