@@ -636,17 +636,17 @@ def _measured_optimum(
     (opt,) = estimate_optima(runs, method="parabola", n_boot=100, keep_edge=True, min_runs=2)
     if opt.lr is None:
         raise FitError(f"{cell}: no optimum can be measured ({opt.reason})")
+    lr, lr_ci = float(opt.lr), opt.lr_ci
     if BEST_POINT_NOTE in opt.notes:
         lr = float(best["lr"])
-        ci = opt.lr_ci if opt.lr_ci and opt.lr_ci[0] <= lr <= opt.lr_ci[1] else None
-        opt = replace(opt, lr=lr, lr_ci=ci)
+        lr_ci = lr_ci if lr_ci and lr_ci[0] <= lr <= lr_ci[1] else None
     ci = (
-        f" (95% {opt.lr_ci[0]:.3g}-{opt.lr_ci[1]:.3g})"
-        if opt.lr_ci and all(math.isfinite(v) for v in opt.lr_ci)
+        f" (95% {lr_ci[0]:.3g}-{lr_ci[1]:.3g})"
+        if lr_ci and all(math.isfinite(v) for v in lr_ci)
         else ""
     )
-    notes = [f"measured optimum {opt.lr:.3g}{ci}: {n}" for n in opt.notes]
-    return float(opt.lr), opt.lr_ci, notes
+    notes = [f"measured optimum {lr:.3g}{ci}: {n}" for n in opt.notes]
+    return lr, lr_ci, notes
 
 
 def _trained_losses(
