@@ -246,8 +246,11 @@ def _print_transfer_tail(c: Console, res: TransferResult) -> None:
     if parts:
         c.print("resolution: " + "; ".join(parts))
     if res.regret_vs_optimum_pct is not None:
+        # (the cell's swept optimum, retrained: "the measured optimum" had named it here and
+        # the parabola's optimum in the head, two LRs; a transfer audit)
         c.print(
-            f"law prediction against the measured optimum, same seeds: "
+            f"law prediction against the cell's swept optimum (lr "
+            f"{res.lrs['measured_optimum']:.3g}), same seeds: "
             f"{res.regret_vs_optimum_pct:+.2f}% of the loss"
         )
     for n in res.notes:

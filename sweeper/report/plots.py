@@ -757,7 +757,7 @@ def _draw_surface(
 _POINT_STYLE: dict[str, tuple[str, str]] = {
     "law": ("tab:green", "law (recommended)"),
     "law_point": ("tab:olive", "law (point)"),
-    "measured_optimum": ("black", "measured optimum"),
+    "measured_optimum": ("black", "the cell's swept optimum"),
     "smallest_cell": ("tab:gray", "smallest cell's optimum"),
     "largest_fitted": ("tab:brown", "largest fitted cell's optimum"),
     "base_width": ("tab:pink", "base width's optimum (muP)"),
@@ -809,7 +809,7 @@ def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
 
 
 def _draw_measured(ax: Any, lrs: Mapping[str, float], losses: Mapping[str, float]) -> None:
-    """The measured optimum on top of the other marks, as a larger hollow black diamond (a
+    """The cell's swept optimum on top of the other marks, as a larger hollow black diamond (a
     baseline at the same LR, drawn after it, hid it), naming the points it coincides with."""
     lr, loss = lrs["measured_optimum"], losses["measured_optimum"]
     same = [
@@ -817,7 +817,7 @@ def _draw_measured(ax: Any, lrs: Mapping[str, float], losses: Mapping[str, float
         for name, (_c, label) in _POINT_STYLE.items()
         if name != "measured_optimum" and name in losses and np.isclose(lrs.get(name, 0.0), lr)
     ]
-    label = "measured optimum" + "".join(f"\n(= {x})" for x in same)
+    label = _POINT_STYLE["measured_optimum"][1] + "".join(f"\n(= {x})" for x in same)
     ax.axvline(lr, color="black", lw=1.2, ls=":", zorder=4)
     ax.plot([lr], [loss], "D", ms=11, mfc="none", mec="black", mew=1.6, zorder=5, clip_on=False,
             label=label)  # fmt: skip

@@ -189,11 +189,11 @@ def test_the_measured_optimum_is_drawn_over_a_baseline_at_the_same_lr() -> None:
     fig = plot_transfer(result)
     assert fig is not None
     marks = [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "D"]
-    measured = [ln for ln in marks if str(ln.get_label()).startswith("measured optimum")]
+    measured = [ln for ln in marks if str(ln.get_label()).startswith("the cell's swept optimum")]
     assert len(measured) == 1
     (m,) = measured
     others = [ln for ln in marks if ln is not m]
     assert all(m.get_zorder() > ln.get_zorder() for ln in others)
     assert all(m.get_markersize() > ln.get_markersize() for ln in others)
     assert m.get_markerfacecolor() == "none"
-    assert m.get_label() == "measured optimum\n(= largest fitted cell's optimum)"
+    assert m.get_label() == "the cell's swept optimum\n(= largest fitted cell's optimum)"

@@ -254,7 +254,7 @@ def test_the_held_out_cell_is_drawn_with_its_named_points() -> None:
     fig = plot_transfer(result)
     assert fig is not None
     labels = {line.get_label() for line in fig.axes[0].get_lines()}
-    assert {"law (recommended)", "Step Law", "measured optimum"} <= labels
+    assert {"law (recommended)", "Step Law", "the cell's swept optimum"} <= labels
     assert "16.0x" in fig.axes[0].get_title()
     assert plot_transfer({"lrs": {}, "losses": {}}) is None
 

@@ -157,6 +157,12 @@ def test_the_cli_prints_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
     assert f"log2 error {res.log2_error:+.3f}" in text
     assert "law prediction (recommended)" in text and "2.0100" in text  # the law's mean loss
     assert "best loss trained in the cell" in text and "resolution: " in text
+    # the retrained swept optimum is named as such, with its LR, not as "the measured optimum",
+    # which the head gives as another LR (a transfer audit)
+    assert res.regret_vs_optimum_pct is not None
+    assert (f"against the cell's swept optimum (lr {res.lrs['measured_optimum']:.3g}), same "
+            "seeds" in text)  # fmt: skip
+    assert "against the measured optimum" not in text
 
 
 def test_the_report_page_shows_a_result_as_a_table(sweep_runs: pd.DataFrame) -> None:
