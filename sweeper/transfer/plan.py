@@ -98,6 +98,8 @@ class TransferPlan:
     lrs: Mapping[str, float]
     extrapolation: Mapping[str, float]
     optima: tuple[CellOptimum, ...] = ()
+    #: fit-set cells the law left out of its fit (a surface law's bound-only cells)
+    unfitted: tuple[str, ...] = ()
 
     @property
     def predicted_lr(self) -> float:
@@ -283,6 +285,7 @@ def plan_transfer(
         )
     fit_runs = runs[runs["cell"].isin({o.cell for o in fitted})]
     law = _fit_law(fit_runs, fitted, opts, predictors, sweep, conventions)
+    fitted, unfitted = _law_cells(law, fitted)
     scale = held.scale()
     point = law.predict(scale)
     risk = getattr(law, "risk_optimal_lr", None)
@@ -306,8 +309,24 @@ def plan_transfer(
         lrs=lrs,
         extrapolation=extrapolation,
         optima=tuple(optima),
+        unfitted=unfitted,
     )
     return plan if own is not None else plan.with_grid((-1, 1))
+
+
+def _law_cells(
+    law: Law, fitted: Sequence[CellOptimum]
+) -> tuple[list[CellOptimum], tuple[str, ...]]:
+    """The fit-set cells the law was fitted on, and those it left out: a surface law keeps a
+    cell whose runs only bound its optimum out of its fit (its ``cell_optima`` has none). The
+    cells named, the extrapolation and the largest fitted cell's baseline are the law's (a
+    transfer audit: such a cell had been named, measured from and reused, beside a law of one
+    cell fewer)."""
+    used = getattr(law, "cell_optima", None)
+    kept = [o for o in fitted if not used or o.cell in used]
+    if not kept:
+        return list(fitted), ()
+    return kept, tuple(o.cell for o in fitted if o not in kept)
 
 
 def _facts(o: CellOptimum) -> dict[str, Any]:
@@ -569,6 +588,9 @@ def _law_doubts(plan: TransferPlan) -> list[str]:
         out.append(f"the law's 95% interval at the held-out cell {span_text(hi / lo)} (poorly "
                    "constrained): a small regret there says little about the law")  # fmt: skip
     out += [str(w) for w in above_point_warnings(law, plan.predicted_lr, plan.predicted_lr_point)]
+    if plan.unfitted:
+        out.append(f"left out of the law's fit, its runs only a bound on the optimum: "
+                   f"{', '.join(plan.unfitted)} (not counted as fitted cells)")  # fmt: skip
     return out
 
 

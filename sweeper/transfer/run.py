@@ -444,7 +444,7 @@ def _check_name(
     name), unless a check under the filter's name exists already (trained or imported so)."""
     filtered = transfer_sweep_name(sw.name, plan.holdout.name, fit_cells, method, surface)
     others = set(runs["cell"].astype(str)) - {plan.holdout.name}
-    if not fit_cells or set(plan.fit_cells) != others:
+    if not fit_cells or {*plan.fit_cells, *plan.unfitted} != others:
         return filtered
     if storage.get_sweep(filtered, sw.url) is not None:
         return filtered

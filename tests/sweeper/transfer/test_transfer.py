@@ -833,3 +833,34 @@ def test_a_held_out_cell_that_is_no_proxy_is_refused_before_training(
     err = capsys.readouterr().err
     assert code == 2 and "that is no proxy run; check the cell's name" in err, err
     assert "core-days" in err and not calls
+
+
+def test_a_fit_cell_the_law_left_out_is_not_named_measured_from_or_reused(
+    sweep_runs: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transfer audit: a surface law had kept a fit-set cell out of its fit (its runs only a
+    bound), yet the check named it among the fitted cells, measured the extrapolation from it and
+    reused its optimum as the largest fitted cell's, beside a law of one cell fewer."""
+    from dataclasses import replace as dc_replace
+
+    from sweeper.transfer import plan as tp
+
+    real = tp._fit_law
+    cells = sorted(set(sweep_runs["cell"]), key=lambda c: sweep_runs.loc[
+        sweep_runs["cell"] == c, "n_params"].iloc[0])  # fmt: skip
+    largest_fit = cells[-2]  # (the largest is held out)
+
+    def without_largest(*a, **k):  # type: ignore[no-untyped-def]
+        law = real(*a, **k)
+        return dc_replace(law, cell_optima={c: v for c, v in law.cell_optima.items()
+                                            if c != largest_fit})  # fmt: skip
+
+    monkeypatch.setattr(tp, "_fit_law", without_largest)
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=0)
+    assert largest_fit not in plan.fit_cells and plan.unfitted == (largest_fit,)
+    n_held = plan.holdout.n_params
+    n_third = float(sweep_runs.loc[sweep_runs["cell"] == cells[-3], "n_params"].iloc[0])
+    assert plan.extrapolation["n_params"] == pytest.approx(n_held / n_third)
+    notes = tp._law_doubts(plan)
+    assert any(f"left out of the law's fit, its runs only a bound on the optimum: {largest_fit}"
+               in n for n in notes)  # fmt: skip
