@@ -107,6 +107,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--json", action="store_true", help="print the result as one JSON object on "
                    "stdout (the cost and a line per finished run go to stderr)")  # fmt: skip
+    t.add_argument("--no-progress", action="store_true",
+                   help="no per-run progress (as launch's)")  # fmt: skip
     t.set_defaults(func=_validate_transfer)
 
 
@@ -170,7 +172,7 @@ def _validate_transfer(args: argparse.Namespace) -> int:
             method=args.method,
             surface=args.surface,
             max_concurrent=args.max_concurrent,
-            progress=True,
+            progress=not args.no_progress,
             verbose=args.verbose,
         )
     if args.json:

@@ -58,13 +58,15 @@ def cell_filter(text: str) -> CellFilter:
         m = _TERM.match(part)
         if m is None or m.group(1) not in _FIELDS:
             raise SweeperError(
-                f"--fit-cells: cannot read {part.strip()!r}; write comparisons on "
+                f"fit_cells (--fit-cells): cannot read {part.strip()!r}; write comparisons on "
                 f"{', '.join(_FIELDS)} joined by commas, e.g. 'width<=64,tokens>=8e5'"
             )
         try:
             value = float(m.group(3)) * _SUFFIX.get(m.group(4), 1.0)
         except ValueError:
-            raise SweeperError(f"--fit-cells: {m.group(3)!r} is not a number") from None
+            raise SweeperError(
+                f"fit_cells (--fit-cells): {m.group(3)!r} is not a number"
+            ) from None
         terms.append((m.group(1), m.group(2), value))
     return CellFilter(text=text, terms=tuple(terms))
 
@@ -77,15 +79,20 @@ def parse_cell_name(name: str, budgets: Sequence[int] = ()) -> tuple[int, int, i
     m = _CELL.match(name)
     if m is None:
         raise SweeperError(
-            f"--holdout {name!r}: not a cell of the sweep, and not a cell name like w256-d2-t819k"
+            f"holdout (--holdout) {name!r}: not a cell of the sweep, and not a cell name like "
+            "w256-d2-t819k"
         )
     width, depth = int(m.group(1)), int(m.group(2))
+    if width < 1 or depth < 1:  # (width 0 had failed deep in the law: "needs n_params")
+        raise SweeperError(
+            f"holdout (--holdout) {name!r}: the width and the depth must be at least 1"
+        )
     for tokens in budgets:
         if cell_name(width, depth, int(tokens)) == name:
             return width, depth, int(tokens)
     written = float(m.group(3)) * _SUFFIX.get(m.group(4), 1.0)
     if not math.isfinite(written) or written < 1:
-        raise SweeperError(f"--holdout {name!r}: no token budget in the name")
+        raise SweeperError(f"holdout (--holdout) {name!r}: no token budget in the name")
     return width, depth, round(written)
 
 

@@ -278,10 +278,13 @@ def plan_transfer(
         for o in optima
         if o.usable and o.cell != held.name and (fit_cells is None or fit_cells(_facts(o)))
     ]
-    if len(fitted) < 3:
+    if len(fitted) < 3:  # (the cells to choose from said too: "0 usable cells ()", an audit)
+        given = f" {fit_cells.text!r}" if fit_cells is not None else ""
+        have = [o.cell for o in optima if o.usable and o.cell != held.name]
         raise FitError(
-            f"the fit set has {len(fitted)} usable cells ({', '.join(o.cell for o in fitted)}): "
-            "a law needs 3"
+            f"the fit set{given} has {len(fitted)} usable cells"
+            f"{' (' + ', '.join(o.cell for o in fitted) + ')' if fitted else ''}: a law needs 3; "
+            f"the usable cells besides the held-out one: {', '.join(have) or 'none'}"
         )
     fit_runs = runs[runs["cell"].isin({o.cell for o in fitted})]
     law = _fit_law(fit_runs, fitted, opts, predictors, sweep, conventions)
@@ -344,9 +347,11 @@ def _held_cell(
     usable = [o for o in optima if o.usable]
     if holdout == "largest":
         pool = [o for o in usable if fit_cells is None or not fit_cells(_facts(o))]
-        if not pool:
+        if not pool:  # (the fix said too: an audit's "width<=32" kept every cell)
             raise FitError(
-                "no usable cell outside the fit set to hold out"
+                f"no usable cell outside the fit set {fit_cells.text!r} to hold out: narrow "
+                "fit_cells (--fit-cells), or name the cell to predict with holdout (--holdout "
+                "CELL), a new cell too"
                 if fit_cells is not None
                 else "no cell has a usable optimum; nothing to hold out"
             )
@@ -393,7 +398,7 @@ def _new_cell(name: str, spec: StudySpec) -> HeldCell:
     bs = spec.search.batch_size
     if bs.values is None or len(bs.values) != 1:
         raise SweeperError(
-            f"--holdout {name}: the sweep searched the batch size; a new cell needs one fixed "
+            f"holdout (--holdout) {name}: the sweep searched the batch size; a new cell needs one fixed "
             "batch (hold out a cell of the sweep instead)"
         )
     return HeldCell(

@@ -344,7 +344,7 @@ def _refuse_invalid(tspec: StudySpec, plan: TransferPlan, *, code: bool = False)
         return
     cell = any(p.startswith("ladder") for p in problems)
     what = "the held-out cell is not valid for" if cell else "the check cannot train under"
-    raise StudyError(problems, path=f"--holdout {plan.holdout.name}: {what} the study of "
+    raise StudyError(problems, path=f"holdout (--holdout) {plan.holdout.name}: {what} the study of "
                      f"sweep {plan.sweep}")  # fmt: skip
 
 
@@ -535,7 +535,7 @@ def _transfer_spec(
         if p is not None and not p.is_fixed:
             if hp not in best:
                 raise SweeperError(
-                    f"--holdout {held.name}: the sweep searched {hp}; hold out one of its cells"
+                    f"holdout (--holdout) {held.name}: the sweep searched {hp}; hold out one of its cells"
                 )
             search = replace(search, **{hp: ParamSpec.fixed(float(best[hp]))})
     return replace(

@@ -537,7 +537,31 @@ def test_an_empty_fit_set_is_refused_not_read_as_every_cell(
     for empty in ("", "  "):
         code = cli.main(["validate-transfer", "q", "--holdout", "w192-d2-t819k", "--seeds", "1",
                          "--fit-cells", empty, "--storage", url])  # fmt: skip
-        assert code == 2 and "--fit-cells: cannot read" in capsys.readouterr().err
+        assert code == 2 and "fit_cells (--fit-cells): cannot read" in capsys.readouterr().err
+    assert not calls
+
+
+def test_bad_holdouts_and_fit_sets_say_what_to_do_before_any_training(
+    stopped_check, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A transfer audit: a held-out cell of width 0 failed deep in the law ("needs
+    ['n_params']"); a fit set of no cell said "0 usable cells ()", one of every cell named no
+    fix; --no-progress, as launch's, was refused."""
+    from sweeper import cli
+
+    url, calls, _, _ = stopped_check
+    base = ["validate-transfer", "q", "--seeds", "1", "--storage", url, "--no-progress"]
+    code = cli.main([*base, "--holdout", "w0-d2-t819k"])
+    assert code == 2 and "holdout (--holdout) 'w0-d2-t819k': the width and the depth must be at " \
+        "least 1" in capsys.readouterr().err
+    code = cli.main([*base, "--fit-cells", "width>=512"])
+    err = capsys.readouterr().err
+    assert code == 2 and "the fit set 'width>=512' has 0 usable cells: a law needs 3" in err
+    assert "the usable cells besides the held-out one: w32-d2-t819k" in err
+    code = cli.main([*base, "--fit-cells", "width<=512"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no usable cell outside the fit set 'width<=512'" in err
+    assert "(--holdout CELL)" in err
     assert not calls
 
 
@@ -770,7 +794,7 @@ def test_a_held_out_cell_the_study_cannot_build_is_refused_before_any_sweep(
                      "--storage", url])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and not calls, err
-    assert "--holdout w24-d2-t819k: the held-out cell is not valid for the study" in err
+    assert "holdout (--holdout) w24-d2-t819k: the held-out cell is not valid for the study" in err
     assert "24 is not divisible by head_dim 16" in err and "changed in Python" not in err
     assert "core-seconds" not in err  # (refused before the cost of training it is said)
     assert [r["name"] for r in storage.list_sweeps(url)] == ["q"]
