@@ -169,8 +169,15 @@ class HParams:
 
     @property
     def micro(self) -> int:
-        """Sequences per forward/backward pass."""
-        return self.micro_batch_size if self.micro_batch_size is not None else self.batch_size
+        """Sequences per forward/backward pass: ``micro_batch_size``, else the whole batch, or
+        with a ramp the largest micro batch that divides every batch of it (the whole batch
+        never divides a smaller ramp start: ``trial --ramp 4 4 1000`` had been refused for a
+        micro batch of 32 it was never given; a help-text audit)."""
+        if self.micro_batch_size is not None:
+            return self.micro_batch_size
+        if self.ramp is not None:
+            return math.gcd(self.batch_size, self.ramp.start, self.ramp.increment)
+        return self.batch_size
 
 
 def batch_sizes(hp: HParams, tokens: int, context: int) -> list[int]:

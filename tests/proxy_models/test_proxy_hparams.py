@@ -72,3 +72,14 @@ def test_invalid_hparams_raise_one_line(kwargs: dict[str, object], match: str) -
     with pytest.raises(ValueError, match=match) as info:
         HParams(**kwargs)  # type: ignore[arg-type]
     assert "\n" not in str(info.value)
+
+
+def test_a_ramp_without_a_micro_batch_takes_one_that_divides_every_batch() -> None:
+    """A help-text audit: `trial --ramp 4 4 1000` was refused for a micro batch of 32 (the
+    whole batch, never given, and never a divisor of a smaller ramp start)."""
+    hp = HParams(lr=1e-3, batch_size=32, ramp=BatchRamp(4, 4, 1000))
+    assert hp.micro == 4
+    assert HParams(lr=1e-3, batch_size=30, ramp=BatchRamp(6, 4, 1000)).micro == 2
+    assert HParams(lr=1e-3, batch_size=32).micro == 32  # (no ramp: the whole batch, as before)
+    with pytest.raises(ValueError, match="the micro batch must divide"):
+        HParams(lr=1e-3, batch_size=32, micro_batch_size=8, ramp=BatchRamp(4, 4, 1000))
