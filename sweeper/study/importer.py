@@ -112,7 +112,15 @@ def read_runs_file(
         if not (isinstance(seq_len, int) and seq_len > 0):
             raise ImportDataError(f"`seq_len > 0` must hold, but got {seq_len=}")
         if "seq_len" in df.columns:
-            df["seq_len"] = pd.to_numeric(df["seq_len"], errors="coerce").fillna(seq_len)
+            given = pd.to_numeric(df["seq_len"], errors="coerce")
+            other = given.notna() & (given != seq_len)
+            if other.any():  # (it had been ignored in silence: a help-text audit)
+                raise ImportDataError(
+                    f"{name}: seq_len (--seq-len) {seq_len} only fills the blanks of the file's "
+                    f"seq_len column, which gives {given[other].iloc[0]:g} in {int(other.sum())} "
+                    "rows: drop the option, or the column"
+                )
+            df["seq_len"] = given.fillna(seq_len)
         else:
             df["seq_len"] = seq_len
 

@@ -449,3 +449,17 @@ def test_runs_of_another_parametrization_are_refused_with_a_study(
                     study=repo / "studies/width_mup.toml")  # fmt: skip
     assert import_runs(repo / "docs/data/width_mup.csv", sweep="m", url=sqlite_url,
                        study=repo / "studies/width_mup.toml") > 0  # fmt: skip
+
+
+def test_a_seq_len_option_that_the_files_column_contradicts_is_refused(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """A help-text audit: --seq-len 2048 on a file whose seq_len column said 128 was ignored in
+    silence; it fills blanks only, and says so when it would be overruled."""
+    runs = pd.DataFrame({"n_params": [1e6, 1e6], "tokens": [1e8, 1e8], "lr": [1e-3, 2e-3],
+                         "batch_size": [32, 32], "seq_len": [128, None],
+                         "loss": [3.1, 3.0]})  # fmt: skip
+    path = write_csv(runs, tmp_path / "r.csv")
+    with pytest.raises(ImportDataError, match=r"seq_len \(--seq-len\) 2048 only fills the blanks"):
+        import_runs(path, sweep="x", seq_len=2048, url=sqlite_url)
+    import_runs(path, sweep="y", seq_len=128, url=sqlite_url)  # (it agrees: it fills the blank)
