@@ -148,15 +148,6 @@ def test_two_stage_options_are_refused_by_the_surface(sweep: str, sqlite_url: st
     assert list_laws(sweep, sqlite_url) == []  # nothing stored
     argv = ("fit", sweep, "--method", "band", "--keep-edge", "--bootstrap", "40", "--no-store")
     assert cli(*argv, "--storage", sqlite_url)[0] == 0
-    # --cell-bootstrap, an option of the parabola's only, had been taken and ignored, 5 too
-    # (a help-text audit)
-    for method in ("surface", "band"):
-        code, _, err = cli("fit", sweep, "--method", method, "--cell-bootstrap", "5",
-                           "--storage", sqlite_url)  # fmt: skip
-        assert code == 2 and f"an option of --method parabola, not of {method}" in err
-    code, _, err = cli("fit", sweep, "--method", "parabola", "--cell-bootstrap", "5",
-                       "--storage", sqlite_url)  # fmt: skip
-    assert code == 2 and "--cell-bootstrap (cell_boot)" in err
     # and the surface's settings by the others, a band of inf by all (a robustness audit: both
     # were taken in silence)
     code, _, err = cli(*argv, "--surface", "planner", "--storage", sqlite_url)
