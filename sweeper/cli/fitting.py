@@ -159,7 +159,8 @@ def _register_fit(sub: Any) -> None:
         "--cell-bootstrap",
         type=int,
         default=200,
-        help="resamples per cell optimum (parabola), 0 or at least 40",
+        help="resamples per cell optimum, 0 or at least 40 (parabola only: the surface and "
+        "the band resample no cell, and take no value of it)",
     )
     p.add_argument("--min-runs", type=int, default=4, help="completed runs a cell needs")
     p.add_argument("--keep-edge", action="store_true", help="keep cells optimal on a range edge")
