@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
     )
     d.add_argument("sweep_a", help="the reference sweep (a+b: several, fitted together)")
     d.add_argument("sweep_b", help="the sweep with the change (a+b likewise)")
-    d.add_argument("--storage", default=None, help="SQLAlchemy URL of the storage")
+    d.add_argument("--storage", default=None, metavar="URL", help="SQLAlchemy URL of the storage")
     d.add_argument("--target", default="lr", choices=("lr",), help="the law compared (lr)")
     d.add_argument("--method", default=DIFF_METHODS[0], choices=DIFF_METHODS)
     d.add_argument("--predictors", default=None, help="comma-separated, e.g. n_params,tokens")
@@ -196,6 +196,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     _print_diff(res)
+    if plot is not None:  # (only --json had said where: a help-text audit)
+        print(f"wrote {plot}")
     return 0
 
 

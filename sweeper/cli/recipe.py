@@ -43,7 +43,7 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
         "deepseek|steplaw|kaplan|porian; NAME:lr or NAME:batch takes one of its laws, to pair "
         "with a law of yours (--law 2 --law deepseek:batch)",
     )
-    p.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
+    p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
     p.add_argument(
         "--force",
         action="store_true",

@@ -48,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sweep", help="sweep name (launched or imported)")
     p.add_argument("-o", "--out", required=True, help="output folder")
     p.add_argument(
-        "--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sqlite:///sweeper.db)"
+        "--storage",
+        metavar="URL",
+        help="SQLAlchemy URL (default $SWEEPER_STORAGE or sqlite:///sweeper.db)",
     )
     p.add_argument(
         "--method",
@@ -99,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="seeds per trained point, at least (default 2); asking more of a check that has run "
         "adds the missing seeds beside it and trains nothing twice; a check keeps every seed it has",
     )
-    t.add_argument("--storage", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
+    t.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default $SWEEPER_STORAGE or sweeper.db)")
     t.add_argument("--method", choices=FIT_METHODS, default=DEFAULT_METHOD, help=METHOD_HELP)
     t.add_argument("--surface", choices=SURFACE_SETTINGS, default=None, help=SURFACE_HELP)
     t.add_argument(

@@ -116,6 +116,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         # --json answers in JSON either way: a script reads "ok", not stderr
         print(json.dumps({"study": str(args.study), "ok": False, "problems": e.problems}))
         return 2
+    if args.probe_steps is not None and not args.estimate:  # (ignored in silence: an audit)
+        raise SweeperError("--probe-steps sets the probe of --estimate; give both")
     cell_list = cells(spec)
     est = api.estimate(spec, steps=args.probe_steps) if args.estimate else None
     law = spec.sampler.kind == "law"

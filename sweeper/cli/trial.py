@@ -47,7 +47,8 @@ def register(subparsers: Any) -> None:
     o.add_argument("--lr", type=float, required=True, help="peak learning rate")
     o.add_argument("--batch-size", type=int, default=32, help="sequences per step (default 32)")
     o.add_argument("--micro-batch-size", type=int, default=None, help="for grad accumulation")
-    o.add_argument("--tokens", type=count, default=819_200, help="training tokens")
+    o.add_argument("--tokens", type=count, default=819_200,
+                   help="training tokens, in whole steps of batch × context (at least one)")  # fmt: skip
     o.add_argument("--warmup", type=float, default=0.1, help="<1: fraction of steps, else steps")
     o.add_argument("--schedule", choices=("cosine", "wsd", "constant", "linear"), default="cosine")
     o.add_argument(

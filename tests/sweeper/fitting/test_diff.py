@@ -108,6 +108,10 @@ def test_cli_diff_json(
                               "corrected; red: excludes the null)")  # fmt: skip
     assert cli.main(["diff", "ref", "nope", "--storage", url]) == 2
     capsys.readouterr()
+    # without --json the text says where the plot went (only the JSON had; a help-text audit)
+    assert cli.main(["diff", "ref", "new", "--storage", url, "--bootstrap", "300",
+                     "--cell-bootstrap", "40", "--plot", str(tmp_path / "e.png")]) == 0  # fmt: skip
+    assert f"wrote {tmp_path / 'e.png'}" in capsys.readouterr().out
     # a side may join sweeps of the same study on other LRs (spaces allowed), but not a sweep
     # twice: its runs would count twice
     runs = pair_sweep(-0.3, 5)

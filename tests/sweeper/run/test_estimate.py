@@ -328,3 +328,11 @@ def test_a_cell_too_big_for_this_machine_is_a_warning_and_is_not_probed(
     assert any("w64-d1000000000" in w for w in json.loads(out)["warnings"])
     code, _, err = cli("validate", path, "--estimate", "--probe-steps", "2")
     assert code == 2 and "--estimate cannot probe w64-d1000000000-t8.19k" in err
+
+
+def test_probe_steps_without_estimate_is_refused(tmp_path: Path, cli: CliRunner) -> None:
+    """A help-text audit: `validate --probe-steps 5` without --estimate did nothing, silently."""
+    path = tmp_path / "s.toml"
+    path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"'))
+    code, _, err = cli("validate", path, "--probe-steps", "5")
+    assert code == 2 and "--probe-steps sets the probe of --estimate; give both" in err
