@@ -853,7 +853,12 @@ def compare(
     batch between laws fitted on bytes and points in tokenizer tokens (the published laws at a
     byte-level sweep's cells, its laws at the target); without it they are set side by side as
     they are, and a note says so."""
-    from sweeper.recipe.compare import compare_sweep_laws, convention_notes, coupling_notes
+    from sweeper.recipe.compare import (
+        compare_sweep_laws,
+        convention_notes,
+        coupling_notes,
+        unused_vocab,
+    )
     from sweeper.recipe.hardware import positive
 
     _check("sweep", sweep, "name", "Sweep", error=StorageError)
@@ -881,7 +886,7 @@ def compare(
     )
     pub = [x for x in all_laws if x.method == "published"]
     notes = convention_notes(list(latest.values()), pub, bytes_per_token=bytes_per_token)
-    notes += coupling_notes(pred)
+    notes += coupling_notes(pred) + unused_vocab(all_laws, at)
     return Comparison(name, tuple(all_laws), exps, pred, tuple(notes))
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "law_formula",
     "law_label",
     "target_point",
+    "unused_vocab",
 ]
 
 _POINT_COLUMNS: Final[tuple[str, ...]] = (
@@ -454,6 +455,21 @@ def _law_n(law: Law, p: Mapping[str, Any]) -> tuple[float, str]:
         f"{label} counts N {_N_HOLDS[want]}; these cells' N is {_N_HOLDS.get(counts, counts)} "
         "(the sweep's convention), which it is evaluated at"
     )
+
+
+def unused_vocab(laws: Sequence[Law], at: Any) -> list[str]:
+    """A note when the target ``at`` gives a vocab and no law compared counts the embeddings in
+    its N (only those take the target's total N from it): ``compare --vocab`` had changed
+    nothing, in silence, without Porian's law among the published (a help-text audit)."""
+    vocab = at.get("vocab") if isinstance(at, Mapping) else getattr(at, "vocab", None)
+    if vocab is None or any(x.conventions.n_params in _N_WITH_EMBEDDINGS for x in laws):
+        return []
+    return [f"vocab {vocab:g} is not used: no law here counts the embeddings in N (Porian's "
+            "counts the output layer: published porian)"]  # fmt: skip
+
+
+#: N conventions that count embedding parameters (a target's vocab gives their share)
+_N_WITH_EMBEDDINGS: Final[tuple[str, ...]] = ("non-embedding+head", "total")
 
 
 def convention_notes(

@@ -313,6 +313,11 @@ def test_compare_evaluates_each_law_at_n_as_it_counts_n(tmp_path: Path) -> None:
             warnings.simplefilter("ignore")
             sweeper.fit(name, method="parabola", n_boot=40, storage=url)
     q = sweeper.compare("q", at=at, storage=url, published=("porian", "steplaw"))
+    assert not any("is not used" in n for n in q.notes)
+    # without Porian's law the vocab changes nothing: said (a help-text audit)
+    alone = sweeper.compare("q", at=at, storage=url, published=("steplaw",))
+    assert any(n.startswith("vocab 32000 is not used: no law here counts the embeddings")
+               for n in alone.notes)  # fmt: skip
     p = q.predictions.set_index(["point", "law", "target"])
     w32 = runs[runs["width"] == 32].iloc[0]
     head = w32["n_params"] + 256 * 32  # (the output layer: vocab x width, no position table)
