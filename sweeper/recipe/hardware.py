@@ -76,7 +76,7 @@ class Hardware:
         positive("peak_tflops", self.peak_tflops, p)
         mfu = self.mfu  # (True had been taken for 1, "0.4" said as 0.4)
         if not (isinstance(mfu, numbers.Real) and not isinstance(mfu, bool) and 0.0 < mfu <= 1.0):
-            p.append(f"mfu must be a number in (0, 1], got mfu={mfu!r}")
+            p.append(f"mfu (--mfu) must be a number in (0, 1], got mfu={mfu!r}")
         if self.precision not in PRECISIONS:
             p.append(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         z = self.zero_stage  # (1.0 had been taken, and written into DeepSpeed's config as 1.0)

@@ -320,7 +320,7 @@ def _check_overrides(
         isinstance(warmup_steps, bool) or not isinstance(warmup_steps, numbers.Integral)
         or warmup_steps < 1
     ):  # fmt: skip
-        problems.append(f"warmup_steps must be a whole number >= 1, got {warmup_steps!r}")
+        problems.append(f"warmup_steps (--warmup-steps) must be a whole number >= 1, got {warmup_steps!r}")
     if z_loss is not None and not (isinstance(z_loss, numbers.Real) and 0 <= z_loss < math.inf):
         problems.append(f"z_loss must be >= 0, got {z_loss!r}")
     if problems:

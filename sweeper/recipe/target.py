@@ -90,7 +90,8 @@ class Target:
             if getattr(self, k) is not None
         }
         if len(budget) > 1:
-            p.append(f"give one of tokens, compute or tokens_per_param, got {budget}")
+            p.append(f"give one of tokens (--tokens), compute (--compute) or tokens_per_param "
+                     f"(--tokens-per-param), got {budget}")
         for k, v in budget.items():
             positive(k, v, p)
         if self.n_params is None and self.width is None and self.compute is None:

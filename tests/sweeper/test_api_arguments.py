@@ -254,9 +254,9 @@ CASES: list[tuple[str, type[SweeperError], str, Call]] = [
     ("coord-batch_size-zero", StudyError, r"batch_size \(--batch-size\) must be an integer >= 1",
      lambda s: sweeper.coord_check(s.spec, batch_size=0, steps=1)),
     # Hardware
-    ("hardware-mfu-str", TargetError, r"mfu must be a number in \(0, 1\], got mfu='0.4'",
+    ("hardware-mfu-str", TargetError, r"mfu \(--mfu\) must be a number in \(0, 1\], got mfu='0.4'",
      lambda s: sweeper.Hardware(mfu="0.4")),
-    ("hardware-mfu-bool", TargetError, "mfu must be a number",
+    ("hardware-mfu-bool", TargetError, "mfu \\(--mfu\\) must be a number",
      lambda s: sweeper.Hardware(mfu=True)),
     ("hardware-zero_stage-float", TargetError, r"zero_stage must be 0, 1, 2 or 3 \(an integer\)",
      lambda s: sweeper.Hardware(zero_stage=1.0)),

@@ -207,7 +207,8 @@ def test_tokens_below_one_step_is_refused() -> None:
     [
         ({"n_params": 0.0, "tokens": 1e9}, "n_params must be positive"),
         ({"n_params": -1e9, "tokens": 1e9}, "n_params must be positive"),
-        ({"n_params": 1e9, "tokens": 1e9, "compute": 1e20}, "one of tokens, compute"),
+        ({"n_params": 1e9, "tokens": 1e9, "compute": 1e20},
+         r"one of tokens \(--tokens\), compute \(--compute\)"),
         ({"width": 1024, "tokens": 1e9}, "width and depth together"),
         ({"width": 1000, "depth": 4, "heads": 16, "tokens": 1e9}, "heads must divide width"),
         ({"tokens": 1e9}, "give n_params"),
@@ -764,8 +765,9 @@ def test_warmup_z_loss_and_init_std_can_be_set_to_the_measured_ones() -> None:
     assert matched.lr.value == plain.lr.value and matched.init_std_note.startswith("as given")
     off = recommend({"lr": law}, target, init_std=0.05)
     assert any("as given, is 0.05" in w for w in off.warnings)
-    for bad, match in (({"warmup_steps": 0}, "warmup_steps must be a whole number"),
-                       ({"warmup_steps": 2.5}, "warmup_steps must be a whole number"),
+    whole = r"warmup_steps \(--warmup-steps\) must be a whole number"
+    for bad, match in (({"warmup_steps": 0}, whole),
+                       ({"warmup_steps": 2.5}, whole),
                        ({"warmup_steps": 10**9}, "exceeds the recipe's"),
                        ({"z_loss": -1.0}, "z_loss must be >= 0"),
                        ({"init_std": 0.0}, "init_std must be positive")):  # fmt: skip
