@@ -149,7 +149,8 @@ def safe_url(url: str) -> str:
         return redact(f"{m.group(1)}{user}:***@{m.group(3)}{m.group(4)}")
     try:
         u = sa.engine.make_url(url)
-        if u.get_backend_name() == "sqlite" and not any(map(_SECRET_KEYS.match, u.query)):
+        plain = u.password is None and not any(map(_SECRET_KEYS.match, u.query))
+        if u.get_backend_name() == "sqlite" and plain:  # (not SQLCipher's passphrase: a review)
             return url  # (a file path, as given: rendered, a unicode one was percent-encoded)
         if u.query:
             u = u.set(
@@ -165,15 +166,19 @@ _SCHEME_HEAD = re.compile(r"(?i)^[a-z][a-z0-9+.\-]*:/*(?=[^/])")
 
 
 def _mask_unparsed(text: str) -> str:
-    """A URL SQLAlchemy cannot parse, with everything between its scheme and its last ``@``
-    masked: ``user:secret@host`` without a scheme, or ``scheme:/user:secret@`` with a slash
-    missing, had been printed whole, password and all (a storage audit)."""
+    """A URL SQLAlchemy cannot parse, with what follows the first ``:`` of its user part masked
+    up to the last ``@``: ``user:secret@host`` without a scheme, or ``scheme:/user:secret@``
+    with a slash missing, had been printed whole, password and all (a storage audit). A head
+    ``word:`` with no slash after it is a scheme only when another ``:`` follows (else it is
+    ``user:secret``); a user part with no ``:`` holds no password and is kept (a review)."""
     head, at, tail = text.rpartition("@")
     if not at:
         return text
     m = _SCHEME_HEAD.match(head)
-    scheme = m.group(0) if m and ":" in head[m.end():] else ""
-    return f"{scheme}***@{tail}"
+    is_scheme = m is not None and (m.group(0).endswith("/") or ":" in head[m.end():])
+    scheme = m.group(0) if m is not None and is_scheme else ""
+    name, colon, _secret = head[len(scheme):].partition(":")
+    return f"{scheme}{name}{':***' if colon else ''}@{tail}"
 
 
 def masked_repr(obj: Any, *url_fields: str) -> str:

@@ -196,10 +196,23 @@ def test_a_url_that_cannot_be_parsed_is_shown_without_its_password(
 
     code = cli_mod.main(["status", "--storage", url])
     err = capsys.readouterr().err
-    assert code == 2 and SENTINEL not in err and "***@127.0.0.1" in err, err
+    assert code == 2 and SENTINEL not in err and "bob:***@127.0.0.1" in err, err
     with pytest.raises(StorageError) as e:
         sweeper.runs("s", storage=url)
-    assert SENTINEL not in str(e.value) and "***@127.0.0.1" in str(e.value)
+    assert SENTINEL not in str(e.value) and "bob:***@127.0.0.1" in str(e.value)
+
+
+def test_masking_keeps_what_holds_no_secret_and_hides_a_sqlite_passphrase() -> None:
+    """A review: an unparsable URL without a password lost its scheme and user; a SQLCipher
+    URL (its backend 'sqlite') was shown whole, passphrase and all, by the rule that shows a
+    SQLite path as given."""
+    from sweeper.study.storage import safe_url
+
+    assert safe_url("postgresql+psycopg://u@localhost:abc/db") == (
+        "postgresql+psycopg://u@localhost:abc/db"
+    )
+    assert safe_url(f"sqlite+pysqlcipher://:{SENTINEL}@/x.db") == "sqlite+pysqlcipher://:***@/x.db"
+    assert safe_url("sqlite:////tmp/a b/ü.db") == "sqlite:////tmp/a b/ü.db"
 
 
 def test_a_study_files_password_is_warned_about_and_not_stored(
