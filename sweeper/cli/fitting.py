@@ -71,9 +71,9 @@ being the law; diverged runs bound it from above; 95% intervals from --bootstrap
 fits every run within --band of its cell's best loss (Step Law: OLS in log space on --bootstrap
 resamples, mean coefficients); parabola fits the optimum of each cell and then a weighted power
 law over cells, its 95% intervals from --bootstrap resamples of the cells (from 7 cells on; below,
-the classical t interval, calibrated there). --band, --cell-bootstrap, --keep-edge, --huber and
---unweighted are options of the two-stage methods. Laws are stored with their provenance; list
-them with `sweeper laws`."""
+the classical t interval, calibrated there). --band, --keep-edge, --huber and --unweighted are
+options of the two-stage methods, --cell-bootstrap of the parabola alone. Laws are stored with
+their provenance; list them with `sweeper laws`."""
 
 
 def register(sub: Any) -> None:

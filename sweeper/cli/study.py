@@ -117,7 +117,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps({"study": str(args.study), "ok": False, "problems": e.problems}))
         return 2
     if args.probe_steps is not None and not args.estimate:  # (ignored in silence: an audit)
-        raise SweeperError("--probe-steps sets the probe of --estimate; give both")
+        why = "--probe-steps sets the probe of --estimate; give both"
+        if not args.json:
+            raise SweeperError(why)
+        print(json.dumps({"study": str(args.study), "ok": False, "problems": [why]}))
+        return 2
     cell_list = cells(spec)
     est = api.estimate(spec, steps=args.probe_steps) if args.estimate else None
     law = spec.sampler.kind == "law"

@@ -462,14 +462,11 @@ def unused_vocab(laws: Sequence[Law], at: Any) -> list[str]:
     its N (only those take the target's total N from it): ``compare --vocab`` had changed
     nothing, in silence, without Porian's law among the published (a help-text audit)."""
     vocab = at.get("vocab") if isinstance(at, Mapping) else getattr(at, "vocab", None)
-    if vocab is None or any(x.conventions.n_params in _N_WITH_EMBEDDINGS for x in laws):
+    if vocab is None or any(_n_holds(x) != _N_HOLDS["non-embedding"] for x in laws):
         return []
     return [f"vocab {vocab:g} is not used: no law here counts the embeddings in N (Porian's "
-            "counts the output layer: published porian)"]  # fmt: skip
-
-
-#: N conventions that count embedding parameters (a target's vocab gives their share)
-_N_WITH_EMBEDDINGS: Final[tuple[str, ...]] = ("non-embedding+head", "total")
+            "counts the output layer: add porian to --published, published=(..., 'porian') "
+            "in Python)"]  # fmt: skip
 
 
 def convention_notes(

@@ -336,9 +336,11 @@ def cells_too_big(spec: StudySpec, ladder: Sequence[Cell] | None = None) -> list
     if have is None or device_kind(spec) != "cpu":
         return []
     need = [(c, state_bytes(spec, c)) for c in (cells(spec) if ladder is None else ladder)]
+    held = ("its weights alone" if spec.train.function is not None  # (a review: said all three)
+            else "weights, gradients, optimizer state")  # fmt: skip
     return [f"{c.name}: {c.n_params_total:.3g} parameters need at least {b / GIB:,.3g} GiB "
-            f"(weights, gradients, optimizer state), more than this machine's "
-            f"{have / GIB:,.3g} GiB" for c, b in need if b > have]  # fmt: skip
+            f"({held}), more than this machine's {have / GIB:,.3g} GiB"
+            for c, b in need if b > have]  # fmt: skip
 
 
 def load_average() -> float | None:

@@ -243,7 +243,7 @@ def _run_function(
 ) -> dict[str, Any]:
     """One run of the study's training function (``proxy_models.train_function``)."""
     from proxy_models.builder import load_callable, prepare, shape_kwargs
-    from proxy_models.train_function import KEY, honours_of, run_function
+    from proxy_models.train_function import KEY, honours_of, run_function, takes_model
 
     fn = load_callable(own["function"], KEY)
     honoured = set(honours_of(fn))
@@ -262,7 +262,7 @@ def _run_function(
             hparams[k] = getattr(hp, k)
     model = None
     builder = _builder(own)
-    if builder is not None:
+    if builder is not None and takes_model(fn):  # (else it only counts N: none built, a review)
         model = prepare(builder, cfg, seed=int(config["seed"]), device="cpu").model
     eval_every = config.get("eval_every")
     forward = None

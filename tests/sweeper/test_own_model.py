@@ -555,9 +555,15 @@ def test_a_builder_beside_a_function_that_takes_no_model(
     assert code == 0, err
     sent: list[dict[str, Any]] = []
     monkeypatch.setattr(ray_tune, "report", lambda m: sent.append(dict(m)))
+    import proxy_models.builder as pb
+
     spec = load_study(study)
+    built: list[int] = []  # (the builder's model, never passed, had been built every run)
+    real = pb.prepare
+    monkeypatch.setattr(pb, "prepare", lambda *a, **k: built.append(1) or real(*a, **k))
     tr.run_trial(_config(spec, tr.own_config(spec)))
     assert sent[-1]["final"] and sent[-1]["loss"] == 4.0 and tr.USER_ERROR not in sent[-1]
+    assert built == []
     mup = 'builder = "tests.own_builders:tiny"\nparametrization = "mup"\nbase_width = 16'
     code, _out, err = run_cli(capsys, "validate", str(write(tmp_path, mup, fn)))
     assert code == 2 and "must take model= under mup" in err, err

@@ -336,3 +336,17 @@ def test_probe_steps_without_estimate_is_refused(tmp_path: Path, cli: CliRunner)
     path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"'))
     code, _, err = cli("validate", path, "--probe-steps", "5")
     assert code == 2 and "--probe-steps sets the probe of --estimate; give both" in err
+    code, out, _ = cli("validate", path, "--probe-steps", "5", "--json")  # (JSON either way)
+    assert code == 2 and json.loads(out)["ok"] is False
+
+
+def test_a_training_functions_cell_is_said_to_count_its_weights_alone() -> None:
+    """A review: for a study with its own training function the memory counted is the weights
+    alone (its optimizer is the function's), but the warning named all three."""
+    from sweeper.run.estimate import cells_too_big
+
+    spec = study(tokens=8192, batch="8")
+    deep = replace(spec, ladder=replace(spec.ladder, depths=(1, 10**9)))
+    assert "(weights, gradients, optimizer state)" in cells_too_big(deep)[0]
+    own = replace(deep, train=replace(deep.train, function="tests.own_model_loops:own_model"))
+    assert "(its weights alone)" in cells_too_big(own)[0]
