@@ -831,8 +831,22 @@ def _cells_section(inputs: ReportInputs) -> list[str]:
         "<h2>Cells and their optima</h2>",
         _table(table),
         *_outside_notes(table),
+        *_unknown_batch_notes(inputs.runs),
         *_unusable_notes(inputs.optima, unit),
     ]
+
+
+def _unknown_batch_notes(runs: pd.DataFrame) -> list[str]:
+    """Why the batch column is blank: runs imported without a sequence length have a batch in
+    sequences but none in tokens (a report audit found the column blank, unexplained)."""
+    tokens = pd.to_numeric(runs.get("batch_tokens"), errors="coerce")
+    if tokens is None or tokens.notna().any() or "batch_size" not in runs:
+        return []
+    sizes = sorted(pd.to_numeric(runs["batch_size"], errors="coerce").dropna().unique())
+    said = ", ".join(f"{b:g}" for b in sizes[:6]) + (", ..." if len(sizes) > 6 else "")
+    text = (f"The batch in tokens is unknown: the runs carry no sequence length (batch_size: "
+            f"{said} sequences); sweeper import --seq-len counts it.")  # fmt: skip
+    return [f"<p class='muted'>{html.escape(text)}</p>"]
 
 
 def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) -> list[str]:

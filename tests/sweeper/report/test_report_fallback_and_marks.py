@@ -215,3 +215,20 @@ def test_an_informational_law_note_is_not_a_warning_box() -> None:
     info, doubt = _law_notes([law])
     assert info.startswith("<div class='muted'>") and "surface settings: planner" in info
     assert doubt.startswith("<div class='warn'>")
+
+
+def test_a_blank_batch_column_says_the_runs_carry_no_sequence_length(tmp_path: Path) -> None:
+    """A report audit: runs imported without seq_len left the batch column blank in every row,
+    unexplained, though their batch_size in sequences was known."""
+    from sweeper.report.page import _unknown_batch_notes
+
+    runs = pd.read_csv(DATA / "width_sp.csv")
+    assert _unknown_batch_notes(runs) == []
+    blind = runs.drop(columns=["seq_len"]).assign(batch_tokens=np.nan)
+    (note,) = _unknown_batch_notes(blind)
+    sizes = ", ".join(f"{b:g}" for b in sorted(runs["batch_size"].unique()))
+    assert f"(batch_size: {sizes} sequences); sweeper import --seq-len counts it." in note
+    optima = estimate_optima(blind, n_boot=0)
+    write_report(ReportInputs(sweep="s", runs=blind, optima=optima, laws=[]), tmp_path)
+    page = html.unescape((tmp_path / "index.html").read_text())
+    assert "The batch in tokens is unknown: the runs carry no sequence length" in page
