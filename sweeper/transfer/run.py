@@ -138,7 +138,7 @@ def run_transfer(
         return one_run_per_seed(pd.concat(tables, ignore_index=True))
 
     if progress:
-        _say_cost(sw, plan, runs, known, seeds)
+        _say_cost(sw, plan, runs, stored, seeds)
     for launch in range(1, max_rounds + 1):
         plan = plan.rounded()
         for block in blocks:
@@ -349,13 +349,25 @@ def _refuse_invalid(tspec: StudySpec, plan: TransferPlan, *, code: bool = False)
 
 
 def _say_cost(
-    sw: Sweep, plan: TransferPlan, runs: pd.DataFrame, known: Sequence[float], seeds: int
+    sw: Sweep,
+    plan: TransferPlan,
+    runs: pd.DataFrame,
+    stored: Mapping[str, pd.DataFrame],
+    seeds: int,
 ) -> None:
     """Say, before anything trains, how many runs the first round trains in the held-out cell
-    and about what they cost (:func:`_run_cost`; an audit's check began training a cell 64x the
-    sweep's largest unannounced)."""
-    todo = [lr for lr in set(plan.lrs.values())
-            if not any(math.isclose(lr, k, rel_tol=SAME) for k in known)]  # fmt: skip
+    (each planned LR's seeds not yet finished in the check's ``stored`` runs) and about what they
+    cost (:func:`_run_cost`; an audit's check began training a cell 64x the sweep's largest
+    unannounced; another's resume and added seeds were announced as 4 runs, or not at all,
+    where 6 and 9 trained: an LR with any run had counted as done)."""
+    finished = [t[t["state"] == "COMPLETE"] for t in stored.values() if "state" in t]
+    done = pd.concat(finished, ignore_index=True) if finished else pd.DataFrame()
+    todo = {}
+    for lr in set(plan.lrs.values()):
+        at = done[np.isclose(done["lr"], lr, rtol=SAME)] if len(done) else done
+        left = seeds - (at["seed"].nunique() if "seed" in at else len(at))
+        if left > 0:
+            todo[lr] = left
     if not todo:
         return
     held = plan.holdout
@@ -363,8 +375,9 @@ def _say_cost(
     cost = _run_cost(runs, held)
     each = f" (about {cores * cost[0]:.3g} core-seconds each: {cost[1]})" if cost else ""
     print(
-        f"validate-transfer: {held.name}: {len(todo) * seeds} run(s) to train first ({len(todo)} "
-        f"LRs x {seeds} seed{'s' if seeds != 1 else ''}){each}; more if the grid must be extended",
+        f"validate-transfer: {held.name}: {sum(todo.values())} run(s) to train first, at "
+        f"{len(todo)} LR(s) of {seeds} seed{'s' if seeds != 1 else ''}{each}; more if the grid "
+        "must be extended",
         file=sys.stderr,
     )
 
@@ -535,7 +548,8 @@ def _transfer_spec(
         if p is not None and not p.is_fixed:
             if hp not in best:
                 raise SweeperError(
-                    f"holdout (--holdout) {held.name}: the sweep searched {hp}; hold out one of its cells"
+                    f"holdout (--holdout) {held.name}: the sweep searched {hp}; hold out one of "
+                    "its cells"
                 )
             search = replace(search, **{hp: ParamSpec.fixed(float(best[hp]))})
     return replace(

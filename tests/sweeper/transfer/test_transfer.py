@@ -7,6 +7,7 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -888,3 +889,28 @@ def test_a_fit_cell_the_law_left_out_is_not_named_measured_from_or_reused(
     notes = tp._law_doubts(plan)
     assert any(f"left out of the law's fit, its runs only a bound on the optimum: {largest_fit}"
                in n for n in notes)  # fmt: skip
+
+
+def test_the_announced_runs_count_each_lrs_seeds_not_yet_finished(
+    sweep_runs: pd.DataFrame, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A transfer audit: a resumed check announced 4 runs and trained 6, and one given more
+    seeds announced none and trained 9: an LR with any stored run had counted as done."""
+    from types import SimpleNamespace
+
+    from sweeper.transfer.run import _say_cost
+
+    plan = plan_transfer(sweep_runs, sweep="syn", n_boot=100)
+    lrs = sorted(set(plan.lrs.values()))
+    sw: Any = SimpleNamespace(spec=None)
+    one = pd.DataFrame({"lr": [lrs[0], lrs[1], lrs[1]], "seed": [0, 0, 1],
+                        "state": ["COMPLETE", "COMPLETE", "RUNNING"]})  # fmt: skip
+    _say_cost(sw, plan, sweep_runs, {"b": one}, 2)
+    err = capsys.readouterr().err
+    assert f"{2 * len(lrs) - 2} run(s) to train first, at {len(lrs)} LR(s) of 2 seeds" in err
+    done = pd.DataFrame({"lr": lrs * 2, "seed": [0] * len(lrs) + [1] * len(lrs),
+                         "state": "COMPLETE"})  # fmt: skip
+    _say_cost(sw, plan, sweep_runs, {"b": done}, 2)
+    assert capsys.readouterr().err == ""
+    _say_cost(sw, plan, sweep_runs, {"b": done}, 3)
+    assert f"{len(lrs)} run(s) to train first" in capsys.readouterr().err
