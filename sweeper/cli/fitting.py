@@ -226,6 +226,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def cmd_import(args: argparse.Namespace) -> int:
     from sweeper import api
     from sweeper.study.importer import rename_pairs
+    from sweeper.study.runs import trained
     from sweeper.study.storage import safe_url
 
     renames = rename_pairs(args.rename)  # (one rule for the CLI and import_runs)
@@ -240,15 +241,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
     runs = sw.runs()
     n, cells = len(runs), int(runs["cell"].nunique())
+    n_trained = int(trained(runs).sum())
     marked = int(sw.meta.get("diverged_from_loss", 0))
     if args.json:
-        out = {"sweep": sw.name, "n_rows": n, "n_cells": cells, "storage": safe_url(sw.url)}
+        out = {"sweep": sw.name, "n_rows": n, "n_trained": n_trained, "n_cells": cells,
+               "storage": safe_url(sw.url)}  # fmt: skip
         _print_json({**out, "diverged_from_loss": marked} if marked else out)
     else:
+        # (rows that did not train had been counted as runs, where status and trials do not:
+        # "imported 92 runs" of 90 that trained; a help-text audit)
+        rest = f" and {n - n_trained} row(s) of runs that did not train" if n > n_trained else ""
         extra = f"; {marked} with a nan/inf loss imported as diverged" if marked else ""
         print(
-            f"imported {n} runs ({cells} cells) into sweep {sw.name!r} in {safe_url(sw.url)}"
-            + extra
+            f"imported {n_trained} runs{rest} ({cells} cells) into sweep {sw.name!r} in "
+            f"{safe_url(sw.url)}" + extra
         )
     return 0
 

@@ -38,6 +38,7 @@ def sweep(tmp_path: Path, sqlite_url: str, cli) -> str:
     assert json.loads(out) == {
         "sweep": "syn",
         "n_rows": len(runs),
+        "n_trained": len(runs),
         "n_cells": 12,
         "storage": sqlite_url,
     }

@@ -463,3 +463,20 @@ def test_a_seq_len_option_that_the_files_column_contradicts_is_refused(
     with pytest.raises(ImportDataError, match=r"seq_len \(--seq-len\) 2048 only fills the blanks"):
         import_runs(path, sweep="x", seq_len=2048, url=sqlite_url)
     import_runs(path, sweep="y", seq_len=128, url=sqlite_url)  # (it agrees: it fills the blank)
+
+
+def test_import_counts_the_runs_that_trained_apart_from_the_other_rows(
+    sqlite_url: str, cli
+) -> None:
+    """A help-text audit: `import` said "imported 92 runs" of a file with 90 runs that trained
+    and 2 failed rows, where status and trials count 90."""
+    from pathlib import Path as _Path
+
+    csv = _Path(__file__).resolve().parents[3] / "docs" / "data" / "quickstart.csv"
+    code, out, err = cli("import", csv, "--sweep", "q", "--storage", sqlite_url)
+    assert code == 0, err
+    assert "imported 90 runs and 2 row(s) of runs that did not train (5 cells)" in out
+    code, out, _ = cli("import", csv, "--sweep", "r", "--storage", sqlite_url, "--json")
+    doc = json.loads(out)
+    assert doc["n_rows"] == 92 and doc["n_trained"] == 90
+
