@@ -138,7 +138,8 @@ def _optima_table(
             "used": o.n_used,
             "loss at optimum": o.loss,
             "lr*": o.lr,
-            "lr 95% CI": f"{o.lr_ci[0]:.3g} – {o.lr_ci[1]:.3g}" if o.lr_ci else "",
+            # ([low, high], as the laws table and the recipe write an interval: an audit)
+            "lr 95% CI": f"[{o.lr_ci[0]:.3g}, {o.lr_ci[1]:.3g}]" if o.lr_ci else "",
         }
         _add_surface_optimum(row, o, "lr", own["lr"], unit)
         row[f"batch* ({unit})" if swept else f"batch ({unit})"] = o.batch_tokens

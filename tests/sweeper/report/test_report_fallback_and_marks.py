@@ -232,3 +232,16 @@ def test_a_blank_batch_column_says_the_runs_carry_no_sequence_length(tmp_path: P
     write_report(ReportInputs(sweep="s", runs=blind, optima=optima, laws=[]), tmp_path)
     page = html.unescape((tmp_path / "index.html").read_text())
     assert "The batch in tokens is unknown: the runs carry no sequence length" in page
+
+
+def test_the_cells_table_writes_an_interval_as_the_laws_table_does() -> None:
+    """A report audit: intervals were "[a, b]" in the laws table and the recipe, "a – b" in the
+    cells table."""
+    from sweeper.report.page import _optima_table
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=30)
+    o = next(o for o in optima if o.lr_ci)
+    table = _optima_table(optima)
+    got = table.loc[table["cell"] == o.cell, "lr 95% CI"].iloc[0]
+    assert got == f"[{o.lr_ci[0]:.3g}, {o.lr_ci[1]:.3g}]"
