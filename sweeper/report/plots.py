@@ -486,6 +486,7 @@ def _label_law_axes(ax: Any, law: PowerLaw) -> None:
     exps = ", ".join(_exponent_words(law, p) for p in law.predictors)
     ax.set_title(f"{axis_label(law.target, unit)} ∝ {exps}", fontsize=9)
     _log_ticks(ax.xaxis)
+    _log_ticks(ax.yaxis)  # (only the decades were labelled: an interval's end could not be read)
     ax.set_xlabel(axis_label(law.predictors[0], unit))
     ax.set_ylabel(axis_label(law.target, unit))
     ax.legend(fontsize=8, frameon=False)

@@ -245,3 +245,20 @@ def test_the_cells_table_writes_an_interval_as_the_laws_table_does() -> None:
     table = _optima_table(optima)
     got = table.loc[table["cell"] == o.cell, "lr 95% CI"].iloc[0]
     assert got == f"[{o.lr_ci[0]:.3g}, {o.lr_ci[1]:.3g}]"
+
+
+def test_a_law_plots_lr_axis_is_labelled_between_its_decades() -> None:
+    """A report audit: the law plot's LR axis labelled only 10^-3 and 10^-2, so the interval's
+    low end (about 1.5e-4) could not be read."""
+    from sweeper.report.plots import plot_law
+
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3)
+    optima = estimate_optima(runs, n_boot=30)
+    law = fit_power_law(optima, target="lr", predictors=("n_params",), n_boot=60)
+    fig = plot_law(optima, law)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels()
+             if t.get_text() and lo <= t.get_position()[1] <= hi]  # fmt: skip
+    assert len(shown) >= 2 and any("2" in t or "5" in t for t in shown), shown
