@@ -303,7 +303,7 @@ def _recipe_summary(r: Recipe) -> str:
     beyond = f", {far:.3g}x beyond the largest fitted cell" if far and far > 1 else ""
     return (
         f"Peak LR {r.lr.value:.3g} ({_lr_interval_words(r)}), global batch "
-        f"{r.global_batch_sequences} x {r.seq_len} tokens, for {r.n_params:.3g} parameters on "
+        f"{r.global_batch_sequences} × {r.seq_len} tokens, for {r.n_params:.3g} parameters on "
         f"{r.tokens:.3g} tokens{beyond}; {len(r.warnings)} warning(s), most important first."
     )
 

@@ -214,6 +214,8 @@ def test_the_recipe_headline_puts_the_laws_interval_around_the_laws_point() -> N
     same = _recipe_summary(r)
     assert same.startswith(f"Peak LR {r.lr.value:.3g} (the law's 95% interval [{lo:.3g}, ")
     assert "around" not in same
+    # the batch as the recipe's table writes it, "×" (it read "x" above "×": a report audit)
+    assert f"global batch {r.global_batch_sequences} × {r.seq_len} tokens" in same
     low = r.lr.value * 0.7
     moved = replace(r, lr=Interval(low, lo, hi), lr_point=r.lr.value, min_lr=low * r.min_lr_ratio)
     assert _recipe_summary(moved).startswith(
