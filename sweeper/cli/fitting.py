@@ -359,7 +359,8 @@ def _show_laws(args: argparse.Namespace) -> int:
 def cmd_laws(args: argparse.Namespace) -> int:
     from sweeper import api
 
-    if args.args and args.args[0] == "show":
+    # (a sweep may be named "show": `laws show` alone lists it)
+    if args.args[:1] == ["show"] and (args.args[1:] or not api._holds_sweep("show", args.storage)):
         return _show_laws(args)
     if len(args.args) > 1:
         raise SweeperError(f"usage: sweeper laws [SWEEP] | laws show ID (got {args.args})")

@@ -216,6 +216,24 @@ def test_errors_are_one_line_exit_2(sqlite_url: str, cli) -> None:
         )
 
 
+def test_a_sweep_named_show_is_listed_by_laws_show(tmp_path: Path, sqlite_url: str, cli) -> None:
+    """`laws show` alone lists the laws of a sweep named "show" (it had been refused as
+    `laws show ID` missing its ID); without such a sweep it is still that usage error."""
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(1e8,), seed=1)
+    path = write_csv(runs, tmp_path / "s.csv")
+    assert cli("import", path, "--sweep", "other", "--storage", sqlite_url)[0] == 0
+    code, _, err = cli("laws", "show", "--storage", sqlite_url)
+    assert code == 2 and "usage: sweeper laws show ID|NAME" in err
+    assert cli("import", path, "--sweep", "show", "--storage", sqlite_url)[0] == 0
+    code, out, err = cli("fit", "show", "--target", "lr", "--bootstrap", "0", "--json",
+                         "--storage", sqlite_url)  # fmt: skip
+    assert code == 0, err
+    (law,) = json.loads(out)["laws"]
+    code, out, err = cli("laws", "show", "--json", "--storage", sqlite_url)
+    assert code == 0, err
+    assert [d["id"] for d in json.loads(out)["laws"]] == [law["id"]]
+
+
 def test_loss_only_data(tmp_path: Path, sqlite_url: str, cli) -> None:
     """A file of (n_params, tokens, loss) is enough for the loss law, and says so for the LR."""
     pts = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(1e8, 4e8, 1.6e9), seed=5)
