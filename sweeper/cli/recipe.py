@@ -47,8 +47,10 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--force",
         action="store_true",
-        help="use a law anyway: one of another parametrization, or one whose interval at the "
-        "target spans more than 1000x (it does not determine the value there)",
+        help="use a law where it is refused, with a warning: one of another parametrization or "
+        "base width, one whose interval at the target spans more than 1000x (it does not "
+        "determine the value there), or a published law beyond its data where its form fails "
+        "(Kaplan's LR above N = 4.4e9)",
     )
     add_bytes_per_token(p)
 
