@@ -594,16 +594,18 @@ def recommend(
     ``loss_law`` chooses D (or N and D) when the target leaves it open and gives the predicted
     loss. ``global_batch`` fixes the global batch in sequences instead of the law's (a multiple of
     micro batch × GPUs); ``rampup`` forces the batch ramp-up on or off (None: the rule of
-    :class:`RecipeDefaults`); ``force`` lets a law of another parametrization through, and one
-    whose interval at the target is too wide to determine its value
-    (:func:`~sweeper.recipe.doubts.refuse_undetermined`), each with a warning. ``bytes_per_token`` converts D and the batch of laws that count bytes into the
+    :class:`RecipeDefaults`); ``force`` lets through, each with a warning, a law of another
+    parametrization or base width, one whose interval at the target is too wide to determine
+    its value (:func:`~sweeper.recipe.doubts.refuse_undetermined`) and a published law beyond
+    its data where its form fails (:func:`~sweeper.recipe.doubts.refuse_beyond_form`).
+    ``bytes_per_token`` converts D and the batch of laws that count bytes into the
     target's tokens (None: no conversion, and a warning). ``schedule`` (cosine | wsd | linear |
     constant), ``min_lr_ratio`` and ``decay_fraction`` (WSD) override the LR law's measured
     schedule, which the recipe follows otherwise (:mod:`sweeper.recipe.schedule`).
     ``warmup_steps``, ``z_loss`` and ``init_std`` replace the defaults' (e.g. to run as the
     proxies that measured the LR did: the warnings name the values that match them). Raises
-    :class:`TargetError` when the laws cannot serve the target. (Long only because the last statement names every field of the
-    :class:`Recipe`.)
+    :class:`TargetError` when the laws cannot serve the target. (Long only because the last
+    statement names every field of the :class:`Recipe`.)
     """
     hw = hardware or Hardware()
     dflt = defaults or RecipeDefaults()
