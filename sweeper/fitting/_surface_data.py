@@ -17,7 +17,7 @@ from sweeper.fitting._common import min_cells
 from sweeper.fitting._law_steps import check_predictor_design
 from sweeper.fitting.laws import PREDICTORS
 from sweeper.fitting.methods import EDGE_NOTE
-from sweeper.study.runs import normalize_runs
+from sweeper.study.runs import canonical_order, normalize_runs
 
 #: searched columns the surface does not model (see :mod:`sweeper.fitting.surface`)
 UNMODELLED: Final[tuple[str, ...]] = (
@@ -96,7 +96,9 @@ def prepare(
     allow_varying: Sequence[str],
     window: tuple[float, float] | None = None,
 ) -> Data:
-    df = normalize_runs(runs)
+    # (one order whatever the storage returned: the bootstrap draws runs by position, and a
+    # cluster's trials, finishing in another order, had given other intervals; a cluster audit)
+    df = canonical_order(normalize_runs(runs))
     if df.empty:
         raise FitError("no runs to fit")
     _refuse_unmodelled(df, allow_varying)

@@ -42,6 +42,23 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
+#: the largest |ln| of a cell's optimum LR that is a number (exp overflows beyond ~709)
+_LN_FINITE: float = 700.0
+
+
+def _refuse_runaway(curves: np.ndarray) -> None:
+    """NonFiniteFit when the solver "converged" to no law: an optimum or curvature at the fitted
+    cells that is not a finite number (five near-flat points a cell gave ln lr* = -2e103 and an
+    infinite curvature, returned as a law with an N exponent of -6e102)."""
+    if np.all(np.isfinite(curves)) and np.all(np.abs(curves[:, 0]) < _LN_FINITE):
+        return
+    raise sm.NonFiniteFit(
+        "the surface fit ran off to no law: its optimum LR or curvature at the fitted cells is "
+        "not a finite number (the runs do not pin the curve: too few LRs a cell, or all near "
+        "the top)"
+    )
+
+
 def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: bool) -> Result:
     u_n = data.n_usable
     z, zb, mu, mub = _centred(data)
@@ -80,6 +97,13 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
     if not law.success:
         notes.append(f"{SURFACE_UNCONVERGED} ({law.message})")
     p_hat = law.x
+    with np.errstate(over="ignore"):
+        k_c = np.exp(lay.k_rows[:u_n] @ p_hat)
+    curves = np.column_stack([
+        lay.m_rows[:u_n] @ p_hat, p_hat[lay.level_of[:u_n]], np.log(k_c),
+        lay.a_rows[:u_n] @ p_hat, np.full(u_n, max(float(p_hat[lay.index("sat")]), 0.0)),
+    ])  # fmt: skip
+    _refuse_runaway(curves)
     tmat, t0, names = _theta_map(lay, data, mu, mub)
     theta = tmat @ p_hat[: tmat.shape[1]] + t0
     cov_p = sm.laplace_cov(p_hat, lay, r)[: tmat.shape[1], : tmat.shape[1]]
@@ -89,11 +113,6 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
         p_hat, lay, r, (tau, tau_b), dof, (tmat, t0, theta, cov), n_boot, level,
         np.random.default_rng(seed), notes,
     )  # fmt: skip
-    k_c = np.exp(lay.k_rows[:u_n] @ p_hat)
-    curves = np.column_stack([
-        lay.m_rows[:u_n] @ p_hat, p_hat[lay.level_of[:u_n]], np.log(k_c),
-        lay.a_rows[:u_n] @ p_hat, np.full(u_n, max(float(p_hat[lay.index("sat")]), 0.0)),
-    ])  # fmt: skip
     cv_err: dict[str, tuple[float | None, float | None]] = {}
     if cv:
         cv_err = _leave_one_out(p_hat, lay, r, data, z, zb, m_hat, w_hat, scaling, tau, tau_b,

@@ -579,6 +579,27 @@ def test_a_surface_fit_that_did_not_converge_is_refused_not_stored() -> None:
     assert msg.endswith("widen the range there")
 
 
+def test_a_fit_that_runs_off_to_no_law_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each cell's five best LRs (``proxy_sweep(seeds=2, seed=3)``) made the solver "converge",
+    on one machine, to ln lr* = -2e103 at the cells and an infinite curvature: a law with an N
+    exponent of -6e102 whose prefactor raised OverflowError. The solver's answer is blown up
+    here as it was there (the runs that did it meet a NaN on another machine); the fit refuses
+    it (a FitError the planner takes for "no law yet") instead of returning it."""
+    real = sm.solve
+
+    def runaway(p0, lay, r, **k):  # type: ignore[no-untyped-def]
+        res = real(p0, lay, r, **k)
+        if not lay.free:  # the law's solve, not the free cell optima's
+            res.x = res.x * 1e103
+        return res
+
+    runs = proxy_sweep(seeds=1, seed=3)
+    assert fit_surface(runs, n_boot=0, cv=False).exponents["n_params"] < 0
+    monkeypatch.setattr(sm, "solve", runaway)
+    with pytest.raises(FitError, match="ran off to no law: its optimum LR or curvature"):
+        fit_surface(runs, n_boot=0, cv=False, shape_scaling=False)
+
+
 def test_a_per_cell_fit_with_one_usable_cell_says_why_the_others_are_out() -> None:
     """The parabola fit of the same runs said "neither n_params nor tokens varies across the
     usable cells; pass --predictors (e.g. width or depth)": the fix for another problem. With one
@@ -696,3 +717,14 @@ def test_a_ladder_whose_loss_never_changes_is_refused_not_fitted() -> None:
     runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=3).assign(loss=2.0)
     with pytest.raises(FitError, match="the loss is the same at every LR in every cell"):
         _quiet(fit_surface, runs, n_boot=0, cv=False)
+
+
+def test_the_fit_does_not_depend_on_the_order_of_the_runs() -> None:
+    """The bootstrap draws runs by position: the same runs in another order (a cluster's trials
+    finish in another order than a laptop's) had given other 95% intervals, e.g. quickstart's N
+    exponent [-0.478, -0.056] against [-0.454, -0.055] shuffled (a cluster audit)."""
+    runs = proxy_sweep(seeds=2, seed=3)
+    law = fit_surface(runs, n_boot=60, cv=False, seed=0)
+    shuffled = fit_surface(runs.sample(frac=1.0, random_state=1), n_boot=60, cv=False, seed=0)
+    assert shuffled.exponents_ci == law.exponents_ci
+    assert shuffled.prefactor_ci == law.prefactor_ci
