@@ -26,7 +26,7 @@ from typing import Any
 if str(Path(__file__).resolve().parents[2]) not in sys.path:  # the repository, for proxy_models
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from proxy_models.hparams import HParams, lr_at, wsd_decay_start  # noqa: E402
+from proxy_models.hparams import HParams, lr_at, wsd_decay_start
 
 #: quantities compared, in report order
 KEYS: tuple[str, ...] = (

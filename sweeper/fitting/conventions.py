@@ -36,6 +36,10 @@ Units and values:
   ``"mup-by-role: ..."``), ``train_function`` when a user's loop trained the runs, and
   ``weight_decay_tau`` (the AdamW timescale τ = B/(η·λ·D) the decay was given as). None/empty:
   the built-in proxy and loop (and laws stored before these fields).
+- the optimizer settings the LR was measured under: ``weight_decay`` (None when given as
+  ``weight_decay_tau``), ``beta1``, ``beta2``, ``eps`` and ``grad_clip``; ``"searched"`` for one
+  the sampler varied; None: unknown (imported and published laws, a training function that does
+  not honour it, laws stored before 2026-11-29). The recipe runs the measured values.
 - ``held``: the variables the law does not model (tokens, tokens_per_param, n_params, the batch
   of an LR law, the depth: laws since 2026-11-29) and their range over the fitted cells, so
   that a recommendation can say when its target lies outside the regime the law was measured
@@ -121,6 +125,11 @@ class Conventions:
     parametrization_variant: str | None = None
     train_function: str | None = None
     weight_decay_tau: float | None = None
+    weight_decay: float | str | None = None
+    beta1: float | None = None
+    beta2: float | str | None = None
+    eps: float | None = None
+    grad_clip: float | None = None
 
     # ---- questions every consumer asks -------------------------------------------------------
     @property

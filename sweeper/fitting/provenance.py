@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from sweeper.study.handle import Sweep
-    from sweeper.study.spec import StudySpec
+    from sweeper.study.spec import ParamSpec, StudySpec
 
 __all__ = [
     "declared_conventions",
@@ -58,7 +58,12 @@ def sweep_conventions(sweep: Sweep) -> Conventions:
         **_shape_of(meta),
     )
     if sweep.spec is not None:
-        return replace(conv, **_schedule(sweep.spec, meta), **_own_code(sweep.spec, meta))
+        return replace(
+            conv,
+            **_schedule(sweep.spec, meta),
+            **_own_code(sweep.spec, meta),
+            **_optimizer_settings(sweep.spec, meta),
+        )
     schedule = str(meta.get("schedule") or "unknown")  # the stored study no longer parses
     return replace(
         conv,
@@ -195,6 +200,32 @@ def _own_code(spec: StudySpec, meta: Mapping[str, Any] | None = None) -> dict[st
             out["n_params_source"] = (
                 "12·L·d² at the cell's shape, not the training function's model"
             )
+    return out
+
+
+def _optimizer_settings(spec: StudySpec, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The optimizer settings the LR was measured under: weight decay (None when the study gives
+    it as the timescale ``weight_decay_tau``), beta1, beta2, eps and grad clip; ``"searched"`` for
+    one the sampler varied, None for one a training function does not honour (unknown)."""
+    from proxy_models.hparams import HParams
+
+    def fixed(name: str, given: ParamSpec | None) -> float | str:
+        if given is None:  # (the proxies' default)
+            return float(getattr(HParams(lr=1.0), name))
+        return float(given.values[0]) if given.is_fixed and given.values else "searched"
+
+    s, t = spec.search, spec.train
+    decay = fixed("weight_decay", s.weight_decay)
+    out: dict[str, Any] = {
+        "weight_decay": None if t.weight_decay_tau is not None else decay,
+        "beta1": float(t.beta1),
+        "beta2": fixed("beta2", s.beta2),
+        "eps": float(t.eps),
+        "grad_clip": float(t.grad_clip),
+    }
+    honoured = _honoured(spec, meta)
+    if honoured is not None:
+        out = {k: v if k in honoured else None for k, v in out.items()}
     return out
 
 

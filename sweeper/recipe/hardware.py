@@ -45,6 +45,19 @@ def positive(name: str, v: float | None, problems: list[str]) -> None:
         problems.append(f"{name} must be positive, got {name}={v!r}")
 
 
+def plain_number(v: Any) -> Any:
+    """``v`` as Python's int or float when it is another whole or real number (numpy's, read off
+    a DataFrame): as given otherwise (a bool, a string: the checks then say what is wrong). The
+    recipe keeps what it is given, and JSON and YAML write Python's numbers only."""
+    if isinstance(v, bool) or type(v) in (int, float):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    return v
+
+
 @dataclass(frozen=True)
 class Hardware:
     """Where the run will train. ``gpus`` data-parallel GPUs of ``gpu_memory_gb`` GiB each;
@@ -68,6 +81,9 @@ class Hardware:
 
     def __post_init__(self) -> None:
         p: list[str] = []
+        for name in ("gpus", "seq_len", "micro_batch", "zero_stage", "gpu_memory_gb",
+                     "peak_tflops", "mfu"):  # fmt: skip
+            object.__setattr__(self, name, plain_number(getattr(self, name)))  # (np.int64(8))
         for name in ("gpus", "seq_len", "micro_batch"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):

@@ -208,6 +208,12 @@ class Recipe:
             )
         self._check_steps()
         self._check_values()
+        self._check_rampup()
+        if self.data_parallel != self.hardware.gpus:
+            raise TargetError(
+                f"data_parallel {self.data_parallel} disagrees with hardware.gpus "
+                f"{self.hardware.gpus}: the memory estimate and the ZeRO notes are for the latter"
+            )
         if self.optimizer not in OPTIMIZERS:
             raise TargetError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
         problems = schedule_problems(self.schedule, self.min_lr_ratio, self.decay_fraction)
@@ -244,7 +250,8 @@ class Recipe:
                 ("adam_eps", self.adam_eps, "positive and finite", 0 < self.adam_eps < math.inf),
                 ("weight_decay", self.weight_decay, ">= 0 and finite",
                  0 <= self.weight_decay < math.inf),
-                ("grad_clip", self.grad_clip, "positive and finite", 0 < self.grad_clip < math.inf),
+                ("grad_clip", self.grad_clip, ">= 0 and finite (0: no clipping)",
+                 0 <= self.grad_clip < math.inf),
                 ("init_std", self.init_std, "positive and finite", 0 < self.init_std < math.inf),
                 ("z_loss", self.z_loss, ">= 0 and finite", 0 <= self.z_loss < math.inf),
                 ("parametrization", self.parametrization, f"one of {', '.join(PARAMETRIZATIONS)}",
@@ -259,6 +266,37 @@ class Recipe:
                 f"warmup_steps must be between 0 and total_steps {self.total_steps}, got "
                 f"{self.warmup_steps!r}"
             )
+
+    def _check_rampup(self) -> None:
+        """The batch ramp-up a framework can run (TargetError): whole steps of micro batch ×
+        GPUs from a start below the global batch up to it, within the run's tokens. An edited
+        recipe JSON had exported an empty Megatron schedule (start above the batch), a ramp
+        stuck at 996 of 1024, and one Megatron's ramp-up calculator asserts against."""
+        ru = self.rampup
+        if ru is None:
+            return
+        unit = self.micro_batch_size * self.data_parallel
+        rules = (
+            (ru.start_sequences >= unit and ru.start_sequences % unit == 0,
+             f"start_sequences {ru.start_sequences} must be a positive multiple of micro batch "
+             f"× data_parallel = {unit}"),
+            (ru.increment_sequences >= unit and ru.increment_sequences % unit == 0,
+             f"increment_sequences {ru.increment_sequences} must be a positive multiple of {unit}"),
+            (ru.start_sequences < self.global_batch_sequences,
+             f"start_sequences {ru.start_sequences} must be below the global batch "
+             f"{self.global_batch_sequences}"),
+            ((self.global_batch_sequences - ru.start_sequences) % max(1, ru.increment_sequences)
+             == 0, f"the global batch {self.global_batch_sequences} must be start_sequences "
+             f"{ru.start_sequences} plus whole increments of {ru.increment_sequences}"),
+            (ru.ramp_samples >= 1 and ru.ramp_tokens == ru.ramp_samples * self.seq_len,
+             f"ramp_tokens {ru.ramp_tokens} must be ramp_samples {ru.ramp_samples} × seq_len "
+             f"{self.seq_len}, ramp_samples >= 1"),
+            (ru.ramp_tokens <= self.tokens,
+             f"the ramp's {ru.ramp_tokens:.4g} tokens exceed the run's {self.tokens:.4g}"),
+        )  # fmt: skip
+        problems = [text for ok, text in rules if not ok]
+        if problems:
+            raise TargetError("recipe rampup: " + "; ".join(problems))
 
     def _check_steps(self) -> None:
         """The batch used and the step count agree with the global batch and D (TargetError): an
@@ -356,7 +394,7 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
     "adam_beta2": "Adam β2",
     "adam_eps": "Adam ε",
     "weight_decay": "decoupled (AdamW) weight decay coefficient",
-    "grad_clip": "global gradient-norm clip",
+    "grad_clip": "global gradient-norm clip (0: none, as the proxies read it)",
     "init_std": "init std (SP: of every matrix; muP/CompleteP: at the base width)",
     "z_loss": "z-loss coefficient on log(Z)² of the output logits (0: none)",
     "n_params": "non-embedding parameters N",

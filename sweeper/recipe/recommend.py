@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from proxy_models.rules import PARAMETRIZATIONS, Rules, sp_small_init_std
@@ -51,6 +51,7 @@ from sweeper.recipe.hardware import (
     positive,
 )
 from sweeper.recipe.memory import train_flops, train_time_s
+from sweeper.recipe.optimizer_settings import measured_settings
 from sweeper.recipe.recipe import Interval, Recipe
 from sweeper.recipe.scale import (
     BYTE_VOCAB,
@@ -493,7 +494,21 @@ def _plan_schedule(
     ramp: RampUp | None = None
     if rampup or (rampup is None and plan.global_batch >= dflt.rampup_min_sequences):
         seq_len = m.shape.seq_len
-        ramp = plan_rampup(plan.global_batch, plan.micro * hw.gpus, m.tokens, seq_len, dflt)
+        unit = plan.micro * hw.gpus
+        ramp = plan_rampup(plan.global_batch, unit, m.tokens, seq_len, dflt)
+        if ramp is None:  # (an exports audit: a ramp asked for had vanished without a word)
+            asked = "--rampup" if rampup else f"the default from {dflt.rampup_min_sequences}"
+            why = (
+                f"the global batch {plan.global_batch} is one step of micro batch {plan.micro} × "
+                f"{hw.gpus} GPUs, so no smaller whole batch can start it (give a smaller "
+                "--micro-batch to ramp up)"
+                if plan.global_batch < 2 * unit
+                else "the ramp's share of the tokens is less than one sequence"
+            )
+            warnings.append(
+                f"no batch ramp-up ({asked}): {why}; the run trains at the full batch from its "
+                "first step"
+            )
     if m.shape.width > 8192 and dflt.adam_eps >= 1e-8:
         warnings.append(
             f"width {m.shape.width}: consider a smaller Adam eps (1e-15, Wortsman et al. 2023) "
@@ -531,16 +546,16 @@ def _flops_and_time(m: ResolvedTarget, hw: Hardware) -> tuple[float, float | Non
 
 
 def _function_settings(lr_law: Law) -> list[str]:
-    """A law measured through a training function: the recipe's optimizer settings are Sweeper's
-    defaults, not necessarily what the function ran (a law-sampler audit's loop never clipped
-    and had no z-loss; the recipe wrote 1.0 and 1e-4 without a word)."""
+    """A law measured through a training function: the recipe's optimizer settings it does not
+    honour are Sweeper's defaults, not necessarily what the function ran (a law-sampler audit's
+    loop never clipped and had no z-loss; the recipe wrote 1.0 and 1e-4 without a word)."""
     fn = lr_law.conventions.train_function
     if not fn:
         return []
     return [
         f"lr law ({law_label(lr_law)}) was measured with training function {fn!r}: the recipe's "
-        "z-loss, grad clip, weight decay and Adam betas are Sweeper's defaults, which the "
-        "function ran only where it honours them (its LR convention lists those); run the big "
+        "z-loss, grad clip, weight decay and Adam betas are the study's where the function "
+        "honours them (its LR convention lists those), Sweeper's defaults elsewhere; run the big "
         "model as the function did, or confirm the LR with a short run"
     ]
 
@@ -612,6 +627,11 @@ def recommend(
     warnings: list[str] = []
     _check_inputs(level, bytes_per_token, global_batch)
     _check_overrides(warmup_steps, z_loss, init_std)
+    # (plain Python numbers from here: 256.0 and numpy's int64 had reached the exports, which
+    # wrote "train_batch_size": 256.0 or failed to serialise; an API audit)
+    global_batch = None if global_batch is None else int(global_batch)
+    warmup_steps = None if warmup_steps is None else int(warmup_steps)
+    init_std = None if init_std is None else float(init_std)
     if z_loss is not None:
         dflt = replace(dflt, z_loss=float(z_loss))
     used = _laws_in_use(laws, loss_law, target, force=force, warnings=warnings)
@@ -642,6 +662,9 @@ def recommend(
         warnings += batch_coupling_warning(
             used.lr, used.batch, ev.batch, float(plan.batch_tokens), "the recipe's"
         )
+    settings, said = measured_settings(used.lr, dflt, lr=ev.lr, total_steps=plan.total_steps)
+    dflt = replace(dflt, **asdict(settings))  # (what the LR was measured under, where recorded)
+    warnings += said
     warmup, ramp = _plan_schedule(used, plan, m, hw, dflt, rampup, sched, warnings, warmup_steps)
     init_std, init_note = _init_std(
         used.lr, target.parametrization, used.base_width, used.base_depth, m.shape, warnings,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from sweeper.recipe.doubts import ratios_text
+from sweeper.recipe.optimizer_settings import settings_note
 from sweeper.recipe.recipe import Recipe
 from sweeper.recipe.schedule import schedule_text
 
@@ -63,13 +64,9 @@ def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
         ))  # fmt: skip
     note = r.init_std_note or (f"base width {r.base_width}" if r.base_width else "sqrt(2/(5·d))")
     rows += [
-        (
-            OPTIMIZER_NAMES.get(r.optimizer, r.optimizer),
-            f"β=({r.adam_beta1}, {r.adam_beta2})",
-            f"eps {r.adam_eps:g}",
-        ),
+        (OPTIMIZER_NAMES.get(r.optimizer, r.optimizer), *_optimizer_values(r)),
         ("parametrization", r.parametrization, _parametrization_note(r)),
-        ("weight decay / clip", f"{r.weight_decay:g} / {r.grad_clip:g}", ""),
+        ("weight decay / clip", f"{r.weight_decay:.4g} / {r.grad_clip:g}", settings_note(r)),
         ("init std", f"{r.init_std:.4g}", note),
         ("z-loss", f"{r.z_loss:g}", ""),
         ("memory / GPU", f"{_gib(r.memory.total_gb)} GiB", _memory_note(r)),
@@ -95,6 +92,17 @@ OPTIMIZER_NAMES = {
     "adafactor": "Adafactor",
     "sgd": "SGD",
 }
+
+
+def _optimizer_values(r: Recipe) -> tuple[str, str]:
+    """The optimizer's own hyperparameters as the proxies ran it (proxy_models.optim): Adam's
+    betas and eps (Muon's AdamW half too), SGD's momentum β1, none of them for Adafactor (torch's
+    defaults: an audit's table had shown Adam betas for it)."""
+    if r.optimizer == "adafactor":
+        return "torch defaults", "no betas or Adam eps (beta2_decay -0.8)"
+    if r.optimizer == "sgd":
+        return f"momentum {r.adam_beta1:g}", "coupled L2 decay"
+    return f"β=({r.adam_beta1}, {r.adam_beta2})", f"eps {r.adam_eps:g}"
 
 
 def _parametrization_note(r: Recipe) -> str:

@@ -275,6 +275,33 @@ def test_a_launch_whose_code_raises_fails_each_point_once_with_its_error(
     assert len(logged) == len(runs) and sum("Traceback" in m for m in logged) == 1, logged
 
 
+def test_conventions_record_the_optimizer_settings_the_lr_was_measured_under(
+    tmp_path: Path,
+) -> None:
+    """Weight decay, betas, eps and clip of the study (an exports audit: a sweep measured at
+    weight decay 0, beta2 0.99, no clipping, eps 1e-6 exported 0.1, 0.95, 1.0 and 1e-8 without a
+    word); "searched" for a searched one; None where a decay timescale or a training function
+    that does not honour the key leaves them unknown."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.provenance import _optimizer_settings
+    from sweeper.study.spec import load_study
+
+    default = _optimizer_settings(load_study(write(tmp_path)))
+    assert default == {"weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
+                       "grad_clip": 1.0}  # fmt: skip
+    spec = load_study(write(tmp_path, "", "grad_clip = 0.0\neps = 1e-6\nbeta1 = 0.8",
+                            "weight_decay = 0.0\nbeta2 = { values = [0.95, 0.99] }"))  # fmt: skip
+    got = _optimizer_settings(spec)
+    assert got == {"weight_decay": 0.0, "beta1": 0.8, "beta2": "searched", "eps": 1e-6,
+                   "grad_clip": 0.0}  # fmt: skip
+    conv = Conventions(**got)
+    assert Conventions.from_json(conv.to_json(), law={"schema_version": 2}) == conv
+    tau = load_study(write(tmp_path, "", "weight_decay_tau = 0.5"))
+    assert _optimizer_settings(tau)["weight_decay"] is None
+    fn = load_study(write(tmp_path, "", 'function = "tests.own_builders:loop"'))  # warmup only
+    assert set(_optimizer_settings(fn).values()) == {None}
+
+
 def test_conventions_record_the_builder_optimizer_and_variant(tmp_path: Path) -> None:
     from sweeper.fitting.conventions import Conventions
     from sweeper.fitting.provenance import _own_code, _schedule

@@ -7,6 +7,7 @@ says where its framework does something else); the exporter prints every item on
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -152,7 +153,8 @@ def optimizer(r: Recipe, fmt: str) -> list[Missing]:
     measured = (law.optimizer or "").lower() if law is not None else "adamw"
     own = law is not None and law.train_function is not None
     if r.optimizer != "adamw":
-        what, lr_is = f"optimizer {r.optimizer}", f"a {r.optimizer} LR"
+        article = "an" if r.optimizer[:1] in "aeiou" else "a"
+        what, lr_is = f"optimizer {r.optimizer}", f"{article} {r.optimizer} LR"
     elif measured in ("adamw", "adam") or not (measured or own):
         return []
     else:
@@ -238,3 +240,20 @@ def weight_decay_groups(r: Recipe, how: str) -> list[Missing]:
         f"biases (the proxies' param groups): {how}"
     )
     return [Missing("weight_decay", text)]
+
+
+def clip_norm(r: Recipe) -> float:
+    """The recipe's gradient-norm clip for a framework that always clips (litgpt, torchtitan:
+    torch's ``clip_grad_norm_`` scales the gradients to ``max_norm``, so 0 zeroes them): the
+    recipe's clip, or infinity for its 0 (no clipping, as the proxies ran), which leaves every
+    finite gradient as it is. Frameworks that read 0 as "off" (HF, DeepSpeed, Megatron, nanoGPT)
+    take the recipe's value as it is."""
+    return r.grad_clip if r.grad_clip > 0 else math.inf
+
+
+def no_clip_note(r: Recipe, key: str) -> list[str]:
+    """The file's note on :func:`clip_norm`'s infinity, when it writes one."""
+    if r.grad_clip > 0:
+        return []
+    return [f"{key} = inf: no gradient clipping, as the proxies that measured the LR ran (0 "
+            "would zero the gradients here)"]  # fmt: skip

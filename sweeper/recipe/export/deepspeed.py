@@ -72,9 +72,10 @@ def _short_warmup(r: Recipe) -> list[Missing]:
     text = (
         f"warmup of {r.warmup_steps} steps: DeepSpeed's {name} refuses warmup_num_steps 0 "
         "(ValueError) and warms up over max(2, warmup_num_steps) scheduler steps; written as "
-        f"warmup_num_steps 1 from {start} over the first 2 scheduler steps, then the decay over "
-        f"the remaining {r.total_steps - _MIN_WARMUP} (the first optimizer step runs at {first}: "
-        "the scheduler sets it before its first step)"
+        f"warmup_num_steps 1 from {start} over the first 2 scheduler steps, then "
+        + ("the constant LR" if name == "WarmupLR" else "the decay")
+        + f" over the remaining {r.total_steps - _MIN_WARMUP} (the first optimizer step runs at "
+        f"{first}: the scheduler sets it before its first step)"
     )
     return [Missing("schedule", text)]
 

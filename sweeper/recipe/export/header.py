@@ -16,6 +16,7 @@ from sweeper.fitting.conventions import Conventions
 from sweeper.recipe.doubts import extrapolation_text
 from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.versions import FrameworkVersion
+from sweeper.recipe.optimizer_settings import settings_note
 from sweeper.recipe.recipe import RECIPE_SCHEMA, RECIPE_SCHEMA_VERSION, Recipe
 from sweeper.recipe.schedule import schedule_text
 
@@ -117,6 +118,8 @@ def header_lines(
     lines = _target_lines(r, fmt, fv) + _law_lines(r)
     if r.init_std_note:
         lines.append(f"init std {r.init_std:.4g}: {r.init_std_note}")
+    if note := settings_note(r):
+        lines.append(f"weight decay {r.weight_decay:.4g}, grad clip {r.grad_clip:g}: {note}")
     ext = extrapolation_text(r.extrapolation_factor, r.extrapolation)
     lines.append(f"extrapolation factor (target / largest proxy): {ext}")
     lines += notes or []

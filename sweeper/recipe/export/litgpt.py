@@ -113,7 +113,7 @@ def _doc(r: Recipe) -> dict[str, Any]:
             "max_tokens": r.total_steps * r.global_batch_sequences * r.seq_len,
             "max_seq_length": r.seq_len,
             "min_lr": r.min_lr,
-            "max_norm": r.grad_clip,
+            "max_norm": carry.clip_norm(r),
         },
         "optimizer": {
             "class_path": "torch.optim.AdamW",
@@ -159,5 +159,6 @@ def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
         "TinyLlama), tokenizer_dir: (the tokenizer's folder) and out_dir: (default "
         "out/pretrain)",
     ]
+    notes += carry.no_clip_note(r, "train.max_norm")
     head = comment(header_lines(r, "litgpt", miss, fv, notes))
     return head + yaml.safe_dump(_doc(r), sort_keys=False)

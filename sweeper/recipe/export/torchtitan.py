@@ -107,7 +107,7 @@ def _common(r: Recipe) -> dict[str, dict[str, Any]]:
             "local_batch_size": r.micro_batch_size,
             "global_batch_size": r.global_batch_sequences,
             "seq_len": r.seq_len,
-            "max_norm": r.grad_clip,
+            "max_norm": carry.clip_norm(r),
             "steps": r.total_steps,
             "mixed_precision_param": "bfloat16" if r.precision == "bf16" else "float32",
         },
@@ -167,5 +167,6 @@ def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
             "./tests/assets/tokenizer, a test tokenizer)"
         ]
     )
+    notes += carry.no_clip_note(r, "[training] max_norm")
     head = comment(header_lines(r, "torchtitan", miss, fv, notes))
     return head + (_render_03(r) if _is_03(fv) else _render_02(r))

@@ -618,3 +618,26 @@ def test_litgpt_says_when_its_vocab_was_assumed() -> None:
     assert "vocab_size 32000 is assumed" in text and "num_nodes to the nodes" not in text
     given = recommend(laws, Target(width=1024, depth=12, tokens=2e10, vocab=50304))
     assert not any("assumed" in c for c in litgpt.cautions(given, None))
+
+
+def test_no_gradient_clipping_is_written_as_each_framework_reads_it(
+    small: Recipe, checks: SimpleNamespace
+) -> None:
+    """A recipe without clipping (grad_clip 0, as proxies that ran none measured the LR): the
+    frameworks that read 0 as "off" get 0; litgpt and torchtitan, whose torch clip_grad_norm_
+    would scale every gradient to norm 0, get infinity, said in the file (an exports audit: the
+    recipe could not hold 0, and wrote 1.0 whatever the proxies ran)."""
+    r = dataclasses.replace(small, grad_clip=0.0)
+    lit = yaml.safe_load(export_recipe(r, "litgpt"))
+    assert lit["train"]["max_norm"] == math.inf
+    assert "train.max_norm = inf: no gradient clipping" in export_recipe(r, "litgpt")
+    text = export_recipe(r, "torchtitan", "0.2")
+    assert tomllib.loads(text)["training"]["max_norm"] == math.inf
+    argv = shlex.split(export_recipe(r, "torchtitan"), comments=True)
+    assert float(argv[argv.index("--training.max_norm") + 1]) == math.inf
+    assert json.loads(export_recipe(r, "hf"))["max_grad_norm"] == 0.0
+    cfg, _, _ = checks.nanogpt.execute(export_recipe(r, "nanogpt"))
+    assert cfg["grad_clip"] == 0.0  # (train.py clips only when grad_clip != 0.0)
+    assert recipe_from_dict(r.to_dict()).grad_clip == 0.0
+    with pytest.raises(TargetError, match="grad_clip must be >= 0"):
+        dataclasses.replace(small, grad_clip=-1.0)

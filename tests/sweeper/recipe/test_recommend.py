@@ -799,7 +799,7 @@ def test_a_training_functions_law_says_how_its_n_was_counted() -> None:
     r = recommend({"lr": lr}, Target(n_params=1e9, tokens=2e10))
     assert any("the law's N is 12·L·d² at its cells' shapes, not the model training function "
                "'m:loop' built" in w for w in r.warnings), r.warnings  # fmt: skip
-    assert any("z-loss, grad clip, weight decay and Adam betas are Sweeper's defaults" in w
+    assert any("z-loss, grad clip, weight decay and Adam betas are the study's where" in w
                for w in r.warnings)  # fmt: skip
     built = _with(lr, model_builder="m:build")
     assert not any("12·L·d² at its cells" in w for w in recommend(
@@ -844,3 +844,116 @@ def test_a_published_law_past_where_its_form_sets_its_value_is_refused_unless_fo
     assert any("no usable LR there" in w for w in forced.warnings)
     # inside its data, and just past it, it is a recipe as before
     assert recommend(published_laws("kaplan"), Target(n_params=2.5e9, tokens=5e10)).lr.value > 0
+
+
+def test_the_recipe_runs_the_optimizer_settings_its_lr_was_measured_under() -> None:
+    """The optimal LR is the optimum under the proxies' weight decay, betas, eps and clip: the
+    recipe takes the law's (an exports audit: weight decay 0, beta2 0.99, clip 0, eps 1e-6
+    measured, and the recipe wrote Sweeper's 0.1, 0.95, 1.0, 1e-8 without a word); a decay given
+    as the timescale tau is 1/(lr·tau·steps) at the recipe's LR and steps; a searched one keeps
+    the default, with a warning; a law that records none keeps the defaults, silently."""
+    target = Target(n_params=1e9, tokens=2e10)
+    base = power_law("lr", 2.0, {"n_params": -0.4})
+    plain = recommend({"lr": base}, target)
+    assert (plain.weight_decay, plain.adam_beta2, plain.adam_eps, plain.grad_clip) == (
+        0.1, 0.95, 1e-8, 1.0)  # fmt: skip
+    assert not any("searched" in w for w in plain.warnings)
+    assert _row(plain, "weight decay / clip") == ("0.1 / 1", "")
+    law = _with(base, weight_decay=0.0, beta1=0.9, beta2=0.99, eps=1e-6, grad_clip=0.0)
+    r = recommend({"lr": law}, target)
+    assert (r.weight_decay, r.adam_beta2, r.adam_eps, r.grad_clip) == (0.0, 0.99, 1e-6, 0.0)
+    assert r.lr.value == plain.lr.value
+    note = _row(r, "weight decay / clip")[1]
+    assert note == "as the LR was measured: weight decay 0, β2 0.99, eps 1e-06, grad clip 0"
+    tau = recommend({"lr": _with(base, weight_decay_tau=0.5)}, target)
+    assert tau.weight_decay == pytest.approx(1 / (tau.lr.value * 0.5 * tau.total_steps))
+    assert "1/(lr·τ·steps), τ = 0.5" in _row(tau, "weight decay / clip")[1]
+    searched = recommend({"lr": _with(base, beta2="searched")}, target)
+    assert searched.adam_beta2 == 0.95
+    assert any("measured over a searched β2 (the recipe: 0.95)" in w for w in searched.warnings)
+
+
+def _row(r: Recipe, name: str) -> tuple[str, str]:
+    """The (value, note) of the recipe table's row ``name``."""
+    return next((v, n) for k, v, n in recipe_rows(r) if k == name)
+
+
+def test_a_batch_ramp_up_that_cannot_be_planned_is_said() -> None:
+    """A ramp-up asked for (or the default's, from 1024 sequences) where the global batch is one
+    step of micro batch × GPUs: none is possible, and the recipe says so (an exports audit: the
+    --rampup had vanished without a word)."""
+    laws = published_laws("steplaw")
+    target = Target(n_params=1e9, tokens=2e10)
+    hw = Hardware(gpus=64, gpu_memory_gb=80.0, micro_batch=16)
+    r = recommend(laws, target, hw, global_batch=1024, rampup=True)
+    assert r.rampup is None
+    assert any(w.startswith("no batch ramp-up (--rampup): the global batch 1024 is one step of "
+                            "micro batch 16 × 64 GPUs") for w in r.warnings), r.warnings  # fmt: skip
+    ramped = recommend(laws, target, Hardware(gpus=64, gpu_memory_gb=80.0, micro_batch=2),
+                       global_batch=1024, rampup=True)  # fmt: skip
+    assert ramped.rampup is not None and not any("no batch ramp-up" in w for w in ramped.warnings)
+
+
+def test_an_edited_rampup_or_data_parallel_that_no_framework_can_run_is_refused() -> None:
+    """An edited recipe JSON: a ramp starting above the batch had exported an empty Megatron
+    schedule, one off the increments a ramp stuck below the batch, one longer than the run was
+    taken; data_parallel apart from hardware.gpus left the memory notes for other GPUs."""
+    hw = Hardware(gpus=64, gpu_memory_gb=80.0, micro_batch=2)
+    r = recommend(published_laws("steplaw"), Target(n_params=1e9, tokens=2e10), hw,
+                  global_batch=1024, rampup=True)  # fmt: skip
+    d = r.to_dict()
+    assert recipe_from_dict(d).rampup == r.rampup
+    for edit, needle in (
+        ({"start_sequences": 2048}, "start_sequences 2048 must be below the global batch 1024"),
+        ({"start_sequences": 100}, "start_sequences 100 must be a positive multiple of"),
+        ({"ramp_samples": 10**8, "ramp_tokens": 10**8 * r.seq_len}, "exceed the run's"),
+    ):
+        bad = json.loads(json.dumps(d))
+        bad["rampup"].update(edit)
+        with pytest.raises(TargetError, match=needle):
+            recipe_from_dict(bad)
+    bad = json.loads(json.dumps(d))
+    bad["data_parallel"], bad["grad_accum_steps"] = 8, bad["grad_accum_steps"] * 8
+    with pytest.raises(TargetError, match=r"data_parallel 8 disagrees with hardware\.gpus 64"):
+        recipe_from_dict(bad)
+
+
+def test_the_table_shows_the_hyperparameters_each_optimizer_runs_with() -> None:
+    """Adafactor runs with torch's defaults (no Adam betas or eps: an exports audit's table had
+    shown them); SGD's momentum is β1; AdamW and Muon (its AdamW half) show betas and eps."""
+    base = power_law("lr", 2.0, {"n_params": -0.4})
+    target = Target(n_params=1e9, tokens=2e10)
+    rows = {o: _row(recommend({"lr": _with(base, optimizer=o)}, target), name)
+            for o, name in (("adafactor", "Adafactor"), ("sgd", "SGD"), ("adamw", "AdamW"))}
+    assert rows["adafactor"] == ("torch defaults", "no betas or Adam eps (beta2_decay -0.8)")
+    assert rows["sgd"] == ("momentum 0.9", "coupled L2 decay")
+    assert rows["adamw"] == ("β=(0.9, 0.95)", "eps 1e-08")
+
+
+def test_numpy_and_whole_float_inputs_reach_the_recipe_as_plain_numbers() -> None:
+    """A whole float global batch (256.0) and numpy's numbers (read off a DataFrame) are taken as
+    the ints and floats they are (an API audit: 256.0 reached every export, e.g. DeepSpeed's
+    "train_batch_size": 256.0, and numpy's int64 failed to serialise; Hardware refused
+    np.int64(8) GPUs as "not a positive integer")."""
+    hw = Hardware(gpus=np.int64(8), gpu_memory_gb=np.float32(80.0), zero_stage=np.int64(1))
+    assert (hw.gpus, hw.zero_stage) == (8, 1) and type(hw.gpus) is int
+    assert type(hw.gpu_memory_gb) is float
+    r = recommend(published_laws("steplaw"), Target(n_params=1e9, tokens=2e10), hw,
+                  global_batch=256.0, warmup_steps=np.int64(500), init_std=np.float32(0.01))
+    assert type(r.global_batch_sequences) is int and r.global_batch_sequences == 256
+    assert type(r.warmup_steps) is int and type(r.init_std) is float
+    json.dumps(r.to_dict())  # (no numpy left in it)
+
+
+def test_a_setting_the_caller_gives_stands_over_the_measured_one_with_a_warning() -> None:
+    """RecipeDefaults(weight_decay=0.05) is the caller's choice: it stands over the law's
+    measured 0.0, the recipe warns that the LR was measured at 0, and the table does not call
+    0.05 the measured value."""
+    from sweeper.recipe.recommend import RecipeDefaults
+
+    law = _with(power_law("lr", 2.0, {"n_params": -0.4}), weight_decay=0.0, beta2=0.99)
+    r = recommend({"lr": law}, Target(n_params=1e9, tokens=2e10),
+                  defaults=RecipeDefaults(weight_decay=0.05))  # fmt: skip
+    assert (r.weight_decay, r.adam_beta2) == (0.05, 0.99)
+    assert any("was measured at weight decay 0 (the recipe: 0.05)" in w for w in r.warnings)
+    assert _row(r, "weight decay / clip")[1] == "as the LR was measured: β2 0.99"
