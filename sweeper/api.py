@@ -69,6 +69,7 @@ __all__ = [
     "law",
     "laws",
     "load_study",
+    "published_laws",
     "recommend",
     "resolve_laws",
     "runs",
@@ -239,6 +240,16 @@ def launch(
     failed runs says so with a :class:`LaunchShort` warning (each failed trial keeps its error as
     ``last_error``)."""
     _storage(storage)
+    _check("address (--address)", address, "str", "None", error=StudyError)
+    # (force_new="no" had counted as True, and deleted the sweep's trials)
+    for flag, value in (
+        ("force_new (--force-new)", force_new),
+        ("takeover (--takeover)", takeover),
+        ("code_changed (--code-changed)", code_changed),
+        ("progress", progress),
+    ):
+        _check(flag, value, "bool", error=StudyError)
+    _check("verbose (-v)", verbose, "int>=0", error=StudyError)
     spec = _spec(study)
     from sweeper.run.launch import launch_study  # ray: only once the study is known to be good
 
@@ -677,6 +688,10 @@ def recommend(
     # (rampup="x" had turned the ramp-up on, force="no" counted as True)
     _check("rampup", options.get("rampup"), "bool", "None", error=TargetError)
     _check("force", options.get("force", False), "bool", error=TargetError)
+    from sweeper.recipe.hardware import plain_number
+
+    # (global_batch=np.int64(256) had been kept, and no JSON or YAML export wrote the recipe)
+    options = {k: plain_number(v) for k, v in options.items()}
     if "defaults" in options:
         options["defaults"] = _as_defaults(options["defaults"])
     target = as_target(at)
@@ -1035,13 +1050,19 @@ def diff(
     """Fit both sweeps the same way and compare B with A: exponent differences, the ratio of the
     predicted optimal LR (and batch) at a target (``params``, ``tokens``; default the largest
     cell), the best-loss difference per shared cell, with 95% and Bonferroni-corrected intervals
-    from the fits' own resamples; see :mod:`sweeper.fitting.diff`. ``options``: n_boot,
-    cell_boot, seed and other fit options. Returns a :class:`~sweeper.fitting.diff.DiffResult`.
+    from the fits' own resamples; see :mod:`sweeper.fitting.diff`. ``options``: n_boot (at
+    least 40: the fits' 0, no resampling, leaves no intervals to compare), cell_boot, seed and
+    other fit options. Returns a :class:`~sweeper.fitting.diff.DiffResult`.
 
     A side may be several sweeps joined by ``+`` (``"qknorm_off+qknorm_off_ext"``): the same
     study on more LRs, whose runs are fitted together under the first one's conventions (their
     conventions must agree)."""
-    from sweeper.fitting.diff import check_diff_method, diff_runs
+    from sweeper.fitting.diff import (
+        DEFAULT_BOOT,
+        check_diff_method,
+        check_diff_resamples,
+        diff_runs,
+    )
     from sweeper.recipe.hardware import positive
 
     _check("sweep_a", sweep_a, "name", "Sweep", error=StorageError)
@@ -1049,6 +1070,7 @@ def diff(
     _storage(storage)
     _check_fit_options(options)
     check_diff_method(method)
+    check_diff_resamples(options.get("n_boot", DEFAULT_BOOT))
     problems: list[str] = []
     positive("params", params, problems)  # (nan had been taken, "1e9" too)
     positive("tokens", tokens, problems)

@@ -46,11 +46,18 @@ import pandas as pd
 
 from sweeper.errors import FitError
 from sweeper.fitting.conventions import Conventions
-from sweeper.fitting.fit_runs import FitOptions, fit_runs
+from sweeper.fitting.fit_runs import FitOptions, check_resamples, fit_runs, min_resamples
 from sweeper.fitting.laws import PowerLaw
 from sweeper.fitting.methods import DIFF_METHODS, KEPT_EDGE
 
-__all__ = ["ALPHA", "DiffResult", "Estimate", "check_diff_method", "diff_runs"]
+__all__ = [
+    "ALPHA",
+    "DiffResult",
+    "Estimate",
+    "check_diff_method",
+    "check_diff_resamples",
+    "diff_runs",
+]
 
 #: the family-wise error rate of the "different" verdict
 ALPHA: Final[float] = 0.05
@@ -260,6 +267,20 @@ def check_diff_method(method: str) -> None:
                        "supported here)")  # fmt: skip
 
 
+def check_diff_resamples(n_boot: object) -> None:
+    """FitError unless ``n_boot`` resamples per law give a diff its intervals: a whole number of
+    at least :func:`~sweeper.fitting.fit_runs.min_resamples`. The fits' 0 ("no resampling") is
+    refused up front, since every verdict of a diff is an interval (it had fitted both sweeps,
+    then raised that a law had too few resamples (1) for intervals)."""
+    check_resamples(n_boot, "n_boot (--bootstrap)")  # type: ignore[arg-type]
+    if n_boot == 0:
+        raise FitError(
+            f"diff: n_boot (--bootstrap) must be at least {min_resamples()}, got 0: a diff's "
+            "verdicts are intervals from the two laws' resamples, and without resampling there "
+            "are none; fit each sweep with n_boot=0 for its point law alone"
+        )
+
+
 def diff_runs(
     runs_a: pd.DataFrame,
     runs_b: pd.DataFrame,
@@ -276,8 +297,10 @@ def diff_runs(
 ) -> DiffResult:
     """Compare sweep B's runs with sweep A's (module docstring). ``target``: predictor values of
     the LR ratio (missing ones from the largest cell); ``options``: more :class:`FitOptions`.
-    FitError for a method not in :data:`~sweeper.fitting.methods.DIFF_METHODS`."""
+    FitError for a method not in :data:`~sweeper.fitting.methods.DIFF_METHODS`, and for
+    ``n_boot`` 0: the fits' "no resampling" leaves a diff no intervals, and so no verdict."""
     check_diff_method(method)
+    check_diff_resamples(n_boot)
     for runs, name in ((runs_a, names[0]), (runs_b, names[1])):
         _check_schedules(runs, name)
     opts = FitOptions(method=method, n_boot=n_boot, cell_boot=cell_boot, seed=seed, **options)
@@ -507,9 +530,13 @@ def _target(
     runs_b: pd.DataFrame,
     given: Mapping[str, float] | None,
 ) -> dict[str, float]:
-    """The target scale: ``given``, completed from the largest cell of the two sweeps."""
+    """The target scale: ``given``, completed from the largest cell of the two sweeps: the
+    largest N, and of those the largest D (validate_transfer's "largest"; the first row at the
+    largest N had made the target's D depend on the order of the runs)."""
     both = pd.concat([runs_a, runs_b], ignore_index=True)
-    row = both.loc[pd.to_numeric(both["n_params"], errors="coerce").idxmax()]
+    keys = [k for k in ("n_params", "tokens") if k in both]
+    size = both[keys].apply(pd.to_numeric, errors="coerce").fillna(0.0)
+    row = both.loc[size.sort_values(keys, kind="stable").index[-1]]
     scale = {
         p: float(row[p])
         for p in ("n_params", "tokens", "flops", "width", "depth")

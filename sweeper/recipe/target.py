@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 from proxy_models.rules import PARAMETRIZATIONS
 from sweeper.errors import TargetError
 from sweeper.recipe.compute_optimal import compute_optimal_n, compute_optimal_tokens
-from sweeper.recipe.hardware import positive
+from sweeper.recipe.hardware import plain_number, positive
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.names import fields_of
 from sweeper.recipe.scale import DEFAULT_SEQ_LEN, ResolvedShape, block_n_params, resolve_shape
@@ -74,9 +74,13 @@ class Target:
     base_depth: int | None = None
 
     def __post_init__(self) -> None:
+        # numpy's numbers stored as Python's (np.int64(2048) had been refused, and np.float32
+        # taken but written by no JSON or YAML export of the recipe)
+        for name in (*_WHOLE_FIELDS, *_REAL_FIELDS):
+            object.__setattr__(self, name, plain_number(getattr(self, name)))
         p: list[str] = []
         positive("n_params", self.n_params, p)
-        for name in ("width", "depth", "heads", "vocab", "context", "base_width", "base_depth"):
+        for name in _WHOLE_FIELDS:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
                 p.append(f"{name} must be a positive integer, got {name}={v!r}")
@@ -113,6 +117,8 @@ class Target:
 
 #: the fields of :class:`Target` that take a whole number
 _WHOLE_FIELDS: Final = ("width", "depth", "heads", "vocab", "context", "base_width", "base_depth")
+#: the fields of :class:`Target` that take any real number
+_REAL_FIELDS: Final = ("n_params", "tokens", "compute", "tokens_per_param")
 
 
 def as_target(at: Target | Mapping[str, Any]) -> Target:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import StorageError, SweeperError
@@ -43,7 +44,16 @@ class Sweep:
     @classmethod
     def load(cls, name: str, storage_url: str | None = None) -> Sweep:
         """The sweep ``name`` in ``storage_url`` (default: ``$SWEEPER_STORAGE``, else
-        ``sqlite:///sweeper.db``). StorageError naming the known sweeps when there is none."""
+        ``sqlite:///sweeper.db``). StorageError naming the known sweeps when there is none, and
+        for a name or storage of another type (a Path had raised a bare AttributeError)."""
+        for arg, value, kind in (
+            ("name", name, "a sweep's name (a string)"),
+            ("storage_url", storage_url, "a SQLAlchemy URL (a string) or None"),
+        ):
+            if not (isinstance(value, str) or (value is None and arg == "storage_url")):
+                shown = repr(value) if len(repr(value)) <= 60 else f"a {type(value).__name__}"
+                hint = f" (a file: 'sqlite:///{value}')" if isinstance(value, PurePath) else ""
+                raise StorageError(f"{arg} must be {kind}, got {shown}{hint}")
         url = storage.resolve_url(storage_url)
         row = storage.get_sweep(name, url)
         if row is None:
