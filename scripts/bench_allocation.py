@@ -86,7 +86,10 @@ Every key ``--json`` prints (the table without it prints a few of the top-level 
   baseline's ``exponent``, ``lr_target_log2_error``, ``core_seconds_used`` and the four
   ``predicted_*`` keys).
 
-Errors (a bad option, an unknown sweep, a missing database) are one line on stderr, exit 2.
+Errors (a bad option, an unknown sweep, a missing database, a stored sweep too sparse to answer
+the replay: one the law sampler planned holds too few runs per cell) are one line on stderr, exit
+2; a budget too small to start every cell (3 LRs each) is said in a note on stderr (and in the
+error when the replay fails).
 
 Usage::
 
@@ -104,7 +107,7 @@ import statistics
 import sys
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -188,12 +191,22 @@ def _fit(
             return None
 
 
+class NotDense(RuntimeError):
+    """The replay asked a cell for more runs than the stored sweep holds there: a sweep planned
+    by the law sampler (or any sparse one) cannot answer a replay of it."""
+
+
 def answer(stored: pd.DataFrame, used: np.ndarray, cell: str, lr: float, order: np.ndarray) -> int:
     """Index of the stored run answering (cell, lr): nearest LR with an unused run; among a
-    point's runs, the first in the replay's random ``order``."""
+    point's runs, the first in the replay's random ``order``. :class:`NotDense` when every
+    stored run of the cell is used."""
     cand = np.flatnonzero((stored["cell"].to_numpy() == cell) & ~used)
     if not cand.size:  # (the planner asks at most max_seeds runs per LR, the grid's seeds)
-        raise RuntimeError(f"the replay asked for a run of {cell} beyond the stored ones")
+        n = int((stored["cell"].to_numpy() == cell).sum())
+        raise NotDense(
+            f"the replay asked for a run of {cell} at lr {lr:.3g} beyond the stored ones (all "
+            f"{n} of its runs used)"
+        )
     dist = np.abs(np.log(stored["lr"].to_numpy(float)[cand]) - math.log(lr))
     return int(cand[np.lexsort((order[cand], np.round(dist, 9)))[0]])
 
@@ -374,12 +387,12 @@ def one_replay(
     ref = fit(stored, args.boot, dense=True)
     if args.design != "planner":
         if ref is None:
-            raise SystemExit(f"--design {args.design} needs the reference fit, which failed")
+            _fail(f"--design {args.design} needs the reference fit, which failed")
         window = WINDOW if args.design == "oracle-windowed" else None
         try:
             design = oracle_design(stored, ref, budget, window, args.design == "oracle-cost")
         except ValueError as e:  # (a budget below the design's start)
-            raise SystemExit(f"--design {args.design}: {e}") from None
+            _fail(f"--design {args.design}: {e}")
         used, stop = replay_design(stored, design, seed, args.every_seed), args.design
     else:
         used, stop = replay(stored, budget, seed, args.workers, args.stop_ratio or None,
@@ -409,6 +422,21 @@ def one_replay(
         **predicted(rnd, stored, ref),
     }
     return out
+
+
+def _start_short(stored: pd.DataFrame, fraction: float) -> str:
+    """Why a budget of ``fraction`` of ``stored`` cannot start every cell (3 LRs each, as the
+    planner starts them; the law sampler's ``validate`` refuses such a budget), "" when it can."""
+    budget = max(1, math.floor(fraction * len(stored) + 1e-9))
+    n_cells = int(stored["cell"].nunique())
+    need = al.START_LRS * n_cells
+    if budget >= need:
+        return ""
+    return (
+        f"a budget of {fraction:g} is {budget} of the {len(stored)} stored runs, fewer than the "
+        f"{need} that start every cell ({al.START_LRS} LRs x {n_cells} cells): some cells get "
+        "no run"
+    )
 
 
 def summarise(reps: list[dict[str, Any]], fraction: float) -> dict[str, Any]:
@@ -468,6 +496,12 @@ def bars(summary: dict[str, Any], true_exponent: float | None) -> dict[str, Any]
            for r in reps]  # fmt: skip
     return {"exponent_tolerance": tol, "pass_fraction": sum(law) / len(law),
             "random_pass_fraction": sum(rnd) / len(rnd)}  # fmt: skip
+
+
+def _fail(message: str) -> NoReturn:
+    """An error as the parser says one: one line on stderr, exit 2."""
+    print(f"bench_allocation.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -583,7 +617,18 @@ def main() -> int:
     reps = []
     for s in range(args.seeds):
         stored = synthetic(s) if real is None else real.copy()
-        reps.append(one_replay(stored, args.budget, s, args))
+        short = _start_short(stored, args.budget)
+        if short and s == 0:
+            print(f"{ap.prog}: note: {short}", file=sys.stderr)
+        try:
+            reps.append(one_replay(stored, args.budget, s, args))
+        except NotDense as e:
+            name = "the synthetic ladder" if real is None else args.sweep
+            ap.error(
+                f"{name}: the stored sweep is not dense enough to replay (a replay answers each "
+                f"run the plan asks from the stored runs; replay a dense grid sweep): {e}"
+                + (f"; {short}" if short else "")
+            )
     summary = summarise(reps, args.budget)
     summary["sweep"] = "synthetic:proxy_sweep" if args.synthetic else args.sweep
     summary["workers"] = args.workers

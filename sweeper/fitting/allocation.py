@@ -41,14 +41,16 @@ costs ~27x a w16 run). This module plans, from the runs table alone (no Ray, no 
 Stopping: ``budget_runs`` runs (completed, diverged and pending) reached, or the 95% interval of the
 predicted target LR has upper/lower below ``stop_lr_interval_ratio`` once every cell is started,
 its best LR bracketed and confirmed (by completed runs: pending ones do not count here), and both
-steps of the fit converged. The interval is screened by the cheap Laplace one (with the law's
-scatter) and confirmed by the one ``fit`` reports (:data:`STOP_BOOT` bootstrap refits, the cells'
-scatter redrawn): on sparse ladders the Laplace interval can be far narrower (4 cells of 3 runs
-of a synthetic ladder: 2.0 against 161; an audit's 4-cell ladder stopped at 439 where ``fit``
-then reported 6.45e9). The plan is a deterministic function of (runs, pending, seed). A stop at
-the budget says how wide the Laplace interval is against ``stop_lr_interval_ratio`` (and what
-else the rule waits for), a stop with no candidate left why none is; each point proposed says
-which rule chose it (:attr:`Point.why`).
+steps of the fit converged. A best LR at either end of its cell's LR list counts as bracketed, as
+nothing beyond it can be tried; it is bound, not bracketed, and the stop names such cells. The
+interval is screened by the cheap Laplace one (with the law's scatter) and confirmed by the one
+``fit`` reports (:data:`STOP_BOOT` bootstrap refits, the cells' scatter redrawn): on sparse
+ladders the Laplace interval can be far narrower (4 cells of 3 runs of a synthetic ladder: 2.0
+against 161; an audit's 4-cell ladder stopped at 439 where ``fit`` then reported 6.45e9). The
+plan is a deterministic function of (runs, pending, seed). A stop at the budget says how wide the
+Laplace interval is against ``stop_lr_interval_ratio`` (and what else the rule waits for, and
+that ``fit``'s interval can be far wider), a stop with no candidate left why none is; each point
+proposed says which rule chose it (:attr:`Point.why`).
 
 The fits use the surface's ``planner`` settings (:data:`~sweeper.fitting.surface.SETTINGS`):
 every run (``window=None``; with a window, ~4 runs per cell near the optimum leave too few loss
@@ -164,14 +166,34 @@ def sqrt2_grid(lo: float, hi: float) -> tuple[float, ...]:
 
 
 def cell_costs(runs: pd.DataFrame, scales: Mapping[str, tuple[float, float]]) -> dict[str, float]:
-    """Cost of one run per cell (core-seconds): the mean ``wall_s`` of the cell's completed runs
-    where measured; elsewhere n_params·tokens times the median measured ratio (or n_params·tokens
-    itself when nothing is measured, a unit shared by every cell)."""
-    done = runs[np.isfinite(runs["wall_s"].to_numpy(float)) & (runs["wall_s"] > 0)]
-    measured = done.groupby("cell")["wall_s"].mean().to_dict()
+    """Cost of one run per cell (core-seconds): the cell's :func:`_run_cost` where measured;
+    elsewhere n_params·tokens times the median measured ratio (or n_params·tokens itself when
+    nothing is measured, a unit shared by every cell)."""
+    wall = pd.to_numeric(runs["wall_s"], errors="coerce").to_numpy(float)
+    ok = np.isfinite(wall) & (wall > 0)
+    done, wall = runs[ok], wall[ok]
+    div = (
+        done["diverged"].astype("boolean").fillna(False).to_numpy(bool)
+        if "diverged" in done
+        else np.zeros(len(done), dtype=bool)
+    )
+    cell = done["cell"].astype(str).to_numpy()
+    measured = {c: _run_cost(wall[cell == c], div[cell == c]) for c in dict.fromkeys(cell)}
     ratios = [measured[c] / (n * d) for c, (n, d) in scales.items() if c in measured]
     per_unit = float(np.median(ratios)) if ratios else 1.0
     return {c: float(measured.get(c, per_unit * n * d)) for c, (n, d) in scales.items()}
+
+
+def _run_cost(wall_s: np.ndarray, diverged: np.ndarray) -> float:
+    """One cell's cost per run from its runs' ``wall_s``: the mean of the lower half (the
+    ``max(1, n // 2)`` shortest), of the runs that did not diverge where there are any (a
+    divergence can end a run early). The first run in each fresh Ray worker also loads the data
+    (5-9 s on a CPU proxy ladder), and the cheapest cell runs first, so a mean charged it to
+    that cell and could put it after the next ("cheapest first" flipped on small ladders);
+    one-offs in up to half the runs (every worker's first run at the start) are left out."""
+    kept = wall_s[~diverged] if (~diverged).any() else wall_s
+    low = np.sort(kept)[: max(1, kept.size // 2)]
+    return float(low.mean())
 
 
 def cells_from_runs(runs: pd.DataFrame, lrs: Sequence[float] | None = None) -> list[CellPlan]:
@@ -263,6 +285,14 @@ class _State:
         would diverge again: a bound, not a loss point)."""
         return 0 <= idx < self.cliff(cell) and self.n_at(cell, idx) < max_seeds
 
+    def edge(self, cell: str) -> str:
+        """``"lowest"`` or ``"highest"`` when the cell's best LR is that end of its LR list (its
+        optimum may lie beyond, where nothing can be tried), else ``""``."""
+        b, n = self.best(cell), len(self.grid(cell))
+        if b is None or n < 2 or b not in (0, n - 1):
+            return ""
+        return "lowest" if b == 0 else "highest"
+
     def unconfirmed(self, cell: str, confirm_runs: int) -> int | None:
         """The cell's best grid index while fewer than ``confirm_runs`` runs (completed or
         pending) are there, else None."""
@@ -271,7 +301,9 @@ class _State:
 
     def open_side(self, cell: str) -> int | None:
         """The untried grid neighbour of the cell's best LR that would bracket it (below first),
-        None when it is bracketed (tried on both sides, or at the grid's or divergence's edge)."""
+        None when it is bracketed (tried on both sides, or at the grid's or divergence's edge).
+        A best LR at the grid's edge counts as bracketed because nothing beyond it can be tried:
+        it is bound, not bracketed (:meth:`edge`), and the stops say so."""
         b = self.best(cell)
         if b is None:
             return None
@@ -340,7 +372,8 @@ def plan(
             return Plan(
                 (),
                 stop=f"target LR interval ratio {boot:.3g} < {stop_lr_interval_ratio:g} "
-                f"(bootstrap of {STOP_BOOT} refits; Laplace {ratio:.3g})",
+                f"(bootstrap of {STOP_BOOT} refits; Laplace {ratio:.3g})"
+                + _edge_text(_state(runs, cells, ()), "bound, not bracketed: "),
                 law=law,
                 interval_ratio=boot,
             )
@@ -470,14 +503,20 @@ def _interval_text(
     """The target LR's Laplace 95% interval (upper/lower) on the stored runs against the stop
     rule's ratio, for a budget stop: whether to raise the budget hangs on how far it is (an
     audit's sweeps stopped at 1.82 and at 1843 against 1.5). Below the ratio, what else the rule
-    waits for (``waits``: :func:`_unsettled`)."""
+    waits for (``waits``: :func:`_unsettled`). It says that the Laplace interval leaves the
+    cells' scatter out (:func:`_bootstrap_ratio`): an audit's stop read 15,250x where ``fit``
+    then reported 3e34x, and "a bit more budget" is not what that means."""
     go_on = "raise budget_runs to go on"
     if law is None:
         return f"no target-LR interval ({note or 'no law'}): {go_on}"
     if ratio is None:
         return f"the fit gives no finite 95% interval of the target LR: {go_on}"
     rule = f", the stop rule's {stop_ratio:g}x" if stop_ratio else " (no stop rule)"
-    out = f"the target LR's 95% interval (Laplace) is {_times(ratio)}x wide{rule}: {go_on}"
+    out = (
+        f"the target LR's 95% interval (Laplace, which leaves the cells' scatter out: the "
+        f"bootstrap one `sweeper fit` reports can be far wider) is {_times(ratio)}x "
+        f"wide{rule}: {go_on}"
+    )
     if stop_ratio and ratio < stop_ratio:
         out += (
             f" (below the rule's ratio, but the rule also waits for: {waits})"
@@ -523,7 +562,6 @@ def _exhausted(state: _State, max_seeds: int) -> str:
     runs or lies at or above its cell's divergence; and the cells whose best LR is the lowest or
     the highest of the LR list, whose optimum may lie outside it."""
     full = above = 0
-    edges: list[str] = []
     for p in state.cells:
         cliff = state.cliff(p.cell)
         for i in range(len(p.lrs)):
@@ -531,18 +569,22 @@ def _exhausted(state: _State, max_seeds: int) -> str:
                 above += 1
             elif state.n_at(p.cell, i) >= max_seeds:
                 full += 1
-        b = state.best(p.cell)
-        if b is not None and len(p.lrs) > 1 and b in (0, len(p.lrs) - 1):
-            edges.append(f"{p.cell} ({'lowest' if b == 0 else 'highest'})")
     runs = f"{max_seeds} run{'s' * (max_seeds != 1)}"
     out = f"no candidate left: every (cell, LR) has {runs} or more ({full})"
     out += f" or lies at or above its cell's divergence ({above})" if above else ""
-    if edges:
-        out += (
-            f"; the best LR is on the edge of the LR list in {', '.join(edges)}: widen the LR "
-            "range there"
-        )
-    return out
+    return out + _edge_text(state)
+
+
+def _edge_text(state: _State, what: str = "") -> str:
+    """``"; the best LR is on the edge of the LR list in CELL (highest), ...: widen the LR range
+    there"`` for the cells whose best LR is an end of their LR list (:meth:`_State.edge`), with
+    ``what`` before the advice; ``""`` when there are none. The stopping rule counts such a cell
+    as bracketed (nothing beyond can be tried), so a stop by it says which they are."""
+    edges = [f"{p.cell} ({e})" for p in state.cells if (e := state.edge(p.cell))]
+    if not edges:
+        return ""
+    cells = ", ".join(edges)
+    return f"; the best LR is on the edge of the LR list in {cells}: {what}widen the LR range there"
 
 
 def _state(

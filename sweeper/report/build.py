@@ -82,8 +82,28 @@ def build_report(
         notes=tuple(notes),
         measured=measured_with(sweep_conventions(sw), imported=sw.spec is None),
         conventions=sweep_conventions(sw),
+        planned=_planned(sw),
     )
     return write_report(inputs, out)
+
+
+def _planned(sw: Sweep) -> str:
+    """How a law-sampler sweep's runs were planned, as ``sweeper status`` says it: the target
+    the plan pinned the LR down at, runs used of the budget, why it stopped ("" for the other
+    samplers: an audit's report of a law-sampler sweep could not be told from a grid's)."""
+    if not sw.launched or sw.spec is None or sw.spec.sampler.kind != "law":
+        return ""
+    from sweeper.run.law_plan import law_target, recorded_target
+    from sweeper.study.ladder import cells
+    from sweeper.study.sweep import law_progress, sweep_status
+
+    law = sweep_status(sw.name, sw.url)["law"]
+    if law is None:
+        return ""
+    scales = {c.name: (float(c.n_params), float(c.tokens)) for c in cells(sw.spec)}
+    t = law_target(sw.spec, scales, recorded_target(sw.cell_studies()))
+    line = law_progress(law["runs_used"], law["budget_runs"], law["stop"])
+    return f"Planned toward the target N {t['n_params']:.3g}, D {t['tokens']:.3g}: {line}"
 
 
 def _checked_scale(at: Mapping[str, float]) -> dict[str, float]:

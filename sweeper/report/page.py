@@ -88,6 +88,8 @@ class ReportInputs:
     measured: str = ""
     #: the sweep's conventions (what D and the batch count); None: the laws' (:func:`_page_unit`)
     conventions: Conventions | None = None
+    #: how a law-sampler sweep's runs were planned and why the plan stopped ("" for the others)
+    planned: str = ""
 
 
 # ---------------------------------------------------------------- HTML
@@ -863,6 +865,8 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
         parts.append(
             f"<p class='muted'>{html.escape(inputs.measured[0].upper() + inputs.measured[1:])}.</p>"
         )
+    if inputs.planned:
+        parts.append(f"<p class='muted'>{html.escape(inputs.planned)}.</p>")
     parts += [f"<div class='warn'>note: {html.escape(n)}</div>" for n in inputs.notes]
     if inputs.recipe is not None:
         parts += _recipe_html(inputs.recipe, inputs.sweep)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -18,6 +19,7 @@ from optuna.trial import TrialState
 
 from sweeper.fitting import allocation
 from sweeper.fitting._common import min_cells
+from sweeper.study.ladder import cells
 from sweeper.study.runs import COLUMNS, normalize_runs
 from sweeper.study.spec import (
     StudySpec,
@@ -26,14 +28,28 @@ from sweeper.study.spec import (
     law_lrs,
     law_max_seeds,
 )
-from sweeper.study.sweep import CellStudy, trial_runs
+from sweeper.study.study_toml import spec_hash
+from sweeper.study.sweep import CellStudy, added_cells, trial_runs
 
-__all__ = ["LawPlanner", "law_target", "same_lr", "target_warnings", "waiting"]
+__all__ = [
+    "DEFAULT_TARGET",
+    "LawPlanner",
+    "law_target",
+    "record_default_target",
+    "recorded_target",
+    "same_lr",
+    "same_resolved_target",
+    "target_warnings",
+    "waiting",
+]
 
 logger = logging.getLogger(__name__)
 
 #: cells the planner's law (on N alone) needs
 PLAN_MIN_CELLS = min_cells(1)
+#: a cell study's user attribute: the default target (``{"n_params", "tokens"}``) resolved from
+#: the ladder as the sweep was first launched (:func:`record_default_target`)
+DEFAULT_TARGET = "law_default_target"
 
 
 class LawPlanner:
@@ -56,6 +72,12 @@ class LawPlanner:
         self.seeds = spec.sweep.seeds_per_point
         self._cache: tuple[Any, allocation.Plan] | None = None
         self._logged: set[tuple[str, float, int]] = set()
+        scales = {
+            cs.cell.name: (float(cs.cell.n_params), float(cs.cell.tokens)) for cs in self.studies
+        }
+        #: the default target as the sweep was first launched (recorded with its cell studies)
+        self.default_target = record_default_target(spec, self.studies, scales)
+        self.target = law_target(spec, scales, self.default_target)
 
     def plan(self, open_points: Sequence[tuple[int, float]], told: int) -> allocation.Plan:
         """The plan from the stored results and the open points ((cell index, LR) each, every one
@@ -100,7 +122,7 @@ class LawPlanner:
             seed=sm.seed,
             budget_runs=self.budget_runs,
             pending=pending,
-            target=law_target(self.spec, scales),
+            target=self.target,
             stop_lr_interval_ratio=sm.stop_lr_interval_ratio,
             max_seeds=law_max_seeds(self.seeds),
             point_runs=self.seeds,
@@ -167,19 +189,114 @@ def _trial_rows(cs: CellStudy, t: Any) -> list[dict[str, Any]]:
     ]
 
 
-def law_target(spec: StudySpec, scales: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+def law_target(
+    spec: StudySpec,
+    scales: Mapping[str, tuple[float, float]],
+    default: Mapping[str, float] | None = None,
+) -> dict[str, float]:
     """The scale the plan pins the LR down at (``n_params``, ``tokens``): the study's
-    ``[target]``, each scale it leaves out the sampler's default
-    (:func:`~sweeper.fitting.allocation.default_target`: 10x the largest cell's N, at its D).
-    ``scales``: (N, D) per cell name."""
-    cells = [allocation.CellPlan(c, n, d, (), 0.0) for c, (n, d) in scales.items()]
-    target = allocation.default_target(cells)
+    ``[target]``, each scale it leaves out the sampler's default: ``default`` (the one recorded
+    at the sweep's first launch, :func:`record_default_target`) when given, else
+    :func:`~sweeper.fitting.allocation.default_target` of ``scales`` (10x the largest cell's N,
+    at its D). ``scales``: (N, D) per cell name."""
+    target = dict(default) if default is not None else _ladder_default(scales)
     t = spec.target
     if t is not None and t.params is not None:
         target["n_params"] = float(t.params)
     if t is not None and t.tokens is not None:
         target["tokens"] = float(t.tokens)
     return target
+
+
+def _ladder_default(scales: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    """:func:`~sweeper.fitting.allocation.default_target` of a ladder given as (N, D) per cell."""
+    cells = [allocation.CellPlan(c, n, d, (), 0.0) for c, (n, d) in scales.items()]
+    return allocation.default_target(cells)
+
+
+def recorded_target(studies: Sequence[Any]) -> dict[str, float] | None:
+    """The default target recorded with a sweep's cell studies (Optuna studies, or
+    :class:`~sweeper.study.sweep.CellStudy`), None when none holds one (a sweep launched before
+    it was recorded, or not launched yet)."""
+    for s in studies:
+        study = getattr(s, "study", s)
+        got = study.user_attrs.get(DEFAULT_TARGET)
+        if isinstance(got, Mapping) and {"n_params", "tokens"} <= set(got):
+            return {"n_params": float(got["n_params"]), "tokens": float(got["tokens"])}
+    return None
+
+
+def record_default_target(
+    spec: StudySpec, studies: Sequence[CellStudy], scales: Mapping[str, tuple[float, float]]
+) -> dict[str, float]:
+    """The sampler's default target as the sweep was first launched: recorded with its cell
+    studies (:data:`DEFAULT_TARGET`) the first time, read back after, so that a relaunch whose
+    ladder grows does not move it (the docs fix ``[target]`` once launched; the default, 10x the
+    largest cell's N, moved silently with the ladder). A cell a relaunch adds gets the record
+    too. When the ladder now gives another default, the launch says it keeps the first (a
+    warning when the first no longer lies above the largest cell's N)."""
+    now = _ladder_default(scales)
+    first = recorded_target(studies)
+    if first is None:
+        if any(cs.study.get_trials(deepcopy=False) for cs in studies):
+            logger.info(
+                "%s: no default target recorded with the sweep (launched by an older Sweeper): "
+                "the ladder's as it is now is taken and kept, N %.4g at D %.4g",
+                spec.name,
+                now["n_params"],
+                now["tokens"],
+            )
+        first = now
+    for cs in studies:
+        if cs.study.user_attrs.get(DEFAULT_TARGET) != first:
+            cs.study.set_user_attr(DEFAULT_TARGET, dict(first))
+    moved = not all(math.isclose(first[k], now[k], rel_tol=1e-9) for k in first)
+    t = spec.target
+    given = {"n_params": None if t is None else t.params, "tokens": None if t is None else t.tokens}
+    uses = [k for k, v in given.items() if v is None]  # (the scales the default gives)
+    if moved and uses:
+        largest = max(n for n, _ in scales.values())
+        say = logger.warning if first["n_params"] <= largest else logger.info
+        say(
+            "%s: the default target stays where the sweep's first launch put it (%s), [target] "
+            "being fixed once launched; the ladder as it is now would give %s%s",
+            spec.name,
+            _target_text(first, uses),
+            _target_text(now, uses),
+            (
+                f": the kept N lies at or below the largest cell's ({largest:.4g}), so the plan "
+                "no longer extrapolates to it; launch a new sweep with a [target] to aim higher"
+                if first["n_params"] <= largest
+                else ""
+            ),
+        )
+    return first
+
+
+def _target_text(target: Mapping[str, float], keys: Sequence[str]) -> str:
+    names = {"n_params": "N", "tokens": "D"}
+    return ", ".join(f"{names[k]} {target[k]:.4g}" for k in keys)
+
+
+def same_resolved_target(
+    stored: StudySpec, spec: StudySpec, recorded: Mapping[str, float] | None
+) -> bool:
+    """Whether ``spec`` is the launched law study ``stored`` with only ``[target]`` written
+    otherwise (its ladder possibly grown, :func:`~sweeper.study.sweep.added_cells`) while both
+    resolve to the same target: an explicit ``[target]`` equal to the default recorded at the
+    first launch (``recorded``; the stored ladder's default when None) is the same study. For the
+    relaunch check of :func:`~sweeper.study.sweep.open_sweep`."""
+    if stored.sampler.kind != "law" or spec.sampler.kind != "law":
+        return False
+    swapped = replace(spec, target=stored.target)
+    if spec_hash(swapped) != spec_hash(stored) and not added_cells(stored, swapped):
+        return False
+    if recorded is None:
+        recorded = _ladder_default(
+            {c.name: (float(c.n_params), float(c.tokens)) for c in cells(stored)}
+        )
+    a, b = law_target(stored, {}, recorded), law_target(spec, {}, recorded)
+    return all(math.isclose(a[k], b[k], rel_tol=1e-9) for k in a)
 
 
 def target_warnings(spec: StudySpec, scales: Mapping[str, tuple[float, float]]) -> list[str]:

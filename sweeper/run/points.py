@@ -13,7 +13,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.run.trainable import METRIC
-from sweeper.study.samplers import RUNS_DONE, hold_point, requeue_point
+from sweeper.study.samplers import RUNS_DONE, hold_point, kept_attrs, requeue_point
 from sweeper.study.sweep import CellStudy, cell_counts
 from sweeper.study.sweep_runs import aggregate_runs
 
@@ -144,7 +144,7 @@ def tell_point(c: CellState, p: Point, *, requeue: bool) -> bool:
         here = requeue and not p.user_error and params not in c.requeued_now
         if requeue and not here:
             hold_point(study, params)
-        again = here and requeue_point(study, params)
+        again = here and requeue_point(study, params, attrs=kept_attrs(p.trial))
         _tell(study, p.trial, state=TrialState.FAIL)
         c.failed += 1
         c.failed_now += 1

@@ -23,6 +23,7 @@ __all__ = [
     "PlannedOnlySampler",
     "cell_key",
     "grid_points_left",
+    "kept_attrs",
     "make_sampler",
     "reconcile",
     "requeue_point",
@@ -155,6 +156,15 @@ def _waiting_params(study: optuna.Study) -> list[dict[str, Any]]:
 #: a trial's user attribute: the runs of its point's seeds that finished before the point did (a
 #: driver stopped in between leaves them there; :func:`reconcile` queues them with the point)
 RUNS_DONE = "runs_done"
+#: a trial's user attributes that say what its point is, kept when the point is queued again
+#: (:func:`kept_attrs`): why the law sampler planned it and the replicate it planned
+KEPT_ATTRS: tuple[str, ...] = ("law_reason", "law_replicate")
+
+
+def kept_attrs(trial: FrozenTrial | optuna.Trial) -> dict[str, Any]:
+    """The attributes of ``trial`` (:data:`KEPT_ATTRS`) a point queued again keeps, so that
+    ``sweeper trials`` still says why the law sampler planned a point a stopped driver left."""
+    return {k: trial.user_attrs[k] for k in KEPT_ATTRS if k in trial.user_attrs}
 
 
 def requeue_point(
@@ -162,13 +172,16 @@ def requeue_point(
     params: Mapping[str, Any],
     waiting: list[dict[str, Any]] | None = None,
     runs_done: list[dict[str, Any]] | None = None,
+    attrs: Mapping[str, Any] | None = None,
 ) -> bool:
     """Queue ``params`` (a point whose trial was closed as FAIL) to be asked again, unless an
     identical WAITING trial is already queued and ``runs_done`` is empty. ``waiting``: the queued
     points, when the caller keeps them (updated in place). ``runs_done``: its seeds' runs that
     finished, queued with it (:data:`RUNS_DONE`) so that they are not run again; such a point is
     queued even beside an identical one (law replicates at one LR share their params, each with
-    its own finished seeds). Returns whether a trial was queued."""
+    its own finished seeds). ``attrs``: user attributes the queued trial keeps (the closed
+    trial's :func:`kept_attrs`: why the law sampler planned it). Returns whether a trial was
+    queued."""
     point = dict(params)
     if not point:
         return False
@@ -176,7 +189,8 @@ def requeue_point(
         waiting = _waiting_params(study)
     if point in waiting and not runs_done:  # (law replicates share params: each keeps its runs)
         return False
-    study.enqueue_trial(point, user_attrs={RUNS_DONE: runs_done} if runs_done else None)
+    user_attrs = {**(attrs or {}), **({RUNS_DONE: runs_done} if runs_done else {})}
+    study.enqueue_trial(point, user_attrs=user_attrs or None)
     waiting.append(point)
     return True
 
@@ -250,7 +264,8 @@ def reconcile(study: optuna.Study) -> list[dict[str, Any]]:
         study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
         params = _point_of(t, sampler)
         closed.append(params)
-        requeue_point(study, params, waiting, t.user_attrs.get(RUNS_DONE))  # a no-op for {}
+        # (a no-op for {}; the point keeps why the law sampler planned it)
+        requeue_point(study, params, waiting, t.user_attrs.get(RUNS_DONE), kept_attrs(t))
     if closed:
         logger.info(
             "%s: %d RUNNING trial(s) closed as FAIL, %d point(s) queued again",

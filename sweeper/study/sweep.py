@@ -484,6 +484,8 @@ def _existing_row(
             "sweep %s: ladder extended by %d cell(s): %s", spec.name, len(added), ", ".join(added)
         )
         return existing
+    if _same_law_target(_stored_spec_or_none(existing), spec, url):
+        return existing
     changed = study_changes(_stored_spec_or_none(existing), spec)
     if not force_new and not _holds_trials(spec.name, url):
         logger.warning(
@@ -499,6 +501,17 @@ def _existing_row(
         )
     delete_sweep(spec.name, url, held=held)
     return None
+
+
+def _same_law_target(stored: StudySpec | None, spec: StudySpec, url: str) -> bool:
+    """A law study whose ``[target]`` is written out as the default the first launch recorded
+    is the same study ("writing a key at its default is the same study"; an audit's explicit
+    default had been refused as a changed study file)."""
+    if stored is None or spec.sampler.kind != "law":
+        return False
+    from sweeper.run.law_plan import recorded_target, same_resolved_target  # (run imports study)
+
+    return same_resolved_target(stored, spec, recorded_target(cell_studies(spec.name, url)))
 
 
 def _check_code(
