@@ -80,6 +80,7 @@ from sweeper.study.sweep import (
     CellStudy,
     FencedStorage,
     cell_counts,
+    delete_sweep,
     open_sweep,
     record_law_stop,
 )
@@ -614,14 +615,18 @@ ADDRESS_PROBE_S = 10.0
 
 
 def check_address(address: str | None) -> None:
-    """RayConnectError (exit 2) unless ``address`` is None, ``auto``, or ``host:port`` (with an
-    optional ``ray://``) where a gRPC server (a Ray head's GCS, or a Ray Client server) answers
-    within :data:`ADDRESS_PROBE_S`; checked before the sweep's lease is taken. ``ray.init`` on a
-    port where nothing listens, or where another service does (an HTTP server, PostgreSQL),
-    retried for ever: a driver holding the lease that Ctrl-C could hardly stop."""
+    """RayConnectError (exit 2) unless ``address`` is None, ``auto``, or ``host:port`` where a
+    gRPC server (a Ray head's GCS) answers within :data:`ADDRESS_PROBE_S`; checked before the
+    sweep's lease is taken. ``ray.init`` on a port where nothing listens, or where another
+    service does (an HTTP server, PostgreSQL), retried for ever: a driver holding the lease that
+    Ctrl-C could hardly stop. A Ray Client address (``ray://``) is refused: see
+    :func:`_client_refused`."""
     if not address or address == "local":
         return
     if address == "auto":  # (what Ray would join; a stale one retried for ever too)
+        env = os.environ.get("RAY_ADDRESS", "").strip()
+        if "://" in env:  # (ray.init("auto") takes RAY_ADDRESS as it is: Ray Client)
+            raise RayConnectError(_client_refused(env, "--address auto (RAY_ADDRESS="))
         found = _resolve_auto()
         if found is not None:
             _probe(found, f"auto ({found}, from RAY_ADDRESS or the last `ray start` here)")
@@ -650,17 +655,47 @@ def _resolve_auto() -> str | None:
         return None
 
 
+def _client_refused(address: str, named: str) -> str:
+    """Why a Ray Client address (``ray://host:port``) cannot run a sweep, in one line; ``named``
+    starts the line (how the user gave it, ending with "(RAY_ADDRESS=" where the environment did).
+
+    Under Ray Client, Ray Tune runs the whole tuning loop as an actor on the cluster (Ray's docs:
+    Ray Client "may not work as expected" with Tune): the searcher would be pickled there as the
+    stub it pickles to, away from the driver's storage and lease. Without ``ray[client]`` (grpcio)
+    ``ray.init`` had also failed after some 17 s with an internal ValueError, and the sweep was
+    registered before that (a cluster audit)."""
+    shown = f"{named}{address})" if named.endswith("=") else f"{named}{address}"
+    client = (
+        "" if _ray_client_installed() else ", and ray[client] (grpcio) is not installed here"
+    )
+    return (
+        f"{shown}: a Ray Client address, which a sweep cannot use (under Ray Client, Ray Tune "
+        f"runs its loop on the cluster, away from this driver's storage and lease{client}); give "
+        "the head's GCS address as --address HOST:PORT (6379 unless `ray start --head --port` "
+        "set another) from a machine that reaches it, the head itself if need be (see "
+        "docs/CLUSTER.md)"
+    )
+
+
+def _ray_client_installed() -> bool:
+    """Whether this Ray can open a Ray Client connection (``ray[client]``: grpcio)."""
+    try:
+        from ray._private.utils import get_ray_client_dependency_error
+    except ImportError:  # (a private helper: ask for its module instead)
+        return importlib.util.find_spec("grpc") is not None
+    return get_ray_client_dependency_error() is None
+
+
 def _probe(address: str, shown: str) -> None:
-    """:func:`check_address` of a ``host:port`` (or ``ray://host:port``) ``address``, named
-    ``shown`` in its errors."""
+    """:func:`check_address` of a ``host:port`` ``address``, named ``shown`` in its errors."""
     scheme, sep, rest = address.rpartition("://")
+    if sep and scheme == "ray":
+        raise RayConnectError(_client_refused(address, "--address "))
     host, colon, port = rest.rpartition(":")
-    if (sep and scheme != "ray") or not colon or not host or not port.isdigit() or not (
-        0 < int(port) < 65536
-    ):
+    if sep or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise RayConnectError(
-            f"--address must be host:port or ray://host:port (the head's GCS port, 6379 unless "
-            f"`ray start --head --port` set another) or auto, got {address!r}"
+            f"--address must be host:port (the head's GCS port, 6379 unless `ray start --head "
+            f"--port` set another) or auto, got {address!r}"
         )
     try:
         grpc = _speaks_grpc(host.strip("[]"), int(port))
@@ -715,11 +750,35 @@ def _loopback(address: str) -> bool:
         return False
 
 
+#: the longest part of Ray's error that a join's hint quotes (its first sentences that fit)
+HINT_QUOTE_CHARS = 300
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def _clip(text: str, most: int = HINT_QUOTE_CHARS) -> str:
+    """``text`` if it has ``most`` characters or fewer; else its first sentences that fit, else
+    its first words that fit and "...": Ray's authentication error had been cut mid-word
+    ("use `ray get-auth")."""
+    if len(text) <= most:
+        return text
+    ends = [m.start() for m in _SENTENCE_END.finditer(text) if m.start() <= most]
+    if ends and ends[-1] >= most // 3:
+        return text[: ends[-1]]
+    cut = text[: most - 3].rstrip()
+    space = cut.rfind(" ")
+    if space > most // 3:
+        cut = cut[:space].rstrip(" ,;:")
+    return f"{cut}..."
+
+
 def _connect_hint(address: str, e: BaseException) -> str:
+    if "ray[client]" in str(e):  # (ray.init took the address for a Ray Client's)
+        return _client_refused(address, "--address ")
     auth = os.environ.get("RAY_AUTH_MODE", "")
     token_file = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
     has_token = bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.exists(token_file)
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    first = _clip((str(e).strip().splitlines() or [type(e).__name__])[0])
     lines = [f"cannot join the Ray cluster at {address!r}: {type(e).__name__}: {first}"]
     if auth.lower() != "token" or not has_token:
         # (a token file with the mode unset is not sent: say which of the two is missing)
@@ -762,7 +821,9 @@ def _start_ray(
         if address:
             try:
                 ray.init(address=address, **kwargs)
-            except (ConnectionError, RuntimeError, TimeoutError, ray.exceptions.RayError) as e:
+            except (
+                ConnectionError, RuntimeError, TimeoutError, ValueError, ray.exceptions.RayError
+            ) as e:
                 with contextlib.suppress(Exception):
                     ray.shutdown()
                 raise RayConnectError(_connect_hint(address, e)) from None
@@ -900,6 +961,42 @@ def _tuner(
     )
 
 
+class _RaySession:
+    """The launch's Ray: joined (or started) once, when the launch first needs it, Ray's logs
+    quieted from then on; shut down by :meth:`close` if the launch started it."""
+
+    def __init__(
+        self, address: str | None, verbose: int, t0: float, runtime_env: dict[str, Any]
+    ) -> None:
+        self.address, self.verbose, self.t0, self.runtime_env = address, verbose, t0, runtime_env
+        #: the trials the cluster fits, once joined (None before)
+        self.capacity: int | None = None
+        self.started = False
+        self._quiet: contextlib.ExitStack | None = None
+
+    def join(self, spec: StudySpec) -> int:
+        """Join the cluster (once) and read its capacity for ``spec``'s trials: RayConnectError
+        when it cannot be joined, StudyError when it cannot fit one trial (:func:`_capacity`)."""
+        if self.capacity is None:
+            if self._quiet is None:
+                self._quiet = contextlib.ExitStack()
+                self._quiet.enter_context(_quiet_ray(self.verbose))
+            if not self.started:
+                self.started = _start_ray(self.address, self.verbose, self.t0, self.runtime_env)
+            self.capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
+        return self.capacity
+
+    def close(self) -> None:
+        try:
+            if self.started:
+                self.started = False
+                ray.shutdown()
+        finally:
+            if self._quiet is not None:
+                self._quiet.close()
+                self._quiet = None
+
+
 def _launch_held(
     spec: StudySpec,
     *,
@@ -917,24 +1014,44 @@ def _launch_held(
 ) -> LaunchSummary:
     """:func:`launch_study` once the sweep's lease is held: every write fenced by it."""
     storage = st.created(lambda: FencedStorage(url, held))
+    session = _RaySession(address, verbose, t0, runtime_env)
     try:
         return _launch_fenced(
             spec,
             held=held,
             storage=storage,
-            runtime_env=runtime_env,
+            session=session,
             url=url,
             data=data,
-            address=address,
             max_concurrent=max_concurrent,
             force_new=force_new,
             code_changed=code_changed,
-            verbose=verbose,
             progress=progress,
             t0=t0,
         )
     finally:
-        storage.close()
+        try:
+            session.close()
+        finally:
+            storage.close()
+
+
+def _created_at(name: str, url: str) -> Any:
+    """When the sweep ``name``'s row was written (None without one): a row this launch wrote
+    anew has another time than the one it found."""
+    row = st.get_sweep(name, url)
+    return None if row is None else row["created_at"]
+
+
+def _remove_new_sweep(name: str, url: str, held: HeldLease) -> None:
+    """Remove the sweep this launch registered, before any trial, when it cannot go on (it could
+    not join the cluster): a launch that ran nothing leaves no sweep behind."""
+    try:
+        delete_sweep(name, url, held=held)
+    except Exception as e:  # (the launch's own error is the one to report)
+        logger.warning("sweep %s: could not remove it again (%s)", name, first_line(e))
+    else:
+        logger.warning("sweep %s: removed again (this launch had created it)", name)
 
 
 def _law_plan_ended(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
@@ -974,20 +1091,28 @@ def _launch_fenced(
     *,
     held: HeldLease,
     storage: FencedStorage,
-    runtime_env: dict[str, Any],
+    session: _RaySession,
     url: str,
     data: str,
-    address: str | None,
     max_concurrent: int | None,
     force_new: bool,
     code_changed: bool,
-    verbose: int,
     progress: bool,
     t0: float,
 ) -> LaunchSummary:
+    # A launch that could not join the cluster (no token, a wrong one, a Ray Client address)
+    # had registered its new sweep first: `sweeper status` listed it, every cell at 0/N. A new
+    # sweep is registered once the cluster is joined (every check of the study came before); an
+    # existing one is opened first (the checks of a relaunch: same study, same code), and one
+    # this launch replaced (--force-new, or an empty sweep of another study) is removed again
+    # when the join fails.
+    before = st.get_sweep(spec.name, url)
+    if before is None:
+        session.join(spec)
     cell_studies = open_sweep(
         spec, url, force_new=force_new, storage=storage, held=held, code_changed=code_changed
     )
+    replaced = before is not None and _created_at(spec.name, url) != before["created_at"]
     reconciled = sum(len(reconcile(cs.study)) for cs in cell_studies)
     target = spec.trials_per_cell
 
@@ -1022,18 +1147,20 @@ def _launch_fenced(
 
     if mixed := _device_mix(spec, cell_studies):
         logger.warning(mixed)
-    searcher, n_conc = _run_tune(
-        spec,
-        cell_studies,
-        held=held,
-        runtime_env=runtime_env,
-        data=data,
-        address=address,
-        max_concurrent=max_concurrent,
-        verbose=verbose,
-        progress=progress,
-        t0=t0,
-    )
+    try:
+        searcher, n_conc = _run_tune(
+            spec,
+            cell_studies,
+            held=held,
+            session=session,
+            data=data,
+            max_concurrent=max_concurrent,
+            progress=progress,
+        )
+    except BaseException:
+        if replaced and session.capacity is None:  # (it never joined: no trial ran)
+            _remove_new_sweep(spec.name, url, held)
+        raise
     if held.lost.is_set():
         raise LeaseLost(
             f"{held.why}; this driver stopped its trials and wrote nothing after that "
@@ -1050,26 +1177,19 @@ def _run_tune(
     cell_studies: list[CellStudy],
     *,
     held: HeldLease,
-    runtime_env: dict[str, Any],
+    session: _RaySession,
     data: str,
-    address: str | None,
     max_concurrent: int | None,
-    verbose: int,
     progress: bool,
-    t0: float,
 ) -> tuple[CellSearcher, int]:
-    """Start (or join) Ray and run the sweep's trials through Ray Tune until the searcher has
-    nothing left to ask; the searcher and the live trials allowed. Ray is shut down afterwards if
-    this call started it."""
-    started_ray = False
+    """Join Ray (``session``, unless the launch already has) and run the sweep's trials through
+    Ray Tune until the searcher has nothing left to ask; the searcher and the live trials
+    allowed. The launch shuts Ray down afterwards (:meth:`_RaySession.close`)."""
     _remove_orphaned_ray_dirs()
     ray_dir = tempfile.mkdtemp(prefix=f"{_ray_dir_owner()}{os.getpid()}-")
     display: Progress | None = None
-    quiet = contextlib.ExitStack()
-    quiet.enter_context(_quiet_ray(verbose))
     try:
-        started_ray = _start_ray(address, verbose, t0, runtime_env)
-        capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
+        capacity = session.join(spec)
         n_conc = max_concurrent or spec.resources.max_concurrent or capacity
         names = [cs.cell.name for cs in cell_studies]
         display = Progress(spec.name, names, live=True) if progress else None
@@ -1092,8 +1212,5 @@ def _run_tune(
     finally:
         if display is not None:
             display.stop()
-        if started_ray:
-            ray.shutdown()
         shutil.rmtree(ray_dir, ignore_errors=True)
-        quiet.close()
     return searcher, searcher.max_concurrent  # (as the cluster grew or shrank)
