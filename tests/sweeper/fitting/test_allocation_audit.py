@@ -16,21 +16,12 @@ import pytest
 
 from sweeper.fitting import allocation as al
 from sweeper.fitting._common import FitWarning
-from sweeper.fitting.synthetic import proxy_sweep
 
 
 @pytest.fixture(autouse=True)
 def _quiet() -> None:
     warnings.simplefilter("ignore", FitWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
-
-
-@pytest.fixture(scope="module")
-def ladder() -> pd.DataFrame:
-    """A dense proxy ladder (5 cells, 8 LRs × 2 seeds, lr* = 0.208·N^-0.3), costs ∝ N·D."""
-    runs = proxy_sweep(seeds=2, seed=3)
-    runs["wall_s"] = 6.0 * runs["n_params"] * runs["tokens"] / 1e9
-    return runs
 
 
 def _top_bound(ladder: pd.DataFrame) -> tuple[pd.DataFrame, list[al.CellPlan], str]:

@@ -20,29 +20,10 @@ from sweeper.study import storage as st
 from sweeper.study.spec import StudySpec, parse_study_toml
 from sweeper.study.sweep import open_sweep
 from tests.sweeper.helpers import CliRunner, cli_fixture  # noqa: F401  (the `cli` fixture)
+from tests.sweeper.run.test_launch import TINY
 
-STUDY = """\
-[sweep]
-name = "{name}"
-trials_per_cell = 2
-
-[model]
-context = 32
-
-[ladder]
-widths = [16, 32]
-depths = [1]
-tokens = [{tokens}]
-
-[search]
-lr = {{ low = 2e-3, high = 4.0, log = true }}
-batch_size = 8
-
-[sampler]
-kind = "tpe"
-seed = 0
-n_startup_trials = 2
-"""
+#: test_launch's tiny study, with the defaults of the keys it leaves to the caller
+STUDY = TINY.replace("{trials}", "2").replace("{seeds}", "1").replace("{max_failures}", "2")
 
 #: Ray 2.60's errors of a driver that cannot join (docs/CLUSTER.md, section 2; a cluster audit)
 NO_TOKEN = (
