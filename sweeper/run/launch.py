@@ -625,8 +625,14 @@ def check_address(address: str | None) -> None:
         return
     if address == "auto":  # (what Ray would join; a stale one retried for ever too)
         env = os.environ.get("RAY_ADDRESS", "").strip()
-        if "://" in env:  # (ray.init("auto") takes RAY_ADDRESS as it is: Ray Client)
+        if env.startswith("ray://"):  # (ray.init("auto") takes RAY_ADDRESS as it is: Ray Client)
             raise RayConnectError(_client_refused(env, "--address auto (RAY_ADDRESS="))
+        if "://" in env:  # (Ray Jobs' http://host:8265 is the dashboard's, not the GCS's)
+            raise RayConnectError(
+                f"--address auto: RAY_ADDRESS={env} is a URL (the dashboard's or the jobs "
+                "API's?), not the head's GCS HOST:PORT (6379 unless `ray start --head --port` "
+                "set another): set it to that, or give --address HOST:PORT"
+            )
         found = _resolve_auto()
         if found is not None:
             _probe(found, f"auto ({found}, from RAY_ADDRESS or the last `ray start` here)")
@@ -826,6 +832,8 @@ def _start_ray(
             ) as e:
                 with contextlib.suppress(Exception):
                     ray.shutdown()
+                if isinstance(e, ValueError) and "ray[client]" not in str(e):
+                    raise  # (a runtime_env's, e.g. a package too big: not the join's)
                 raise RayConnectError(_connect_hint(address, e)) from None
         else:
             ray.init(
@@ -1107,7 +1115,7 @@ def _launch_fenced(
     # this launch replaced (--force-new, or an empty sweep of another study) is removed again
     # when the join fails.
     before = st.get_sweep(spec.name, url)
-    if before is None:
+    if before is None or force_new:  # (--force-new deletes the old trials: join first)
         session.join(spec)
     cell_studies = open_sweep(
         spec, url, force_new=force_new, storage=storage, held=held, code_changed=code_changed

@@ -92,7 +92,8 @@ def test_a_relaunch_that_cannot_join_keeps_its_sweep_and_a_bad_one_is_refused_fi
 ) -> None:
     """A relaunch of an existing sweep keeps it when the join fails; a relaunch refused by the
     sweep's own checks (another study under the same name) is refused before the slow join; a
-    --force-new launch that replaced the sweep and cannot join leaves none behind."""
+    --force-new launch that cannot join deletes nothing (it joins before it replaces the sweep:
+    a review found the old trials deleted by a launch that then could not run one)."""
     spec = study("kept")
     cells = open_sweep(spec, sqlite_url)  # (a sweep with a trial, as an earlier launch left it)
     cells[0].study.ask()
@@ -106,13 +107,13 @@ def test_a_relaunch_that_cannot_join_keeps_its_sweep_and_a_bad_one_is_refused_fi
     with pytest.raises(st.StorageError, match="different study"):
         launch_study(other, url=sqlite_url, address="10.0.0.1:6379", progress=False)
     assert cluster[1:] == ["10.0.0.1:6379"]
-    # --force-new replaced it (its trials deleted), then could not join: nothing is left
+    # --force-new cannot join: the old sweep and its trial are kept
     with pytest.raises(RayConnectError, match="cannot join"):
         launch_study(
             other, url=sqlite_url, address="10.0.0.1:6379", progress=False, force_new=True
         )
-    assert _sweeps(sqlite_url) == []
-    assert optuna.get_all_study_names(sqlite_url) == []
+    assert _sweeps(sqlite_url) == ["kept"]
+    assert len(cells[0].study.get_trials()) == 1
 
 
 def test_a_ray_client_address_is_refused_at_once_in_one_line(
@@ -166,3 +167,20 @@ def test_rays_error_is_quoted_up_to_a_sentence_or_word_end(
     assert clipped.endswith("...") and len(clipped) <= 100
     assert clipped[:-3].split(" ")[-1] in words.split(" ")  # (a whole word before "...")
     assert _clip("Short.", 100) == "Short."
+
+
+def test_a_join_error_that_is_not_the_joins_is_not_blamed_on_the_token(
+    cluster: list[Any], sqlite_url: str
+) -> None:
+    """ray.init's ValueErrors other than Ray Client's (a runtime_env package too big) had been
+    caught as a failed join and given the token hint; they are raised as they are. RAY_ADDRESS
+    holding an http:// URL (Ray Jobs' dashboard) is not called a Ray Client address."""
+    cluster[0] = lambda: ValueError("Package size (612.00MiB) exceeds the maximum size of 512MiB")
+    with pytest.raises(ValueError, match="Package size"):
+        launch_study(study("big"), url=sqlite_url, address="10.0.0.1:6379", progress=False)
+    from sweeper.run.launch import check_address
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
+        with pytest.raises(RayConnectError, match=r"is a URL .* not the head's GCS HOST:PORT"):
+            check_address("auto")
