@@ -97,12 +97,12 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
     if not law.success:
         notes.append(f"{SURFACE_UNCONVERGED} ({law.message})")
     p_hat = law.x
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", divide="ignore"):  # (a runaway: _refuse_runaway says so)
         k_c = np.exp(lay.k_rows[:u_n] @ p_hat)
-    curves = np.column_stack([
-        lay.m_rows[:u_n] @ p_hat, p_hat[lay.level_of[:u_n]], np.log(k_c),
-        lay.a_rows[:u_n] @ p_hat, np.full(u_n, max(float(p_hat[lay.index("sat")]), 0.0)),
-    ])  # fmt: skip
+        curves = np.column_stack([
+            lay.m_rows[:u_n] @ p_hat, p_hat[lay.level_of[:u_n]], np.log(k_c),
+            lay.a_rows[:u_n] @ p_hat, np.full(u_n, max(float(p_hat[lay.index("sat")]), 0.0)),
+        ])  # fmt: skip
     _refuse_runaway(curves)
     tmat, t0, names = _theta_map(lay, data, mu, mub)
     theta = tmat @ p_hat[: tmat.shape[1]] + t0

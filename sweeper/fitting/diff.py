@@ -37,6 +37,7 @@ sides hold the same runs, and there is nothing to compare.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -272,12 +273,14 @@ def check_diff_resamples(n_boot: object) -> None:
     at least :func:`~sweeper.fitting.fit_runs.min_resamples`. The fits' 0 ("no resampling") is
     refused up front, since every verdict of a diff is an interval (it had fitted both sweeps,
     then raised that a law had too few resamples (1) for intervals)."""
-    check_resamples(n_boot, "n_boot (--bootstrap)")  # type: ignore[arg-type]
-    if n_boot == 0:
+    if isinstance(n_boot, bool) or not isinstance(n_boot, numbers.Integral):
+        check_resamples(n_boot, "n_boot (--bootstrap)")  # type: ignore[arg-type]
+    least = min_resamples()
+    if int(n_boot) < least:  # type: ignore[call-overload]
         raise FitError(
-            f"diff: n_boot (--bootstrap) must be at least {min_resamples()}, got 0: a diff's "
-            "verdicts are intervals from the two laws' resamples, and without resampling there "
-            "are none; fit each sweep with n_boot=0 for its point law alone"
+            f"diff: n_boot (--bootstrap) must be at least {least}, got {n_boot}: a diff's "
+            "verdicts are intervals from the two laws' resamples (none without resampling); fit "
+            "each sweep with n_boot=0 for its point law alone"
         )
 
 

@@ -7,7 +7,9 @@ follows the gradient, and clipping caps the step. So the recipe runs the values 
 (:class:`~sweeper.fitting.conventions.Conventions` ``weight_decay``, ``beta1``, ``beta2``,
 ``eps``, ``grad_clip``), and :class:`~sweeper.recipe.recommend.RecipeDefaults` where the law
 records none (published and imported laws, a training function that does not honour the key) or
-where the caller set a value of its own (it stands, with a warning when it is not the measured).
+where the caller set a value of its own (it stands, with a warning when it is not the measured;
+a value equal to the standard default cannot be told from none given, and the measured one is
+taken then).
 A decay given as the timescale τ (``weight_decay_tau``) is the coefficient λ = 1/(lr·τ·steps) at
 the recipe's own LR and steps, as the proxies computed it (:func:`proxy_models.hparams.
 weight_decay_of`). A setting the sweep searched has no one value: the default, with a warning.
@@ -77,6 +79,11 @@ def measured_settings(
                 searched.append(f"{name} (the recipe: {given:g})")
     if conv.weight_decay_tau and dflt.weight_decay == standard.weight_decay:
         values["weight_decay"] = 1.0 / (lr * conv.weight_decay_tau * max(1, total_steps))
+    elif conv.weight_decay_tau:
+        overridden.append(
+            f"weight decay as the timescale tau {conv.weight_decay_tau:g} (the recipe: "
+            f"{dflt.weight_decay:g})"
+        )
     label = f"lr law ({law_label(lr_law)})"
     warnings = []
     if searched:

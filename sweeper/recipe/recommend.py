@@ -554,9 +554,9 @@ def _function_settings(lr_law: Law) -> list[str]:
         return []
     return [
         f"lr law ({law_label(lr_law)}) was measured with training function {fn!r}: the recipe's "
-        "z-loss, grad clip, weight decay and Adam betas are the study's where the function "
-        "honours them (its LR convention lists those), Sweeper's defaults elsewhere; run the big "
-        "model as the function did, or confirm the LR with a short run"
+        "grad clip, weight decay and Adam betas are the study's where the function honours "
+        "them (its LR convention lists those), Sweeper's defaults elsewhere; run the big model "
+        "as the function did, or confirm the LR with a short run"
     ]
 
 

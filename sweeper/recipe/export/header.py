@@ -119,7 +119,7 @@ def header_lines(
     if r.init_std_note:
         lines.append(f"init std {r.init_std:.4g}: {r.init_std_note}")
     if note := settings_note(r):
-        lines.append(f"weight decay {r.weight_decay:.4g}, grad clip {r.grad_clip:g}: {note}")
+        lines.append(f"optimizer settings {note}")
     ext = extrapolation_text(r.extrapolation_factor, r.extrapolation)
     lines.append(f"extrapolation factor (target / largest proxy): {ext}")
     lines += notes or []

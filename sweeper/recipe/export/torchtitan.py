@@ -167,6 +167,6 @@ def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
             "./tests/assets/tokenizer, a test tokenizer)"
         ]
     )
-    notes += carry.no_clip_note(r, "[training] max_norm")
+    notes += carry.no_clip_note(r, "--training.max_norm" if _is_03(fv) else "[training] max_norm")
     head = comment(header_lines(r, "torchtitan", miss, fv, notes))
     return head + (_render_03(r) if _is_03(fv) else _render_02(r))

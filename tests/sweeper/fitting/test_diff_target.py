@@ -49,5 +49,16 @@ def test_n_boot_zero_is_refused_before_fitting_saying_a_diff_needs_resamples() -
     a = _sweep(1)
     with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 40, got 0"):
         diff_runs(a, a, n_boot=0)
-    with pytest.raises(FitError, match=r"must be 0 \(no resampling\) or at least 40, got 10"):
-        diff_runs(a, a, n_boot=10)
+    with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 40, got 1"):
+        diff_runs(a, a, n_boot=1)
+
+
+def test_too_few_resamples_for_a_diff_are_said_as_a_diff_needs_them() -> None:
+    """n_boot 5 had been told "must be 0 (no resampling) or at least 40", and 0 is refused by
+    diff: the message is diff's own."""
+    from sweeper.fitting.diff import check_diff_resamples
+
+    for n in (0, 5):
+        with pytest.raises(FitError, match=f"diff: n_boot .* must be at least 40, got {n}:"):
+            check_diff_resamples(n)
+    check_diff_resamples(40)

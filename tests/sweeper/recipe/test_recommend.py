@@ -799,7 +799,7 @@ def test_a_training_functions_law_says_how_its_n_was_counted() -> None:
     r = recommend({"lr": lr}, Target(n_params=1e9, tokens=2e10))
     assert any("the law's N is 12·L·d² at its cells' shapes, not the model training function "
                "'m:loop' built" in w for w in r.warnings), r.warnings  # fmt: skip
-    assert any("z-loss, grad clip, weight decay and Adam betas are the study's where" in w
+    assert any("grad clip, weight decay and Adam betas are the study's where" in w
                for w in r.warnings)  # fmt: skip
     built = _with(lr, model_builder="m:build")
     assert not any("12·L·d² at its cells" in w for w in recommend(
@@ -868,6 +868,13 @@ def test_the_recipe_runs_the_optimizer_settings_its_lr_was_measured_under() -> N
     tau = recommend({"lr": _with(base, weight_decay_tau=0.5)}, target)
     assert tau.weight_decay == pytest.approx(1 / (tau.lr.value * 0.5 * tau.total_steps))
     assert "1/(lr·τ·steps), τ = 0.5" in _row(tau, "weight decay / clip")[1]
+    from sweeper.recipe.recommend import RecipeDefaults
+
+    mine = recommend({"lr": _with(base, weight_decay_tau=0.5)}, target,
+                     defaults=RecipeDefaults(weight_decay=0.05))  # fmt: skip
+    assert mine.weight_decay == 0.05
+    assert any("weight decay as the timescale tau 0.5 (the recipe: 0.05)" in w
+               for w in mine.warnings)  # fmt: skip
     searched = recommend({"lr": _with(base, beta2="searched")}, target)
     assert searched.adam_beta2 == 0.95
     assert any("measured over a searched β2 (the recipe: 0.95)" in w for w in searched.warnings)
