@@ -24,6 +24,7 @@ __all__ = [
     "BatchRamp",
     "HParams",
     "batch_sizes",
+    "decay_of_timescale",
     "lr_at",
     "warmup_steps",
     "weight_decay_of",
@@ -247,4 +248,10 @@ def weight_decay_of(hp: HParams, total_steps: int) -> float:
     from the timescale τ = B/(η·λ·D) = 1/(η·λ·S): λ = 1/(lr·τ·S) when ``weight_decay_tau`` is set."""
     if hp.weight_decay_tau is None:
         return hp.weight_decay
-    return 1.0 / (hp.lr * hp.weight_decay_tau * max(1, total_steps))
+    return decay_of_timescale(hp.lr, hp.weight_decay_tau, total_steps)
+
+
+def decay_of_timescale(lr: float, tau: float, total_steps: int) -> float:
+    """λ = 1/(lr·τ·S): the AdamW decay coefficient whose timescale 1/(η·λ) is ``tau`` of a run
+    of ``total_steps`` optimizer steps S at peak LR ``lr`` (Power Lines' τ = B/(η·λ·D))."""
+    return 1.0 / (lr * tau * max(1, total_steps))

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from proxy_models.hparams import decay_of_timescale
 from sweeper.recipe.scale import law_label
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def measured_settings(
             if measured == "searched":
                 searched.append(f"{name} (the recipe: {given:g})")
     if conv.weight_decay_tau and dflt.weight_decay == standard.weight_decay:
-        values["weight_decay"] = 1.0 / (lr * conv.weight_decay_tau * max(1, total_steps))
+        values["weight_decay"] = decay_of_timescale(lr, conv.weight_decay_tau, total_steps)
     elif conv.weight_decay_tau:
         overridden.append(
             f"weight decay as the timescale tau {conv.weight_decay_tau:g} (the recipe: "
@@ -111,7 +112,7 @@ def settings_note(r: Recipe) -> str:
         return ""
     parts = []
     tau = conv.weight_decay_tau
-    if tau and math.isclose(r.weight_decay, 1.0 / (r.lr.value * tau * max(1, r.total_steps))):
+    if tau and math.isclose(r.weight_decay, decay_of_timescale(r.lr.value, tau, r.total_steps)):
         parts.append(f"weight decay 1/(lr·τ·steps), τ = {tau:g}")
     dflt = RecipeDefaults()
     parts += [
