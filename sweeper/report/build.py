@@ -66,11 +66,7 @@ def build_report(
     if target_scale is not None and recipe is None:
         notes += _target_doubts(laws, target_scale)
     if recipe is not None:
-        target_scale = {
-            k: float(recipe[k])
-            for k in _SCALE_KEYS
-            if isinstance(recipe.get(k), int | float) and recipe[k] > 0
-        }
+        target_scale = _recipe_scale(recipe, laws)
     inputs = ReportInputs(
         sweep=sw.name,
         runs=runs,
@@ -106,6 +102,36 @@ def _planned(sw: Sweep) -> str:
     return f"Planned toward the target N {t['n_params']:.3g}, D {t['tokens']:.3g}: {line}"
 
 
+def _recipe_scale(recipe: Mapping[str, Any], laws: list[Law]) -> dict[str, float]:
+    """The recipe's target in the units of the laws shown, by recommend's rule
+    (:func:`~sweeper.recipe.scale.law_scale`): D and compute in bytes for laws that count bytes
+    (the recipe's ``bytes_per_token``), N as they count it. An audit's page had marked a
+    recipe's 1e9 tokens at 1e9 bytes, a star 4x short of the recipe's own point. The recipe's
+    numbers as written when no law is shown or the recipe lacks its shape."""
+    from sweeper.recipe.scale import law_scale
+
+    given = {
+        k: float(recipe[k])
+        for k in _SCALE_KEYS
+        if isinstance(recipe.get(k), int | float) and recipe[k] > 0
+    }
+    shape = ("n_params", "tokens", "width", "depth", "seq_len")
+    if not laws or not all(isinstance(recipe.get(k), int | float) for k in shape):
+        return given
+    total = recipe.get("n_params_total")
+    return law_scale(
+        laws[0],
+        n_params=float(recipe["n_params"]),
+        tokens=float(recipe["tokens"]),
+        width=int(recipe["width"]),
+        depth=int(recipe["depth"]),
+        seq_len=int(recipe["seq_len"]),
+        shape_given=not recipe.get("shape_inferred", False),
+        n_params_total=float(total) if isinstance(total, int | float) else None,
+        bytes_per_token=recipe.get("bytes_per_token"),
+    )
+
+
 def _checked_scale(at: Mapping[str, float]) -> dict[str, float]:
     """``at`` as a target scale: known predictors, positive and finite; SweeperError else."""
     import math
@@ -139,18 +165,22 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
     unmarked = _unmarked(list(by_target.values()), at)
     if unmarked:
         return [unmarked]
-    budget, assumed = _budget(by_target["lr"], at)
+    lr = by_target["lr"]
+    budget, assumed = _budget(lr, at)
+    model, assumed_n = _model(lr, at)
+    conv = lr.conventions
     try:
         target = Target(
-            n_params=at.get("n_params"),
-            width=int(at["width"]) if "width" in at else None,
-            depth=int(at["depth"]) if "depth" in at else None,
+            **model,
             tokens=budget.get("tokens"),
             compute=budget.get("compute"),
+            parametrization=conv.parametrization or "sp",
+            base_width=conv.base_width,
+            base_depth=conv.base_depth,
         )
     except TargetError as e:
         return [f"the target given is not one recommend can read, so its doubts are not said: {e}"]
-    notes = [assumed] if assumed else []
+    notes = [n for n in (assumed_n, assumed) if n]
     try:
         recommend(by_target, target)
     except TargetError as e:
@@ -195,6 +225,31 @@ def _budget(law: Law, at: Mapping[str, float]) -> tuple[dict[str, float], str]:
         "law's cells held (the law does not model D)"
     )
     return {"tokens": d}, note
+
+
+def _model(law: Law, at: Mapping[str, float]) -> tuple[dict[str, Any], str]:
+    """The target's model for ``recommend``, and a note when the page assumed it: N and the shape
+    as given, else the N the law's cells held (a law that does not model N, e.g. a D-only batch
+    ladder: its doubts had gone unsaid for want of an N; :func:`_budget`'s rule for D)."""
+    model: dict[str, Any] = {
+        "n_params": at.get("n_params"),
+        "width": int(at["width"]) if "width" in at else None,
+        "depth": int(at["depth"]) if "depth" in at else None,
+    }
+    held = law.conventions.held
+    span = held.get("n_params")
+    if any(v is not None for v in model.values()) or not span:
+        return model, ""
+    n = (span[0] * span[1]) ** 0.5
+    model["n_params"] = n
+    if "depth" in held:  # (the cells' depth too: a shape inferred from a proxy's N is not theirs)
+        depth = max(1, round((held["depth"][0] * held["depth"][1]) ** 0.5))
+        model.update(depth=depth, width=max(1, round((n / (12.0 * depth)) ** 0.5)))
+    note = (
+        f"the target gives no N: the doubts below take N = {n:.3g}, the N the {law.target} "
+        "law's cells held (the law does not model N)"
+    )
+    return model, note
 
 
 def _transfers(sw: Sweep) -> list[TransferShown]:

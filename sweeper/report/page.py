@@ -254,12 +254,16 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 .warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em;margin:.3em 0}
 .muted{color:#777;font-size:.85em}
 .scroll{overflow-x:auto}
+@media (max-width:760px){.fig img{max-width:none;width:760px}}
 """
 
 
 def _img(path: Path, alt: str) -> str:
+    """The figure embedded; on a narrow window it keeps a readable width and scrolls sideways
+    (shrunk to a phone's column, a 3-panel figure's text had been 4 px: an audit)."""
     data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" title="{html.escape(path.name)}">'
+    img = f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}"'
+    return f"<div class='scroll fig'>{img} title=\"{html.escape(path.name)}\"></div>"
 
 
 def _transfer_html(t: Mapping[str, Any]) -> list[str]:
@@ -856,7 +860,8 @@ def _html_parts(inputs: ReportInputs, figures: Sequence[tuple[str, str, Path]]) 
     """The page's HTML, one part per line: header and notes, recipe, transfer check, laws, cells,
     then the ``figures`` (title, caption, PNG path) embedded."""
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>Sweeper report: "
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'><title>Sweeper report: "
         f"{html.escape(inputs.sweep)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Sweeper report: {html.escape(inputs.sweep)}</h1>",
         f"<p class='muted'>{html.escape(_runs_line(inputs))}</p>",

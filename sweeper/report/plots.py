@@ -489,13 +489,14 @@ def _label_law_axes(ax: Any, law: PowerLaw) -> None:
     _log_ticks(ax.yaxis)  # (only the decades were labelled: an interval's end could not be read)
     ax.set_xlabel(axis_label(law.predictors[0], unit))
     ax.set_ylabel(axis_label(law.target, unit))
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=8, framealpha=0.85)  # (framed: without, it lay over the band unread)
 
 
 def _exponent_words(law: PowerLaw, p: str) -> str:
-    """``p``'s exponent in the law with its interval where it has one: "N^-0.580 [-0.71, -0.45]"."""
+    """``p``'s exponent in the law with its interval where it has one:
+    "N^-0.580 [-0.710, -0.450]"."""
     ci = law.exponents_ci.get(p)
-    return f"{p}^{law.exponents[p]:+.3f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+    return f"{p}^{law.exponents[p]:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
 
 
 def _draw_law_lines(
@@ -697,7 +698,7 @@ def _draw_scatter_band(ax: Any, tau: float) -> None:
         ax.axhspan(-tau, tau, color="tab:orange", alpha=0.1, label=label)
     else:
         ax.plot([], [], " ", label="scatter τ = 0: no band")
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=8, framealpha=0.85)
 
 
 #: where a point's name may go, tried in turn (offset in points, horizontal alignment)

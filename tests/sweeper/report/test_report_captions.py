@@ -49,7 +49,8 @@ def _parabola_law(optima: list[Any]) -> Any:
 def _captions(out: Path) -> dict[str, str]:
     """Each figure's title -> its caption (unescaped), read from the page's HTML."""
     page = (out / "index.html").read_text()
-    found = re.findall(r"<h2>([^<]*)</h2><img [^>]*><p class='muted'>(.*?)</p>", page)
+    fig = r"<div class='scroll fig'><img [^>]*></div>"
+    found = re.findall(rf"<h2>([^<]*)</h2>{fig}<p class='muted'>(.*?)</p>", page)
     return {html.unescape(t): html.unescape(c) for t, c in found}
 
 

@@ -262,3 +262,62 @@ def test_a_law_plots_lr_axis_is_labelled_between_its_decades() -> None:
     shown = [t.get_text() for t in ax.get_yticklabels()
              if t.get_text() and lo <= t.get_position()[1] <= hi]  # fmt: skip
     assert len(shown) >= 2 and any("2" in t or "5" in t for t in shown), shown
+
+
+def _law_of_d(**conventions: Any) -> Any:
+    """An LR law of D alone, its cells at one N (a batch ladder's)."""
+    runs = synthetic_sweep(n_params=(1e6,), tokens=(1e8, 4e8, 1.6e9, 6.4e9), seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        law = fit_power_law(estimate_optima(runs, n_boot=0), predictors=("tokens",), n_boot=50)
+    return replace(law, conventions=replace(law.conventions, **conventions))
+
+
+def test_a_target_without_n_on_a_law_of_d_takes_the_cells_n_and_says_its_doubts() -> None:
+    """A D-only target on a law of D alone: the page had said only that the target was not one
+    recommend can read, and none of the law's doubts (an audit)."""
+    from sweeper.report.build import _target_doubts
+
+    notes = _target_doubts([_law_of_d()], {"tokens": 1e12})
+    assert notes[0] == (
+        "the target gives no N: the doubts below take N = 1e+06, the N the lr law's cells held "
+        "(the law does not model N)"
+    )
+    assert any("far extrapolation" in n for n in notes[1:])
+    assert not any("not one recommend can read" in n for n in notes)
+
+
+def test_a_target_of_a_mup_law_is_doubted_as_mup_not_refused_as_sp() -> None:
+    """The page's target took the default parametrization (sp), so every muP sweep's page said
+    recommend refuses it, and offered a --parametrization that report does not take (an audit)."""
+    from sweeper.report.build import _target_doubts
+
+    law = _law_of_d(parametrization="mup", base_width=64)
+    notes = _target_doubts([law], {"n_params": 1e6, "tokens": 1e12})
+    assert not any("refuses" in n for n in notes), notes
+    assert any("far extrapolation" in n for n in notes)
+
+
+def test_a_recipe_in_tokens_is_marked_on_a_law_in_bytes_at_its_bytes() -> None:
+    """A recipe exported with --bytes-per-token 4 from a law of bytes: the page marked its 1e9
+    tokens at 1e9 bytes, a star and an extrapolation 4x short of the recipe's (an audit)."""
+    from sweeper.report.build import _recipe_scale
+
+    law = _law_of_d(tokens="bytes")
+    recipe = {"n_params": 1e6, "tokens": 1e9, "width": 64, "depth": 2, "seq_len": 256,
+              "shape_inferred": True, "bytes_per_token": 4.0}  # fmt: skip
+    assert _recipe_scale(recipe, [law])["tokens"] == 4e9
+    assert _recipe_scale({**recipe, "bytes_per_token": None}, [law])["tokens"] == 1e9
+    assert _recipe_scale(recipe, [])["tokens"] == 1e9
+
+
+def test_the_page_fits_a_phone(tmp_path: Path) -> None:
+    """A viewport tag (without it a phone lays the page out 980 px wide) and figures that keep a
+    readable width in a sideways scroll instead of shrinking to the column."""
+    runs = synthetic_sweep(n_params=(1e6, 4e6, 1.6e7), tokens=(2e8,), seed=1)
+    inputs = ReportInputs("s", runs, estimate_optima(runs, n_boot=0), [])
+    page = (tmp_path / "r").joinpath("index.html")
+    write_report(inputs, tmp_path / "r")
+    text = page.read_text()
+    assert "<meta name='viewport' content='width=device-width,initial-scale=1'>" in text
+    assert "<div class='scroll fig'><img src=\"data:image/png;base64," in text
