@@ -32,9 +32,9 @@ case "${1:-}" in
       py="$venv/bin/python -m sweeper"
       $py validate studies/adapters/$name.toml
       run $py launch studies/adapters/$name.toml --storage "$E" --no-progress
-      $py fit $name --storage "$E"
+      $py fit $name --storage "$E" --method parabola  # (3 cells: docs/OWN_MODEL.md says why)
       target=(--width 2048 --depth 24 --heads 16 --vocab 32000 --context 2048
-              --parametrization mup --tokens 2e10 --bytes-per-token 4)
+              --parametrization mup --tokens 2e10 --bytes-per-token 4 --force)
       $py recommend $name --storage "$E" "${target[@]}"
       $py export $name --storage "$E" "${target[@]}" --format litgpt -o "$DATA/$name.yaml"
       run $py coord-check studies/adapters/$name.toml --widths 32,64,128,256 --lr 0.01 \
@@ -44,7 +44,9 @@ case "${1:-}" in
   function)
     run .venv/bin/sweeper launch studies/own_function.toml --storage "$E" --no-progress
     .venv/bin/sweeper status own_function --storage "$E"
-    .venv/bin/sweeper fit own_function --storage "$E"
+    .venv/bin/sweeper fit own_function --storage "$E" --method parabola
+    .venv/bin/sweeper recommend own_function --storage "$E" --width 2048 --depth 24 \
+      --vocab 32000 --tokens 2e10 --bytes-per-token 4 --force
     ;;
   *) sed -n '2,8p' "$0"; exit 2 ;;
 esac

@@ -173,9 +173,26 @@ def _homes(key: str, section: str) -> list[str]:
     return [s for s, keys in SECTION_KEYS.items() if s != section and key in keys]
 
 
+#: other tools' names for a study's keys (docs/STUDY.md lists them): the hint names Sweeper's
+#: (an audit: ``seq_len`` had got only the list of allowed keys)
+KEY_ALIASES: Final[dict[str, str]] = {
+    "seq_len": "[model] context",
+    "block_size": "[model] context",
+    "n_heads": "[model] heads",
+    "n_head": "[model] heads",
+    "d_model": "[ladder] widths",
+    "n_embd": "[ladder] widths",
+    "n_layers": "[ladder] depths",
+    "n_layer": "[ladder] depths",
+}
+
+
 def _unknown_key_hint(key: str, section: str, allowed: tuple[str, ...]) -> str:
-    """What to say of an unknown ``key`` in ``section`` ("" at the top level): the sections it
-    belongs in, else the allowed key it probably misspells, else every allowed key."""
+    """What to say of an unknown ``key`` in ``section`` ("" at the top level): Sweeper's name for
+    another tool's key, else the sections it belongs in, else the allowed key it probably
+    misspells, else every allowed key."""
+    if key in KEY_ALIASES:
+        return f"unknown key: Sweeper's name for it is {KEY_ALIASES[key]}"
     homes = _homes(key, section)
     if homes:
         here = f"in [{section}]" if section else "at the top level"

@@ -160,6 +160,12 @@ BAD_CASES: list[tuple[str, str, str]] = [
         _with("train", "warmup = 0.1"),
         "train.warmup: unknown key in [train]: move it to [search]",
     ),
+    # another tool's name for a key: Sweeper's name (an audit: the list of allowed keys alone)
+    (
+        "another-tools-name",
+        _with("model", "seq_len = 128"),
+        "model.seq_len: unknown key: Sweeper's name for it is [model] context",
+    ),
     (
         "list-written-as-a-string",
         _replace("widths = [16, 32]", 'widths = "16,24,32"'),
