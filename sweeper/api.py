@@ -360,6 +360,7 @@ def import_runs(
     storage: str | None = None,
     study: str | Path | None = None,
     conventions: Mapping[str, Any] | Sequence[str] | None = None,
+    replace: bool = False,
 ) -> Sweep:
     """Store the runs of a CSV/TSV/parquet/JSON file as the imported sweep ``sweep`` and return it.
 
@@ -369,7 +370,10 @@ def import_runs(
     ``{"parametrization": "mup", "base_width": 256, "tokens": "tokenizer:llama3",
     "n_params": "total"}`` (keys: :data:`sweeper.study.declared.KEYS`), or ``"KEY=VALUE"``
     texts as ``--convention`` takes them; not with ``study``. ``renames``: old column name →
-    new (``{"val_loss": "loss"}``), or ``"OLD=NEW"`` texts as ``--rename`` takes them."""
+    new (``{"val_loss": "loss"}``), or ``"OLD=NEW"`` texts as ``--rename`` takes them.
+    ``replace``: an imported sweep of that name is replaced, its runs and the laws fitted to them
+    deleted once the file has been read and checked (its transfer checks are kept); a launched
+    sweep is refused (ImportDataError), as is any existing sweep without it."""
     from sweeper.study.importer import import_runs as _import
 
     _storage(storage)
@@ -381,6 +385,7 @@ def import_runs(
         url=storage,
         study=study,
         conventions=conventions,
+        replace=replace,
     )
     return _sweep(sweep, storage)
 

@@ -164,8 +164,11 @@ class LaunchSummary:
 def resolve_storage(spec: StudySpec, url: str | None = None) -> str:
     """The storage of a launch: ``url``, else ``$SWEEPER_STORAGE``, else the study's ``storage``,
     else ``sqlite:///sweeper.db`` (the environment wins over the file so that one study file can
-    be run against several databases)."""
-    return url or os.environ.get("SWEEPER_STORAGE") or spec.sweep.storage or st.DEFAULT_URL
+    be run against several databases). An empty ``url`` given is refused, as every verb refuses
+    it (:func:`~sweeper.study.storage.resolve_url`): it had meant ./sweeper.db in silence."""
+    if url is not None:
+        return st.resolve_url(url)
+    return os.environ.get("SWEEPER_STORAGE") or spec.sweep.storage or st.DEFAULT_URL
 
 
 class _RetryCounter(tune.Callback):

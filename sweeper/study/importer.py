@@ -1,23 +1,25 @@
-"""Runs from elsewhere: import a CSV, TSV, parquet or JSON (lines) file of runs into the storage, and
-load any sweep's runs (imported or launched) as one runs table.
+"""Runs from elsewhere: import a CSV, TSV, parquet or JSON (lines) file of runs into the storage,
+and load any sweep's runs (imported or launched) as one runs table.
 
 A file needs ``n_params`` (non-embedding parameters), ``tokens`` and ``loss`` (nats per token)
 columns, which is enough for the loss law; ``lr`` and ``batch_size`` (sequences; with ``seq_len``)
 or ``batch_tokens`` are needed only by the fits that use them. Other canonical columns (see
-:mod:`sweeper.study.runs`) are checked; columns Sweeper does not know are kept with the runs. Renames
-``OLD=NEW`` are applied all at once, so two columns can swap names. Everything is validated before
-anything is written, and the sweep row and its runs are written in one transaction. The sweep's
-name follows the rule of a study's ``sweep.name`` (letters, digits, ``_``, ``-``, ``.``).
+:mod:`sweeper.study.runs`) are checked; columns Sweeper does not know are kept with the runs.
+Renames ``OLD=NEW`` are applied all at once, so two columns can swap names. Everything is
+validated before anything is written, and the sweep row and its runs are written in one
+transaction; with ``--replace`` (``replace=True``) that transaction first deletes an imported sweep
+of the same name, its runs and the laws fitted to them. The sweep's name follows the rule of a
+study's ``sweep.name`` (letters, digits, ``_``, ``-``, ``.``; at most 255 characters).
 
 A diverged run: many published sweeps write its loss as ``nan`` or ``inf``. When the file has no
-``diverged`` column, a ``nan``/``inf`` loss (written so in a CSV or JSON file, or an infinite value
-in a parquet file) of a run that finished (no ``state`` column, or a finished state: a W&B export's
-diverged runs) imports as a diverged run with no loss; the import counts them
-(``diverged_from_loss`` in the sweep's metadata, and the summary line of ``sweeper import``). An
-explicit ``diverged`` column wins. An empty loss (a JSON null, a NaN of a data frame) is an error
-naming the row, unless the run is marked diverged or did not finish. Rows repeated exactly are
-imported once, and said so; columns named as Sweeper's but for case (W&B's ``State``) are read as
-Sweeper's.
+``diverged`` column, a ``nan``/``inf`` loss (written so in a CSV or JSON file, as a number or a
+string, or an infinite value in a parquet file) of a run that finished (no ``state`` column, or a
+finished state: a W&B export's diverged runs) imports as a diverged run with no loss; the import
+counts them (``diverged_from_loss`` in the sweep's metadata, and the summary line of ``sweeper
+import``). An explicit ``diverged`` column wins. An empty loss (a JSON null, a NaN of a data
+frame) is an error naming the row, unless the run is marked diverged or did not finish. Rows
+repeated exactly are imported once, and said so; columns named as Sweeper's but for case (W&B's
+``State``) are read as Sweeper's.
 
 The Step Law release (``steplaw_dense_lr_bs_loss.csv``: N non-embedding params, D tokens, bs in
 sequences of 2048, "smooth loss" the loss their fit uses) imports with::
@@ -47,7 +49,7 @@ import sqlalchemy as sa
 from sweeper.errors import ImportDataError, StorageError
 from sweeper.study import storage
 from sweeper.study.runs import COLUMNS, NUMERIC_COLUMNS, STATES, normalize_runs
-from sweeper.study.spec import NAME_RE
+from sweeper.study.spec import MAX_SWEEP_NAME, NAME_RE
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -270,6 +272,7 @@ def import_runs(
     url: str | None = None,
     study: str | Path | None = None,
     conventions: Iterable[str] | Mapping[str, Any] | None = None,
+    replace: bool = False,
 ) -> int:
     """Validate ``path`` and store its runs as the imported sweep ``sweep``; returns the row count.
 
@@ -281,9 +284,13 @@ def import_runs(
     cell of the runs must be a cell of its ladder, with the N its study counts.
     ``conventions``: what the file's numbers mean (:mod:`sweeper.study.declared`: ``KEY=VALUE``
     texts or a mapping), stored with the sweep for its laws to record; not with ``study``, which
-    says all of it. ``renames``: see :func:`rename_pairs`.
+    says all of it. ``renames``: see :func:`rename_pairs`. ``replace``: an imported sweep of that
+    name is replaced, with the laws fitted to it, in the transaction that writes the new runs
+    (its transfer checks are kept); a launched one is refused.
     """
     _check_arguments(path, sweep, seq_len, study, conventions)
+    if not isinstance(replace, bool):
+        raise ImportDataError(f"replace (--replace) must be True or False, got {replace!r}")
     renames = rename_pairs(renames)
     if not sweep or not sweep.strip():
         raise ImportDataError("the sweep name must not be empty")
@@ -291,6 +298,11 @@ def import_runs(
         raise ImportDataError(
             f"sweep (--sweep) {sweep!r} must be letters, digits, '_', '-' or '.' (no '/'), the "
             "rule of a study's sweep.name"
+        )
+    if len(sweep) > MAX_SWEEP_NAME:  # (PostgreSQL's column refused 256: an internal error)
+        raise ImportDataError(
+            f"sweep (--sweep) is {len(sweep)} characters long, more than the {MAX_SWEEP_NAME} a "
+            "storage keeps with its transfer checks' suffixes: choose a shorter name"
         )
     if conventions and study is not None:
         raise ImportDataError(
@@ -315,29 +327,40 @@ def import_runs(
     if declared:
         meta["conventions"] = declared
     study_toml = _study_text(study, df) if study is not None else ""
-    _write_sweep(sweep, meta, study_toml, df, url)
+    checks = _write_sweep(sweep, meta, study_toml, df, url, replace=replace)
+    if checks:
+        logger.warning(
+            "sweep %r replaced; its %d transfer check(s) (%s.transfer.*) are kept, with results "
+            "of the old runs' laws: run `sweeper validate-transfer` again",
+            sweep, checks, sweep,
+        )  # fmt: skip
     for note in notes:
         logger.warning("%s", note)
     return len(df)
 
 
 def _write_sweep(
-    sweep: str, meta: Mapping[str, Any], study_toml: str, df: pd.DataFrame, url: str | None
-) -> None:
+    sweep: str,
+    meta: Mapping[str, Any],
+    study_toml: str,
+    df: pd.DataFrame,
+    url: str | None,
+    *,
+    replace: bool = False,
+) -> int:
     """The sweep row and one row per run, in one transaction (nothing written on an error);
-    ImportDataError when a sweep of that name exists."""
+    ImportDataError when a sweep of that name exists, unless ``replace`` and it is imported:
+    then its runs and laws are deleted in the same transaction (a failed write keeps them).
+    Returns the transfer checks a replaced sweep kept (:func:`_replaced`)."""
     records = [json.dumps(_jsonable_row(r)) for r in df.to_dict(orient="records")]
+    checks = 0
     try:
         with storage.transaction(url) as conn:
             exists = conn.execute(
                 sa.select(storage.sweeps_table.c.kind).where(storage.sweeps_table.c.name == sweep)
             ).first()
             if exists is not None:
-                raise ImportDataError(
-                    f"sweep {sweep!r} already exists ({exists[0]}) in "
-                    f"{storage.safe_url(storage.resolve_url(url))}; "
-                    "choose another --sweep name"
-                )
+                checks = _replaced(conn, sweep, exists[0], url, replace=replace)
             conn.execute(
                 storage.sweeps_table.insert().values(
                     name=sweep,
@@ -355,6 +378,35 @@ def _write_sweep(
         raise ImportDataError(
             f"sweep {sweep!r} already exists; choose another --sweep name"
         ) from None
+    return checks
+
+
+def _replaced(
+    conn: sa.Connection, sweep: str, kind: str, url: str | None, *, replace: bool
+) -> int:
+    """Delete the imported sweep ``sweep`` (its row, runs and laws) on ``conn``, for ``--replace``;
+    ImportDataError without it, or for a launched sweep (whose trials `launch --force-new`
+    deletes). Its transfer checks (``<sweep>.transfer.*``: trained runs, which a check planned
+    again keeps) are kept; returns how many there are, for the import to say."""
+    where = storage.safe_url(storage.resolve_url(url))
+    if not replace:
+        hint = ", or give --replace to replace its runs" if kind == "imported" else ""
+        raise ImportDataError(
+            f"sweep {sweep!r} already exists ({kind}) in {where}; choose another --sweep name{hint}"
+        )
+    if kind != "imported":
+        raise ImportDataError(
+            f"sweep {sweep!r} was launched in {where}, and --replace replaces only an imported "
+            "sweep: choose another --sweep name (a launched sweep starts over with "
+            "`sweeper launch --force-new`)"
+        )
+    t = storage.sweeps_table
+    prefix = t.c.name.startswith(f"{sweep}.transfer.", autoescape=True)
+    checks = conn.execute(sa.select(t.c.name).where(prefix)).all()
+    conn.execute(storage.runs_table.delete().where(storage.runs_table.c.sweep == sweep))
+    conn.execute(storage.laws_table.delete().where(storage.laws_table.c.sweep == sweep))
+    conn.execute(t.delete().where(t.c.name == sweep))
+    return len(checks)
 
 
 def _declared(
@@ -410,7 +462,9 @@ def _study_text(study: str | Path, df: pd.DataFrame) -> str:
             f"{v:.4g} against {counted:.4g}; {len(off)} cells): --study is for runs trained from "
             "that study; declare other runs' conventions with --convention"
         )
-    said = sorted(set(df["parametrization"].dropna().astype(str))) if "parametrization" in df else []
+    said = (
+        sorted(set(df["parametrization"].dropna().astype(str))) if "parametrization" in df else []
+    )
     if said and said != [spec.model.parametrization]:  # (an SP law had been labelled muP)
         raise ImportDataError(
             f"--study {p}: the runs say parametrization {', '.join(said)}, the study "
@@ -423,7 +477,8 @@ def load_runs(sweep: str, url: str | None = None) -> pd.DataFrame:
     """The runs of ``sweep`` as a runs table (canonical columns first, imported extras kept).
 
     Imported sweeps come from ``sweeper_runs``; launched ones from
-    ``sweeper.study.sweep_runs.load_sweep_runs``. An unknown sweep raises StorageError naming the known ones.
+    ``sweeper.study.sweep_runs.load_sweep_runs``. An unknown sweep raises StorageError naming the
+    known ones.
     """
     row = storage.get_sweep(sweep, url)
     if row is None:
@@ -476,8 +531,8 @@ def _read(p: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ImportDataError(f"{p.name}: cannot read: {first}") from None
     raise ImportDataError(
-        f"{p.name}: unknown file type {suffix!r}; use .csv, .tsv, .txt (comma-separated), "
-        ".parquet, .jsonl or .json"
+        f"{p.name}: unknown file type {suffix!r}; use .csv, .tsv, .txt (comma- or "
+        "tab-separated), .parquet, .jsonl or .json"
     )
 
 
@@ -486,20 +541,36 @@ _JSON: Final[tuple[str, ...]] = (".jsonl", ".ndjson", ".json")
 
 
 def _csv_form(p: Path) -> dict[str, str]:
-    """``sep`` (and ``decimal``) of a CSV/TSV: a tab for .tsv; else a comma, or a semicolon when
-    the header has semicolons and no comma (a spreadsheet's CSV where the decimal mark is the
-    comma, as its numbers then say: ``3,41``)."""
+    """``sep`` (and ``decimal``) of a CSV/TSV: a tab for .tsv, or for a header with tabs and no
+    comma (a .txt or .csv written tab-separated had been read as one column; said in the log);
+    else a comma, or a semicolon when the header has semicolons and no comma (a spreadsheet's
+    CSV where the decimal mark is the comma, as its numbers then say: ``3,41``)."""
     if p.suffix.lower() == ".tsv":
         return {"sep": "\t"}
     with p.open(encoding="utf-8-sig", errors="replace") as f:
         header, body = f.readline(), f.read(65536)
+    if "\t" in header and "," not in header:
+        logger.warning("%s: read as tab-separated (its header has tabs and no comma)", p.name)
+        return {"sep": "\t"}
     if ";" not in header or "," in header:
         return {"sep": ","}
     return {"sep": ";", "decimal": ","} if re.search(r"\d,\d", body) else {"sep": ";"}
 
 
 def _nonfinite(v: Any) -> bool:
+    """Whether a JSON value writes a non-finite number: NaN, Infinity, or a string of one ("inf",
+    "NaN", as a CSV's text is read; a string had been an error or a finite run)."""
+    if isinstance(v, str):
+        return v.strip().lower() in _NONFINITE
     return isinstance(v, float) and not math.isfinite(v)
+
+
+def _json_line(line: str, number: int) -> Any:
+    """One line of a JSON-lines file; an error names the file's line (json's own said line 1)."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"line {number} column {e.colno}: {e.msg}") from None
 
 
 def _json_records(p: Path) -> list[dict[str, Any]]:
@@ -510,7 +581,7 @@ def _json_records(p: Path) -> list[dict[str, Any]]:
         if not isinstance(rows, list):
             raise ValueError("a .json runs file is one array of objects (one per run)")
     else:
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        rows = [_json_line(line, i) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not all(isinstance(r, dict) for r in rows):
         raise ValueError("every run must be a JSON object of column: value")
     return rows
@@ -545,14 +616,15 @@ def import_notes(
     if df["batch_tokens"].isna().all() and df["batch_size"].notna().any():
         notes.append(
             "batch_size (sequences) without a sequence length: batch_tokens is unknown, so no "
-            "batch-size law can be fitted, nor any law where it varies within a cell (give "
-            "--seq-len, or a seq_len column)"
+            "batch-size law can be fitted, nor any law where it varies within a cell (import "
+            "again with --seq-len, or a seq_len column, and --replace)"
         )
     bt, n = df["batch_tokens"].dropna(), df["n_params"].dropna()
     if len(bt) and len(n) and bt.max() < 4096 and n.median() > 1e7:
         notes.append(
             f"batch_tokens are at most {bt.max():g} for models of {n.median():.3g} parameters: "
-            "if they count sequences, import them as batch_size with --seq-len"
+            "if they count sequences, import them again as batch_size with --seq-len and "
+            "--replace"
         )
     per_param = float((df["tokens"] / df["n_params"]).median())
     if per_param < 0.01:
@@ -624,8 +696,8 @@ def _scale_notes(df: pd.DataFrame, declared: Mapping[str, Any], *, with_study: b
     if len(steps) and float(steps.median()) < FEW_STEPS:
         notes.append(
             f"the runs train a median of {float(steps.median()):.3g} optimizer steps (tokens / "
-            "batch_tokens): is the batch already in tokens? Import it as batch_tokens, "
-            "without --seq-len"
+            "batch_tokens): is the batch already in tokens? Import it again as batch_tokens, "
+            "without --seq-len, with --replace"
         )
     src = df["source"].dropna().astype(str) if "source" in df.columns else pd.Series([], dtype=str)
     sweeps = sorted({v.removeprefix("sweep:") for v in src if v.startswith("sweep:")})

@@ -469,11 +469,22 @@ def _file_rules(spec: StudySpec) -> list[str]:
     return read_study(raw, source=spec.source)[1]
 
 
+#: the longest sweep name a study may give: the storage's name columns hold 255 characters
+#: (PostgreSQL refused a longer one with an internal error: an audit), and the transfer checks'
+#: sweeps add ``.transfer.<cell>`` to it
+MAX_SWEEP_NAME: Final[int] = 160
+
+
 def _check_fields(spec: StudySpec) -> list[str]:
     out: list[str] = []
     m, lad, s = spec.model, spec.ladder, spec.search
     if not spec.sweep.name or not NAME_RE.match(spec.sweep.name):
         out.append(f"sweep.name: {spec.sweep.name!r} must be letters, digits, '_', '-' or '.'")
+    elif len(spec.sweep.name) > MAX_SWEEP_NAME:
+        out.append(
+            f"sweep.name: {len(spec.sweep.name)} characters, more than the {MAX_SWEEP_NAME} a "
+            "storage keeps with its cells' and transfer checks' suffixes"
+        )
     divisor, what = (m.heads, "heads") if m.heads is not None else (m.head_dim, "head_dim")
     if m.parametrization != "sp" and m.base_width % divisor:
         out.append(f"model.base_width: {m.base_width} is not divisible by {what} {divisor}")

@@ -58,13 +58,22 @@ __all__ = [
 ]
 
 DEFAULT_URL = "sqlite:///sweeper.db"
+#: the longest sweep name the tables hold (PostgreSQL refuses a longer one; SQLite does not check)
+MAX_NAME = 255
+#: Optuna's own tables (RDBStorage's, with its Alembic version): a launched sweep's storage holds
+#: them beside Sweeper's, and a database of Optuna studies alone may take Sweeper's too
+OPTUNA_TABLES = frozenset({
+    "alembic_version", "studies", "study_directions", "study_system_attributes",
+    "study_user_attributes", "trial_heartbeats", "trial_intermediate_values", "trial_params",
+    "trial_system_attributes", "trial_user_attributes", "trial_values", "trials", "version_info",
+})  # fmt: skip
 
 metadata = sa.MetaData()
 
 sweeps_table = sa.Table(
     "sweeper_sweeps",
     metadata,
-    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("name", sa.String(MAX_NAME), primary_key=True),
     sa.Column("kind", sa.String(16), nullable=False),  # "launched" | "imported"
     sa.Column("spec_hash", sa.String(64), nullable=False, default=""),
     sa.Column("study_toml", sa.Text, nullable=False, default=""),
@@ -77,7 +86,11 @@ runs_table = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column(
-        "sweep", sa.String(255), sa.ForeignKey("sweeper_sweeps.name"), nullable=False, index=True
+        "sweep",
+        sa.String(MAX_NAME),
+        sa.ForeignKey("sweeper_sweeps.name"),
+        nullable=False,
+        index=True,
     ),
     sa.Column("row_json", sa.Text, nullable=False),
 )
@@ -86,7 +99,7 @@ laws_table = sa.Table(
     "sweeper_laws",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("sweep", sa.String(255), nullable=False, index=True),
+    sa.Column("sweep", sa.String(MAX_NAME), nullable=False, index=True),
     sa.Column("kind", sa.String(16), nullable=False),  # Law.kind
     sa.Column("target", sa.String(32), nullable=False),
     sa.Column("method", sa.String(64), nullable=False, default=""),
@@ -98,7 +111,7 @@ laws_table = sa.Table(
 leases_table = sa.Table(
     "sweeper_leases",
     metadata,
-    sa.Column("sweep", sa.String(255), primary_key=True),
+    sa.Column("sweep", sa.String(MAX_NAME), primary_key=True),
     sa.Column("owner", sa.String(255), nullable=False),  # host:pid:token of the driver; "" released
     sa.Column("host", sa.String(255), nullable=False),
     sa.Column("pid", sa.Integer, nullable=False),
@@ -237,7 +250,14 @@ def url_password(url: str | None) -> str | None:
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The storage URL to use: ``url``, else ``$SWEEPER_STORAGE``, else :data:`DEFAULT_URL`."""
+    """The storage URL to use: ``url``, else ``$SWEEPER_STORAGE``, else :data:`DEFAULT_URL`. An
+    empty ``url`` given (``--storage ''``, a script's unset variable) is refused: it had meant
+    ./sweeper.db in silence (an empty ``$SWEEPER_STORAGE`` is unset, as the shell's ``VAR=``)."""
+    if isinstance(url, str) and not url.strip():
+        raise StorageError(
+            "the storage URL is empty: give a SQLAlchemy URL (sqlite:///sweeper.db), or leave "
+            "--storage out for $SWEEPER_STORAGE or the default"
+        )
     return url or os.environ.get("SWEEPER_STORAGE") or DEFAULT_URL
 
 
@@ -308,7 +328,7 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"timeout": 60}
         engine = sa.create_engine(url, **kwargs)
-        if not new and (why := _foreign_database(engine, url)):
+        if why := _foreign_database(engine, url, new=new):
             raise StorageError(why)
         if create:
             created(lambda: metadata.create_all(engine))
@@ -318,28 +338,55 @@ def get_engine(url: str | None = None, *, create: bool = True, new: bool = False
                 pass
     except sa.exc.ArgumentError as e:
         raise StorageError(
-            f"invalid storage URL {safe_url(url)!r}: {redact(str(e), url)}"
+            f"invalid storage URL {safe_url(url)!r}: {redact(str(e), url)}{_path_hint(url)}"
         ) from None
     except (sa.exc.SQLAlchemyError, ModuleNotFoundError, ValueError) as e:
         said = error_line(e, url)
         if isinstance(e, ValueError) and said.startswith("invalid literal for int()"):
             said = "its port is not a number"  # (Python's own words had been the message)
+        if isinstance(e, ModuleNotFoundError) and e.name == "psycopg2":
+            said += (
+                " (psycopg2 is not installed: postgresql+psycopg:// or postgresql:// uses "
+                "psycopg 3, which is)"
+            )
         raise StorageError(f"cannot open storage {safe_url(url)!r}: {said}") from None
     _engines[url] = engine
     return engine
 
 
-def _foreign_database(engine: Engine, url: str) -> str:
-    """Why a verb that only reads must not open ``url`` ("" when it may): a database that holds
-    tables, none of them Sweeper's, is another program's, which creating Sweeper's tables would
-    change (a robustness audit's `status` added four tables to a SQLite file; a storage audit's
-    to a PostgreSQL database, one mistyped name from a production one)."""
+def _path_hint(url: str) -> str:
+    """A hint for a storage URL that is a bare file path (``x.db``): SQLite's URL of it."""
+    if "://" in url or "@" in url:  # (a URL, or a password in it: never repeated)
+        return ""
+    return f"; a SQLite file is written sqlite:///{url}"
+
+
+def _foreign_database(engine: Engine, url: str, *, new: bool = False) -> str:
+    """Why ``url`` must not be opened ("" when it may): a database that holds tables, none of
+    them Sweeper's, is another program's, which creating Sweeper's tables would change (a
+    robustness audit's `status` added four tables to a SQLite file; a storage audit's to a
+    PostgreSQL database, one mistyped name from a production one; another's `import` wrote
+    there). A writer (``new``) may add them beside Optuna's own tables alone (a database of
+    Optuna studies). A reader refuses a SQLite file with no tables at all (an empty file), as it
+    refuses a missing one: creating the tables would write to it (a storage audit)."""
     names = sa.inspect(engine).get_table_names()
-    if not names or any(n.startswith("sweeper_") for n in names):
+    if any(n.startswith("sweeper_") for n in names):
+        return ""
+    if not names:
+        path = sqlite_file(url)
+        if new or path is None:
+            return ""
+        return (
+            f"no Sweeper storage in {os.path.abspath(path)}: the database holds no tables; "
+            "`sweeper launch` or `sweeper import` creates them (check --storage or "
+            "$SWEEPER_STORAGE)"
+        )
+    if new and set(names) <= OPTUNA_TABLES:
         return ""
     return (
         f"{safe_url(url)} holds other tables ({', '.join(sorted(names)[:3])}"
-        f"{', ...' if len(names) > 3 else ''}) and none of Sweeper's: not a Sweeper storage"
+        f"{', ...' if len(names) > 3 else ''}) and none of Sweeper's: not a Sweeper storage; "
+        "give another database or SQLite file (--storage)"
     )
 
 

@@ -134,6 +134,12 @@ BAD_CASES: list[tuple[str, str, str]] = [
     ("output-mult-zero", _with("model", "output_mult = 0"), "model.output_mult: 0.0 must be > 0"),
     ("missing-name", _replace('name = "base"\n', ""), "sweep.name: missing"),
     ("name-with-slash", _replace('name = "base"', 'name = "a/b"'), "sweep.name: 'a/b' must be"),
+    # (PostgreSQL's name columns hold 255; a transfer check adds ".transfer.<cell>": an audit)
+    (
+        "name-too-long",
+        _replace('name = "base"', f'name = "{"a" * 161}"'),
+        "sweep.name: 161 characters, more than the 160 a storage keeps",
+    ),
     (
         "tokens-and-tokens-per-param",
         _with("ladder", "tokens_per_param = [20.0]"),
