@@ -99,6 +99,13 @@ def _register_import(sub: Any) -> None:
     )
     p.add_argument("--sweep", required=True, help="name of the new sweep")
     p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an imported sweep of that name: its runs and the laws fitted to them are "
+        "deleted once the file has been read (its transfer checks are kept; a launched sweep is "
+        "refused)",
+    )
+    p.add_argument(
         "--rename",
         action="append",
         default=[],
@@ -238,6 +245,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         storage=args.storage,
         study=args.study,
         conventions=args.convention,
+        replace=args.replace,
     )
     runs = sw.runs()
     n, cells = len(runs), int(runs["cell"].nunique())
@@ -424,6 +432,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     }
     if at and "tokens" not in at:
         raise TargetError("a target needs --tokens (with --params, or --width and --depth)")
+    if at and "n_params" not in at and not {"width", "depth"} <= set(at):
+        # (the library's "give n_params, or width and depth" had named no flag, a verbs audit)
+        raise TargetError("a target needs --params, or --width and --depth (with --tokens)")
     published = [s.strip() for s in args.published.split(",") if s.strip()]
     c = api.compare(
         args.sweep,
@@ -577,6 +588,21 @@ _INTERVAL_CAPTION = (
 )
 
 
+def _points_title(target: str, g: pd.DataFrame) -> str:
+    """The title of a target's table: "at the cells and the target" only with a target row (it
+    had said so without one, a verbs audit)."""
+    where = "the cells and the target" if (g["point"] == "target").any() else "the cells"
+    return f"{target} at {where}"
+
+
+def _measured_caption(g: pd.DataFrame) -> str:
+    """The table's caption: what its measured column is (a surface law's own cell optima or a
+    per-cell estimate: they can differ), then what its intervals are."""
+    measured = "measured_by" in g and g["measured"].notna().any()
+    by = g["measured_by"].iloc[0] if measured else ""
+    return (f"measured: {by}; " if by else "") + _INTERVAL_CAPTION
+
+
 def _print_comparison(
     sweep: str, laws: Sequence[Law], exps: pd.DataFrame, pred: pd.DataFrame
 ) -> None:
@@ -606,13 +632,13 @@ def _print_comparison(
                 _fmt(r.fitted),
                 _ci((r.low, r.high)),
                 f"{r.published} {_fmt(r.published_value)}",
-                "N counted apart" if not r.comparable else "inside" if r.inside else "OUTSIDE",
+                r.apart if not r.comparable else "inside" if r.inside else "OUTSIDE",
             )
         con.print(t)
     notes: set[str] = set()
     for target, g in pred.groupby("target", sort=False):
         labels = list(dict.fromkeys(g["law"]))
-        t = Table(title=f"{target} at the cells and the target", caption=_INTERVAL_CAPTION)
+        t = Table(title=_points_title(str(target), g), caption=_measured_caption(g))
         t.add_column("point")
         t.add_column("measured", justify="right")
         for lab in labels:

@@ -191,13 +191,9 @@ def _validate_transfer(args: argparse.Namespace) -> int:
 
 def _print_transfer_head(c: Console, res: TransferResult) -> None:
     """What was held out, the law, its prediction and the cell's measured optimum."""
-    ext = ", ".join(f"{k} {v:.3g}×" for k, v in res.extrapolation.items())
-    inside = max(res.extrapolation.values(), default=1.0) <= 1.0
-    where = (
-        f"{ext} the largest fitted cell: inside the fitted range, an interpolation"
-        if inside
-        else f"{ext} beyond the largest fitted cell"
-    )
+    from sweeper.transfer.plan import transfer_where
+
+    where = transfer_where(vars(res))
     c.print(
         f"[bold]Transfer check of {res.sweep}[/]: held-out cell {res.holdout_cell} ({where}), "
         f"law fitted on {res.law_cells} cells (exponents "

@@ -126,6 +126,7 @@ def run_trial(args: argparse.Namespace) -> int:
         pm.ProxyConfig(**shape)  # bad shapes fail before the data is read
         data = pm.load_data(args.data, vocab_size=args.vocab)
         cfg = pm.ProxyConfig(vocab_size=args.vocab or data.vocab_size, **shape)
+        _note_rounded_tokens(hp, args.tokens, cfg.context)
         result = pm.train(
             cfg,
             hp,
@@ -158,6 +159,31 @@ def run_trial(args: argparse.Namespace) -> int:
     else:
         _print_table(cfg, hp, out)
     return 0
+
+
+def _note_rounded_tokens(hp: Any, tokens: int, context: int) -> None:
+    """One line on stderr when the budget asked is not what trains: training takes whole steps
+    (at least one), so ``--tokens 100`` had trained 4096 tokens in silence (a verbs audit)."""
+    from proxy_models.hparams import batch_sizes
+
+    if tokens < 1:  # (the training refuses it, with its own message)
+        return
+    sizes = batch_sizes(hp, tokens, context)
+    trained = sum(sizes) * context
+    if trained == tokens:
+        return
+    n = len(sizes)
+    steps = f"{n:,} whole step{'s' if n > 1 else ''}"
+    of = (
+        f"of {hp.batch_size} sequences × {context} tokens ({hp.batch_size * context:,} tokens each)"
+        if hp.ramp is None
+        else "along the batch ramp"
+    )
+    print(
+        f"note: --tokens {tokens:,} trains {trained:,} tokens: {steps} {of}; training takes "
+        "whole steps, at least one",
+        file=sys.stderr,
+    )
 
 
 def _progress(step: int, metrics: dict[str, float]) -> None:

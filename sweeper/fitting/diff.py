@@ -18,7 +18,10 @@ independent), and for the best loss a parametric resample of every point's seed 
 standard error; a point with one seed takes the pooled seed spread of both sweeps' points near
 the cell's optimum, a cell with one seed everywhere the spread pooled over the other cells). The
 point estimates do not depend on the seed: the per-cell intervals that weight the parabola law
-are seeded by the cell alone (:func:`sweeper.fitting.fit_runs.fit_runs`). Each quantity
+are seeded by the cell alone (:func:`sweeper.fitting.fit_runs.fit_runs`). The resamples of two
+sides of the same runs share one seed (every difference is 0 in every draw); other runs take the
+seed and the next in an order set by their runs, not by their sides, so that swapping A and B
+mirrors the intervals (:func:`_side_seeds`). Each quantity
 gets its 95% percentile interval and a Bonferroni-corrected one at level 1 − 0.05/m, m being the
 number of quantities compared; the two sweeps are ``indistinguishable`` when no corrected interval
 excludes 0 (1 for a ratio). Bonferroni controls the chance of calling a null pair different at
@@ -36,6 +39,7 @@ sides hold the same runs, and there is nothing to compare.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -162,7 +166,8 @@ class DiffResult:
         verdicts = dict.fromkeys(self.verdicts().values())  # (the same runs: one line)
         text = [f"diff {self.b} against {self.a} ({self.method}; B - A, B / A)",
                 *(f"  {v}" for v in verdicts),
-                f"  lr laws: A {_law_words(a)}; B {_law_words(b)}"]  # fmt: skip
+                f"  lr laws: A {_law_words(a)}; B {_law_words(b)}",
+                *_law_notes(a, b)]  # fmt: skip
         text += [f"  exponent of {k}: {_ci(e)}" for k, e in out["exponent_differences"].items()]
         text.append(f"  optimal lr ratio at {t}: {_ci(out['target_lr_ratio'], '.3g')}")
         text += [f"  batch exponent of {k}: {_ci(e)}"
@@ -181,7 +186,16 @@ class DiffResult:
     def _law_verdict(self) -> str:
         moved = [name for name, est in self.law_quantities() if est.excludes_null]
         if moved:
-            return f"law: moved, in {', '.join(moved)} (each beyond its corrected interval)"
+            lrs = [m for m in moved if not m.startswith(("batch", "target batch"))]
+            apart = _lr_meanings(self.laws[0].conventions, self.laws[1].conventions)
+            # (SP against muP "moved" in the LR ratio by definition: their LRs are other things)
+            but = (
+                "; but A's and B's LRs mean different things (see the notes): their LR laws "
+                "can differ by that alone"
+                if lrs and apart
+                else ""
+            )
+            return f"law: moved, in {', '.join(moved)} (each beyond its corrected interval){but}"
         lo, hi = self.target_lr_ratio.ci_corrected
         wide = " (too wide to say anything: more seeds or cells narrow it)" if hi / lo > 4 else ""
         span = (
@@ -308,18 +322,17 @@ def diff_runs(
         _check_schedules(runs, name)
     opts = FitOptions(method=method, n_boot=n_boot, cell_boot=cell_boot, seed=seed, **options)
     conv_a, conv_b = conventions
-    laws_a = _fit(runs_a, conv_a, names[0], predictors, opts)
-    preds = {t: law.predictors for t, law in laws_a.items()}
-    # (the same runs on both sides are fitted at one seed, so that a band law's resampled point
-    # is the same too; other runs at the next seed, their resamples independent of A's)
     same = _same_runs(runs_a, runs_b)
-    laws_b = _fit(runs_b, conv_b, names[1], preds, replace(opts, seed=seed + (not same)))
+    seeds = _side_seeds(runs_a, runs_b, seed, same)
+    laws_a = _fit(runs_a, conv_a, names[0], predictors, replace(opts, seed=seeds[0]))
+    preds = {t: law.predictors for t, law in laws_a.items()}
+    laws_b = _fit(runs_b, conv_b, names[1], preds, replace(opts, seed=seeds[1]))
     la, lb = laws_a["lr"], laws_b["lr"]
     scale = _target(la, lb, runs_a, runs_b, target)
-    rng = np.random.default_rng(seed)
+    rngs = (np.random.default_rng(seeds[0]), np.random.default_rng(seeds[1]))
     quantities = _law_quantities(laws_a, laws_b, scale)
     batch = "bratio" in quantities
-    losses = _best_losses(runs_a, runs_b, rng, max(200, n_boot // 2))
+    losses = _best_losses(runs_a, runs_b, rngs, max(200, n_boot // 2))
     notes = _loss_notes(runs_a, runs_b, bool(losses), same)
     notes += _notes(la, lb, scale, given=target or {})
     m = (
@@ -364,15 +377,49 @@ _MEASURED_AS: Final[tuple[str, ...]] = (
 )  # fmt: skip
 
 
+#: what tells two runs apart when the two sides are compared (:func:`_same_runs`)
+_RUN_KEYS: Final[tuple[str, ...]] = (
+    "cell", "lr", "batch_size", "seed", "loss", "diverged", "state",
+)  # fmt: skip
+
+
+def _run_keys(runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> list[str]:
+    return [c for c in _RUN_KEYS if c in runs_a and c in runs_b]
+
+
+def _sorted_runs(runs: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """The runs' ``cols``, in an order that does not depend on the runs' order, as text."""
+    return runs[list(cols)].sort_values(list(cols)).reset_index(drop=True).astype(str)
+
+
 def _same_runs(runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> bool:
     """Whether the two sides hold the same runs (cell, LR, batch, seed, loss, divergence), in
     any order: one sweep diffed with itself, whatever its name or storage."""
-    cols = [c for c in ("cell", "lr", "batch_size", "seed", "loss", "diverged", "state")
-            if c in runs_a and c in runs_b]  # fmt: skip
+    cols = _run_keys(runs_a, runs_b)
     if len(runs_a) != len(runs_b) or not cols:
         return False
-    a, b = (r[cols].sort_values(cols).reset_index(drop=True) for r in (runs_a, runs_b))
-    return bool(a.astype(str).equals(b.astype(str)))
+    return bool(_sorted_runs(runs_a, cols).equals(_sorted_runs(runs_b, cols)))
+
+
+def _side_seeds(
+    runs_a: pd.DataFrame, runs_b: pd.DataFrame, seed: int, same: bool
+) -> tuple[int, int]:
+    """The seed of each side's resamples (its law's and its best losses'): ``seed`` for both when
+    they hold the same runs, so a sweep diffed with itself is 0 in every resample (its best
+    losses had had intervals of ±0.05 under the note that every difference is 0, a verbs
+    audit); else ``seed`` and ``seed + 1``, in the order of a digest of each side's runs, not of
+    the sides (B had always had seed + 1, so swapping A and B moved the intervals). One seed for
+    two sides of other runs would not do: the t draws of laws of few cells would be the same on
+    both sides, and their difference far too narrow."""
+    cols = _run_keys(runs_a, runs_b)
+
+    def digest(runs: pd.DataFrame) -> str:
+        text = _sorted_runs(runs, cols).to_csv(index=False) if cols else str(len(runs))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    if same:
+        return seed, seed
+    return (seed, seed + 1) if digest(runs_a) <= digest(runs_b) else (seed + 1, seed)
 
 
 def _loss_notes(runs_a: pd.DataFrame, runs_b: pd.DataFrame, losses: bool, same: bool) -> list[str]:
@@ -401,8 +448,9 @@ def _notes(
     held fixed."""
     notes: list[str] = []
     ca, cb = la.conventions, lb.conventions
-    if ca.lr != cb.lr:
-        notes.append(f"the LRs mean different things: A {ca.lr!r}; B {cb.lr!r}")
+    meanings = _lr_meanings(ca, cb)
+    if meanings:
+        notes.append(f"the LRs mean different things: {meanings}")
     for key in _MEASURED_AS:
         va, vb = getattr(ca, key), getattr(cb, key)
         if va is None or vb is None:  # (imported without its study: not recorded, not other)
@@ -426,6 +474,41 @@ def _notes(
     notes += [f"the cells held {k} elsewhere: A {ca.held_span(k)}, B {cb.held_span(k)}"
               for k in _held_apart(la, lb)]  # fmt: skip
     return notes
+
+
+#: what a parametrization's LR is, in words
+_LR_OF: Final[dict[str, str]] = {
+    "sp": "an SP model's LR",
+    "mup": "a muP model's base-width LR",
+    "completep": "a CompleteP model's base-shape LR",
+}
+
+
+def _lr_meanings(ca: Conventions, cb: Conventions) -> str:
+    """How the two laws' LRs differ in meaning, in words ("" when they do not): another
+    optimizer's or schedule's LR, or another parametrization's (a muP LR is the base width's:
+    a diff of SP against muP had said only that they "differ in parametrization", as if the two
+    LR laws could be set side by side, a verbs audit), or another base shape's."""
+    parts = []
+    if ca.lr != cb.lr:
+        parts.append(f"A {ca.lr!r}; B {cb.lr!r}")
+    pa, pb = ca.parametrization, cb.parametrization
+    base = (ca.base_width, ca.base_depth) != (cb.base_width, cb.base_depth)
+    if pa and pb and (pa != pb or (pa != "sp" and base)):
+        parts.append(f"A {_lr_of(ca)}, B {_lr_of(cb)}")
+    return "; ".join(parts)
+
+
+def _lr_of(c: Conventions) -> str:
+    """What an LR of these conventions is: "a muP model's base-width LR (base width 64)"."""
+    p = c.parametrization or "sp"
+    words = _LR_OF.get(p, f"a {p} model's LR")
+    if p == "sp":
+        return words
+    shape = [f"base width {c.base_width}" if c.base_width else "base width not recorded"]
+    if p == "completep":
+        shape.append(f"base depth {c.base_depth}" if c.base_depth else "base depth not recorded")
+    return f"{words} ({', '.join(shape)})"
 
 
 def _held_apart(la: PowerLaw, lb: PowerLaw) -> list[str]:
@@ -561,9 +644,13 @@ def _point_stats(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _best_losses(
-    runs_a: pd.DataFrame, runs_b: pd.DataFrame, rng: np.random.Generator, n: int
+    runs_a: pd.DataFrame,
+    runs_b: pd.DataFrame,
+    rngs: tuple[np.random.Generator, np.random.Generator],
+    n: int,
 ) -> dict[str, tuple[float, np.ndarray]]:
-    """Per shared cell: (best mean loss of B − that of A, parametric resamples of it)."""
+    """Per shared cell: (best mean loss of B − that of A, parametric resamples of it); each
+    side's draws from its own generator (:func:`_side_seeds`)."""
     pa, pb = _point_stats(runs_a), _point_stats(runs_b)
     out: dict[str, tuple[float, np.ndarray]] = {}
     shared = _by_scale(set(pa["cell"]) & set(pb["cell"]), runs_a)
@@ -577,8 +664,8 @@ def _best_losses(
         pooled = sds[cell] if math.isfinite(sds[cell]) else fallback
         if not math.isfinite(pooled):
             continue
-        da = _best_draws(ca, pooled, rng, n)
-        db = _best_draws(cb, pooled, rng, n)
+        da = _best_draws(ca, pooled, rngs[0], n)
+        db = _best_draws(cb, pooled, rngs[1], n)
         va = float(pa.loc[pa["cell"] == cell, "mean"].min())
         vb = float(pb.loc[pb["cell"] == cell, "mean"].min())
         out[str(cell)] = (vb - va, db - da)
@@ -625,6 +712,20 @@ def _ci(e: Mapping[str, Any], fmt: str = "+.3f") -> str:
         f"{e['value']:{fmt}}  95% [{lo:{fmt}}, {hi:{fmt}}]  corrected [{clo:{fmt}}, {chi:{fmt}}]"
         f"{star}"
     )
+
+
+def _law_notes(a: PowerLaw, b: PowerLaw) -> list[str]:
+    """Each LR law's own notes (a poor fit, too few cells to resample), once for both sides
+    where they share one; --json had carried them and the text had not (a verbs audit). Those
+    on cells kept on their edge are the diff's notes already (:func:`_notes`)."""
+    out = []
+    for n in dict.fromkeys([*a.notes, *b.notes]):
+        if KEPT_EDGE in n:
+            continue
+        side = ("A's and B's lr laws" if n in a.notes and n in b.notes
+                else "A's lr law" if n in a.notes else "B's lr law")  # fmt: skip
+        out.append(f"  {side}: {n}")
+    return out
 
 
 def _law_words(law: PowerLaw) -> str:

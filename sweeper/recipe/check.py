@@ -48,14 +48,15 @@ __all__ = ["CheckItem", "CheckResult", "CheckValues", "check_recipe", "loss_pena
 @dataclass(frozen=True)
 class CheckValues:
     """A recipe to check given as numbers: non-embedding ``n_params``, ``tokens``, peak ``lr``,
-    ``batch_tokens`` (D and batch in the recipe's tokenizer tokens); the shape (``layers``,
+    ``batch_tokens`` (D and batch in the recipe's tokenizer tokens; None: not given, which only
+    laws without a batch law can check: the batch is then not checked); the shape (``layers``,
     ``d_model``, ``context``) when known (DeepSeek's M and the attention FLOPs need it; without it
     the shape is inferred from N), and the ``vocab`` (None: a tokenizer's, size unknown)."""
 
     n_params: float
     tokens: float
     lr: float
-    batch_tokens: float
+    batch_tokens: float | None
     layers: int | None = None
     d_model: int | None = None
     context: int | None = None
@@ -67,15 +68,16 @@ class CheckValues:
         bad = [
             f"{k}={getattr(self, k)}"
             for k in ("n_params", "tokens", "lr", "batch_tokens")
-            if not (math.isfinite(getattr(self, k)) and getattr(self, k) > 0)
+            if (k != "batch_tokens" or self.batch_tokens is not None)
+            and not (math.isfinite(getattr(self, k)) and getattr(self, k) > 0)
         ]
         bad += [
             f"{k}={getattr(self, k)}"
             for k in ("layers", "d_model", "context", "vocab")
             if getattr(self, k) is not None and getattr(self, k) < 1
         ]
-        if bad:
-            raise TargetError(f"recipe values must be positive, got {', '.join(bad)}")
+        if bad:  # (inf had been told it "must be positive", a verbs audit)
+            raise TargetError(f"recipe values must be positive and finite, got {', '.join(bad)}")
         if (self.layers is None) != (self.d_model is None):
             raise TargetError(
                 f"give layers and d_model together, got layers={self.layers}, "
@@ -242,6 +244,11 @@ def check_recipe(
     positive("bytes_per_token", bytes_per_token, problems)  # (recommend's rule)
     if problems:
         raise TargetError(problems[0])
+    if "batch_tokens" in laws and v.batch_tokens is None:
+        raise TargetError(
+            f"recipe {v.name} gives no batch_tokens (--batch-tokens), and the laws include a batch "
+            f"law ({law_label(laws['batch_tokens'])}) to check it against: give it"
+        )
     warnings: list[str] = []
     shape = _recipe_shape(v, [law for _, law in roles], warnings)
     warnings += token_unit_warnings(
@@ -273,12 +280,13 @@ def check_recipe(
             used.append((quantity, law, scale))
     if "batch_tokens" not in laws:
         warnings.append("no batch law given: the batch is not checked")
+    warnings += _no_batch_held(v, [law for _, law in roles])
     by = {i.quantity: i for i in items}
     if "lr" in by and "batch_tokens" in by:  # (the LR compared is the optimum at the law's batch)
+        batch = by["batch_tokens"]
         warnings += batch_coupling_warning(
-            laws["lr"], laws["batch_tokens"], by["batch_tokens"].predicted, v.batch_tokens,
-            f"recipe {v.name}'s",
-        )  # fmt: skip
+            laws["lr"], laws["batch_tokens"], batch.predicted, batch.actual, f"recipe {v.name}'s"
+        )
     factor, _ = extrapolation_summary(used, warnings)
     ids = tuple(law.id if law.id is not None else law_label(law) for _, law in roles)
     return CheckResult(
@@ -292,6 +300,20 @@ def check_recipe(
         lr=v.lr,
         batch_tokens=v.batch_tokens,
     )
+
+
+def _no_batch_held(v: CheckValues, laws: list[Law]) -> list[str]:
+    """Where a recipe gives no batch and a law's cells held theirs fixed: whether the recipe
+    trains in that regime is not known (a batch given is checked by :func:`regime_warnings`)."""
+    if v.batch_tokens is not None:
+        return []
+    return [
+        f"recipe {v.name} gives no batch: whether it trains at the batch the {law.target} law's "
+        f"cells held ({law.conventions.held_span('batch_tokens')}) is not checked (the law's "
+        "LR is the optimum at that batch)"
+        for law in laws
+        if "batch_tokens" in law.conventions.held and "batch_tokens" not in law.predictors
+    ]
 
 
 def _recipe_shape(v: CheckValues, laws: list[Law], warnings: list[str]) -> ResolvedShape:
@@ -337,10 +359,11 @@ def _check_item(
         )  # fmt: skip
         return None
     predicted, low, high = got
+    batch = v.batch_tokens if v.batch_tokens is not None else math.nan  # (nan: not checked)
     warnings += regime_warnings(
-        law, quantity, regime_values(v.n_params, v.tokens, v.batch_tokens, f, depth=v.layers)
+        law, quantity, regime_values(v.n_params, v.tokens, batch, f, depth=v.layers)
     )
-    actual = v.lr if quantity == "lr" else v.batch_tokens
+    actual = v.lr if quantity == "lr" else batch
     item = CheckItem(
         quantity=quantity,
         actual=actual,

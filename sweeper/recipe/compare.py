@@ -326,9 +326,11 @@ def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.Dat
 
     Columns: target, predictor, law, fitted, low, high (the fitted 95% interval), published (law
     key), published_value, comparable (False for an N exponent of laws that count N apart:
-    :func:`_n_count_notes`), inside (whether the published exponent lies in the fitted
+    :func:`_n_count_notes`, and for an LR exponent along the model's size of laws of other
+    parametrizations: :func:`_apart`), inside (whether the published exponent lies in the fitted
     interval; None where not comparable: "porian -0.333 inside" had stood above the note saying
-    the two N exponents do not compare, a laws audit).
+    the two N exponents do not compare, a laws audit), apart (why not comparable, in words; ""
+    where comparable).
     """
     rows = []
     for f in fitted:
@@ -341,7 +343,8 @@ def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.Dat
                 if p not in pub.exponents:
                     continue
                 lo, hi = f.exponents_ci.get(p, (np.nan, np.nan))
-                same = p != "n_params" or _n_holds(f) == _n_holds(pub)
+                apart = _apart(f, pub, p)
+                same = not apart
                 rows.append(
                     {
                         "target": f.target,
@@ -354,10 +357,32 @@ def compare_exponents(fitted: Sequence[Law], published: Sequence[Law]) -> pd.Dat
                         "published_value": pub.exponents[p],
                         "comparable": same,
                         "inside": bool(lo <= pub.exponents[p] <= hi) if same else None,
+                        "apart": apart,
                     }
                 )
     cols = ["target", "predictor", "law", "fitted", "low", "high", "published"]
-    return pd.DataFrame(rows, columns=[*cols, "published_value", "comparable", "inside"])
+    return pd.DataFrame(rows, columns=[*cols, "published_value", "comparable", "inside", "apart"])
+
+
+#: how a parametrization is written beside another
+_PARAM_NAMES: Final[dict[str, str]] = {"sp": "SP", "mup": "muP", "completep": "CompleteP"}
+
+
+def _apart(fitted: Law, published: Law, predictor: str) -> str:
+    """Why ``fitted``'s exponent of ``predictor`` does not compare with ``published``'s ("" when
+    it does): an LR law of another parametrization along anything but D (a muP law's LR is the
+    base width's, flat in width by design: its N exponent had been marked OUTSIDE SP's beside
+    the note saying they do not compare, a verbs audit), or an N counted apart. Along D, at a
+    fixed model, the two parametrizations' LRs differ by a constant factor: that exponent
+    compares."""
+    mine = fitted.conventions.parametrization or "sp"
+    theirs = published.conventions.parametrization or "sp"
+    if fitted.target == "lr" and mine != theirs and predictor != "tokens":
+        names = (_PARAM_NAMES.get(x, x) for x in (mine, theirs))
+        return "not comparable ({} vs {})".format(*names)
+    if predictor == "n_params" and _n_holds(fitted) != _n_holds(published):
+        return "N counted apart"
+    return ""
 
 
 def _shape(
@@ -573,8 +598,10 @@ def compare_sweep_laws(
     """A sweep's ``fitted`` lr/batch laws beside the ``published`` ones (by name): (every law,
     :func:`compare_exponents`, :func:`compare_laws` at the sweep's cells and at the target ``at``).
 
-    The cells' measured optima come from the same estimator as the fitted laws (the band of the
-    latest band law, else the parabola). ``at`` (a Target, or a mapping of its fields: see
+    The cells' measured optima come from the same estimator as the fitted laws: a surface law's
+    own cell optima (its fit with a free optimum per cell; a cell it left out has none), else
+    the band of the latest band law, else the parabola; the predictions' ``measured_by`` column
+    says which, per target (:func:`_own_optima`). ``at`` (a Target, or a mapping of its fields: see
     :func:`~sweeper.recipe.target.as_target`) has ``tokens`` and ``n_params``, or ``width`` and
     ``depth`` (and optionally ``context``); given both, they must agree (:func:`target_point`).
     ``at=None`` compares at the cells alone; an empty mapping is no target and a TargetError.
@@ -614,6 +641,8 @@ def compare_sweep_laws(
         n_params_counts=next((x.conventions.n_params for x in fitted), "non-embedding"),
         vocab=next((x.conventions.vocab_size for x in fitted if x.conventions.vocab_size), None),
     )
+    per_cell = f"the per-cell {'band' if band_methods else 'parabola'} estimate"
+    points, measured_by = _own_optima(points, fitted, per_cell)
     if tp is not None:
         points = pd.concat([points, tp], ignore_index=True)
     pub: list[Law] = []
@@ -622,4 +651,26 @@ def compare_sweep_laws(
             pub += list(published_laws(name.strip()).values())
     every = [*fitted, *pub]
     predictions = compare_laws(every, points, bytes_per_token=bytes_per_token)
+    predictions["measured_by"] = predictions["target"].map(measured_by).fillna(per_cell)
     return every, compare_exponents(fitted, pub), predictions
+
+
+def _own_optima(
+    points: pd.DataFrame, fitted: Sequence[Law], per_cell: str
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The cells' measured optimum of each target from a surface law of it (the latest with
+    ``cell_optima``), as the report's law plot draws them: the per-cell estimate (``per_cell``)
+    can disagree with the surface law's line, and its column had been said to come from the
+    laws' estimator (a verbs audit). Cells the law left out of its fit have none. Returns the
+    points and, per target, what its measured optima are."""
+    out, by = points.copy(), {}
+    for target in ("lr", "batch_tokens"):
+        own = [x for x in fitted if x.target == target and getattr(x, "cell_optima", None)]
+        if not own:
+            by[target] = per_cell
+            continue
+        law = max(own, key=lambda x: x.id if isinstance(x.id, int) else -1)
+        optima = {str(k): float(v) for k, v in getattr(law, "cell_optima", {}).items()}
+        out[f"measured_{target}"] = out["point"].astype(str).map(optima).astype(float)
+        by[target] = f"{law_label(law)}'s own cell optima (a free optimum per cell in its fit)"
+    return out, by

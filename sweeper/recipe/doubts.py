@@ -219,10 +219,12 @@ def check_parametrization(
                 f"only to a {p} model (to use it for {parametrization} anyway: force=True, --force)"
             )
         else:
+            # (the API's name, then the flag, as elsewhere: "CheckValues(parametrization=...)"
+            # had stood first in a CLI error, and for a published recipe, a verbs audit)
             raise TargetError(
-                f"{msg}: a {p} law transfers only to a {p} model (a {p} recipe given as numbers: "
-                f"CheckValues(parametrization={p!r}), --parametrization {p}; force=True, --force: "
-                "use it anyway)"
+                f"{msg}: a {p} law transfers only to a {p} model; check a {p} recipe given as "
+                f"numbers (parametrization={p!r}, --parametrization {p}), or use the law anyway "
+                "(force=True, --force)"
             )
     return law.base_width, law.base_depth
 

@@ -55,6 +55,7 @@ __all__ = [
     "plan_transfer",
     "summarize_transfer",
     "transfer_rows",
+    "transfer_where",
 ]
 
 #: the baselines, by point name, and what each is
@@ -100,6 +101,9 @@ class TransferPlan:
     optima: tuple[CellOptimum, ...] = ()
     #: fit-set cells the law left out of its fit (a surface law's bound-only cells)
     unfitted: tuple[str, ...] = ()
+    #: per predictor, the fitted cells' smallest value over the held-out cell's (above 1: the
+    #: cell lies below the fitted range; ``extrapolation`` looks only upward)
+    extrapolation_below: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def predicted_lr(self) -> float:
@@ -216,11 +220,15 @@ class TransferResult:
     law_cells: int
     law: Law | None = None  # the law fitted without the held-out cell
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: per predictor, the fitted cells' smallest value over the held-out cell's: above 1, the
+    #: cell lies below the fitted range (stored checks from before it lack the key)
+    extrapolation_below: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def extrapolation_factor(self) -> float:
         """How far beyond the fit set the held-out cell lies: the larger of its N and D over the
-        largest fitted cell's (as recommend counts a recipe's extrapolation)."""
+        largest fitted cell's (as recommend counts a recipe's extrapolation); below 1 for a cell
+        below the largest, inside the fitted range or below it (``extrapolation_below``)."""
         return float(max(self.extrapolation.values(), default=1.0))
 
     def __repr__(self) -> str:  # (a notebook's display: the verdict, not 5k characters)
@@ -230,7 +238,7 @@ class TransferResult:
         )
         return (
             f"TransferResult({self.sweep}: {self.holdout_cell} held out, "
-            f"{self.extrapolation_factor:.3g}x beyond {self.law_cells} fitted cells; predicted lr "
+            f"{transfer_where(vars(self))}; {self.law_cells} fitted cells; predicted lr "
             f"{self.predicted_lr:.3g} against the measured {self.measured_lr:.3g} (log2 "
             f"{self.log2_error:+.2f}); {regret} over {self.seeds} seed(s); "
             f"{len(self.baselines)} baselines, {len(self.notes)} notes)"
@@ -304,6 +312,11 @@ def plan_transfer(
         "n_params": held.n_params / float(largest.n_params or held.n_params),
         "tokens": held.tokens / float(largest.tokens or held.tokens),
     }
+    below = {
+        p: min(float(getattr(o, p) or mine) for o in fitted) / mine
+        for p, mine in (("n_params", held.n_params), ("tokens", held.tokens))
+        if mine > 0
+    }
     plan = TransferPlan(
         sweep=sweep,
         holdout=held,
@@ -313,6 +326,7 @@ def plan_transfer(
         extrapolation=extrapolation,
         optima=tuple(optima),
         unfitted=unfitted,
+        extrapolation_below=below,
     )
     return plan if own is not None else plan.with_grid((-1, 1))
 
@@ -573,6 +587,7 @@ def summarize_transfer(
         law_cells=int(getattr(plan.law, "n_cells", len(plan.fit_cells))),
         law=plan.law,
         notes=tuple(notes),
+        extrapolation_below=dict(plan.extrapolation_below),
     )
 
 
@@ -768,3 +783,26 @@ def transfer_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def transfer_where(result: Mapping[str, Any]) -> str:
+    """Where the held-out cell lies against the fitted cells, in words, from a check's
+    ``to_dict()`` or stored form: beyond the largest fitted cell, below the smallest, or inside
+    the range (an interpolation). A cell below the fitted range had been called inside it: only
+    the ratios to the largest cell were looked at (a verbs audit). A check stored before
+    ``extrapolation_below`` was recorded is read with the largest cell's ratios alone."""
+    up = result.get("extrapolation") or {}
+    ratios = ", ".join(f"{k} {float(v):.3g}×" for k, v in up.items())
+    low = {k: float(v) for k, v in (result.get("extrapolation_below") or {}).items() if v > 1.0}
+    if not low:
+        if max(up.values(), default=1.0) <= 1.0:
+            return f"{ratios} the largest fitted cell: inside the fitted range, an interpolation"
+        return f"{ratios} beyond the largest fitted cell"
+    under = ", ".join(f"{k} {v:.3g}×" for k, v in low.items())
+    far = {k: float(v) for k, v in up.items() if v > 1.0}
+    over = ", ".join(f"{k} {v:.3g}×" for k, v in far.items())
+    return (
+        f"{under} below the smallest fitted cell"
+        + (f", {over} beyond the largest" if far else "")
+        + ": an extrapolation"
+    )
