@@ -268,12 +268,11 @@ def _img(path: Path, alt: str) -> str:
 
 def _transfer_html(t: Mapping[str, Any]) -> list[str]:
     """The check in one sentence, then one row per trained point."""
-    from sweeper.transfer.plan import transfer_rows
+    from sweeper.transfer.plan import transfer_rows, transfer_where
 
-    ext = ", ".join(f"{k} {v:.3g}×" for k, v in (t.get("extrapolation") or {}).items())
     pred, point = t["predicted_lr"], t.get("predicted_lr_point")
-    head = (
-        f"Held-out cell {t['holdout_cell']} ({ext} beyond the largest fitted cell), law fitted on "
+    head = (  # (where: a cell below the fitted range had been "beyond the largest", an audit)
+        f"Held-out cell {t['holdout_cell']} ({transfer_where(t)}), law fitted on "
         f"{t.get('law_cells')} cells: predicted LR {pred:.3g}"
         + (f" (point estimate {point:.3g})" if point and point != pred else "")
         + f"; the cell's measured optimum {t['measured_lr']:.3g}, log2 error "

@@ -255,8 +255,26 @@ def test_the_held_out_cell_is_drawn_with_its_named_points() -> None:
     assert fig is not None
     labels = {line.get_label() for line in fig.axes[0].get_lines()}
     assert {"law (recommended)", "Step Law", "the cell's swept optimum"} <= labels
-    assert "16.0x" in fig.axes[0].get_title()
+    assert "16.0x beyond the fitted cells" in fig.axes[0].get_title()
     assert plot_transfer({"lrs": {}, "losses": {}}) is None
+    # a cell below the fitted range: its title had read "0.1x beyond the fitted cells"
+    below = {**result, "extrapolation_factor": 0.0625, "extrapolation_below": {"n_params": 2.25}}
+    fig = plot_transfer(below)
+    assert fig is not None and fig.axes[0].get_title().endswith(": 2.2x below the fitted cells")
+
+
+def test_the_transfer_sentence_says_where_the_held_out_cell_lies() -> None:
+    """The page said "beyond the largest fitted cell" of a cell below the fitted range (an audit:
+    the same words as validate-transfer's, from sweeper.transfer.plan.transfer_where)."""
+    from sweeper.report.page import _transfer_html
+
+    t = {"holdout_cell": "w32", "law_cells": 4, "predicted_lr": 1e-3, "measured_lr": 2e-3,
+         "log2_error": -1.0, "lrs": {"law": 1e-3}, "losses": {"law": 2.2}, "best_swept_loss": 2.1,
+         "extrapolation": {"n_params": 0.0625},
+         "extrapolation_below": {"n_params": 2.25}}  # fmt: skip
+    head = _transfer_html(t)[0]
+    assert "(n_params 2.25× below the smallest fitted cell: an extrapolation)" in head
+    assert "beyond" not in head
 
 
 def test_the_held_out_budget_is_drawn_with_each_predicted_batch() -> None:
