@@ -41,9 +41,10 @@ Units and values:
   the sampler varied; None: unknown (imported and published laws, a training function that does
   not honour it, laws stored before 2026-11-29). The recipe runs the measured values.
 - ``held``: the variables the law does not model (tokens, tokens_per_param, n_params, the batch
-  of an LR law, the depth: laws since 2026-11-29) and their range over the fitted cells, so
-  that a recommendation can say when its target lies outside the regime the law was measured
-  in.
+  of an LR law, the depth: laws since 2026-11-29; the proxies' context length ``seq_len``,
+  recorded from the sweep: laws since a recommend audit found a 32× longer target context never
+  said) and their range over the fitted cells, so that a recommendation can say when its target
+  lies outside the regime the law was measured in. A law stored without one held nothing there.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ __all__ = [
     "FLOPS_AS_IMPORTED",
     "FLOPS_M_D",
     "SCHEMA_VERSION",
+    "SWEEP_HELD",
     "TOKENS_AS_IMPORTED",
     "TOKENS_BYTES",
     "V1_HELD_PREFIX",
@@ -85,7 +87,11 @@ HELD_LABELS: Final[Mapping[str, str]] = {
     "tokens_per_param": "D/N",
     "batch_tokens": "batch",
     "depth": "depth",
+    "seq_len": "context",
 }
+#: the held names that the sweep, not the fit, records (:mod:`sweeper.fitting.provenance`): no
+#: law models them, and :meth:`Conventions.with_held` keeps them
+SWEEP_HELD: Final[tuple[str, ...]] = ("seq_len",)
 #: the v1 (string-keyed) form spelled held ranges as ``domain["held:<name>"]``
 V1_HELD_PREFIX: Final[str] = "held:"
 
@@ -187,7 +193,10 @@ class Conventions:
         return f"{lo:.3g}" if hi <= lo * (1 + 1e-9) else f"{lo:.3g}–{hi:.3g}"
 
     def with_held(self, held: Mapping[str, tuple[float, float]]) -> Conventions:
-        return replace(self, held=dict(held))
+        """These conventions holding ``held`` (a fit's ranges), keeping what the sweep recorded
+        (:data:`SWEEP_HELD`: the context, which no fit's cells carry)."""
+        kept = {k: v for k, v in self.held.items() if k in SWEEP_HELD and k not in held}
+        return replace(self, held={**dict(held), **kept})
 
     # ---- the JSON form (schema SCHEMA_VERSION) -----------------------------------------------
     def to_json(self) -> dict[str, Any]:

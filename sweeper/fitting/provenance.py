@@ -5,6 +5,10 @@ z-loss its trials trained with, the proxies' init std, output multiplier and par
 its stored study). An imported sweep knows only what its file says: N "as imported", tokens "as
 imported", FLOPs as the file gave them (6·N·D without attention when they were filled in from N
 and D). Runs handed over without a sweep are treated like an imported file.
+
+Either way the proxies' context length (the runs' ``seq_len``, else the study's) is recorded as
+held (``held["seq_len"]``): no law models it, and a target trained at a context 32× the proxies'
+had never been told (a recommend audit).
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ def sweep_conventions(sweep: Sweep) -> Conventions:
         shape["parametrization"] = shape["parametrization"] or conv.parametrization
         return declared_conventions(replace(conv, **shape), sweep.meta.get("conventions"))
     meta = sweep.meta if sweep.launched else _imported_study_meta(sweep)
+    return replace(_study_conventions(sweep, meta), held=_context_of(meta))
+
+
+def _study_conventions(sweep: Sweep, meta: Mapping[str, Any]) -> Conventions:
+    """The conventions of a sweep with a study (launched, or imported with its study)."""
     data = str(meta.get("data") or "builtin")
     vocab = meta.get("vocab_size")
     conv = Conventions(
@@ -95,7 +104,25 @@ def runs_conventions(runs: pd.DataFrame) -> Conventions:
         z_loss=None,
         init_std=None,
         parametrization=_one_parametrization(runs),
+        held=_context_of({}, runs),
     )
+
+
+def _context_of(
+    meta: Mapping[str, Any], runs: pd.DataFrame | None = None
+) -> dict[str, tuple[float, float]]:
+    """``{"seq_len": (min, max)}``, the proxies' context lengths: over the runs' ``seq_len``
+    column where every run has a positive one, else the study's ``seq_len`` (or ``context``);
+    empty when neither says."""
+    if runs is not None and "seq_len" in runs:
+        import pandas as pd
+
+        v = pd.to_numeric(runs["seq_len"], errors="coerce").to_numpy(dtype=float)
+        if v.size and np.all(np.isfinite(v) & (v > 0)):
+            return {"seq_len": (float(v.min()), float(v.max()))}
+        return {}
+    t = meta.get("seq_len") or meta.get("context")
+    return {"seq_len": (float(t), float(t))} if isinstance(t, (int, float)) and t > 0 else {}
 
 
 def declared_conventions(conv: Conventions, declared: Mapping[str, Any] | None) -> Conventions:

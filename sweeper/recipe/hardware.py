@@ -122,6 +122,27 @@ class RampUp:
     def tokens_per_increment(self, global_batch: int) -> float:
         return self.ramp_tokens / max(1, self.increments_to(global_batch))
 
+    def iterations(self, global_batch: int, samples: float) -> int:
+        """Optimizer steps to consume ``samples`` sequences with this ramp-up, by Megatron-LM's
+        rule (num_microbatches_calculator.py: at ``c`` samples consumed the batch is START +
+        int(c / (SAMPLES / increments))·INCREMENT, the full batch from SAMPLES on). A recipe's
+        steps count the full batch, and a ramp-up adds steps: 334,487 for 317,892 in a recommend
+        audit, which had been told "a few"."""
+        n = self.increments_to(global_batch)
+        if n < 1:
+            return math.ceil(samples / global_batch)
+        per_increment = self.ramp_samples / n
+        consumed, steps = 0, 0
+        while consumed < samples:
+            k = min(n, int(consumed / per_increment))
+            batch = global_batch if k >= n else self.start_sequences + k * self.increment_sequences
+            left = math.ceil((samples - consumed) / batch)
+            if k < n:
+                left = min(left, max(1, math.ceil(((k + 1) * per_increment - consumed) / batch)))
+            consumed += left * batch
+            steps += left
+        return steps
+
     def to_dict(self, global_batch: int) -> dict[str, Any]:
         return {
             "start_sequences": self.start_sequences,
@@ -289,9 +310,30 @@ def _memory_warnings(memory: MemoryEstimate, micro: int, hw: Hardware) -> list[s
         ]
     return [
         f"does not fit at micro batch 1 ({memory.total_gb:.1f} GiB per GPU > "
-        f"{hw.gpu_memory_gb:g} GiB less {memory.reserve_fraction:.0%} reserve): use ZeRO "
-        "sharding, activation recomputation or tensor/pipeline parallelism"
+        f"{hw.gpu_memory_gb:g} GiB less {memory.reserve_fraction:.0%} reserve): "
+        f"{_memory_remedies(hw)}"
     ]
+
+
+def _memory_remedies(hw: Hardware) -> str:
+    """What can still shrink the memory, naming only what is not on already (a recommend audit
+    was told to use ZeRO and recomputation with ZeRO-3 and --recompute given, on one GPU)."""
+    can = []
+    if hw.gpus > 1 and hw.zero_stage < 3:
+        can.append(f"ZeRO stage 3 (--zero-stage 3; now {hw.zero_stage})")
+    if hw.gpus == 1 and hw.zero_stage < 3:
+        can.append("more GPUs with ZeRO sharding (--gpus, --zero-stage 3)")
+    if not hw.recompute:
+        can.append("activation recomputation (--recompute)")
+    if not hw.flash_attention:
+        can.append("flash attention")
+    if hw.gpus == 1 and hw.zero_stage == 3:
+        can.append("more GPUs (--gpus: ZeRO-3 shards over them)")
+    use = f"use {' or '.join(can)}; otherwise " if can else ""
+    return (
+        f"{use}the model needs tensor or pipeline parallelism, which this recipe does not plan "
+        "(it is data-parallel only)"
+    )
 
 
 def plan_batch(
@@ -322,7 +364,9 @@ def plan_batch(
             f"({gbs} sequences × {m.shape.seq_len})"
         )
     for role, law, f in regime:
-        values = regime_values(m.shape.n_params, m.tokens, batch_used, f, depth=m.shape.depth)
+        values = regime_values(
+            m.shape.n_params, m.tokens, batch_used, f, depth=m.shape.depth, seq_len=m.shape.seq_len
+        )
         warnings += regime_warnings(law, role, values)
     memory = memory_estimate(m.shape, hw, micro, optimizer)
     warnings += _memory_warnings(memory, micro, hw)

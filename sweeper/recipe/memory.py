@@ -52,15 +52,22 @@ Models", arXiv:2205.05198, §4.1), no tensor/sequence parallelism, 16-bit activa
 ``s·b·h·(34 + 5·a·s/h)`` bytes when the attention scores are stored, ``s·b·h·34`` with flash
 attention (the default here: the 5·a·s/h term is the s×s score, softmax and dropout-mask tensors
 that flash attention never materialises), and ``2·s·b·h`` per layer with full activation
-recomputation (only each layer's input is kept). Add the output logits kept in fp32 for the
-cross-entropy, ``4·s·b·V`` bytes. fp32 activations double the 16-bit figures (the dropout masks,
-one byte per element, are a small part; counting them doubled too errs on the safe side).
+recomputation (only each layer's input is kept), plus the one layer rematerialised during its
+backward pass, whose activations are all live then (its ``34·s·b·h`` with flash attention: a
+recommend audit's 72 GiB at the largest micro batch said to fit were about 97). Add the output
+logits kept in fp32 for the cross-entropy, ``4·s·b·V`` bytes. fp32 activations double the 16-bit
+figures (the dropout masks, one byte per element, are a small part; counting them doubled too
+errs on the safe side).
 
 GB here means GiB (2**30 bytes), the unit in which GPU memory is quoted by ``nvidia-smi`` and the
 "80 GB" of an H100.
 
 Training time = FLOPs / (gpus · peak · MFU), FLOPs = 6·N·D + 6·L·T·d·D (Kaplan et al. 2020, eq. 2.2:
-the attention term counts the context T once per layer).
+the attention term counts the context T once per layer) + 6·V·d·D, the output layer
+(:func:`head_flops`). :func:`train_flops` is the first two terms, the laws' convention (a law's
+``flops`` predictor and a compute target's budget were counted without the head: adding it there
+would move every law's value); the recipe's time adds :func:`head_flops` (left out, the time had
+been 7–16% short at a 256K vocabulary and 2.3× at 2M; a recommend audit).
 """
 
 from __future__ import annotations
@@ -79,6 +86,7 @@ __all__ = [
     "activation_bytes_per_sample",
     "bytes_per_param",
     "estimate_memory",
+    "head_flops",
     "train_flops",
     "train_time_s",
 ]
@@ -138,19 +146,16 @@ def activation_bytes_per_sample(
     """Activation bytes kept for the backward pass for ONE sequence of ``seq_len`` tokens.
 
     Korthikanti et al. 2022 per layer (16-bit): ``s·h·(34 + 5·a·s/h)`` bytes, ``s·h·34`` with flash
-    attention, ``2·s·h`` with full recomputation; plus ``4·s·V`` bytes of fp32 logits. fp32 doubles
-    the per-layer part. Linear in the micro batch, so the caller multiplies by it.
+    attention; with full recomputation ``2·s·h`` per layer plus one layer's full activations, live
+    while it is recomputed for its backward pass; plus ``4·s·V`` bytes of fp32 logits. fp32
+    doubles the per-layer part. Linear in the micro batch, so the caller multiplies by it.
     """
     s, h, a = float(seq_len), float(width), float(heads)
-    if recompute:
-        per_layer = 2.0 * s * h
-    elif flash_attention:
-        per_layer = 34.0 * s * h
-    else:
-        per_layer = s * h * (34.0 + 5.0 * a * s / h)
+    full = 34.0 * s * h if flash_attention else s * h * (34.0 + 5.0 * a * s / h)
+    layers = depth * 2.0 * s * h + full if recompute else depth * full
     if precision == "fp32":
-        per_layer *= 2.0
-    return depth * per_layer + 4.0 * s * float(vocab)
+        layers *= 2.0
+    return layers + 4.0 * s * float(vocab)
 
 
 @dataclass(frozen=True)
@@ -354,6 +359,12 @@ def train_flops(
     if depth and width and seq_len:
         flops += 6.0 * depth * seq_len * width * tokens
     return flops
+
+
+def head_flops(vocab: int, width: int, tokens: float) -> float:
+    """The output layer's training FLOPs, 6·V·d·D (its V×d matmul forward and backward): not in
+    :func:`train_flops`, which counts as the laws do (module doc), but in the recipe's time."""
+    return 6.0 * float(vocab) * float(width) * tokens
 
 
 def train_time_s(flops: float, *, gpus: int, peak_tflops: float, mfu: float) -> float:

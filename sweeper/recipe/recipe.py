@@ -9,7 +9,8 @@ and warnings, as one frozen object and its versioned JSON form.
 The JSON form (schema :data:`RECIPE_SCHEMA`, version :data:`RECIPE_SCHEMA_VERSION`) has one key per
 field of :class:`Recipe` (described in :data:`FIELD_DOCS`, with units), the keys ``schema`` and
 ``schema_version``, and a few values derived from the others (:data:`DERIVED`: ``min_lr``,
-``warmup_tokens``, ``hidden_init_std``, ``memory_gb_per_gpu``) written for readers. Reading it
+``warmup_tokens``, ``hidden_init_std``, ``memory_gb_per_gpu``, ``train_flops``; and in
+``rampup``, its ``total_steps`` and ``warmup_steps``) written for readers. Reading it
 back refuses an unknown key (named), a schema version newer than this one, and a derived value
 that disagrees with the fields it comes from: the min LR is stored as ``min_lr_ratio``, so a recipe
 whose ``lr`` was edited must drop ``min_lr`` or set it to ``lr.value × min_lr_ratio``. A recipe
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Final
 
 from proxy_models.hparams import OPTIMIZERS
@@ -48,17 +49,21 @@ __all__ = [
 
 #: the ``schema`` key of the recipe JSON
 RECIPE_SCHEMA: Final[str] = "sweeper-recipe"
-#: 3: the schedule follows the LR law's (cosine | wsd | linear | constant), decay_fraction added
-#: (an older reader would export a WSD recipe as a cosine); 2: schema/schema_version, lr_point,
-#: optimizer and base_head_dim added, min LR checked against the ratio (issue #15); 1: the form
+#: 4: ``train_flops`` (the output layer's FLOPs counted, as the time counts them), the ramp-up's
+#: ``total_steps`` and ``warmup_steps`` (Megatron-LM's steps with it) and
+#: ``extrapolation_below`` added (a recommend audit); 3: the schedule follows the LR law's
+#: (cosine | wsd | linear | constant), decay_fraction added (an older reader would export a WSD
+#: recipe as a cosine); 2: schema/schema_version, lr_point, optimizer and base_head_dim added,
+#: min LR checked against the ratio (issue #15); 1: the form
 #: before (no schema_version key)
-RECIPE_SCHEMA_VERSION: Final[int] = 3
+RECIPE_SCHEMA_VERSION: Final[int] = 4
 #: keys of the JSON form derived from the fields (checked on reading, never trusted)
 DERIVED: Final[tuple[str, ...]] = (
     "min_lr",
     "warmup_tokens",
     "hidden_init_std",
     "memory_gb_per_gpu",
+    "train_flops",
 )
 #: relative tolerance when a derived value is checked against the fields it comes from
 _REL: Final[float] = 1e-9
@@ -104,9 +109,13 @@ class Recipe:
     ``batch_tokens.value`` is the batch actually used (``global_batch_sequences · seq_len``), its
     ``low``/``high`` the law's interval; ``batch_tokens_law`` the law's point value. The batch
     identity ``global_batch_sequences = micro_batch_size · grad_accum_steps · data_parallel``
-    always holds. ``total_steps`` counts optimizer steps at the full batch (a ramp-up, run by
-    samples, adds a few). The min LR is ``lr.value × min_lr_ratio`` (``min_lr``, derived; a
-    ``min_lr`` given to the constructor must agree); the LR follows ``schedule`` (with
+    always holds. ``total_steps`` and ``warmup_steps`` count optimizer steps at the full batch; a
+    ramp-up, run by samples, takes more (:meth:`rampup_steps`: Megatron-LM's rule; 5% more in a
+    recommend audit, and a warmup of 2000 full batches of samples ending at step 11,723).
+    ``flops`` is Sweeper's compute, 6·N·D + attention (the laws' convention and a compute
+    target's budget); :attr:`train_flops` adds the output layer, 6·V·d·D, which the time counts.
+    The min LR is ``lr.value × min_lr_ratio`` (``min_lr``, derived; a ``min_lr`` given to the
+    constructor must agree); the LR follows ``schedule`` (with
     ``decay_fraction`` for WSD) as :mod:`sweeper.recipe.schedule` says (:func:`recipe_lr`, the
     proxies' ``lr_at``). LRs are peak/min LRs of ``optimizer``;
     memory in GiB per GPU; time in seconds. See :data:`FIELD_DOCS` for every field.
@@ -197,6 +206,9 @@ class Recipe:
     decay_fraction: float | None = None
     #: derived: lr.value × min_lr_ratio (NaN: derive it; a value given must agree)
     min_lr: float = math.nan
+    #: predictor -> smallest proxy / target, where the target lies below a law's smallest proxy
+    #: (``extrapolation_factor`` is then below 1, which says in range to no one: an audit)
+    extrapolation_below: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unit = self.micro_batch_size * self.grad_accum_steps * self.data_parallel
@@ -325,7 +337,30 @@ class Recipe:
 
     @property
     def warmup_tokens(self) -> int:
+        """The warmup's tokens: ``warmup_steps`` full batches (a ramp-up's exports count them in
+        samples, so the tokens hold; its steps are :meth:`rampup_steps`' second)."""
         return self.warmup_steps * self.global_batch_sequences * self.seq_len
+
+    def rampup_steps(self) -> tuple[int, int]:
+        """(total, warmup) optimizer steps with the ramp-up, as Megatron-LM runs them
+        (:meth:`RampUp.iterations`: the run's sequences, and the warmup's ``warmup_steps``
+        full batches of samples); ``total_steps`` and ``warmup_steps`` without one."""
+        if self.rampup is None:
+            return self.total_steps, self.warmup_steps
+        g = self.global_batch_sequences
+        samples = math.ceil(self.tokens / self.seq_len)
+        return self.rampup.iterations(g, samples), self.rampup.iterations(g, self.warmup_steps * g)
+
+    @property
+    def head_flops(self) -> float:
+        """The output layer's training FLOPs, 6·V·d·D: not in ``flops`` (the laws' convention,
+        which leaves it out), but done (7–16% of a model's at a 256K vocabulary)."""
+        return 6.0 * self.vocab * self.width * self.tokens
+
+    @property
+    def train_flops(self) -> float:
+        """All the training FLOPs the recipe counts: ``flops`` plus the output layer's."""
+        return self.flops + self.head_flops
 
     @property
     def memory_gb_per_gpu(self) -> float:
@@ -353,6 +388,7 @@ class Recipe:
                 v = v.to_dict()
             elif isinstance(v, RampUp):
                 v = v.to_dict(self.global_batch_sequences)
+                v["total_steps"], v["warmup_steps"] = self.rampup_steps()
             elif isinstance(v, (Target, Hardware)):
                 v = asdict(v)
             elif isinstance(v, tuple):
@@ -363,6 +399,7 @@ class Recipe:
         out["memory_gb_per_gpu"] = self.memory_gb_per_gpu
         out["warmup_tokens"] = self.warmup_tokens
         out["hidden_init_std"] = self.hidden_init_std
+        out["train_flops"] = self.train_flops
         return out
 
 
@@ -381,14 +418,17 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
     "seq_len": "training sequence length, tokens",
     "min_lr": "derived: lr.value × min_lr_ratio (absolute final LR of the decay)",
     "min_lr_ratio": "min LR as a fraction of the peak LR (the stored setting)",
-    "warmup_steps": "linear warmup, optimizer steps",
+    "warmup_steps": "linear warmup, optimizer steps at the full batch (with a ramp-up: "
+    "rampup.warmup_steps)",
     "decay_fraction": "WSD: share of the steps spent decaying (linearly), or null",
-    "total_steps": "optimizer steps at the full batch",
+    "total_steps": "optimizer steps at the full batch (with a ramp-up: rampup.total_steps)",
     "tokens": "training tokens D",
     "schedule": "LR schedule after warmup, the LR law's (cosine | wsd | linear | constant; the "
     "proxies' lr_at: cosine/linear to min_lr at the last step, wsd peak then linear, constant "
     "min_lr_ratio 1)",
-    "rampup": "global-batch ramp-up (Megatron's start/increment/samples) or null",
+    "rampup": "global-batch ramp-up (Megatron's start/increment/samples) or null; derived: its "
+    "total_steps and warmup_steps, the optimizer steps of the run and of a warmup of warmup_steps "
+    "full batches of samples with it (Megatron-LM's rule)",
     "optimizer": f"optimizer the LR is for ({' | '.join(OPTIMIZERS)})",
     "adam_beta1": "Adam β1",
     "adam_beta2": "Adam β2",
@@ -404,7 +444,10 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
     "heads": "attention heads",
     "vocab": "vocabulary size",
     "shape_inferred": "true when the shape was inferred from N",
-    "flops": "training FLOPs (6·N·D + attention)",
+    "flops": "Sweeper's compute, 6·N·D + attention (the laws' convention, a compute target's "
+    "budget; the output layer left out: train_flops)",
+    "train_flops": "derived: flops + the output layer's 6·vocab·width·tokens, what train_time_s "
+    "counts",
     "parametrization": "sp | mup | completep",
     "base_width": "muP/CompleteP base width (null under SP)",
     "base_depth": "CompleteP base depth",
@@ -417,9 +460,13 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
         "before 2026-11-29 sized every optimizer's as AdamW's)"
     ),
     "memory_gb_per_gpu": "derived: memory.total_gb",
-    "train_time_s": "training time estimate, seconds (null without peak TFLOP/s)",
+    "train_time_s": "training time estimate, seconds, of train_flops (null without peak "
+    "TFLOP/s; recipes before version 4 left the output layer out)",
     "predicted_loss": "the loss law's prediction (null without one)",
-    "extrapolation_factor": "target / largest proxy, largest over the predictors",
+    "extrapolation_factor": "target / largest proxy, largest over the predictors (below 1 within "
+    "or below the ladder: see extrapolation_below)",
+    "extrapolation_below": "predictor -> smallest proxy / target, where the target lies below a "
+    "law's smallest proxy (extrapolated downward); empty otherwise",
     "extrapolation": "target / largest proxy per predictor",
     "warnings": "what to distrust, one line each",
     "law_ids": "ids of the laws used",
@@ -438,7 +485,7 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
 _NESTED: Final[Mapping[str, tuple[type, tuple[str, ...]]]] = {
     "lr": (Interval, ()),
     "batch_tokens": (Interval, ()),
-    "rampup": (RampUp, ("increments", "tokens_per_increment")),
+    "rampup": (RampUp, ("increments", "tokens_per_increment", "total_steps", "warmup_steps")),
     "memory": (MemoryEstimate, ("static_gb",)),
     "target": (Target, ()),
     "hardware": (Hardware, ()),
@@ -545,7 +592,7 @@ def _check_derived(d: Mapping[str, Any], recipe: Recipe) -> None:
 
 
 def recipe_from_dict(d: Mapping[str, Any]) -> Recipe:
-    """Inverse of :meth:`Recipe.to_dict` (a saved ``--json`` recipe, schema version 1, 2 or 3).
+    """Inverse of :meth:`Recipe.to_dict` (a saved ``--json`` recipe, schema version 1 to 4).
     TargetError (one line) when a key is unknown or missing, a value malformed, a derived value
     (the min LR above all) disagrees with the fields, or the batch identity is broken."""
     _schema_version(d)
@@ -554,7 +601,7 @@ def recipe_from_dict(d: Mapping[str, Any]) -> Recipe:
     missing = []
     for f in fields(Recipe):
         if f.name not in d:
-            if f.default is MISSING:
+            if f.default is MISSING and f.default_factory is MISSING:
                 missing.append(f.name)
             continue
         kw[f.name] = _field_value(f.name, str(f.type), d[f.name])
@@ -590,7 +637,7 @@ def recipe_json_schema() -> dict[str, Any]:
     required = ["schema", "schema_version"]
     for f in fields(Recipe):
         props[f.name] = _json_schema_of(f.name, str(f.type))
-        if f.default is MISSING:
+        if f.default is MISSING and f.default_factory is MISSING:
             required.append(f.name)
     for k in DERIVED:
         props.setdefault(k, {"type": "number", "description": FIELD_DOCS[k]})

@@ -9,7 +9,8 @@ recipe runs) and time, and says how far the laws are being extrapolated and what
 distrust.
 
 Compute: ``Target.compute`` and ``Recipe.flops`` are Sweeper's "6ND" compute (attention
-included), so ``Recipe.flops == Target.compute`` for a compute budget. The loss law's compute
+included), so ``Recipe.flops == Target.compute`` for a compute budget; the time counts the output
+layer too (``Recipe.train_flops``), which the laws' compute leaves out. The loss law's compute
 optimum is defined under Chinchilla's C = 6·N·D; a compute-only target is converted at that
 boundary: N minimises the loss law's L(N, D) with D = C / (6·N + 6·L·T·d) (shape from N as
 :func:`~sweeper.recipe.scale.infer_shape` infers it), not the closed form at C.
@@ -27,7 +28,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from proxy_models.rules import PARAMETRIZATIONS, Rules, sp_small_init_std
 from sweeper.errors import TargetError
@@ -50,7 +51,7 @@ from sweeper.recipe.hardware import (
     plan_rampup,
     positive,
 )
-from sweeper.recipe.memory import train_flops, train_time_s
+from sweeper.recipe.memory import head_flops, train_flops, train_time_s
 from sweeper.recipe.optimizer_settings import measured_settings
 from sweeper.recipe.recipe import Interval, Recipe
 from sweeper.recipe.scale import (
@@ -61,6 +62,7 @@ from sweeper.recipe.scale import (
     flops_convention_warnings,
     law_label,
     law_scale,
+    loss_outside_text,
     token_factor,
     token_unit_warnings,
 )
@@ -321,7 +323,9 @@ def _check_overrides(
         isinstance(warmup_steps, bool) or not isinstance(warmup_steps, numbers.Integral)
         or warmup_steps < 1
     ):  # fmt: skip
-        problems.append(f"warmup_steps (--warmup-steps) must be a whole number >= 1, got {warmup_steps!r}")
+        problems.append(
+            f"warmup_steps (--warmup-steps) must be a whole number >= 1, got {warmup_steps!r}"
+        )
     if z_loss is not None and not (isinstance(z_loss, numbers.Real) and 0 <= z_loss < math.inf):
         problems.append(f"z_loss must be >= 0, got {z_loss!r}")
     if problems:
@@ -368,18 +372,34 @@ def _fallback_batch_warning(used: _LawsInUse, b_law: float) -> str:
     return msg
 
 
+def _loss_scale(loss_law: LossLaw, m: ResolvedTarget, factor: float) -> dict[str, float]:
+    """The loss law's N and D at the target (D in its units: ``factor`` per target token)."""
+    n = loss_law.conventions.law_n(m.shape.n_params, m.shape.n_params_total)
+    return {"n_params": n, "tokens": m.tokens * factor}
+
+
 def _predicted_loss(
     loss_law: LossLaw | None, m: ResolvedTarget, factor: float, target: Target, warnings: list[str]
 ) -> float | None:
+    """The loss law's prediction at the target, with a doubt where the target lies beyond the
+    law's fitted N or D (a recommend audit's 1.1587 at 4,100× the largest N had read as a
+    measurement)."""
     if loss_law is None:
         return None
-    scale = {"n_params": m.shape.n_params, "tokens": m.tokens * factor}
+    scale = _loss_scale(loss_law, m, factor)
     if loss_law.conventions.counts_bytes and target.vocab != BYTE_VOCAB:
         warnings.append(
             f"the predicted loss is the loss law's, in nats per byte ({law_label(loss_law)} "
             "was fitted on byte-level data)"
         )
-    return float(loss_law.predict(scale))
+    loss = float(loss_law.predict(scale))
+    beyond = loss_outside_text(loss_law, scale)
+    if beyond:
+        warnings.append(
+            Doubt(f"the predicted loss {loss:.4g} is the loss law's ({law_label(loss_law)}) "
+                  f"extrapolated: {beyond}; read it as the law's form, not a measurement")
+        )  # fmt: skip
+    return loss
 
 
 @dataclass(frozen=True)
@@ -499,9 +519,7 @@ def _plan_schedule(
         if ramp is None:  # (an exports audit: a ramp asked for had vanished without a word)
             asked = "--rampup" if rampup else f"the default from {dflt.rampup_min_sequences}"
             why = (
-                f"the global batch {plan.global_batch} is one step of micro batch {plan.micro} × "
-                f"{hw.gpus} GPUs, so no smaller whole batch can start it (give a smaller "
-                "--micro-batch to ramp up)"
+                _one_step_text(plan, hw)
                 if plan.global_batch < 2 * unit
                 else "the ramp's share of the tokens is less than one sequence"
             )
@@ -515,6 +533,22 @@ def _plan_schedule(
             "or Adam-atan2"
         )
     return warmup, ramp
+
+
+def _one_step_text(plan: BatchPlan, hw: Hardware) -> str:
+    """Why a global batch of one micro batch × GPUs cannot ramp up, and what can shrink its first
+    step: a smaller micro batch only where it is above 1 (an audit was told "give a smaller
+    --micro-batch" at micro batch 1)."""
+    if plan.micro > 1:
+        fix = "give a smaller --micro-batch to ramp up"
+    elif hw.gpus > 1:
+        fix = "fewer GPUs (--gpus) or a larger global batch (--global-batch) would ramp up"
+    else:
+        fix = "a larger global batch (--global-batch) would ramp up"
+    return (
+        f"the global batch {plan.global_batch} is one step of micro batch {plan.micro} × "
+        f"{hw.gpus} GPUs, so no smaller whole batch can start it ({fix})"
+    )
 
 
 def _provenance_of(used: _LawsInUse) -> tuple[dict[str, Mapping[str, Any]], list[int | str]]:
@@ -531,8 +565,11 @@ def _provenance_of(used: _LawsInUse) -> tuple[dict[str, Mapping[str, Any]], list
 
 
 def _flops_and_time(m: ResolvedTarget, hw: Hardware) -> tuple[float, float | None]:
-    """The target's training FLOPs (6·N·D + attention) and, with a peak throughput, its time;
-    TargetError when the compute overflows (a recipe JSON had said "flops": Infinity)."""
+    """The target's compute (6·N·D + attention: the laws' convention, and a compute target's
+    budget) and, with a peak throughput, its time, which counts the output layer's 6·V·d·D too
+    (:func:`~sweeper.recipe.memory.head_flops`: left out, the time had been 7–16% short at a
+    256K vocabulary; a recommend audit). TargetError when the compute overflows (a recipe JSON
+    had said "flops": Infinity)."""
     s = m.shape
     flops = train_flops(s.n_params, m.tokens, depth=s.depth, width=s.width, seq_len=s.seq_len)
     if not math.isfinite(flops):
@@ -542,7 +579,40 @@ def _flops_and_time(m: ResolvedTarget, hw: Hardware) -> tuple[float, float | Non
         )
     if not hw.peak_tflops:
         return flops, None
-    return flops, train_time_s(flops, gpus=hw.gpus, peak_tflops=hw.peak_tflops, mfu=hw.mfu)
+    done = flops + head_flops(s.vocab, s.width, m.tokens)
+    return flops, train_time_s(done, gpus=hw.gpus, peak_tflops=hw.peak_tflops, mfu=hw.mfu)
+
+
+#: a training time above this (seconds: a year) is said to be one no run will take
+_ABSURD_TIME_S: Final[float] = 365.25 * 86400.0
+
+
+def _time_warnings(time_s: float | None, hw: Hardware) -> list[str]:
+    """A doubt when the time is beyond a year (a recommend audit's 503 years on one GPU had
+    come without a word): the plan needs more GPUs, or a smaller model or budget."""
+    if time_s is None or time_s <= _ABSURD_TIME_S:
+        return []
+    years = time_s / _ABSURD_TIME_S
+    return [
+        Doubt(
+            f"training takes {years:.3g} years on {hw.gpus} GPU{'s' if hw.gpus > 1 else ''} at "
+            f"MFU {hw.mfu:.0%}: give more GPUs (--gpus), or a smaller model or budget"
+        )
+    ]
+
+
+def _below_ladder(scaled: list[tuple[str, Law, Mapping[str, float]]]) -> dict[str, float]:
+    """Predictor -> smallest proxy / target, over the laws, where the target lies below a law's
+    smallest proxy by more than :data:`HELD_SLACK` (as the doubts' warning says it): the
+    extrapolation factor, target / largest proxy, is then below 1, which a script reads as in
+    range (a recommend audit's 0.0156×)."""
+    out: dict[str, float] = {}
+    for _role, law, scale in scaled:
+        for p, (lo, _hi) in law.domain.items():
+            v = scale.get(p)
+            if p in law.predictors and v and lo > 0 and v < lo / HELD_SLACK:
+                out[p] = max(out.get(p, 0.0), lo / v)
+    return out
 
 
 def _function_settings(lr_law: Law) -> list[str]:
@@ -647,7 +717,9 @@ def recommend(
         used.measured(), vocab=target.vocab, bytes_per_token=bytes_per_token, what="the target"
     )
     loss_f = token_factor(loss_law, bytes_per_token) if loss_law is not None else 1.0
-    m = resolve_target(target, hw, loss_law, loss_f, warnings, conventions=used.lr.conventions)
+    m = resolve_target(
+        target, hw, loss_law, loss_f, warnings, conventions=used.lr.conventions, force=force
+    )
     ev = _evaluate_laws(
         used, m, level=level, bytes_per_token=bytes_per_token, force=force, warnings=warnings
     )
@@ -675,7 +747,10 @@ def recommend(
     scaled: list[tuple[str, Law, Mapping[str, float]]] = [("lr", used.lr, ev.lr_scale)]
     if used.batch_given:
         scaled.append(("batch", used.batch, ev.batch_scale))
+    if loss_law is not None:  # (it chose N or D, or predicts the loss: beyond its data too)
+        scaled.append(("loss", loss_law, _loss_scale(loss_law, m, loss_f)))
     factor, ext = extrapolation_summary(scaled, warnings)
+    warnings += _time_warnings(time_s, hw)
     provenance, law_ids = _provenance_of(used)
     warnings += _function_settings(used.lr)
     predicted_loss = _predicted_loss(loss_law, m, loss_f, target, warnings)
@@ -719,6 +794,7 @@ def recommend(
         predicted_loss=predicted_loss,
         extrapolation_factor=factor,
         extrapolation=ext,
+        extrapolation_below=_below_ladder(scaled),
         warnings=by_importance(warnings),
         law_ids=tuple(law_ids),
         provenance=provenance,

@@ -57,6 +57,7 @@ __all__ = [
     "infer_shape_warning",
     "law_label",
     "law_scale",
+    "loss_outside_text",
     "regime_values",
     "regime_warnings",
     "resolve_shape",
@@ -137,11 +138,14 @@ def resolve_shape(
     seq_len: int | None,
     warnings: list[str],
     vocab_purpose: str | None = "embedding memory",
+    say_heads: bool = False,
 ) -> ResolvedShape:
     """N, shape and sequence length of a model given by N and/or (width, depth); a shape inferred
     from N, a sequence length of :data:`DEFAULT_SEQ_LEN` and a vocab of :data:`DEFAULT_VOCAB` are
     assumed when not given, each with a warning (the vocab's only when ``vocab_purpose`` says what
-    it is needed for). N defaults to 12·L·d² when only the shape is given."""
+    it is needed for; the heads' from :func:`default_heads` when ``say_heads`` and they are one
+    head of the whole width: a recipe writes them). N defaults to 12·L·d² when only the shape is
+    given."""
     if seq_len is None:
         seq_len = DEFAULT_SEQ_LEN
         warnings.append(Assumed(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}"))
@@ -162,14 +166,30 @@ def resolve_shape(
         vocab = DEFAULT_VOCAB
         if vocab_purpose:
             warnings.append(Assumed(f"no vocab given: assumed {DEFAULT_VOCAB} for {vocab_purpose}"))
+    if not heads:
+        heads = default_heads(width)
+        said = _heads_warning(width, heads) if say_heads else None
+        warnings += [said] if said else []
     return ResolvedShape(
         n_params=float(n_params),
         width=width,
         depth=depth,
-        heads=heads or default_heads(width),
+        heads=heads,
         vocab=vocab,
         seq_len=seq_len,
         shape_given=shape_given,
+    )
+
+
+def _heads_warning(width: int, heads: int) -> str | None:
+    """The doubt for heads inferred from a width no head size of 128 or 64 divides: one head
+    spans it (an audit's width 1000 had silently got one head of size 1000). A standard size is
+    named in the recipe's table instead (``heads of SIZE, inferred``)."""
+    if heads > 1 or width <= 128:
+        return None
+    return Doubt(
+        f"no heads given: assumed {heads} of size {width // heads} (d_model {width}), since no "
+        "head size of 128 or 64 divides the width; give heads (--heads): the exports write them"
     )
 
 
@@ -253,6 +273,22 @@ def evaluate_law(
     return value, low, high
 
 
+def loss_outside_text(law: Law, scale: Mapping[str, float]) -> str | None:
+    """Where ``scale`` lies beyond ``law``'s fitted domain (by more than :data:`HELD_SLACK`), as
+    text ("N 6.44e+09, 4.09e+03× its largest fitted 1.57e+06"); None inside it or without one."""
+    out = []
+    for p, (lo, hi) in law.domain.items():
+        v = scale.get(p)
+        if v is None or not (lo > 0 and hi > 0):
+            continue
+        label = HELD_LABELS.get(p, p)
+        if v > hi * HELD_SLACK:
+            out.append(f"{label} {v:.3g}, {v / hi:.3g}× its largest fitted {hi:.3g}")
+        elif v < lo / HELD_SLACK:
+            out.append(f"{label} {v:.3g}, {lo / v:.3g}× below its smallest fitted {lo:.3g}")
+    return "; ".join(out) or None
+
+
 def flops_convention_warnings(law: Law, role: str) -> list[str]:
     """A warning when ``law`` has a flops predictor counted in a convention Sweeper cannot
     reproduce (e.g. FLOPs "as imported" from a file)."""
@@ -326,11 +362,14 @@ def regime_values(
     batch_tokens: float,
     unit: float = 1.0,
     depth: float | None = None,
+    seq_len: float | None = None,
 ) -> dict[str, float]:
     """The values :func:`regime_warnings` checks, for a target of ``n_params`` parameters,
-    ``tokens`` training tokens, a batch of ``batch_tokens`` and ``depth`` blocks (None: not
-    checked); ``unit`` converts tokens to the law's unit (bytes per token for a byte-level law,
-    else 1)."""
+    ``tokens`` training tokens, a batch of ``batch_tokens``, ``depth`` blocks and a context of
+    ``seq_len`` positions (None: not checked); ``unit`` converts tokens to the law's unit (bytes
+    per token for a byte-level law, else 1). The context is compared in positions, as the
+    proxies' ``seq_len`` counts them, not converted: a recommend audit's 4096-token target of
+    128-byte proxies had gone unsaid."""
     out = {
         "n_params": n_params,
         "tokens": tokens * unit,
@@ -339,13 +378,16 @@ def regime_values(
     }
     if depth is not None:
         out["depth"] = float(depth)
+    if seq_len is not None:
+        out["seq_len"] = float(seq_len)
     return out
 
 
 def regime_warnings(law: Law, role: str, values: Mapping[str, float]) -> list[str]:
     """A warning when a value in ``values`` (n_params, tokens, tokens_per_param, batch_tokens, in
-    the law's units, and depth) lies beyond a range the law held fixed (``conventions.held``), by more than
-    :data:`HELD_SLACK`; and where the law's form sets its value (:meth:`Law.beyond_form`)."""
+    the law's units, depth and seq_len) lies beyond a range the law held fixed
+    (``conventions.held``), by more than :data:`HELD_SLACK`; and where the law's form sets its
+    value (:meth:`Law.beyond_form`)."""
     zero = law.beyond_form(values)
     names, outside = [], []
     for name, (lo, hi) in law.conventions.held.items():

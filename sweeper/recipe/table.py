@@ -3,31 +3,40 @@
 
 from __future__ import annotations
 
+from sweeper.fitting.laws import law_from_dict
 from sweeper.recipe.doubts import ratios_text
 from sweeper.recipe.optimizer_settings import settings_note
 from sweeper.recipe.recipe import Recipe
+from sweeper.recipe.scale import loss_outside_text, unit_factor
 from sweeper.recipe.schedule import schedule_text
 
 __all__ = ["recipe_rows", "time_text"]
 
 
 def time_text(seconds: float | None) -> str:
-    """The training time in hours or days, or how to get it."""
+    """The training time in seconds, minutes, hours or days, or how to get it (0.006 s had read
+    "0.00 h": an audit)."""
     if seconds is None:
         return "- (give --peak-tflops)"
     if seconds >= 86400:
         return f"{seconds / 86400:.1f} days"
-    return f"{seconds / 3600:.2f} h"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.2g} s"
 
 
 def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
     """The recipe's settings, each with its interval (the law's, at the recipe's level) or a note
     on where it comes from; the warnings are not in it."""
     shape = f"{r.depth} × {r.width}" + (" (inferred from N)" if r.shape_inferred else "")
-    shape += f", {r.heads} heads"
+    shape += f", {r.heads} heads of {r.width // r.heads}" + (
+        " (inferred)" if r.target.heads is None else ""
+    )
     rows = [
         ("model", f"N = {r.n_params:.4g}", shape),
-        ("tokens", f"{r.tokens:.4g}", f"{r.tokens / r.n_params:.1f} per parameter"),
+        ("tokens", f"{r.tokens:.4g}", f"{_ratio(r.tokens / r.n_params)} per parameter"),
         ("peak LR", f"{r.lr.value:.4g}", r.lr.text(label="law's")),
     ]
     if r.lr_point != r.lr.value or r.lr_regret_pct is not None:
@@ -52,7 +61,7 @@ def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
             f"{r.global_batch_sequences} × {r.seq_len}",
             f"micro {r.micro_batch_size} × accum {r.grad_accum_steps} × {r.data_parallel} GPUs",
         ),
-        ("steps", f"{r.total_steps}", f"warmup {r.warmup_steps} ({r.warmup_tokens:.3g} tok)"),
+        ("steps", f"{r.total_steps}", _steps_note(r)),
     ]
     if r.rampup is not None:
         ru = r.rampup
@@ -70,13 +79,11 @@ def recipe_rows(r: Recipe) -> list[tuple[str, str, str]]:
         ("init std", f"{r.init_std:.4g}", note),
         ("z-loss", f"{r.z_loss:g}", ""),
         ("memory / GPU", f"{_gib(r.memory.total_gb)} GiB", _memory_note(r)),
-        ("time", time_text(r.train_time_s), f"MFU {r.hardware.mfu:.0%}, {r.flops:.3g} FLOPs"),
+        ("time", time_text(r.train_time_s), _time_note(r)),
     ]
     if r.predicted_loss is not None:
-        rows.append(("predicted loss", f"{r.predicted_loss:.4f}", "loss law"))
-    ext = "unknown" if r.extrapolation_factor is None else f"{r.extrapolation_factor:.3g}×"
-    by = f" ({ratios_text(r.extrapolation)})" if r.extrapolation else ""
-    rows.append(("extrapolation", ext, f"target / largest proxy{by}"))
+        rows.append(("predicted loss", f"{r.predicted_loss:.4f}", _loss_note(r)))
+    rows.append(("extrapolation", *_extrapolation_cells(r)))
     for role, p in r.provenance.items():
         fb = " (fallback)" if p.get("fallback") else ""
         src = p.get("source")
@@ -103,6 +110,64 @@ def _optimizer_values(r: Recipe) -> tuple[str, str]:
     if r.optimizer == "sgd":
         return f"momentum {r.adam_beta1:g}", "coupled L2 decay"
     return f"β=({r.adam_beta1}, {r.adam_beta2})", f"eps {r.adam_eps:g}"
+
+
+def _ratio(x: float) -> str:
+    """D/N to three significant digits (3.6e-4 had read "0.0 per parameter": an audit)."""
+    return f"{x:.1f}" if 1.0 <= x < 1e4 else f"{x:.3g}"
+
+
+def _steps_note(r: Recipe) -> str:
+    """The warmup, and with a ramp-up the steps it takes by Megatron-LM's rule (a recommend
+    audit: 334,487 steps, not the 317,892 at the full batch, and the warmup's samples ending at
+    step 11,723, not 2000)."""
+    warm = f"warmup {r.warmup_steps} ({r.warmup_tokens:.3g} tok)"
+    if r.rampup is None:
+        return warm
+    total, warm_steps = r.rampup_steps()
+    return (
+        f"at the full batch; with the ramp-up {total} (+{total - r.total_steps}); {warm}, "
+        f"{r.warmup_steps * r.global_batch_sequences} samples, ending at step {warm_steps} with "
+        "the ramp-up"
+    )
+
+
+def _time_note(r: Recipe) -> str:
+    """The FLOPs the time counts: the compute (the laws' 6·N·D + attention) and the output
+    layer's, which the compute leaves out."""
+    return (
+        f"MFU {r.hardware.mfu:.0%}, {r.train_flops:.3g} FLOPs ({r.flops:.3g} 6ND + attention, "
+        f"{r.head_flops:.3g} output layer)"
+    )
+
+
+def _loss_note(r: Recipe) -> str:
+    """Whose the predicted loss is, and where it is extrapolated beyond the loss law's data."""
+    p = r.provenance.get("loss")
+    if not p:
+        return "loss law"
+    law = law_from_dict(p)
+    factor = unit_factor(law, r.bytes_per_token)
+    n = law.conventions.law_n(r.n_params, r.n_params_total)
+    beyond = loss_outside_text(law, {"n_params": n, "tokens": r.tokens * factor})
+    return f"loss law, extrapolated: {beyond}" if beyond else "loss law"
+
+
+def _extrapolation_cells(r: Recipe) -> tuple[str, str]:
+    """The extrapolation's value and note: "below" where the target lies below a law's smallest
+    proxy, rather than a factor under 1 that reads as within range (an audit's 0.0156×)."""
+    by = f" ({ratios_text(r.extrapolation)})" if r.extrapolation else ""
+    if r.extrapolation_factor is None:
+        return "unknown", f"target / largest proxy{by}"
+    value = f"{r.extrapolation_factor:.3g}×"
+    if not r.extrapolation_below:
+        return value, f"target / largest proxy{by}"
+    below = ", ".join(f"{k} {v:.3g}×" for k, v in sorted(r.extrapolation_below.items()))
+    return (
+        f"below ({value})",
+        f"the target lies below the smallest proxy ({below} below it): extrapolated downward; "
+        f"target / largest proxy{by}",
+    )
 
 
 def _parametrization_note(r: Recipe) -> str:

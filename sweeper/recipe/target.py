@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from proxy_models.rules import PARAMETRIZATIONS
 from sweeper.errors import TargetError
-from sweeper.recipe.compute_optimal import compute_optimal_n, compute_optimal_tokens
+from sweeper.recipe.compute_optimal import (
+    check_loss_choice,
+    compute_optimal_n,
+    compute_optimal_tokens,
+    n_for_compute_and_ratio,
+)
 from sweeper.recipe.hardware import plain_number, positive
 from sweeper.recipe.memory import train_flops
 from sweeper.recipe.names import fields_of
@@ -55,7 +60,9 @@ class Target:
     convention) or ``tokens_per_param`` (D = R·N); none of them means "the compute-optimal D from
     the loss law".
     With ``compute`` and no model, N comes from the loss law (its optimum under this compute, see
-    the module doc) and D from the compute.
+    the module doc) and D from the compute; with ``compute`` and ``tokens_per_param`` (and no
+    model), N and D both from them (Chinchilla's plan, N = sqrt(C / (6·R)) with attention left
+    out: :func:`~sweeper.recipe.compute_optimal.n_for_compute_and_ratio`), no loss law needed.
     ``parametrization`` is "sp", "mup" or "completep"; the relative ones take ``base_width`` (and
     ``base_depth`` for CompleteP), else the law's.
     """
@@ -93,9 +100,12 @@ class Target:
             for k in ("tokens", "compute", "tokens_per_param")
             if getattr(self, k) is not None
         }
-        if len(budget) > 1:
-            p.append(f"give one of tokens (--tokens), compute (--compute) or tokens_per_param "
-                     f"(--tokens-per-param), got {budget}")
+        if len(budget) > 1 and not self._compute_and_ratio(budget):
+            p.append(
+                f"give one of tokens (--tokens), compute (--compute) or tokens_per_param "
+                f"(--tokens-per-param), or compute and tokens_per_param without a model, "
+                f"got {budget}"
+            )
         for k, v in budget.items():
             positive(k, v, p)
         if self.n_params is None and self.width is None and self.compute is None:
@@ -113,6 +123,11 @@ class Target:
     @property
     def has_model(self) -> bool:
         return self.n_params is not None or self.width is not None
+
+    def _compute_and_ratio(self, budget: Mapping[str, Any]) -> bool:
+        """Whether the budget is compute with tokens_per_param and no model: the two then give
+        N and D (an audit: ``--compute 1e21 --tokens-per-param 20`` had been refused)."""
+        return set(budget) == {"compute", "tokens_per_param"} and not self.has_model
 
 
 #: the fields of :class:`Target` that take a whole number
@@ -263,11 +278,14 @@ def resolve_target(
     warnings: list[str],
     *,
     conventions: Conventions | None = None,
+    force: bool = False,
 ) -> ResolvedTarget:
     """N, D, shape and sequence length of the target; ``loss_factor`` is the loss law's token
     units per target token (its D is converted at this boundary). ``conventions``: the LR law's;
     when it names a ``model_builder``, N (unless given) and the total parameters are counted by
-    building that model at the target's shape on the meta device."""
+    building that model at the target's shape on the meta device. A loss law that does not
+    determine the N or D it would choose is refused (TargetError) unless ``force``
+    (:func:`~sweeper.recipe.compute_optimal.check_loss_choice`)."""
     if hw.seq_len is not None and target.context is not None and hw.seq_len != target.context:
         raise TargetError(  # (the hardware's had won in silence: block_size 4096 for a 2048 model)
             f"the target's context ({target.context}) and the hardware's seq_len ({hw.seq_len}) "
@@ -278,14 +296,7 @@ def resolve_target(
         warnings.append(Assumed(f"no sequence length given: assumed {DEFAULT_SEQ_LEN}"))
     n_params = target.n_params
     if not target.has_model:
-        if loss_law is None:
-            raise TargetError("compute alone needs a loss law to choose N and D; give n_params")
-        assert target.compute is not None
-        n_params = compute_optimal_n(loss_law, target.compute, seq_len, loss_factor)
-        warnings.append(
-            f"N = {n_params:.3g} is the loss law's compute optimum at C = {target.compute:.3g} "
-            "FLOPs (6·N·D + attention; the loss law's own optimum is defined at C = 6·N·D)"
-        )
+        n_params = _n_from_compute(target, seq_len, loss_law, loss_factor, force, warnings)
     shape = resolve_shape(
         n_params=n_params,
         width=target.width,
@@ -295,13 +306,44 @@ def resolve_target(
         seq_len=seq_len,
         warnings=warnings,
         vocab_purpose=_vocab_purpose(conventions),
+        say_heads=True,
     )
     shape = _counted(shape, target, conventions, warnings)
     if target.n_params is not None and shape.shape_given:
         check_n_params_agrees(target.n_params, shape)
-    return ResolvedTarget(
-        shape=shape, tokens=_target_tokens(target, shape, loss_law, loss_factor, warnings)
+    tokens = _target_tokens(target, shape, loss_law, loss_factor, warnings, force=force)
+    return ResolvedTarget(shape=shape, tokens=tokens)
+
+
+def _n_from_compute(
+    target: Target,
+    seq_len: int,
+    loss_law: LossLaw | None,
+    loss_factor: float,
+    force: bool,
+    warnings: list[str],
+) -> float:
+    """N of a target given by its compute alone: at its D/N when it gives one, else the loss
+    law's optimum under that compute."""
+    assert target.compute is not None
+    c = target.compute
+    if target.tokens_per_param is not None:
+        n = n_for_compute_and_ratio(c, target.tokens_per_param, seq_len)
+        warnings.append(
+            f"N = {n:.3g} spends C = {c:.3g} FLOPs at D = {target.tokens_per_param:g}·N (6·N·D + "
+            "attention, the shape inferred from N; D/N is that up to the shape's rounding)"
+        )
+        return n
+    if loss_law is None:
+        raise TargetError(
+            "compute alone needs a loss law to choose N and D; give n_params, or tokens_per_param"
+        )
+    n = compute_optimal_n(loss_law, c, seq_len, loss_factor, force=force, warnings=warnings)
+    warnings.append(
+        f"N = {n:.3g} is the loss law's compute optimum at C = {c:.3g} "
+        "FLOPs (6·N·D + attention; the loss law's own optimum is defined at C = 6·N·D)"
     )
+    return n
 
 
 def _target_tokens(
@@ -310,22 +352,27 @@ def _target_tokens(
     loss_law: LossLaw | None,
     loss_factor: float,
     warnings: list[str],
+    *,
+    force: bool = False,
 ) -> float:
-    """D in target tokens: given, D = R·N, from the compute budget, or the loss law's optimum."""
+    """D in target tokens: given, from the compute budget (also beside tokens_per_param, which
+    then chose N), D = R·N, or the loss law's optimum (refused where the law does not determine
+    it, unless ``force``)."""
     if target.tokens is not None:
         return float(target.tokens)
     n = shape.n_params
-    if target.tokens_per_param is not None:
-        return target.tokens_per_param * n
     if target.compute is not None:
         # Sweeper's compute, attention included, with the given or inferred shape: the recipe's
         # flops then equal the target's compute
         per_token = train_flops(n, 1.0, depth=shape.depth, width=shape.width, seq_len=shape.seq_len)
         return target.compute / per_token
+    if target.tokens_per_param is not None:
+        return target.tokens_per_param * n
     if loss_law is not None:
+        check_loss_choice(loss_law, "D", force=force, warnings=warnings)
         tokens = compute_optimal_tokens(loss_law, n) / loss_factor
         warnings.append(
-            f"D = {tokens:.3g} tokens ({tokens / n:.1f} per parameter) is the loss "
+            f"D = {tokens:.3g} tokens ({tokens / n:.3g} per parameter) is the loss "
             "law's compute-optimal budget for this N"
         )
         return tokens

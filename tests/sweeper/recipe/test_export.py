@@ -350,7 +350,7 @@ def test_nanogpt(checks: SimpleNamespace, which: str, request: pytest.FixtureReq
 def test_json_round_trips(recipe: Recipe, mup: Recipe) -> None:
     for r in (recipe, mup):
         d = json.loads(export_recipe(r, "json"))
-        assert d["schema"] == "sweeper-recipe" and d["schema_version"] == 3
+        assert d["schema"] == "sweeper-recipe" and d["schema_version"] == 4
         assert recipe_from_dict(d) == r
 
 

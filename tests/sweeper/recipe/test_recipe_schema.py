@@ -39,7 +39,7 @@ def d(recipe: Recipe) -> dict[str, Any]:
 
 def test_schema_and_version(d: dict[str, Any], recipe: Recipe) -> None:
     assert list(d)[:2] == ["schema", "schema_version"]
-    assert d["schema"] == "sweeper-recipe" and d["schema_version"] == RECIPE_SCHEMA_VERSION == 3
+    assert d["schema"] == "sweeper-recipe" and d["schema_version"] == RECIPE_SCHEMA_VERSION == 4
     assert d["lr_point"] == d["lr"]["value"] and d["optimizer"] == "adamw"
     assert d["min_lr"] == d["lr"]["value"] * d["min_lr_ratio"]
     assert d["base_head_dim"] is None
@@ -70,7 +70,7 @@ def _double_batch(d: dict[str, Any]) -> None:
         (lambda d: d.update(a=1, b=2), "unknown keys a, b"),
         (lambda d: d["lr"].update(val=1), "unknown key lr.val"),
         (lambda d: d["hardware"].update(gpu=8), "unknown key hardware.gpu"),
-        (lambda d: d.update(schema_version=4), "schema_version 4 is newer than this Sweeper"),
+        (lambda d: d.update(schema_version=5), "schema_version 5 is newer than this Sweeper"),
         (lambda d: d.update(schema="other"), "schema 'other' is not 'sweeper-recipe'"),
         (lambda d: d["lr"].update(value=d["lr"]["value"] * 2), "min_lr .* disagrees with lr"),
         (lambda d: d.update(min_lr_ratio=0.2), "min_lr .* disagrees with lr .* × min_lr_ratio 0.2"),
@@ -135,7 +135,9 @@ def test_constructor_checks_the_min_lr(recipe: Recipe) -> None:
     with pytest.raises(TargetError, match="disagrees"):
         dataclasses.replace(recipe, min_lr=recipe.min_lr * 1.01)
     assert dataclasses.replace(recipe, min_lr=recipe.lr.value * recipe.min_lr_ratio) == recipe
-    assert set(DERIVED) == {"min_lr", "warmup_tokens", "hidden_init_std", "memory_gb_per_gpu"}
+    assert set(DERIVED) == {
+        "min_lr", "warmup_tokens", "hidden_init_std", "memory_gb_per_gpu", "train_flops"
+    }  # fmt: skip
 
 
 def test_non_adamw_optimizer_is_refused_where_not_carried(recipe: Recipe) -> None:

@@ -617,7 +617,7 @@ def test_memory_and_time_reported() -> None:
     r = recommend(sp_laws(), Target(width=2048, depth=24, vocab=50000, tokens=1e11), hw)
     assert r.n_params_total == pytest.approx(12 * 24 * 2048**2 + 2 * 50000 * 2048)
     assert r.memory_gb_per_gpu == pytest.approx(r.memory.total_gb)
-    assert r.train_time_s == pytest.approx(r.flops / (8 * 989e12 * 0.4))
+    assert r.train_time_s == pytest.approx(r.train_flops / (8 * 989e12 * 0.4))
     assert r.to_dict()["memory_gb_per_gpu"] == pytest.approx(r.memory.total_gb)
 
 
