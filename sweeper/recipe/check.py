@@ -361,7 +361,9 @@ def _check_item(
     predicted, low, high = got
     batch = v.batch_tokens if v.batch_tokens is not None else math.nan  # (nan: not checked)
     warnings += regime_warnings(
-        law, quantity, regime_values(v.n_params, v.tokens, batch, f, depth=v.layers)
+        law,
+        quantity,
+        regime_values(v.n_params, v.tokens, batch, f, depth=v.layers, seq_len=v.context),
     )
     actual = v.lr if quantity == "lr" else batch
     item = CheckItem(

@@ -154,7 +154,7 @@ def resolve_shape(
         n_params = n_params or block_n_params(width, depth)
     else:
         if n_params is None:
-            raise TargetError("give n_params, or width and depth")
+            raise TargetError("give n_params (--params), or width and depth (--width, --depth)")
         width, depth = infer_shape(n_params)
         if heads and width % heads:
             raise TargetError(

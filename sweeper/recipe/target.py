@@ -109,7 +109,10 @@ class Target:
         for k, v in budget.items():
             positive(k, v, p)
         if self.n_params is None and self.width is None and self.compute is None:
-            p.append("give n_params, or width and depth (or compute alone with a loss law)")
+            p.append(
+                "give n_params (--params), or width and depth (--width, --depth), or compute "
+                "(--compute) alone with a loss law"
+            )
         if self.parametrization not in PARAMETRIZATIONS:
             p.append(
                 f"parametrization must be one of {', '.join(PARAMETRIZATIONS)}, "

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from sweeper.fitting.conventions import Conventions
-from sweeper.recipe.doubts import extrapolation_text
+from sweeper.recipe.doubts import extrapolation_text, ratios_text
 from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.optimizer_settings import settings_note
@@ -78,9 +78,18 @@ def _target_lines(r: Recipe, fmt: str, fv: FrameworkVersion | None) -> list[str]
         f"(law {r.batch_tokens_law:.4g}, {r.batch_tokens.text(4, f'{r.level:.0%} interval')}) "
         f"= micro {r.micro_batch_size} × accumulation "
         f"{r.grad_accum_steps} × {r.data_parallel} GPUs; {r.total_steps} steps, warmup "
-        f"{r.warmup_steps}; {r.precision}",
+        f"{r.warmup_steps}{_ramp_steps(r)}; {r.precision}",
     ]
     return lines
+
+
+def _ramp_steps(r: Recipe) -> str:
+    """The steps a batch ramp-up runs, as Megatron-LM counts them ("" without one): its smaller
+    batches add iterations, and a sample-based warmup ends later (a recommend audit)."""
+    if r.rampup is None:
+        return ""
+    total, warm = r.rampup_steps()
+    return f" at the full batch (with the ramp-up: {total} steps, warmup to step {warm})"
 
 
 def _law_lines(r: Recipe) -> list[str]:
@@ -122,6 +131,8 @@ def header_lines(
         lines.append(f"optimizer settings {note}")
     ext = extrapolation_text(r.extrapolation_factor, r.extrapolation)
     lines.append(f"extrapolation factor (target / largest proxy): {ext}")
+    if r.extrapolation_below:  # (a factor below 1 alone reads as inside the ladder)
+        lines.append(f"below the smallest proxy: {ratios_text(r.extrapolation_below)}")
     lines += notes or []
     lines += [f"WARNING: {w}" for w in r.warnings]
     lines += [f"not expressible here: {m.text}" for m in missing]

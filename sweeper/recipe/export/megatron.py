@@ -232,13 +232,14 @@ def _notes(r: Recipe, facts: MegatronFacts) -> list[str]:
     ]
     if r.rampup is not None:
         g = r.global_batch_sequences
+        total, warm = r.rampup_steps()
         notes.append(
             f"with the ramp-up the run is counted in samples (sequences of {r.seq_len} tokens), "
             f"not iterations: --train-samples = tokens / seq_len, --lr-warmup-samples = "
             f"{r.warmup_steps} warmup steps × the full batch {g}, --lr-decay-samples = "
-            f"{r.total_steps} steps × {g}; the smaller batches of the ramp make Megatron run more "
-            f"than {r.total_steps} iterations and end the warmup at a later iteration than "
-            f"{r.warmup_steps}"
+            f"{r.total_steps} steps × {g}; the smaller batches of the ramp make Megatron run "
+            f"{total} iterations (not {r.total_steps}) and end the warmup at iteration {warm} "
+            f"(not {r.warmup_steps})"
         )
         notes.append(
             "batch ramp-up as --step-batch-size-schedule TOKENS:BATCH (thresholds in tokens, "

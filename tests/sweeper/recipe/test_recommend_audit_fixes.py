@@ -271,3 +271,37 @@ def test_a_recipe_of_schema_3_still_reads() -> None:
     for k in ("train_flops", "extrapolation_below"):
         d.pop(k)
     assert recipe_from_dict(d).flops == r.flops
+
+
+# ---- the exports say the same ----------------------------------------------------------------
+
+
+def test_the_exports_give_the_ramp_ups_steps_and_a_target_below_the_ladder() -> None:
+    """Megatron's note had said only "more than N iterations" and a "later" warmup; the headers
+    gave a factor below 1 alone for a target under the ladder."""
+    from sweeper.recipe.export import export_recipe
+
+    hw = Hardware(gpus=64, gpu_memory_gb=80.0)
+    r = recommend(sp_laws(), Target(width=2048, depth=24, context=2048, tokens=2e11), hw,
+                  global_batch=1536, rampup=True)  # fmt: skip
+    total, warm = r.rampup_steps()
+    text = export_recipe(r, "megatron")
+    assert f"make Megatron run {total} iterations (not {r.total_steps})" in text
+    assert f"end the warmup at iteration {warm} (not {r.warmup_steps})" in text
+    header = f"(with the ramp-up: {total} steps, warmup to step {warm})"
+    assert header in export_recipe(r, "nanogpt")
+    low = recommend(sp_laws(), Target(n_params=1e4, tokens=1e9))
+    assert "below the smallest proxy: n_params 100×" in export_recipe(low, "litgpt")
+
+
+def test_check_names_a_context_beyond_the_proxies() -> None:
+    """`check` compared no context with the proxies' (recommend's rule, above)."""
+    from sweeper.recipe.check import CheckValues, check_recipe
+
+    laws = sp_laws()
+    lr = laws["lr"]
+    laws = {"lr": replace(lr, conventions=lr.conventions.with_held({"seq_len": (128.0, 128.0)}))}
+    v = CheckValues(n_params=1e8, tokens=1e10, lr=1e-3, batch_tokens=None, layers=12,
+                    d_model=832, context=4096)  # fmt: skip
+    said = [w for w in check_recipe(laws, v).warnings if "does not model context" in w]
+    assert said and "context 4.1e+03 (its cells: 128)" in said[0]
