@@ -29,7 +29,7 @@ import numbers
 import os
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeGuard, cast
 
@@ -172,8 +172,6 @@ def _sweep_or_joined(sweep: str | Sweep, storage: str | None) -> Sweep:
     handle: their runs together, the first one's study and storage, the laws ``fit a+b``
     stored under the joined name (fit, recommend and diff took such names; report and runs
     said there was no such sweep)."""
-    from dataclasses import replace
-
     import pandas as pd
 
     if not (isinstance(sweep, str) and "+" in sweep):
@@ -1159,12 +1157,25 @@ def _joined_handles(sweeps: str | Sweep, storage: str | None) -> tuple[list[Swee
     convs = [sweep_conventions(h) for h in handles]
     first = handles[0]
     for h, c in zip(handles[1:], convs[1:], strict=True):
-        if c != convs[0] or _study_but_lr(h) != _study_but_lr(first):
+        # (``held`` is what the runs spanned, not a convention: the join spans them all)
+        if replace(c, held={}) != replace(convs[0], held={}) or (
+            _study_but_lr(h) != _study_but_lr(first)
+        ):
             raise StorageError(
                 f"sweep {h.name!r} is not the study of {first.name!r} on other LRs: only such "
                 "sweeps can be joined with '+'"
             )
-    return handles, convs[0]
+    return handles, replace(convs[0], held=_spanned([c.held for c in convs]))
+
+
+def _spanned(helds: Sequence[Mapping[str, tuple[float, float]]]) -> dict[str, tuple[float, float]]:
+    """The ranges of several sweeps' ``held``, joined: each name's lowest low and highest high."""
+    out: dict[str, tuple[float, float]] = {}
+    for held in helds:
+        for k, (lo, hi) in held.items():
+            a, b = out.get(k, (lo, hi))
+            out[k] = (min(a, lo), max(b, hi))
+    return out
 
 
 def _joined_names(joined: str) -> list[str]:

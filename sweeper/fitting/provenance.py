@@ -111,16 +111,16 @@ def runs_conventions(runs: pd.DataFrame) -> Conventions:
 def _context_of(
     meta: Mapping[str, Any], runs: pd.DataFrame | None = None
 ) -> dict[str, tuple[float, float]]:
-    """``{"seq_len": (min, max)}``, the proxies' context lengths: over the runs' ``seq_len``
-    column where every run has a positive one, else the study's ``seq_len`` (or ``context``);
-    empty when neither says."""
+    """``{"seq_len": (min, max)}``, the proxies' context lengths: over the runs' positive
+    ``seq_len`` values (a run without one, a failed row's, says nothing of the others': one had
+    switched the record off for the whole sweep, and refused its join with another, a review),
+    else the study's ``seq_len`` (or ``context``); empty when neither says."""
     if runs is not None and "seq_len" in runs:
         import pandas as pd
 
         v = pd.to_numeric(runs["seq_len"], errors="coerce").to_numpy(dtype=float)
-        if v.size and np.all(np.isfinite(v) & (v > 0)):
-            return {"seq_len": (float(v.min()), float(v.max()))}
-        return {}
+        v = v[np.isfinite(v) & (v > 0)]
+        return {"seq_len": (float(v.min()), float(v.max()))} if v.size else {}
     t = meta.get("seq_len") or meta.get("context")
     return {"seq_len": (float(t), float(t))} if isinstance(t, (int, float)) and t > 0 else {}
 

@@ -276,3 +276,24 @@ def test_launch_refuses_an_empty_storage_url() -> None:
     with pytest.raises(StorageError, match="the storage URL is empty"):
         resolve_storage(spec, "")
     assert resolve_storage(spec, "sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_a_run_without_seq_len_neither_hides_the_context_nor_refuses_a_join(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """One blank ``seq_len`` (a failed row's) had dropped the sweep's recorded context, so its
+    join with the other half of the same runs was refused as another study (a review)."""
+    from sweeper import api
+    from sweeper.fitting.provenance import sweep_conventions
+    from sweeper.study.handle import Sweep
+
+    data = pd.read_csv(Path(__file__).parents[3] / "docs" / "data" / "quickstart.csv")
+    half = len(data) // 2
+    first = data.iloc[:half].copy()
+    first.loc[first.index[0], "seq_len"] = None
+    import_runs(write_csv(first, tmp_path / "a.csv"), sweep="a", url=sqlite_url)
+    import_runs(write_csv(data.iloc[half:], tmp_path / "b.csv"), sweep="b", url=sqlite_url)
+    conv = sweep_conventions(Sweep.load("a", sqlite_url))
+    assert conv.held["seq_len"] == (128.0, 128.0)
+    (law,) = api.fit("a+b", method="parabola", target="lr", storage=sqlite_url)
+    assert law.conventions.held["seq_len"] == (128.0, 128.0)
