@@ -363,7 +363,7 @@ def _check_item(
     warnings += regime_warnings(
         law,
         quantity,
-        regime_values(v.n_params, v.tokens, batch, f, depth=v.layers, seq_len=v.context),
+        regime_values(v.n_params, v.tokens, batch, f, depth=v.layers, seq_len=seq_len),
     )
     actual = v.lr if quantity == "lr" else batch
     item = CheckItem(

@@ -143,6 +143,23 @@ class RampUp:
             steps += left
         return steps
 
+    def train_iterations(self, global_batch: int, samples: int) -> int:
+        """The run's iterations as Megatron-LM sets them from ``--train-samples`` with a ramp-up
+        (training.py's update_train_iters): steps while at most the ramp's samples are consumed,
+        then whole full batches of the rest, a last partial batch dropped. :meth:`iterations`
+        rounds that batch up, one step more (a review); it stays the warmup's rule: a
+        sample-based warmup ends on the step that consumes its samples."""
+        n = self.increments_to(global_batch)
+        if n < 1:
+            return samples // global_batch
+        per_increment = self.ramp_samples / n
+        consumed, steps = 0, 0
+        while consumed <= self.ramp_samples:
+            k = min(n, int(consumed / per_increment))
+            consumed += self.start_sequences + k * self.increment_sequences
+            steps += 1
+        return steps + (samples - consumed) // global_batch  # (floored, as Megatron-LM does)
+
     def to_dict(self, global_batch: int) -> dict[str, Any]:
         return {
             "start_sequences": self.start_sequences,

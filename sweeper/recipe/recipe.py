@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Final
 
 from proxy_models.hparams import OPTIMIZERS
@@ -343,13 +343,15 @@ class Recipe:
 
     def rampup_steps(self) -> tuple[int, int]:
         """(total, warmup) optimizer steps with the ramp-up, as Megatron-LM runs them
-        (:meth:`RampUp.iterations`: the run's sequences, and the warmup's ``warmup_steps``
-        full batches of samples); ``total_steps`` and ``warmup_steps`` without one."""
+        (:meth:`RampUp.train_iterations` of the run's sequences, :meth:`RampUp.iterations` of
+        the warmup's ``warmup_steps`` full batches of samples); ``total_steps`` and
+        ``warmup_steps`` without one."""
         if self.rampup is None:
             return self.total_steps, self.warmup_steps
         g = self.global_batch_sequences
         samples = math.ceil(self.tokens / self.seq_len)
-        return self.rampup.iterations(g, samples), self.rampup.iterations(g, self.warmup_steps * g)
+        warmup = self.rampup.iterations(g, self.warmup_steps * g)
+        return self.rampup.train_iterations(g, samples), warmup
 
     @property
     def head_flops(self) -> float:
@@ -595,7 +597,7 @@ def recipe_from_dict(d: Mapping[str, Any]) -> Recipe:
     """Inverse of :meth:`Recipe.to_dict` (a saved ``--json`` recipe, schema version 1 to 4).
     TargetError (one line) when a key is unknown or missing, a value malformed, a derived value
     (the min LR above all) disagrees with the fields, or the batch identity is broken."""
-    _schema_version(d)
+    version = _schema_version(d)
     _check_keys(d)
     kw: dict[str, Any] = {}
     missing = []
@@ -611,7 +613,16 @@ def recipe_from_dict(d: Mapping[str, Any]) -> Recipe:
         kw.pop("min_lr", None)
     recipe = Recipe(**kw)
     _check_derived(d, recipe)
-    return recipe
+    return _timed_as_now(recipe) if version < 4 else recipe
+
+
+def _timed_as_now(r: Recipe) -> Recipe:
+    """A recipe before version 4 with its time of :attr:`Recipe.train_flops`: its time had left
+    the output layer out, so the table showed the FLOPs with the head beside a time without it,
+    and an export wrote both (a review)."""
+    if r.train_time_s is None or not r.flops:
+        return r
+    return replace(r, train_time_s=r.train_time_s * r.train_flops / r.flops)
 
 
 def _json_schema_of(name: str, annotation: str) -> dict[str, Any]:

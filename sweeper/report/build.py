@@ -175,6 +175,7 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
             tokens=budget.get("tokens"),
             compute=budget.get("compute"),
             parametrization=conv.parametrization or "sp",
+            context=_context(conv),
             base_width=conv.base_width,
             base_depth=conv.base_depth,
         )
@@ -250,6 +251,14 @@ def _model(law: Law, at: Mapping[str, float]) -> tuple[dict[str, Any], str]:
         "law's cells held (the law does not model N)"
     )
     return model, note
+
+
+def _context(conv: Conventions) -> int | None:
+    """The context the page's target takes: the proxies' (report has no --context; recommend's
+    default of 2048 had been doubted against the proxies' 128 on every page, a context nobody
+    gave: a review); None where the law records none."""
+    span = conv.held.get("seq_len")
+    return int(span[1]) if span else None
 
 
 def _transfers(sw: Sweep) -> list[TransferShown]:

@@ -78,18 +78,23 @@ def _target_lines(r: Recipe, fmt: str, fv: FrameworkVersion | None) -> list[str]
         f"(law {r.batch_tokens_law:.4g}, {r.batch_tokens.text(4, f'{r.level:.0%} interval')}) "
         f"= micro {r.micro_batch_size} × accumulation "
         f"{r.grad_accum_steps} × {r.data_parallel} GPUs; {r.total_steps} steps, warmup "
-        f"{r.warmup_steps}{_ramp_steps(r)}; {r.precision}",
+        f"{r.warmup_steps}; {r.precision}",
     ]
     return lines
 
 
-def _ramp_steps(r: Recipe) -> str:
-    """The steps a batch ramp-up runs, as Megatron-LM counts them ("" without one): its smaller
-    batches add iterations, and a sample-based warmup ends later (a recommend audit)."""
-    if r.rampup is None:
-        return ""
+def _ramp_steps(r: Recipe, *, carried: bool) -> str:
+    """The recipe's batch ramp-up in steps: in a file that runs it, the steps Megatron-LM's
+    smaller batches add and where a sample-based warmup ends (a recommend audit); in one that
+    cannot, that the file runs the full batch's steps (a review: the header had given the
+    ramp's steps above the line saying the file trains at the full batch from step 0)."""
     total, warm = r.rampup_steps()
-    return f" at the full batch (with the ramp-up: {total} steps, warmup to step {warm})"
+    if carried:
+        return f"with the batch ramp-up: {total} steps, the warmup ending at step {warm}"
+    return (
+        f"the batch ramp-up is not in this file: it runs {r.total_steps} steps at the full batch "
+        f"(with the ramp-up: {total}, the warmup ending at step {warm})"
+    )
 
 
 def _law_lines(r: Recipe) -> list[str]:
@@ -125,6 +130,8 @@ def header_lines(
     their provenance, ``notes`` (format-specific), the warnings, what cannot be carried."""
     r = recipe
     lines = _target_lines(r, fmt, fv) + _law_lines(r)
+    if r.rampup is not None:
+        lines.append(_ramp_steps(r, carried=not any(m.setting == "rampup" for m in missing)))
     if r.init_std_note:
         lines.append(f"init std {r.init_std:.4g}: {r.init_std_note}")
     if note := settings_note(r):

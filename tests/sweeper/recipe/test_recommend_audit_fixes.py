@@ -117,25 +117,41 @@ def test_a_target_context_beyond_the_proxies_is_said() -> None:
 # ---- 3. the ramp-up's steps -------------------------------------------------------------------
 
 
-def _megatron_steps(ru: RampUp, global_batch: int, samples: int) -> int:
-    """Megatron-LM's ramp-up, one iteration at a time (num_microbatches_calculator.py)."""
-    n = (global_batch - ru.start_sequences) // ru.increment_sequences
-    per_increment = ru.ramp_samples / n
+def _megatron_batch(ru: RampUp, global_batch: int, consumed: int) -> int:
+    """The global batch at ``consumed`` samples (num_microbatches_calculator.py's ramp-up)."""
+    if consumed > ru.ramp_samples:
+        return global_batch
+    increments = (global_batch - ru.start_sequences) // ru.increment_sequences
+    per_increment = ru.ramp_samples / increments
+    return ru.start_sequences + int(consumed / per_increment) * ru.increment_sequences
+
+
+def _megatron_train_iters(ru: RampUp, global_batch: int, train_samples: int) -> int:
+    """training.py's update_train_iters: the ramp's steps while at most its samples are
+    consumed, then whole full batches of the rest (a last partial batch dropped)."""
+    consumed, iterations = 0, 0
+    while consumed <= ru.ramp_samples:
+        consumed += _megatron_batch(ru, global_batch, consumed)
+        iterations += 1
+    return iterations + (train_samples - consumed) // global_batch
+
+
+def _megatron_warmup_end(ru: RampUp, global_batch: int, warmup_samples: int) -> int:
+    """The step on which a sample-based warmup ends: the scheduler steps by each batch's samples
+    (opt_param_scheduler.step(increment=global batch))."""
     consumed, steps = 0, 0
-    while consumed < samples:
-        if consumed > ru.ramp_samples:
-            batch = global_batch
-        else:
-            batch = ru.start_sequences + int(consumed / per_increment) * ru.increment_sequences
-        consumed += min(batch, global_batch)
+    while consumed < warmup_samples:
+        consumed += _megatron_batch(ru, global_batch, consumed)
         steps += 1
     return steps
 
 
 def test_a_ramp_up_counts_its_steps_as_megatron_runs_them() -> None:
     ru = RampUp(start_sequences=256, increment_sequences=256, ramp_samples=146484, ramp_tokens=0)
-    for samples in (100, 146484, 3_000_000, 3_000_001):
-        assert ru.iterations(1536, samples) == _megatron_steps(ru, 1536, samples)
+    for samples in (146484, 3_000_000, 3_000_001, 3_001_535):
+        assert ru.train_iterations(1536, samples) == _megatron_train_iters(ru, 1536, samples)
+    for samples in (100, 146484, 3_000_000):
+        assert ru.iterations(1536, samples) == _megatron_warmup_end(ru, 1536, samples)
 
 
 def test_the_recipe_says_the_steps_and_warmup_of_its_ramp_up() -> None:
@@ -144,8 +160,8 @@ def test_the_recipe_says_the_steps_and_warmup_of_its_ramp_up() -> None:
                   global_batch=1536, rampup=True)  # fmt: skip
     assert r.rampup is not None
     total, warm = r.rampup_steps()
-    assert total == _megatron_steps(r.rampup, 1536, math.ceil(r.tokens / r.seq_len))
-    assert warm == _megatron_steps(r.rampup, 1536, r.warmup_steps * 1536)
+    assert total == _megatron_train_iters(r.rampup, 1536, math.ceil(r.tokens / r.seq_len))
+    assert warm == _megatron_warmup_end(r.rampup, 1536, r.warmup_steps * 1536)
     assert total > r.total_steps and warm > r.warmup_steps
     note = _rows(r)["steps"][1]
     assert f"with the ramp-up {total} (+{total - r.total_steps})" in note
@@ -271,6 +287,14 @@ def test_a_recipe_of_schema_3_still_reads() -> None:
     for k in ("train_flops", "extrapolation_below"):
         d.pop(k)
     assert recipe_from_dict(d).flops == r.flops
+    # its time had left the output layer out: read, it is the time of train_flops (a review)
+    timed = recommend(sp_laws(), Target(n_params=1e8, tokens=1e10, vocab=256000),
+                      Hardware(gpus=8, peak_tflops=989.0))  # fmt: skip
+    old = {**timed.to_dict(), "schema_version": 3}
+    old["train_time_s"] = timed.flops / (8 * 989e12 * 0.4)
+    for k in ("train_flops", "extrapolation_below"):
+        old.pop(k)
+    assert recipe_from_dict(old).train_time_s == pytest.approx(timed.train_time_s)
 
 
 # ---- the exports say the same ----------------------------------------------------------------
@@ -288,8 +312,12 @@ def test_the_exports_give_the_ramp_ups_steps_and_a_target_below_the_ladder() -> 
     text = export_recipe(r, "megatron")
     assert f"make Megatron run {total} iterations (not {r.total_steps})" in text
     assert f"end the warmup at iteration {warm} (not {r.warmup_steps})" in text
-    header = f"(with the ramp-up: {total} steps, warmup to step {warm})"
-    assert header in export_recipe(r, "nanogpt")
+    runs = f"with the batch ramp-up: {total} steps, the warmup ending at step {warm}"
+    assert runs in export_recipe(r, "megatron")
+    # (a file without the ramp: the header had given its steps beside "trains at the full batch")
+    flat = export_recipe(r, "nanogpt")
+    assert runs not in flat
+    assert f"the batch ramp-up is not in this file: it runs {r.total_steps} steps" in flat
     low = recommend(sp_laws(), Target(n_params=1e4, tokens=1e9))
     assert "below the smallest proxy: n_params 100×" in export_recipe(low, "litgpt")
 
@@ -305,3 +333,6 @@ def test_check_names_a_context_beyond_the_proxies() -> None:
                     d_model=832, context=4096)  # fmt: skip
     said = [w for w in check_recipe(laws, v).warnings if "does not model context" in w]
     assert said and "context 4.1e+03 (its cells: 128)" in said[0]
+    # (without --context: the 2048 check assumes and says it assumes, as recommend: a review)
+    assumed = check_recipe(laws, replace(v, context=None)).warnings
+    assert any("context 2.05e+03 (its cells: 128)" in w for w in assumed), assumed

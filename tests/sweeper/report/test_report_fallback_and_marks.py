@@ -321,3 +321,14 @@ def test_the_page_fits_a_phone(tmp_path: Path) -> None:
     text = page.read_text()
     assert "<meta name='viewport' content='width=device-width,initial-scale=1'>" in text
     assert "<div class='scroll fig'><img src=\"data:image/png;base64," in text
+
+
+def test_the_pages_target_takes_the_proxies_context() -> None:
+    """report has no --context: recommend's default 2048 had been doubted against the proxies'
+    context on every page, a context nobody gave (a review)."""
+    from sweeper.report.build import _target_doubts
+
+    law = _law_of_d()
+    law = replace(law, conventions=law.conventions.with_held({"seq_len": (128.0, 128.0)}))
+    notes = _target_doubts([law], {"n_params": 1e6, "tokens": 1e12})
+    assert notes and not any("context" in n for n in notes), notes
