@@ -1185,6 +1185,13 @@ def _joined_names(joined: str) -> list[str]:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise StorageError(f"{joined!r} names {', '.join(twice)} twice: its runs would count twice")
+    from sweeper.study.storage import MAX_NAME
+
+    if len("+".join(names)) > MAX_NAME:  # (its laws are stored under the joined name: a review)
+        raise StorageError(
+            f"the joined name is {len('+'.join(names))} characters long, more than the "
+            f"{MAX_NAME} a storage keeps: join fewer sweeps, or import them as one"
+        )
     return names
 
 

@@ -357,7 +357,9 @@ class Recipe:
     def head_flops(self) -> float:
         """The output layer's training FLOPs, 6·V·d·D: not in ``flops`` (the laws' convention,
         which leaves it out), but done (7–16% of a model's at a 256K vocabulary)."""
-        return 6.0 * self.vocab * self.width * self.tokens
+        from sweeper.recipe.memory import head_flops
+
+        return head_flops(self.vocab, self.width, self.tokens)
 
     @property
     def train_flops(self) -> float:

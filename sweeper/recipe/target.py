@@ -339,7 +339,8 @@ def _n_from_compute(
         return n
     if loss_law is None:
         raise TargetError(
-            "compute alone needs a loss law to choose N and D; give n_params, or tokens_per_param"
+            "compute alone needs a loss law to choose N and D; give n_params (--params), or "
+            "tokens_per_param (--tokens-per-param)"
         )
     n = compute_optimal_n(loss_law, c, seq_len, loss_factor, force=force, warnings=warnings)
     warnings.append(

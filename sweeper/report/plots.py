@@ -799,17 +799,10 @@ def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
         ax.set_ylim(fin.min() * 0.995, min(fin.max(), fin.min() * 1.25) * 1.005)
     ax.set_xlabel("peak LR")
     ax.set_ylabel("final val loss (nats)")
-    ext = result.get("extrapolation_factor")
-    below = max((result.get("extrapolation_below") or {}).values(), default=1.0)
-    where = (
-        f": {below:.1f}x below the fitted cells"  # (a factor < 1 had read "0.1x beyond")
-        if below > 1.0
-        else f": {ext:.1f}x beyond the fitted cells"
-        if isinstance(ext, int | float) and ext > 1.0
-        else ": inside the fitted range"
-        if isinstance(ext, int | float)
-        else ""
-    )
+    from sweeper.transfer.plan import transfer_where
+
+    # (validate-transfer's words: a cell below the fitted range had been titled "0.1x beyond")
+    where = f":\n{transfer_where(result)}" if result.get("extrapolation") else ""
     ax.set_title(f"held-out {result.get('holdout_cell', '')}{where}", fontsize=9)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()

@@ -9,7 +9,8 @@ Renames ``OLD=NEW`` are applied all at once, so two columns can swap names. Ever
 validated before anything is written, and the sweep row and its runs are written in one
 transaction; with ``--replace`` (``replace=True``) that transaction first deletes an imported sweep
 of the same name, its runs and the laws fitted to them. The sweep's name follows the rule of a
-study's ``sweep.name`` (letters, digits, ``_``, ``-``, ``.``; at most 255 characters).
+study's ``sweep.name`` (letters, digits, ``_``, ``-``, ``.``; at most
+:data:`~sweeper.study.spec.MAX_SWEEP_NAME` characters).
 
 A diverged run: many published sweeps write its loss as ``nan`` or ``inf``. When the file has no
 ``diverged`` column, a ``nan``/``inf`` loss (written so in a CSV or JSON file, as a number or a

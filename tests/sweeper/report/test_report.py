@@ -247,6 +247,7 @@ def test_the_held_out_cell_is_drawn_with_its_named_points() -> None:
     result = {
         "holdout_cell": "w256-d2-t819k",
         "extrapolation_factor": 16.0,
+        "extrapolation": {"n_params": 16.0, "tokens": 1.0},
         "lrs": {"law": 1e-3, "steplaw": 4.5e-3, "measured_optimum": 2.4e-3, "grid+1": 1.41e-3},
         "losses": {"law": 2.20, "steplaw": 2.16, "measured_optimum": 2.11, "grid+1": 2.15},
         "loss_sd": {"law": 0.01, "steplaw": 0.02, "measured_optimum": 0.01, "grid+1": 0.0},
@@ -255,12 +256,15 @@ def test_the_held_out_cell_is_drawn_with_its_named_points() -> None:
     assert fig is not None
     labels = {line.get_label() for line in fig.axes[0].get_lines()}
     assert {"law (recommended)", "Step Law", "the cell's swept optimum"} <= labels
-    assert "16.0x beyond the fitted cells" in fig.axes[0].get_title()
+    assert "n_params 16×, tokens 1× beyond the largest fitted cell" in fig.axes[0].get_title()
     assert plot_transfer({"lrs": {}, "losses": {}}) is None
     # a cell below the fitted range: its title had read "0.1x beyond the fitted cells"
-    below = {**result, "extrapolation_factor": 0.0625, "extrapolation_below": {"n_params": 2.25}}
+    below = {**result, "extrapolation": {"n_params": 0.0625},
+             "extrapolation_below": {"n_params": 2.25}}  # fmt: skip
     fig = plot_transfer(below)
-    assert fig is not None and fig.axes[0].get_title().endswith(": 2.2x below the fitted cells")
+    assert fig is not None
+    assert fig.axes[0].get_title().endswith("n_params 2.25× below the smallest fitted cell: an "
+                                            "extrapolation")  # fmt: skip
 
 
 def test_the_transfer_sentence_says_where_the_held_out_cell_lies() -> None:

@@ -297,3 +297,13 @@ def test_a_run_without_seq_len_neither_hides_the_context_nor_refuses_a_join(
     assert conv.held["seq_len"] == (128.0, 128.0)
     (law,) = api.fit("a+b", method="parabola", target="lr", storage=sqlite_url)
     assert law.conventions.held["seq_len"] == (128.0, 128.0)
+
+
+def test_a_joined_name_longer_than_the_storage_keeps_is_refused() -> None:
+    """``fit a+b`` stores its laws under the joined name: two 130-character names made a
+    261-character key, an internal error on PostgreSQL (a review)."""
+    from sweeper.api import _joined_names
+
+    with pytest.raises(StorageError, match="the joined name is 261 characters long"):
+        _joined_names("a" * 130 + "+" + "b" * 130)
+    assert _joined_names("a+b") == ["a", "b"]
