@@ -236,6 +236,7 @@ def extrapolation_summary(
     a far extrapolation above the ladder, and a target below its smallest proxy (by more than
     the slack :data:`~sweeper.recipe.scale.HELD_SLACK` between 12·L·d² and a counted N)."""
     ext: dict[str, float] = {}
+    lr_far = 0.0  # (the LR and batch laws' own: the loss law's asks for no LR run, a review)
     for role, law, scale in used:
         if not law.domain:
             warnings.append(
@@ -245,6 +246,7 @@ def extrapolation_summary(
         own = {k: scale[k] for k in law.predictors if k in scale}
         for p, r in law.extrapolation(own).items():
             ext[p] = max(ext.get(p, 0.0), r)
+            lr_far = lr_far if role == "loss" else max(lr_far, r)
         for p, (lo, _hi) in law.domain.items():
             if p in own and lo > 0 and own[p] < lo / HELD_SLACK:
                 warnings.append(_below_warning(role, law, p, own[p], lo))
@@ -256,11 +258,16 @@ def extrapolation_summary(
     published = all(law.method == "published" for _role, law, _scale in used)
     largest = "the largest model of the law's fit" if published else "the largest proxy"
     if factor >= VERY_FAR_FACTOR:
+        check = (
+            "confirm the LR with a short run at the target"
+            if lr_far >= VERY_FAR_FACTOR
+            else "the loss law's N or D and its predicted loss are its form's there"
+        )
         warnings.append(
             Doubt(
                 f"very far extrapolation: {factor:.3g}× beyond {largest} ({detail}); at "
                 f"≥{VERY_FAR_FACTOR:.0f}× a small error in an exponent becomes a large error in "
-                "the value: confirm the LR with a short run at the target"
+                f"the value: {check}"
             )
         )
     elif factor >= FAR_FACTOR:
@@ -288,10 +295,13 @@ def _below_warning(role: str, law: Law, predictor: str, value: float, lo: float)
     """The warning for a target below the smallest proxy: the law is extrapolated downward
     (the extrapolation factor, target / largest proxy, is then below 1 and says nothing)."""
     far = f" (more than {FAR_FACTOR:.0f}×)" if value < lo / FAR_FACTOR else ""
+    check = "confirm the LR with a short run"
+    if role == "loss":  # (a loss law's extrapolation asks for no LR run: a review)
+        check = "its predicted loss is its form's"
     return Doubt(
         f"{role} law ({law_label(law)}): target {predictor}={value:.3g} is {lo / value:.3g}× "
         f"below the smallest proxy ({lo:.3g}){far}: below the ladder the law is extrapolated "
-        "too (confirm the LR with a short run)"
+        f"too ({check})"
     )
 
 

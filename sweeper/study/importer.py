@@ -385,7 +385,8 @@ def _write_sweep(
 def _replaced(
     conn: sa.Connection, sweep: str, kind: str, url: str | None, *, replace: bool
 ) -> int:
-    """Delete the imported sweep ``sweep`` (its row, runs and laws) on ``conn``, for ``--replace``;
+    """Delete the imported sweep ``sweep`` (its row, runs, laws and its joins' laws) on ``conn``,
+    for ``--replace``;
     ImportDataError without it, or for a launched sweep (whose trials `launch --force-new`
     deletes). Its transfer checks (``<sweep>.transfer.*``: trained runs, which a check planned
     again keeps) are kept; returns how many there are, for the import to say."""
@@ -405,7 +406,11 @@ def _replaced(
     prefix = t.c.name.startswith(f"{sweep}.transfer.", autoescape=True)
     checks = conn.execute(sa.select(t.c.name).where(prefix)).all()
     conn.execute(storage.runs_table.delete().where(storage.runs_table.c.sweep == sweep))
-    conn.execute(storage.laws_table.delete().where(storage.laws_table.c.sweep == sweep))
+    laws = storage.laws_table
+    keys = conn.execute(sa.select(laws.c.sweep).distinct()).scalars().all()
+    # (and the laws of joins with it, ``a+b``: fitted on its old runs too, a review)
+    fitted_on = [k for k in keys if sweep in (n.strip() for n in k.split("+"))]
+    conn.execute(laws.delete().where(laws.c.sweep.in_(fitted_on)))
     conn.execute(t.delete().where(t.c.name == sweep))
     return len(checks)
 

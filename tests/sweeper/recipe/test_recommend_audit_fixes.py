@@ -336,3 +336,15 @@ def test_check_names_a_context_beyond_the_proxies() -> None:
     # (without --context: the 2048 check assumes and says it assumes, as recommend: a review)
     assumed = check_recipe(laws, replace(v, context=None)).warnings
     assert any("context 2.05e+03 (its cells: 128)" in w for w in assumed), assumed
+
+
+def test_a_loss_laws_extrapolation_asks_for_no_lr_run() -> None:
+    """The loss law's extrapolation (below its smallest N, or very far in D) had ended in
+    "confirm the LR with a short run", which it says nothing about (a review)."""
+    below = recommend(sp_laws(), Target(n_params=1e5, tokens=1e7), loss_law=CHIN)
+    said = [w for w in below.warnings if w.startswith("loss law") and "below the smallest" in w]
+    assert said and said[0].endswith("(its predicted loss is its form's)")
+    lr_only = {"lr": sp_laws()["lr"]}  # (a law of N: the loss law alone is far in D)
+    far = recommend(lr_only, Target(n_params=1e7, tokens=2e12), loss_law=CHIN, force=True)
+    very = [w for w in far.warnings if w.startswith("very far extrapolation")]
+    assert very and "confirm the LR" not in very[0], very

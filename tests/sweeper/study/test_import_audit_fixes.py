@@ -76,6 +76,11 @@ def test_replace_swaps_an_imported_sweeps_runs_and_drops_its_laws(
     assert load_runs("s", sqlite_url)["loss"].min() == pytest.approx(2.0)
     assert n_laws(sqlite_url, "s") == 0
     assert storage.get_sweep("s.transfer.c1", sqlite_url) is not None
+    # a join's laws were fitted on its old runs too; another sweep's are kept (a review)
+    put(sqlite_url, "t", law_sweep="s+t")
+    put(sqlite_url, "s2", law_sweep="s2+t")
+    cli("import", first, "--sweep", "s", "--storage", sqlite_url, "--replace")
+    assert (n_laws(sqlite_url, "s+t"), n_laws(sqlite_url, "s2+t")) == (0, 1)
     assert "1 transfer check(s) (s.transfer.*) are kept" in caplog.text
 
 
