@@ -579,17 +579,21 @@ def test_compute_budget_and_tokens_per_param() -> None:
     assert r.tokens == pytest.approx(2e9)
 
 
+#: Chinchilla's loss law (Hoffmann et al. 2022, approach 3), written by hand
+CHINCHILLA = LossLaw(
+    target="loss",
+    predictors=("n_params", "tokens"),
+    source="hand",
+    E=1.69,
+    A=406.4,
+    B=410.7,
+    alpha=0.34,
+    beta=0.28,
+)
+
+
 def test_loss_law_gives_compute_optimal_budget() -> None:
-    chin = LossLaw(
-        target="loss",
-        predictors=("n_params", "tokens"),
-        source="hand",
-        E=1.69,
-        A=406.4,
-        B=410.7,
-        alpha=0.34,
-        beta=0.28,
-    )
+    chin = CHINCHILLA
     r = recommend(sp_laws(), Target(n_params=1e8), loss_law=chin)
     n_opt, _ = chin.compute_optimal(6 * 1e8 * r.tokens)
     assert n_opt == pytest.approx(1e8, rel=1e-6)

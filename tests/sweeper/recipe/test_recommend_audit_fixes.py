@@ -15,7 +15,6 @@ import pytest
 from sweeper.errors import TargetError
 from sweeper.fitting import provenance
 from sweeper.fitting.conventions import Conventions
-from sweeper.fitting.laws import LossLaw
 from sweeper.recipe import compute_optimal, memory, table
 from sweeper.recipe.hardware import Hardware, RampUp
 from sweeper.recipe.recipe import recipe_from_dict
@@ -24,20 +23,10 @@ from sweeper.recipe.scale import law_scale
 from sweeper.recipe.table import recipe_rows, time_text
 from sweeper.recipe.target import Target
 from sweeper.recipe.warning_kinds import FORCED, Doubt
-from tests.sweeper.recipe.test_recommend import sp_laws
+from tests.sweeper.recipe.test_recommend import CHINCHILLA, sp_laws
 
 #: Chinchilla's approach-3 law (Hoffmann et al. 2022), with the fit's domain
-CHIN = LossLaw(
-    target="loss",
-    predictors=("n_params", "tokens"),
-    source="hand",
-    E=1.69,
-    A=406.4,
-    B=410.7,
-    alpha=0.34,
-    beta=0.28,
-    domain={"n_params": (1e6, 1e8), "tokens": (1e8, 1e9)},
-)
+CHIN = replace(CHINCHILLA, domain={"n_params": (1e6, 1e8), "tokens": (1e8, 1e9)})
 #: a loss law whose alpha interval reaches 0 (the audit's law 5: 0.10 [-0.024, 0.75])
 LOOSE = replace(CHIN, ci={"alpha": (-0.02, 0.75), "beta": (0.2, 0.4)})
 
