@@ -169,15 +169,16 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
     budget, assumed = _budget(lr, at)
     model, assumed_n = _model(lr, at)
     conv = lr.conventions
-    try:
+    param = conv.parametrization or "sp"
+    base = {} if param == "sp" else {"base_width": conv.base_width, "base_depth": conv.base_depth}
+    try:  # (an SP study records a base width too, which an SP target refuses: the page's own run)
         target = Target(
             **model,
             tokens=budget.get("tokens"),
             compute=budget.get("compute"),
-            parametrization=conv.parametrization or "sp",
+            parametrization=param,
             context=_context(conv),
-            base_width=conv.base_width,
-            base_depth=conv.base_depth,
+            **base,
         )
     except TargetError as e:
         return [f"the target given is not one recommend can read, so its doubts are not said: {e}"]

@@ -296,6 +296,11 @@ def test_a_target_of_a_mup_law_is_doubted_as_mup_not_refused_as_sp() -> None:
     notes = _target_doubts([law], {"n_params": 1e6, "tokens": 1e12})
     assert not any("refuses" in n for n in notes), notes
     assert any("far extrapolation" in n for n in notes)
+    # an SP study records its base width too: the page's target had refused it (seen in chromium)
+    sp = _law_of_d(parametrization="sp", base_width=64)
+    notes = _target_doubts([sp], {"n_params": 1e6, "tokens": 1e12})
+    assert not any("not one recommend can read" in n for n in notes), notes
+    assert any("far extrapolation" in n for n in notes)
 
 
 def test_a_recipe_in_tokens_is_marked_on_a_law_in_bytes_at_its_bytes() -> None:
