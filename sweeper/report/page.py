@@ -250,7 +250,7 @@ h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #
 table.t{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 table.t th,table.t td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}
 table.t th{background:#f6f6f6}table.recipe :is(th,td):nth-child(odd){text-align:left}
-img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+img{max-width:100%;box-sizing:border-box;border:1px solid #eee;margin:.5em 0}
 .warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em;margin:.3em 0}
 .muted{color:#777;font-size:.85em}
 .scroll{overflow-x:auto}
