@@ -334,18 +334,20 @@ def _memory_warnings(memory: MemoryEstimate, micro: int, hw: Hardware) -> list[s
 
 def _memory_remedies(hw: Hardware) -> str:
     """What can still shrink the memory, naming only what is not on already (a recommend audit
-    was told to use ZeRO and recomputation with ZeRO-3 and --recompute given, on one GPU)."""
+    was told to use ZeRO and recomputation with ZeRO-3 and --recompute given, on one GPU). The
+    flags are named as recommend's: the warning is also in an export's header, where a bare
+    ``--recompute`` would read as the framework's."""
     can = []
     if hw.gpus > 1 and hw.zero_stage < 3:
-        can.append(f"ZeRO stage 3 (--zero-stage 3; now {hw.zero_stage})")
+        can.append(f"ZeRO stage 3 (recommend's --zero-stage 3; now {hw.zero_stage})")
     if hw.gpus == 1 and hw.zero_stage < 3:
-        can.append("more GPUs with ZeRO sharding (--gpus, --zero-stage 3)")
+        can.append("more GPUs with ZeRO sharding (recommend's --gpus, --zero-stage 3)")
     if not hw.recompute:
-        can.append("activation recomputation (--recompute)")
+        can.append("activation recomputation (recommend's --recompute)")
     if not hw.flash_attention:
-        can.append("flash attention")
+        can.append("flash attention (drop recommend's --no-flash-attention)")
     if hw.gpus == 1 and hw.zero_stage == 3:
-        can.append("more GPUs (--gpus: ZeRO-3 shards over them)")
+        can.append("more GPUs (recommend's --gpus: ZeRO-3 shards over them)")
     use = f"use {' or '.join(can)}; otherwise " if can else ""
     return (
         f"{use}the model needs tensor or pipeline parallelism, which this recipe does not plan "

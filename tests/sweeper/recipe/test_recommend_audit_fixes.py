@@ -203,7 +203,7 @@ def test_memory_advice_names_only_what_is_not_on() -> None:
     r = recommend(sp_laws(), Target(width=8192, depth=64, tokens=1e10, context=2048), hw)
     said = [w for w in r.warnings if "does not fit at micro batch 1" in w]
     assert said and "ZeRO sharding, activation recomputation" not in said[0]
-    assert "--recompute" not in said[0] and "more GPUs (--gpus" in said[0]
+    assert "--recompute" not in said[0] and "more GPUs (recommend's --gpus" in said[0]
     assert "tensor or pipeline parallelism, which this recipe does not plan" in said[0]
 
 
