@@ -26,10 +26,10 @@ echo "== 4/6 recommend a recipe for a 1B-parameter model on 20B tokens (8 x 80 G
 echo "== 5/6 export it for litgpt"
 "$sweeper" export quickstart --width 2048 --depth 20 --vocab 50304 --context 2048 \
   --tokens 2e10 --gpus 8 --gpu-memory-gb 80 --micro-batch 8 --precision bf16 \
-  --bytes-per-token 4 --format litgpt -o "$out/litgpt.yaml"
+  --peak-tflops 989 --mfu 0.4 --bytes-per-token 4 --format litgpt -o "$out/litgpt.yaml"
 "$sweeper" export quickstart --width 2048 --depth 20 --vocab 50304 --context 2048 \
   --tokens 2e10 --gpus 8 --gpu-memory-gb 80 --micro-batch 8 --precision bf16 \
-  --bytes-per-token 4 --format json -o "$out/recipe.json" 2>/dev/null
+  --peak-tflops 989 --mfu 0.4 --bytes-per-token 4 --format json -o "$out/recipe.json" 2>/dev/null
 echo "== 6/6 write the report"
 "$sweeper" report quickstart -o "$out/report" --recipe-json "$out/recipe.json"
 echo "done: open $out/report/index.html"
