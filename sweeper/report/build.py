@@ -218,15 +218,8 @@ def _budget(law: Law, at: Mapping[str, float]) -> tuple[dict[str, float], str]:
     given = {k: at[v] for k, v in (("tokens", "tokens"), ("compute", "flops")) if v in at}
     if given:
         return given, ""
-    span = law.conventions.held.get("tokens")
-    if not span:
-        return {}, ""
-    d = (span[0] * span[1]) ** 0.5
-    note = (
-        f"the target gives no D: the doubts below take D = {d:.3g}, the D the {law.target} "
-        "law's cells held (the law does not model D)"
-    )
-    return {"tokens": d}, note
+    d = _held_mid(law, "tokens")
+    return ({}, "") if d is None else ({"tokens": d}, _assumed(law, "D", d))
 
 
 def _model(law: Law, at: Mapping[str, float]) -> tuple[dict[str, Any], str]:
@@ -238,20 +231,29 @@ def _model(law: Law, at: Mapping[str, float]) -> tuple[dict[str, Any], str]:
         "width": int(at["width"]) if "width" in at else None,
         "depth": int(at["depth"]) if "depth" in at else None,
     }
-    held = law.conventions.held
-    span = held.get("n_params")
-    if any(v is not None for v in model.values()) or not span:
+    n = _held_mid(law, "n_params")
+    if any(v is not None for v in model.values()) or n is None:
         return model, ""
-    n = (span[0] * span[1]) ** 0.5
     model["n_params"] = n
-    if "depth" in held:  # (the cells' depth too: a shape inferred from a proxy's N is not theirs)
-        depth = max(1, round((held["depth"][0] * held["depth"][1]) ** 0.5))
-        model.update(depth=depth, width=max(1, round((n / (12.0 * depth)) ** 0.5)))
-    note = (
-        f"the target gives no N: the doubts below take N = {n:.3g}, the N the {law.target} "
-        "law's cells held (the law does not model N)"
+    depth = _held_mid(law, "depth")
+    if depth is not None:  # (the cells' depth too: a shape inferred from a proxy's N is not theirs)
+        layers = max(1, round(depth))
+        model.update(depth=layers, width=max(1, round((n / (12.0 * layers)) ** 0.5)))
+    return model, _assumed(law, "N", n)
+
+
+def _held_mid(law: Law, name: str) -> float | None:
+    """The geometric middle of the range ``law``'s cells held ``name`` at (None: not held)."""
+    span = law.conventions.held.get(name)
+    return (span[0] * span[1]) ** 0.5 if span else None
+
+
+def _assumed(law: Law, what: str, value: float) -> str:
+    """The page's note on a target value it took from what ``law``'s cells held."""
+    return (
+        f"the target gives no {what}: the doubts below take {what} = {value:.3g}, the {what} the "
+        f"{law.target} law's cells held (the law does not model {what})"
     )
-    return model, note
 
 
 def _context(conv: Conventions) -> int | None:
