@@ -5,7 +5,7 @@ measured under another schedule than the recipe's. Shared by recommend and check
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from sweeper.errors import TargetError
@@ -19,6 +19,7 @@ __all__ = [
     "FAR_FACTOR",
     "VERY_FAR_FACTOR",
     "batch_coupling_warning",
+    "below_ladder",
     "check_parametrization",
     "extrapolation_summary",
     "quality_warnings",
@@ -247,9 +248,7 @@ def extrapolation_summary(
         for p, r in law.extrapolation(own).items():
             ext[p] = max(ext.get(p, 0.0), r)
             lr_far = lr_far if role == "loss" else max(lr_far, r)
-        for p, (lo, _hi) in law.domain.items():
-            if p in own and lo > 0 and own[p] < lo / HELD_SLACK:
-                warnings.append(_below_warning(role, law, p, own[p], lo))
+        warnings += [_below_warning(role, law, p, v, lo) for p, v, lo in _below(law, scale)]
     if not ext:
         return None, ext
     factor = max(ext.values())
@@ -289,6 +288,29 @@ def extrapolation_text(factor: float | None, ext: Mapping[str, float]) -> str:
 def ratios_text(ext: Mapping[str, float]) -> str:
     """Each predictor's extrapolation ratio, ``n_params 16×, tokens 1×``."""
     return ", ".join(f"{k} {v:.3g}×" for k, v in sorted(ext.items()))
+
+
+def _below(law: Law, scale: Mapping[str, float]) -> list[tuple[str, float, float]]:
+    """``(predictor, target value, smallest proxy)`` where the target lies below ``law``'s
+    smallest proxy by more than :data:`~sweeper.recipe.scale.HELD_SLACK` (the slack between
+    12·L·d² and a counted N)."""
+    return [
+        (p, scale[p], lo)
+        for p, (lo, _hi) in law.domain.items()
+        if p in law.predictors and scale.get(p) and lo > 0 and scale[p] < lo / HELD_SLACK
+    ]
+
+
+def below_ladder(used: Sequence[tuple[str, Law, Mapping[str, float]]]) -> dict[str, float]:
+    """Predictor -> smallest proxy / target, over the laws, where the target lies below a law's
+    smallest proxy (:func:`_below`, the rule of the warning :func:`extrapolation_summary` gives):
+    the extrapolation factor, target / largest proxy, is then below 1, which a script reads as
+    in range (a recommend audit's 0.0156×)."""
+    out: dict[str, float] = {}
+    for _role, law, scale in used:
+        for p, v, lo in _below(law, scale):
+            out[p] = max(out.get(p, 0.0), lo / v)
+    return out
 
 
 def _below_warning(role: str, law: Law, predictor: str, value: float, lo: float) -> str:

@@ -36,6 +36,7 @@ from sweeper.fitting.laws import Law, LossLaw, PowerLaw
 from sweeper.recipe.doubts import (
     above_point_warnings,
     batch_coupling_warning,
+    below_ladder,
     check_parametrization,
     extrapolation_summary,
     quality_warnings,
@@ -601,20 +602,6 @@ def _time_warnings(time_s: float | None, hw: Hardware) -> list[str]:
     ]
 
 
-def _below_ladder(scaled: list[tuple[str, Law, Mapping[str, float]]]) -> dict[str, float]:
-    """Predictor -> smallest proxy / target, over the laws, where the target lies below a law's
-    smallest proxy by more than :data:`HELD_SLACK` (as the doubts' warning says it): the
-    extrapolation factor, target / largest proxy, is then below 1, which a script reads as in
-    range (a recommend audit's 0.0156×)."""
-    out: dict[str, float] = {}
-    for _role, law, scale in scaled:
-        for p, (lo, _hi) in law.domain.items():
-            v = scale.get(p)
-            if p in law.predictors and v and lo > 0 and v < lo / HELD_SLACK:
-                out[p] = max(out.get(p, 0.0), lo / v)
-    return out
-
-
 def _function_settings(lr_law: Law) -> list[str]:
     """A law measured through a training function: the recipe's optimizer settings it does not
     honour are Sweeper's defaults, not necessarily what the function ran (a law-sampler audit's
@@ -794,7 +781,7 @@ def recommend(
         predicted_loss=predicted_loss,
         extrapolation_factor=factor,
         extrapolation=ext,
-        extrapolation_below=_below_ladder(scaled),
+        extrapolation_below=below_ladder(scaled),
         warnings=by_importance(warnings),
         law_ids=tuple(law_ids),
         provenance=provenance,
