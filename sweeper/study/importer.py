@@ -87,6 +87,22 @@ _STATE_ALIASES: Final[dict[str, str]] = {
     "finished": "COMPLETE", "complete": "COMPLETE", "completed": "COMPLETE", "crashed": "FAIL",
     "failed": "FAIL", "fail": "FAIL", "killed": "FAIL", "running": "RUNNING", "pruned": "PRUNED",
 }  # fmt: skip
+#: other tools' names for Sweeper's columns (Step Law's release, W&B and HF exports, nanoGPT's
+#: and Megatron's config keys), for a ``--rename`` hint: never renamed without the user's word,
+#: since a file may hold several (``val_loss`` and ``train_loss``)
+_LOOKALIKES: Final[dict[str, tuple[str, ...]]] = {
+    "loss": ("val_loss", "eval_loss", "valid_loss", "validation_loss", "final_loss",
+             "smooth loss", "smooth_loss", "test_loss", "train_loss"),
+    "lr": ("learning_rate", "peak_lr", "lr_peak", "max_lr", "lr_max", "base_lr", "eta"),
+    "n_params": ("n", "params", "num_params", "n_param", "nparams", "non_embedding_params",
+                 "parameters", "model_size"),
+    "tokens": ("d", "num_tokens", "n_tokens", "train_tokens", "tokens_seen", "data_size"),
+    "batch_size": ("bs", "batch", "global_batch_size", "train_batch_size"),
+    "batch_tokens": ("tokens_per_batch", "tokens_per_step", "batch_size_tokens"),
+    "seq_len": ("seq_length", "sequence_length", "context_length", "block_size", "max_seq_len"),
+    "width": ("d_model", "hidden_size", "n_embd", "h", "dim"),
+    "depth": ("n_layer", "n_layers", "num_layers", "numl", "num_hidden_layers"),
+}  # fmt: skip
 #: how a file writes a diverged run's loss
 _NONFINITE: Final[frozenset[str]] = frozenset(
     {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
@@ -615,9 +631,23 @@ def import_notes(
     notes = []
     away = [f"{old}={new}" for old, new in renames.items() if old in COLUMNS and new not in COLUMNS]
     if df["lr"].isna().all():
+        hints = [] if away else rename_hints(df.columns, "lr")
         notes.append(
             "no lr values: no LR law can be fitted from these runs"
             + (f" (--rename {', '.join(away)} renamed a Sweeper column away)" if away else "")
+            + (f"; import again with {' or '.join(hints)} and --replace?" if hints else "")
+        )
+    elif df["lr"].isna().any():
+        k = int(df["lr"].isna().sum())
+        notes.append(
+            f"{k} of {len(df)} runs have no lr value: the LR and batch fits leave them out (only "
+            "the loss law uses them)"
+        )
+    batch_hints = rename_hints(df.columns, "batch_size") + rename_hints(df.columns, "batch_tokens")
+    if df["batch_tokens"].isna().all() and df["batch_size"].isna().all() and batch_hints:
+        notes.append(
+            "no batch_size or batch_tokens column: no batch law can be fitted; import again "
+            f"with {' or '.join(batch_hints)} and --replace?"
         )
     if df["batch_tokens"].isna().all() and df["batch_size"].notna().any():
         notes.append(
@@ -781,13 +811,29 @@ def _renamed(raw: pd.DataFrame, renames: dict[str, str], name: str) -> pd.DataFr
             if "n_params" in missing and {"width", "depth"} <= set(df.columns)
             else ""
         )  # (not derived here: Sweeper cannot know the model's MLP ratio, heads or tying)
+        hint = "".join(f"; {h}?" for c in missing for h in rename_hints(df.columns, c))
         raise ImportDataError(
             f"{name}: missing required column(s) {', '.join(missing)} "
-            f"(columns: {cols}; use --rename OLD=NEW{derive})"
+            f"(columns: {cols}; use --rename OLD=NEW{hint}{derive})"
         )
     if df.empty:
         raise ImportDataError(f"{name}: no rows")
     return df
+
+
+def rename_hints(columns: Iterable[Any], wanted: str) -> list[str]:
+    """``--rename OLD=wanted`` for each column of ``columns`` that other tools name so (a file
+    with ``learning_rate`` and no ``lr`` had imported with only "no lr values"); for the
+    caller to give where ``wanted`` is missing or empty."""
+    present = [str(c) for c in columns]
+    alike = _LOOKALIKES.get(wanted, ())
+    olds = [c for c in present if c.strip().lower() in alike and c.strip().lower() not in COLUMNS]
+    return [f"--rename {_quoted(c)}={wanted}" for c in olds]
+
+
+def _quoted(column: str) -> str:
+    """``column`` as a shell takes it in ``--rename`` ("smooth loss" in quotes)."""
+    return f'"{column}"' if re.search(r"[^\w.-]", column) else column
 
 
 def _case_folded(columns: Iterable[Any], name: str) -> dict[Any, str]:

@@ -352,6 +352,28 @@ def test_what_a_fit_will_miss_is_said_at_import(
     assert code == 2 and "renames (--rename): N renamed twice" in err
 
 
+def test_other_tools_column_names_get_a_rename_hint(
+    tmp_path: Path, sqlite_url: str, cli, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file in another tool's names (learning_rate, val_loss, bs) had imported with only "no
+    lr values", and a missing loss was refused without naming the file's val_loss; runs with an
+    empty lr among the others imported in silence (the LR fits leave them out)."""
+    theirs = small_runs().rename(columns={"lr": "learning_rate", "final": "val_loss"})
+    path = write_csv(theirs, tmp_path / "theirs.csv")
+    code, _, err = cli("import", path, "--sweep", "t", "--rename", "N=n_params",
+                       "--rename", "D=tokens", "--storage", sqlite_url)  # fmt: skip
+    assert code == 2 and "--rename val_loss=loss?" in err
+    import_runs(path, sweep="t", renames={"N": "n_params", "D": "tokens", "val_loss": "loss"},
+                url=sqlite_url)  # fmt: skip
+    assert "import again with --rename learning_rate=lr and --replace" in caplog.text
+    assert "with --rename bs=batch_size and --replace" in caplog.text
+    caplog.clear()
+    some = small_runs().assign(lr=[1e-3, None, 4e-3, 1e-3, 2e-3, None])
+    import_runs(write_csv(some, tmp_path / "some.csv"), sweep="s", renames=RENAMES, seq_len=64,
+                url=sqlite_url)  # fmt: skip
+    assert "2 of 6 runs have no lr value" in caplog.text
+
+
 def test_mis_scaled_or_repeated_runs_are_said_at_import(
     tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
