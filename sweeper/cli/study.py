@@ -404,7 +404,8 @@ def _print_imported(status: dict[str, Any]) -> None:
     n_runs = sum(c["runs"] for c in cells)
     source = f" from {imp['file']}" if imp.get("file") else ""
     when = f" on {imp['created_at'][:10]}" if imp.get("created_at") else ""
-    print(f"sweep {status['sweep']}: imported{source}{when}, {n_runs} runs in {len(cells)} "
+    runs = f"{n_runs} run{'s' if n_runs != 1 else ''}"
+    print(f"sweep {status['sweep']}: imported{source}{when}, {runs} in {len(cells)} "
           f"cell{'s' if len(cells) != 1 else ''} (not launched: no driver, no target)")  # fmt: skip
     for c in cells:
         counts = (c["diverged"], "diverged"), (c["failed"], "failed"), (c["pruned"], "pruned")
@@ -417,7 +418,8 @@ def _print_imported(status: dict[str, Any]) -> None:
                 best += f" at lr {c['best_lr']:.3g}"
             if c["best_batch_size"] is not None:
                 best += f", batch {c['best_batch_size']:g} seqs"
-        print(f"  {c['cell']:<20} {c['runs']} runs, {c['complete']} complete{extra}; {best}")
+        runs = f"{c['runs']} run{'s' if c['runs'] != 1 else ''}"
+        print(f"  {c['cell']:<20} {runs}, {c['complete']} complete{extra}; {best}")
 
 
 def _driver_text(driver: dict[str, Any] | None) -> str:
