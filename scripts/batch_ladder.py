@@ -137,7 +137,7 @@ def holdout(runs: pd.DataFrame, method: str) -> dict[str, Any]:
         pub = published_laws(name)["batch_tokens"]
         scale = law_scale(
             pub, n_params=float(held.n_params or 0), tokens=big, width=int(held.width or 0),
-            depth=int(held.depth or 0), seq_len=int(held.seq_len or 0), shape_given=True,
+            depth=int(held.depth or 0), seq_len=int(held.seq_len or 0),
             n_params_total=held.n_params_total,
         )  # fmt: skip
         points[name] = float(pub.predict(scale))

@@ -271,7 +271,7 @@ def check_recipe(
         warnings += flops_convention_warnings(law, quantity)
         scale = law_scale(
             law, n_params=v.n_params, tokens=v.tokens, width=shape.width, depth=shape.depth,
-            seq_len=shape.seq_len, shape_given=shape.shape_given,
+            seq_len=shape.seq_len,
             n_params_total=shape.n_params_total, bytes_per_token=bytes_per_token,
         )  # fmt: skip
         item = _check_item(v, quantity, law, scale, shape.seq_len, level, bytes_per_token, warnings)

@@ -4,7 +4,8 @@ exponents side by side.
 Every law is evaluated in its own conventions, through :func:`sweeper.recipe.scale.law_scale`, the
 function ``recommend`` and ``check`` use, so a point's FLOPs are counted the same way everywhere:
 Sweeper's "6ND" is 6·N·D + 6·L·T·d·D, "6ND (no attention)" 6·N·D, DeepSeek's "M*D" uses
-M = 72·L·d² + 12·L·d·T (L layers, d width, T context). A point without width and depth gets the
+M = 6·N + 12·L·d·T (L layers, d width, T context: DeepSeek's 72·L·d² + 12·L·d·T for a model of
+any MLP width). A point without width and depth gets the
 shape :func:`~sweeper.recipe.scale.infer_shape` gives for its N, one without a sequence length
 2048, and the row's note says so when the law's FLOPs depend on it. A law whose FLOPs were
 imported as given (another convention) is evaluated at the point's own ``flops`` column. A target
@@ -387,8 +388,8 @@ def _apart(fitted: Law, published: Law, predictor: str) -> str:
 
 def _shape(
     n: float, width: float, depth: float, seq_len: float
-) -> tuple[int, int, int, bool, list[str]]:
-    """(width, depth, seq_len, shape_given, notes) of a point: its own, or inferred/assumed."""
+) -> tuple[int, int, int, list[str]]:
+    """(width, depth, seq_len, notes) of a point: its own, or inferred/assumed."""
     notes = []
     given = all(math.isfinite(v) and v > 0 for v in (width, depth))
     if given:
@@ -401,14 +402,14 @@ def _shape(
     else:
         t = DEFAULT_SEQ_LEN
         notes.append(f"sequence length assumed {DEFAULT_SEQ_LEN}")
-    return w, d, t, given, notes
+    return w, d, t, notes
 
 
 def _sweeper_flops(
     n: float, d: float, *, width: float | None, depth: float | None, seq_len: float | None
 ) -> float:
     """Sweeper's compute at a point: law_scale's "6ND" (6·N·D + 6·L·T·d·D), same shape rules."""
-    w, dep, t, _, _ = _shape(n, _num(width), _num(depth), _num(seq_len))
+    w, dep, t, _ = _shape(n, _num(width), _num(depth), _num(seq_len))
     return train_flops(n, d, depth=dep, width=w, seq_len=t)
 
 
@@ -439,10 +440,10 @@ def _scale_for(
         conv_note = [f"flops counted as 6ND + attention, not {conv!r}"]
     else:
         conv_note = []
-    w, dep, t, given, notes = _shape(
+    w, dep, t, notes = _shape(
         n, _num(p.get("width")), _num(p.get("depth")), _num(p.get("seq_len"))
     )
-    scale = law_scale(law, n_params=n, tokens=d, width=w, depth=dep, seq_len=t, shape_given=given)
+    scale = law_scale(law, n_params=n, tokens=d, width=w, depth=dep, seq_len=t)
     if conv == FLOPS_6ND_NO_ATTENTION:
         notes = []  # neither the shape nor the sequence length enters
     return {k: scale[k] for k in law.predictors}, "; ".join(conv_note + notes)

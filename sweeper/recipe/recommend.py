@@ -439,7 +439,6 @@ def _evaluate_laws(
             width=s.width,
             depth=s.depth,
             seq_len=s.seq_len,
-            shape_given=s.shape_given,
             n_params_total=s.n_params_total,
             bytes_per_token=bytes_per_token,
         )

@@ -16,8 +16,10 @@ Scale passed to a law (see :mod:`sweeper.fitting.laws` for the predictor names):
 - ``flops`` by ``conventions.flops``: ``"6ND"`` is Sweeper's compute 6·N·D + 6·L·T·d·D (Kaplan's
   attention term, T = training sequence length, as the launched proxies count it), with the given
   or inferred shape; ``"6ND (no attention)"`` is 6·N·D; ``"M*D"`` is DeepSeek's M·D with
-  M = 72·L·d² + 12·L·d·T (or 6·N + 12·L·d·T when only N was given). Another convention is
-  evaluated as ``"6ND"`` with a warning.
+  M = 6·N + 12·L·d·T, the non-embedding FLOPs a token that DeepSeek's 72·L·d² + 12·L·d·T counts
+  for its own models (whose MLP makes N = 12·L·d²; an MLP 4-10x d_model wide, as in Step Law's
+  runs, makes N up to 3x that, and 72·L·d² had put M 2.3x low there: an audit). Another
+  convention is evaluated as ``"6ND"`` with a warning.
 
 When a model is given as N alone, its shape is inferred for memory, attention FLOPs and M with
 d_model ≈ 128 · layers (the aspect ratio of GPT-3 6.7B and LLaMA-7B, 4096/32; Kaplan et al. 2020
@@ -221,25 +223,20 @@ def law_scale(
     width: int,
     depth: int,
     seq_len: int,
-    shape_given: bool,
     n_params_total: float | None = None,
     bytes_per_token: float | None = None,
 ) -> dict[str, float]:
     """The predictor values for ``law`` at the target, in the law's conventions (module doc).
 
     ``tokens`` is the target's D in its own tokens; ``width``/``depth`` are the given shape or the
-    inferred one (``shape_given`` False), which only DeepSeek's M treats differently.
+    inferred one.
     """
     conv = law.conventions
     n = conv.law_n(n_params, n_params_total)
     d = tokens * token_factor(law, bytes_per_token)
     scale = {"n_params": n, "tokens": d, "width": float(width), "depth": float(depth)}
-    if conv.flops == FLOPS_M_D:
-        if shape_given:
-            m = 72.0 * depth * width**2 + 12.0 * depth * width * seq_len
-        else:
-            m = 6.0 * n_params + 12.0 * depth * width * seq_len
-        scale["flops"] = m * d
+    if conv.flops == FLOPS_M_D:  # (DeepSeek's 72·L·d² is 6·N for its own models' shape)
+        scale["flops"] = (6.0 * n_params + 12.0 * depth * width * seq_len) * d
     elif conv.flops == FLOPS_6ND_NO_ATTENTION:
         scale["flops"] = 6.0 * n_params * d
     else:

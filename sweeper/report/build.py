@@ -126,7 +126,6 @@ def _recipe_scale(recipe: Mapping[str, Any], laws: list[Law]) -> dict[str, float
         width=int(recipe["width"]),
         depth=int(recipe["depth"]),
         seq_len=int(recipe["seq_len"]),
-        shape_given=not recipe.get("shape_inferred", False),
         n_params_total=float(total) if isinstance(total, int | float) else None,
         bytes_per_token=recipe.get("bytes_per_token"),
     )

@@ -485,7 +485,6 @@ def _baselines(
             width=width,
             depth=depth,
             seq_len=held.seq_len or DEFAULT_SEQ_LEN,
-            shape_given=shape_given,
             n_params_total=held.n_params_total or None,
         )
         out[name] = float(law.predict(scale))

@@ -102,17 +102,19 @@ def test_deepseek_7b_reproduction() -> None:
 
 
 def test_deepseek_scale_uses_m_times_d() -> None:
+    """DeepSeek's M is the non-embedding FLOPs a token, 72·L·d² + 12·L·d·T for its own models
+    (N = 12·L·d²): 6·N + 12·L·d·T for any model. A Step Law run with a 9.8·d MLP (h960, 7
+    layers, N 2.147e8) had been given 72·L·d² from its shape, M 2.3x low (an audit)."""
     law = published_laws("deepseek")["lr"]
     L, d, T, D = 30, 4096, 4096, 2e12
-    s = law_scale(
-        law, n_params=12 * L * d**2, tokens=D, width=d, depth=L, seq_len=T, shape_given=True
-    )
+    s = law_scale(law, n_params=12 * L * d**2, tokens=D, width=d, depth=L, seq_len=T)
     assert s["flops"] == pytest.approx((72 * L * d**2 + 12 * L * d * T) * D)
-    # without the shape, M's attention term uses the inferred shape it is given
-    s = law_scale(law, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T, shape_given=False)
+    s = law_scale(law, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T)
     assert s["flops"] == pytest.approx((6 * 1e9 + 12 * L * d * T) * D)
+    wide = law_scale(law, n_params=2.147e8, tokens=4e9, width=960, depth=7, seq_len=2048)
+    assert wide["flops"] == pytest.approx((6 * 2.147e8 + 12 * 7 * 960 * 2048) * 4e9)
     step = published_laws("steplaw")["lr"]
-    s = law_scale(step, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T, shape_given=False)
+    s = law_scale(step, n_params=1e9, tokens=D, width=d, depth=L, seq_len=T)
     assert s["n_params"] == 1e9
 
 
@@ -122,12 +124,11 @@ def test_flops_conventions_6nd_with_and_without_attention() -> None:
     L, d, T, N, D = 24, 2048, 2048, 1.2e9, 1e11
     kw = {"n_params": N, "tokens": D, "width": d, "depth": L, "seq_len": T}
     with_att = power_law("lr", 1.0, {"flops": -0.1})
-    for given in (True, False):
-        s = law_scale(with_att, **kw, shape_given=given)
-        assert s["flops"] == pytest.approx(6 * N * D + 6 * L * T * d * D)
+    s = law_scale(with_att, **kw)
+    assert s["flops"] == pytest.approx(6 * N * D + 6 * L * T * d * D)
     no_att = power_law("lr", 1.0, {"flops": -0.1})
     no_att = _with(no_att, flops=FLOPS_6ND_NO_ATTENTION)
-    assert law_scale(no_att, **kw, shape_given=True)["flops"] == pytest.approx(6 * N * D)
+    assert law_scale(no_att, **kw)["flops"] == pytest.approx(6 * N * D)
     # the recipe's FLOPs are what a "6ND" law sees
     r = recommend({"lr": with_att}, Target(width=d, depth=L, context=T, tokens=D))
     assert r.flops == pytest.approx(6 * 12 * L * d**2 * D + 6 * L * T * d * D)

@@ -177,7 +177,7 @@ def test_the_time_counts_the_output_layer_and_the_laws_flops_do_not() -> None:
     assert r.flops == pytest.approx(memory.train_flops(r.n_params, 1e11, depth=24, width=2048,
                                                        seq_len=2048))  # fmt: skip
     scale = law_scale(sp_laws()["lr"], n_params=r.n_params, tokens=1e11,
-                      width=2048, depth=24, seq_len=2048, shape_given=True)  # fmt: skip
+                      width=2048, depth=24, seq_len=2048)  # fmt: skip
     assert scale["flops"] == pytest.approx(r.flops)  # a law's flops as it was fitted: no head
     assert r.to_dict()["train_flops"] == pytest.approx(r.train_flops)
     assert "output layer" in _rows(r)["time"][1]
