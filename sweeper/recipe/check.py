@@ -250,7 +250,7 @@ def check_recipe(
             f"law ({law_label(laws['batch_tokens'])}) to check it against: give it"
         )
     warnings: list[str] = []
-    shape = _recipe_shape(v, [law for _, law in roles], warnings)
+    shape = _recipe_shape(v, [law for _, law in roles], warnings, force=force)
     warnings += token_unit_warnings(
         [("batch" if q == "batch_tokens" else q, law) for q, law in roles],
         vocab=v.vocab,
@@ -274,7 +274,9 @@ def check_recipe(
             seq_len=shape.seq_len,
             n_params_total=shape.n_params_total, bytes_per_token=bytes_per_token,
         )  # fmt: skip
-        item = _check_item(v, quantity, law, scale, shape.seq_len, level, bytes_per_token, warnings)
+        item = _check_item(
+            v, quantity, law, scale, shape.seq_len, level, bytes_per_token, warnings, force=force
+        )
         if item is not None:
             items.append(item)
             used.append((quantity, law, scale))
@@ -316,10 +318,12 @@ def _no_batch_held(v: CheckValues, laws: list[Law]) -> list[str]:
     ]
 
 
-def _recipe_shape(v: CheckValues, laws: list[Law], warnings: list[str]) -> ResolvedShape:
+def _recipe_shape(
+    v: CheckValues, laws: list[Law], warnings: list[str], *, force: bool
+) -> ResolvedShape:
     """The recipe's shape (given, or inferred from N with a warning), its vocab assumed only
     where a law's N counts embedding parameters; an N that contradicts a given shape is
-    refused, as recommend and compare refuse it."""
+    refused, as recommend and compare refuse it (unless ``force``: a warning)."""
     counts_vocab = any(law.conventions.counts_embeddings for law in laws)
     shape = resolve_shape(
         n_params=v.n_params,
@@ -332,7 +336,7 @@ def _recipe_shape(v: CheckValues, laws: list[Law], warnings: list[str]) -> Resol
         vocab_purpose="the embedding parameters the law's N counts" if counts_vocab else None,
     )
     if v.d_model is not None and v.layers is not None:
-        check_n_params_agrees(v.n_params, shape)
+        check_n_params_agrees(v.n_params, shape, force=force, warnings=warnings)
     return shape
 
 
@@ -345,12 +349,16 @@ def _check_item(
     level: float,
     bytes_per_token: float | None,
     warnings: list[str],
+    *,
+    force: bool = False,
 ) -> CheckItem | None:
     """The recipe's ``quantity`` against the law at ``scale`` (None, with a warning, where the
-    law predicts no positive value, or one its form sets rather than its data)."""
+    law predicts no positive value, or one its form sets rather than its data, unless ``force``:
+    then the regime warning says it, as recommend's ``--force`` does)."""
     f = token_factor(law, bytes_per_token)
     got = evaluate_law(law, quantity, scale, seq_len=seq_len, level=level, factor=f)
-    zero = law.beyond_form(scale)  # (a positive value there is the formula's, not its data's)
+    # (a positive value there is the formula's, not its data's; --force had been ignored here)
+    zero = None if force else law.beyond_form(scale)
     if got is None or zero:
         warnings.append(
             f"{quantity} law ({law_label(law)}), {v.name}: {zero}; not compared" if zero

@@ -238,6 +238,7 @@ def extrapolation_summary(
     the slack :data:`~sweeper.recipe.scale.HELD_SLACK` between 12·L·d² and a counted N)."""
     ext: dict[str, float] = {}
     lr_far = 0.0  # (the LR and batch laws' own: the loss law's asks for no LR run, a review)
+    farthest: Law | None = None  # (the law the factor is of: a published one's is no proxy's)
     for role, law, scale in used:
         if not law.domain:
             warnings.append(
@@ -246,6 +247,8 @@ def extrapolation_summary(
             continue
         own = {k: scale[k] for k in law.predictors if k in scale}
         for p, r in law.extrapolation(own).items():
+            if r > max(ext.values(), default=0.0):
+                farthest = law
             ext[p] = max(ext.get(p, 0.0), r)
             lr_far = lr_far if role == "loss" else max(lr_far, r)
         warnings += [_below_warning(role, law, p, v, lo) for p, v, lo in _below(law, scale)]
@@ -253,9 +256,11 @@ def extrapolation_summary(
         return None, ext
     factor = max(ext.values())
     detail = ratios_text(ext)
-    # (a published law was fitted on the paper's models, not on proxies of Sweeper's)
-    published = all(law.method == "published" for _role, law, _scale in used)
-    largest = "the largest model of the law's fit" if published else "the largest proxy"
+    # (a published law was fitted on the paper's models, not on proxies of Sweeper's: with a
+    # fitted LR law and DeepSeek's batch law, DeepSeek's 2e19 FLOPs had been "the largest proxy")
+    largest = "the largest proxy"
+    if farthest is not None and farthest.method == "published":
+        largest = f"the largest model of {law_label(farthest)}'s fit"
     if factor >= VERY_FAR_FACTOR:
         check = (
             "confirm the LR with a short run at the target"

@@ -255,22 +255,38 @@ def _counted(
     return CountedShape(**fields, counted_total=float(total), builder=b, counted_n=float(n))
 
 
-def check_n_params_agrees(n_params: float, shape: ResolvedShape) -> None:
+def check_n_params_agrees(
+    n_params: float,
+    shape: ResolvedShape,
+    *,
+    force: bool | None = None,
+    warnings: list[str] | None = None,
+) -> None:
     """TargetError (one line) when a given N and a given shape disagree by more than
     :data:`N_SHAPE_TOLERANCE`: the shape's N is the builder's count for a :class:`CountedShape`,
-    else 12·L·d². The recipe would otherwise write the shape with an LR meant for N."""
+    else 12·L·d² (a 4·d_model MLP: a model with a wider one, such as Step Law's 4-10x runs,
+    counts more). The recipe would otherwise write the shape with an LR meant for N. ``force``
+    True: said in ``warnings`` instead (the laws take N as given); None: the caller has no
+    ``--force`` (compare), and the message offers none."""
     if isinstance(shape, CountedShape):
         shape_n, how = shape.counted_n, f"counted on the law's builder {shape.builder!r}"
     else:
-        shape_n, how = block_n_params(shape.width, shape.depth), "12·L·d²"
+        shape_n, how = block_n_params(shape.width, shape.depth), "12·L·d², a 4·d_model MLP"
     ratio = max(n_params / shape_n, shape_n / n_params)
-    if ratio > N_SHAPE_TOLERANCE:
-        raise TargetError(
-            f"n_params {n_params:.4g} disagrees with the shape {shape.depth} layers × d_model "
-            f"{shape.width}, whose non-embedding N is {shape_n:.4g} ({how}): {ratio:.3g}× apart, "
-            f"more than the {N_SHAPE_TOLERANCE:g}× allowed; give n_params or width and depth, "
-            "or both consistent"
-        )
+    if ratio <= N_SHAPE_TOLERANCE:
+        return
+    said = (
+        f"n_params {n_params:.4g} and the shape {shape.depth} layers × d_model {shape.width} "
+        f"(non-embedding N {shape_n:.4g}, {how}) are {ratio:.3g}× apart"
+    )
+    if force and warnings is not None:
+        warnings.append(f"{said}: the laws take N as given, the shape is kept as given (--force)")
+        return
+    raise TargetError(
+        f"{said}, more than the {N_SHAPE_TOLERANCE:g}× allowed; give n_params alone (its shape "
+        "is then inferred), width and depth alone, or both consistent"
+        + (", or --force to keep both (another MLP width)" if force is not None else "")
+    )
 
 
 def resolve_target(
@@ -313,7 +329,7 @@ def resolve_target(
     )
     shape = _counted(shape, target, conventions, warnings)
     if target.n_params is not None and shape.shape_given:
-        check_n_params_agrees(target.n_params, shape)
+        check_n_params_agrees(target.n_params, shape, force=force, warnings=warnings)
     tokens = _target_tokens(target, shape, loss_law, loss_factor, warnings, force=force)
     return ResolvedTarget(shape=shape, tokens=tokens)
 

@@ -280,7 +280,7 @@ def test_compare_refuses_the_target_recommend_refuses(tmp_path: Path) -> None:
         warnings.simplefilter("ignore")
         sweeper.fit("s", target="lr", method="parabola", n_boot=40, storage=url)
     bad = {"n_params": 1e9, "width": 64, "depth": 2, "tokens": 2e10}
-    refused = r"n_params 1e\+09 disagrees with the shape 2 layers × d_model 64"
+    refused = r"n_params 1e\+09 and the shape 2 layers × d_model 64"
     with pytest.raises(TargetError, match=refused):
         sweeper.recommend("deepseek", at=bad)
     with pytest.raises(TargetError, match=refused):

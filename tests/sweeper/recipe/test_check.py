@@ -169,6 +169,11 @@ def test_law_outside_its_range_is_not_compared() -> None:
         assert res.item("lr") is not None and not any("reaches 0" in w for w in res.warnings)
     assert published_laws("kaplan")["lr"].beyond_form({"n_params": 1.4e9}) is None
     assert published_laws("kaplan")["lr"].beyond_form({"n_params": 4.5e9}) is not None
+    # --force compares there, as recommend's writes that LR, and says why it is the form's (a
+    # published-laws audit: check --force had been the same as without it)
+    forced = check_recipe(published_laws("kaplan"), get_recipe("llama2-7b"), force=True)
+    assert forced.item("lr") is not None
+    assert any("falling faster than N^-1" in w for w in forced.warnings)
 
 
 def test_all_recipes_check_against_every_published_law() -> None:

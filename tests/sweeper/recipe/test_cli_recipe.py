@@ -582,7 +582,7 @@ def test_check_refuses_an_n_that_contradicts_the_shape_given(run) -> None:
         "check", "--law", "deepseek", "--params", "7B", "--tokens", "2T", "--lr", "3e-4",
         "--batch-tokens", "4M", "--width", "1024", "--depth", "2",
     )  # fmt: skip
-    assert code == 2 and out == "" and "disagrees with the shape 2 layers" in err
+    assert code == 2 and out == "" and "and the shape 2 layers × d_model" in err and "apart" in err
 
 
 def test_laws_show_prints_a_published_law_set_and_says_its_usage(run) -> None:

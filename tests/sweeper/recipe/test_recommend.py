@@ -14,6 +14,7 @@ import pytest
 from sweeper.errors import TargetError
 from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION, Conventions
 from sweeper.fitting.laws import LossLaw, PowerLaw
+from sweeper.recipe.compare import target_point
 from sweeper.recipe.doubts import extrapolation_text, quality_warnings
 from sweeper.recipe.hardware import Hardware, round_global_batch
 from sweeper.recipe.memory import train_flops
@@ -99,6 +100,22 @@ def test_deepseek_7b_reproduction() -> None:
     assert r.extrapolation_factor is not None and r.extrapolation_factor > 1000
     assert any("very far extrapolation" in w for w in r.warnings)
     assert any("measured as 'peak AdamW LR, multi-step schedule'" in w for w in r.warnings)
+
+
+def test_the_farthest_law_names_what_it_extrapolates_beyond() -> None:
+    """A fitted LR law near its cells beside DeepSeek's batch law 4e3x beyond its 2e19 FLOPs: the
+    doubt had called DeepSeek's data "the largest proxy" (a published-laws audit)."""
+    from sweeper.recipe.doubts import extrapolation_summary
+
+    mine = power_law("lr", 2.0, {"flops": -0.3}, domain={"flops": (1e18, 1e20)})
+    batch = published_laws("deepseek")["batch_tokens"]
+    at = {"flops": 8e22}
+    said: list[str] = []
+    extrapolation_summary([("lr", mine, at), ("batch", batch, at)], said)
+    assert any("4e+03× beyond the largest model of deepseek:batch_tokens's fit" in w for w in said)
+    said = []
+    extrapolation_summary([("lr", mine, {"flops": 1e24}), ("batch", batch, at)], said)
+    assert any("1e+04× beyond the largest proxy" in w for w in said)
 
 
 def test_deepseek_scale_uses_m_times_d() -> None:
@@ -457,13 +474,28 @@ def test_poorly_constrained_law_warns() -> None:
 def test_n_params_must_agree_with_a_given_shape() -> None:
     """n_params with a shape whose 12·L·d² is 1e4× smaller is refused (the recipe would write
     that shape with an LR meant for N); within the tolerance N is used as given."""
-    with pytest.raises(TargetError, match=r"n_params 1e\+09 disagrees with the shape 2 layers"):
+    with pytest.raises(TargetError, match=r"n_params 1e\+09 and the shape 2 layers .* apart"):
         recommend(sp_laws(), Target(n_params=1e9, width=64, depth=2, tokens=2e10))
     r = recommend(sp_laws(), Target(n_params=1.2e9, width=2048, depth=20, tokens=2e10))
     assert r.n_params == 1.2e9 and (r.width, r.depth) == (2048, 20)
     off = 12 * 20 * 2048**2 / (N_SHAPE_TOLERANCE * 1.01)
-    with pytest.raises(TargetError, match="more than the 2× allowed"):
+    with pytest.raises(TargetError, match=r"more than the 2× allowed.*or --force to keep both"):
         recommend(sp_laws(), Target(n_params=off, width=2048, depth=20, tokens=2e10))
+
+
+def test_a_wider_mlp_is_kept_with_force() -> None:
+    """Step Law's h960, 7-layer run with a 9.8·d MLP counts N 2.147e8, 2.77x its 12·L·d²: it had
+    been refused with no way through (an audit). --force keeps N and the shape, with a warning;
+    compare, which has no --force, offers none."""
+    target = Target(n_params=2.147e8, width=960, depth=7, context=2048, tokens=4e9)
+    with pytest.raises(TargetError, match="12·L·d², a 4·d_model MLP"):
+        recommend(sp_laws(), target)
+    r = recommend(sp_laws(), target, force=True)
+    assert (r.n_params, r.width, r.depth) == (2.147e8, 960, 7)
+    assert any("2.77× apart: the laws take N as given" in w for w in r.warnings)
+    with pytest.raises(TargetError) as e:
+        target_point(tokens=4e9, n_params=2.147e8, width=960, depth=7, context=2048)
+    assert "--force" not in str(e.value)
 
 
 def test_n_params_checked_against_the_builders_count() -> None:
