@@ -548,6 +548,7 @@ def convention_notes(
                     f"token budgets, {name}'s at the D its cells held ({c.held_text}); they "
                     "agree only if the optimum does not move with D"
                 )
+        notes += _compute_held_notes(f, others)
         lrs = sorted({p.conventions.lr for p in others if p.conventions.lr != c.lr})
         if f.target == "lr" and lrs:
             notes.append(
@@ -556,6 +557,30 @@ def convention_notes(
                             f" {lr}" for lr in lrs)
             )  # fmt: skip
     return list(dict.fromkeys(notes))
+
+
+def _compute_held_notes(fitted: Law, published: Sequence[Law]) -> list[str]:
+    """A note per published compute law beside a fitted compute law whose cells' tokens per
+    parameter spread more than :data:`_ONE_RATIO`: its compute grew along no one N:D
+    allocation (at one D, through N alone), the published law's along budgets where N and D grow
+    together; the exponents agree only if the optimum depends on N and D through C alone (the
+    quickstart's compute law, an N exponent at one D, had read "inside" DeepSeek's with no word:
+    an audit)."""
+    span = fitted.conventions.held.get("tokens_per_param")
+    if "flops" not in fitted.predictors or span is None or span[1] <= _ONE_RATIO * span[0]:
+        return []
+    return [
+        f"{law_label(fitted)}'s cells span {span[0]:.3g}-{span[1]:.3g} tokens per parameter: "
+        f"its compute grew along no one allocation of N and D (through N alone where the cells "
+        f"held D), {law_label(p)}'s along budgets where both grow; their compute exponents agree "
+        "only if the optimum depends on N and D through C alone"
+        for p in published
+        if "flops" in p.predictors
+    ]
+
+
+#: tokens per parameter spread by at most this factor across cells: one N:D allocation
+_ONE_RATIO: Final[float] = 2.0
 
 
 def _n_holds(law: Law) -> str:

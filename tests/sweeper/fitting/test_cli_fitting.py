@@ -481,6 +481,29 @@ def test_compare_says_where_a_fitted_law_and_the_published_differ_in_convention(
     assert a["note"] == ""
 
 
+def test_compare_says_a_compute_law_grew_along_no_one_allocation() -> None:
+    """The quickstart's compute law (one D, so an N exponent) read "inside" DeepSeek's, whose
+    budgets grow N and D together, with no word (an audit); a ladder at one tokens-per-parameter
+    ratio gets no note."""
+    from dataclasses import replace
+
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.recipe.compare import convention_notes
+    from sweeper.recipe.published import published_laws
+
+    conv = replace(Conventions(tokens="tokens"), held={"tokens_per_param": (2.08, 33.1)})
+    law = PowerLaw(
+        conventions=conv, target="lr", predictors=("flops",), source="mine", method="surface",
+        domain={"flops": (1.6e11, 2.1e12)}, log_prefactor=np.log(10.9), exponents={"flops": -0.29},
+    )  # fmt: skip
+    deepseek = list(published_laws("deepseek").values())
+    notes = "\n".join(convention_notes([law], deepseek))
+    assert "cells span 2.08-33.1 tokens per parameter" in notes and "deepseek's along" in notes
+    one = replace(law, conventions=replace(conv, held={"tokens_per_param": (19.0, 21.0)}))
+    assert "tokens per parameter" not in "\n".join(convention_notes([one], deepseek))
+
+
 def test_compare_sets_a_coupled_lr_law_beside_a_cell_at_its_best_batch(tmp_path) -> None:
     """A surface law of a batch sweep gives the optimum at its batch law's B*; a cell's measured
     optimum is at the cell's best batch. compare moved neither (on Step Law's runs the law sat
