@@ -15,7 +15,8 @@ On it:
 - the largest budget held out: the batch law refitted on the other budgets predicts its B*; the
   prediction's regret is read at the trained batch nearest to it (the best loss over that batch's
   LRs against the best of the cell), beside the baselines: reuse the largest fitted budget's B*,
-  Step Law's B(D), DeepSeek's B(C) (their laws in their own token units, applied to bytes here).
+  that B* scaled to the held-out budget by Power Lines' D^0.383, Step Law's B(D), DeepSeek's B(C)
+  (their laws in their own token units, applied to bytes here).
 
     .venv/bin/python scripts/batch_ladder.py --storage sqlite:////work/data/batch.db \
         --csv docs/data/batch_ladder.csv --json docs/data/batch_ladder.json
@@ -39,7 +40,7 @@ import pandas as pd
 import sweeper
 from sweeper.errors import SweeperError
 from sweeper.fitting.optimum import CellOptimum, estimate_optima
-from sweeper.recipe.published import published_laws
+from sweeper.recipe.published import POWER_LINES_BATCH_EXPONENT, published_laws
 from sweeper.recipe.scale import law_scale
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -129,9 +130,12 @@ def holdout(runs: pd.DataFrame, method: str) -> dict[str, Any]:
         (o for o in full if o.usable and (o.tokens or 0) < big), key=lambda o: float(o.tokens or 0)
     )
     best = best_at_batch(runs[runs["cell"] == held.cell])
+    anchor = float(fitted_big.batch_tokens or math.nan)
     points = {
         "law": float(law.predict({"tokens": big})),
-        "largest_fitted": float(fitted_big.batch_tokens or math.nan),
+        "largest_fitted": anchor,
+        # Power Lines' exponent, which carries over without its prefactor: anchored there
+        "power_lines": anchor * (big / float(fitted_big.tokens)) ** POWER_LINES_BATCH_EXPONENT,
     }
     for name in ("steplaw", "deepseek"):  # each at the cell in its own conventions (N, C = M·D)
         pub = published_laws(name)["batch_tokens"]

@@ -125,6 +125,7 @@ BASELINE_NAMES = {
     "steplaw": "Step Law (published)",
     "deepseek": "DeepSeek (published)",
     "porian": "Porian et al. (published)",
+    "power_lines": "Power Lines' D^0.383 from the largest fitted budget's optimum (published)",
 }
 #: the GPU ladders (docs/data/<csv>, trained once on a lent GPU): (GPU runs, the CPU runs of the
 #: same trials, their study, the same GPU trials trained outside Ray or None). The Hugging Face

@@ -12,8 +12,9 @@
   embedding; fitted on N 2.5e7–1.1e8 (RefinedWeb, AdamW with β2 tuned, constant LR after warmup).
 
 Power Lines (arXiv:2505.13738) gives the exponent of the optimal batch, B ∝ D^0.383, but no
-prefactor that carries over: :data:`POWER_LINES_BATCH_EXPONENT` is used anchored at a measured
-optimum (see :mod:`sweeper.transfer`).
+prefactor that carries over: :data:`POWER_LINES_BATCH_EXPONENT` is a baseline anchored at a
+measured optimum (the batch ladder's held-out budget, ``scripts/batch_ladder.py``), and the
+exponent docs/RESULTS.md sets a fitted B*(D) beside.
 """
 
 from __future__ import annotations
