@@ -50,7 +50,8 @@ def _add_law_args(p: argparse.ArgumentParser) -> None:
         help="use a law where it is refused, with a warning: one of another parametrization or "
         "base width, one whose interval at the target spans more than 1000x (it does not "
         "determine the value there), or a published law beyond its data where its form fails "
-        "(Kaplan's LR above N = 4.4e9)",
+        "(Kaplan's LR above N = 4.4e9); and keep --params beside a --width/--depth whose "
+        "12·L·d² it does not match (a model with another MLP width)",
     )
     add_bytes_per_token(p)
 
