@@ -40,10 +40,13 @@ class _Fit:
         n_dropped: int,
         level: float,
         interval: str = "",
+        exact_ci: np.ndarray | None = None,
     ) -> None:
         self.coef, self.boot, self.mu = coef, boot, mu
         self.cv, self.holdout, self.resid_std = cv, holdout, resid_std
         self.n_dropped, self.level, self.interval = n_dropped, level, interval
+        #: the coefficients' interval where it is known exactly (the t interval), uncentred
+        self.exact_ci = exact_ci
 
     def uncentred(self, c: np.ndarray) -> np.ndarray:
         """[log a, b...] for log y = log a + Σ b log x (undo the centring)."""
@@ -234,6 +237,8 @@ def _make_law(
     coef = fit.uncentred(fit.coef)[0]
     boot = fit.uncentred(fit.boot) if len(fit.boot) else np.zeros((0, len(coef)))
     ci = percentile_ci(boot, fit.level) if len(boot) >= 2 else None
+    if fit.exact_ci is not None:  # (exact, where the draws only approximate it)
+        ci = fit.exact_ci
     exps_ci = (
         {p: (float(ci[0, j + 1]), float(ci[1, j + 1])) for j, p in enumerate(preds)}
         if (ci is not None)
