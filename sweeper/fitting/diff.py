@@ -458,6 +458,11 @@ def _notes(
                       (("A", "B", vb), ("B", "A", va)) if v is not None]  # fmt: skip
         elif va != vb:
             notes.append(f"A and B differ in {key}: A {va}, B {vb}")
+    if ca.n_params_source != cb.n_params_source:  # (a function's N is a formula's, a model's not)
+        notes.append(
+            f"A and B count N differently: A {ca.n_params_source}, B {cb.n_params_source} (their "
+            "N axes agree only where the models match 12·L·d²)"
+        )
     for side, law in (("A", la), ("B", lb)):
         notes += [f"{side}'s lr law: {n}" for n in law.notes if KEPT_EDGE in n]
         far = {p: f for p, f in law.extrapolation(scale).items() if f > 1.01}

@@ -232,6 +232,13 @@ def test_a_diff_says_what_the_two_laws_measured_differently_and_where_they_extra
     assert "A's law does not model tokens (its cells held it at 8.19e+05)" in notes
     plain = diff(a, b)
     assert not any("differ in" in n or "beyond" in n for n in plain.notes)
+    # a training function's N is 12·L·d², a builder's its model's count (an API audit: not said)
+    own = dc_replace(Conventions(), n_params_source="12·L·d² at the cell's shape")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        counted = diff_runs(a, b, n_boot=200, cell_boot=50, conventions=(own, Conventions()))
+    assert any("A and B count N differently: A 12·L·d² at the cell's shape, B counted" in n
+               for n in counted.notes)  # fmt: skip
     # a target at the D the cells held is no note (a review: it said D "does not enter")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
