@@ -116,16 +116,45 @@ def fit_runs(
     if target != "loss":  # the loss law takes each cell's best run: no batch unit in it
         _check_batch_known(runs)
     outcome = _fit_targets(runs, conventions, source, target, predictors, options)
+    doubts = _device_doubt(runs) + _lr_unused_doubt(runs)
+    return replace(outcome, warnings=(*outcome.warnings, *doubts)) if doubts else outcome
+
+
+def _device_doubt(runs: pd.DataFrame) -> list[str]:
+    """A doubt when the runs were trained on devices of different precision."""
     mixed = device_kinds(runs["device"]) if "device" in runs else set()
     if len(mixed) < 2:
-        return outcome
+        return []
     how = ", ".join(f"{k}: {DEVICE_PRECISION.get(k, 'unknown precision')}" for k in sorted(mixed))
-    doubt = (
+    return [
         f"the runs were trained on {' and '.join(sorted(mixed))} ({how}; near and above the best "
         "LR their losses differ by up to what a second seed does); fit each device's runs apart "
         "to compare them"
-    )
-    return replace(outcome, warnings=(*outcome.warnings, doubt))
+    ]
+
+
+def _lr_unused_doubt(runs: pd.DataFrame) -> list[str]:
+    """A doubt when, in a cell, runs at different LRs (same seed and batch) ended with exactly
+    the same loss: the LR did not reach the training. A training function that ignored
+    ``hparams["lr"]`` gave 6 identical losses a cell and a fit that said "widen the LR range"
+    (an API audit)."""
+    need = {"cell", "lr", "loss"}
+    if not need <= set(runs.columns):
+        return []
+    done = runs[np.isfinite(pd.to_numeric(runs["loss"], errors="coerce"))]
+    if "diverged" in done:
+        done = done[~done["diverged"].fillna(False).astype(bool)]
+    keys = ["cell", *[k for k in ("seed", "batch_size") if k in done], "loss"]
+    distinct = done.dropna(subset=["lr"]).groupby(keys, dropna=False)["lr"].nunique()
+    cells = sorted({str(k[0]) for k, n in distinct.items() if n > 1})
+    if not cells:
+        return []
+    shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
+    return [
+        f"in {shown}, runs at different LRs ended with exactly the same loss: the LR does not "
+        "reach the training (a training function that does not use hparams['lr']?), and no LR "
+        "law measures anything there"
+    ]
 
 
 def _fit_targets(

@@ -248,3 +248,19 @@ def test_a_cliff_above_the_best_caps_the_optimum_at_the_best_lr() -> None:
     smooth = _cell_runs(lrs, [2.296, 2.261, 2.231, 2.215, 2.220, 2.26])
     (o2,) = estimate_optima(smooth, n_boot=0)
     assert 3.4e-3 < o2.lr <= math.sqrt(3.4e-3 * 4.8e-3) * (1 + 1e-9)
+
+
+def test_losses_equal_across_lrs_say_the_lr_does_not_reach_the_training() -> None:
+    """A training function that ignored hparams["lr"] gave six identical losses a cell, and the
+    fit said only "widen the LR range" (an API audit)."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
+
+    runs = synthetic_sweep(lr_law=LR_LAW, seeds=2, noise=1e-3, seed=1)
+    kw = {"conventions": Conventions(), "source": "s", "options": FitOptions(method="parabola")}
+    assert not any("exactly the same loss" in w for w in fit_runs(runs, **kw).warnings)
+    cell = runs["cell"].iloc[0]
+    flat = runs.assign(loss=np.where(runs["cell"] == cell, 3.0, runs["loss"]))
+    said = [w for w in fit_runs(flat, **kw).warnings if "exactly the same loss" in w]
+    assert said and said[0].startswith(f"in {cell}, runs at different LRs")
+    assert "hparams['lr']" in said[0]
