@@ -29,6 +29,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -45,7 +46,7 @@ from sweeper.study.ladder import Cell, cells
 from sweeper.study.lease import HEARTBEAT_S, HeldLease, LeaseLost
 from sweeper.study.own_code import code_fingerprints, function_honours
 from sweeper.study.samplers import RUNS_DONE, cell_key, make_sampler
-from sweeper.study.spec import StudySpec, parse_study_toml
+from sweeper.study.spec import ParamSpec, StudySpec, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
 
 if TYPE_CHECKING:
@@ -486,7 +487,13 @@ def _existing_row(
         return existing
     if _same_law_target(_stored_spec_or_none(existing), spec, url):
         return existing
-    changed = study_changes(_stored_spec_or_none(existing), spec)
+    stored = _stored_spec_or_none(existing)
+    changed = study_changes(stored, spec, recorded=_recorded(stored, spec, url))
+    if not force_new and (hint := _default_search_keys(stored, spec)):
+        raise StorageError(
+            f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
+            f"file ({changed}): {hint}"
+        )
     if not force_new and not _holds_trials(spec.name, url):
         logger.warning(
             "sweep %s holds no trials (its last launch stopped before the first): replaced by "
@@ -501,6 +508,57 @@ def _existing_row(
         )
     delete_sweep(spec.name, url, held=held)
     return None
+
+
+def _recorded(stored: StudySpec | None, spec: StudySpec, url: str) -> dict[str, float] | None:
+    """The default target a law sweep's first launch recorded (None for another sampler), for
+    :func:`study_changes` to name as the old value ("'(none)' -> 500000.0" had hidden it)."""
+    if stored is None or stored.sampler.kind != "law" or stored.target is not None:
+        return None
+    from sweeper.run.law_plan import recorded_target  # (run imports study)
+
+    return recorded_target(cell_studies(spec.name, url))
+
+
+def _default_search_keys(stored: StudySpec | None, spec: StudySpec) -> str:
+    """How to relaunch when the studies differ only by ``[search]`` keys fixed at the value the
+    runs used anyway (``warmup = 0.1`` written in one, left out of the other), "" otherwise. A
+    written key is a one-value parameter Optuna records in every trial, so the grids differ and
+    the sweep cannot continue under the other file; the message had offered only --force-new,
+    which deletes the trials (a launch audit)."""
+    if stored is None:
+        return ""
+    old, new = dict(stored.search.items()), dict(spec.search.items())
+    if spec_hash(replace(stored, search=spec.search)) != spec_hash(spec):
+        return ""  # (something else changed too)
+    keys = sorted(set(old) ^ set(new))
+    if not keys or any(old[k] != new[k] for k in set(old) & set(new)):
+        return ""
+    added = [k for k in keys if k in new]
+    if not all(_at_default(k, (new if k in new else old)[k], spec) for k in keys):
+        return ""
+    if added:
+        return (
+            f"[search] {', '.join(added)} written at the value its runs used: a [search] key, even "
+            "at its default, is a one-value searched parameter of every trial, so the grids "
+            f"differ; delete {' and '.join(added)} from [search] to relaunch the sweep"
+        )
+    gone = ", ".join(keys)
+    return (
+        f"the sweep was launched with [search] {gone} written at its default, a one-value "
+        f"searched parameter of every trial; write {gone} back into [search] to relaunch it"
+    )
+
+
+def _at_default(name: str, p: ParamSpec, spec: StudySpec) -> bool:
+    """Whether the search parameter ``name`` is fixed at the value a run takes without it."""
+    from proxy_models.hparams import HParams
+
+    if not p.is_fixed or p.values is None:
+        return False
+    defaults = {f.name: f.default for f in dataclass_fields(HParams)}
+    default = spec.train.schedule if name == "schedule" else defaults.get(name)
+    return default is not None and p.values[0] == default
 
 
 def _same_law_target(stored: StudySpec | None, spec: StudySpec, url: str) -> bool:
@@ -638,15 +696,25 @@ def added_cells(old: StudySpec | None, new: StudySpec) -> list[str]:
     return [n for n in new_names if n not in old_names]
 
 
-def study_changes(stored: StudySpec | None, spec: StudySpec, most: int = 4) -> str:
+def study_changes(
+    stored: StudySpec | None,
+    spec: StudySpec,
+    most: int = 4,
+    *,
+    recorded: Mapping[str, float] | None = None,
+) -> str:
     """What ``spec`` changes of the ``stored`` study in what a sweep measures (the keys
     :func:`~sweeper.study.study_toml.spec_hash` covers), as ``key: old -> new`` joined by
-    semicolons, at most ``most`` of them ("" when the stored study cannot be read)."""
+    semicolons, at most ``most`` of them ("" when the stored study cannot be read).
+    ``recorded``: the default ``[target]`` a law sweep's first launch recorded, the old value of
+    a target the stored file left out."""
     import tomllib
 
     if stored is None:
         return ""
     old, new = (_flat(tomllib.loads(study_toml(x, operational=False))) for x in (stored, spec))
+    if recorded is not None:
+        old = {"target.params": recorded["n_params"], "target.tokens": recorded["tokens"], **old}
     keys = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
     text = [f"{k}: {old.get(k, _default(stored, k))!r} -> {new.get(k, _default(spec, k))!r}"
             for k in keys[:most]]  # fmt: skip

@@ -1,0 +1,39 @@
+"""What a relaunch refused as another study says (a launch audit): a [search] key written at the
+value the runs used gets the edit that relaunches, not only --force-new (which deletes the
+trials), and a changed law [target] names the default the first launch recorded."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sweeper.errors import StorageError
+from sweeper.study.spec import ParamSpec, TargetSpec
+from sweeper.study.sweep import open_sweep
+from tests.sweeper.run.fake_tune import drive, open_searcher
+from tests.sweeper.run.test_law_sampler_audit import law
+
+
+def test_a_search_key_at_its_default_names_the_edit_that_relaunches(sqlite_url: str) -> None:
+    spec = law("defaults")
+    drive(open_searcher(spec, sqlite_url))
+    written = replace(spec, search=replace(spec.search, warmup=ParamSpec.fixed(0.1)))
+    with pytest.raises(StorageError) as e:
+        open_sweep(written, sqlite_url)
+    said = str(e.value)
+    assert "delete warmup from [search] to relaunch the sweep" in said
+    assert "--force-new" not in said
+    other = replace(spec, search=replace(spec.search, warmup=ParamSpec.fixed(0.2)))
+    with pytest.raises(StorageError, match="--force-new"):  # (another value: another study)
+        open_sweep(other, sqlite_url)
+
+
+def test_a_changed_target_names_the_recorded_default(sqlite_url: str) -> None:
+    spec = law("recorded")
+    searcher = open_searcher(spec, sqlite_url)
+    drive(searcher)
+    recorded = searcher.planner.target["n_params"]
+    with pytest.raises(StorageError) as e:
+        open_sweep(replace(spec, target=TargetSpec(params=3 * recorded)), sqlite_url)
+    assert f"target.params: {recorded!r} -> {3 * recorded!r}" in str(e.value)
