@@ -489,7 +489,7 @@ def _existing_row(
         return existing
     stored = _stored_spec_or_none(existing)
     changed = study_changes(stored, spec, recorded=_recorded(stored, spec, url))
-    if not force_new and (hint := _default_search_keys(stored, spec)):
+    if not force_new and (hint := _default_search_keys(stored, spec) or _more_lrs(stored, spec)):
         raise StorageError(
             f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
             f"file ({changed}): {hint}"
@@ -547,6 +547,23 @@ def _default_search_keys(stored: StudySpec | None, spec: StudySpec) -> str:
     return (
         f"the sweep was launched with [search] {gone} written at its default, a one-value "
         f"searched parameter of every trial; write {gone} back into [search] to relaunch it"
+    )
+
+
+def _more_lrs(stored: StudySpec | None, spec: StudySpec) -> str:
+    """How to add LR values to a grid sweep (its grid ids would change, so in place is refused):
+    a sweep of their own, joined for the fits; "" unless that is the only change (the message
+    had offered only --force-new, which deletes the trials: a launch audit)."""
+    if stored is None or stored.search.lr.values is None or spec.search.lr.values is None:
+        return ""
+    old, new = set(stored.search.lr.values), set(spec.search.lr.values)
+    if not old < new or spec_hash(replace(spec, search=stored.search)) != spec_hash(stored):
+        return ""
+    added = ", ".join(f"{v:g}" for v in sorted(new - old))
+    return (
+        f"a grid's LRs cannot grow in place; launch the new ones ({added}) as a sweep of their own "
+        f"(another sweep.name, the same study otherwise) and fit the two joined: `sweeper fit "
+        f"{spec.name}+NEW` (docs/STUDY.md, 'What a relaunch may change')"
     )
 
 
