@@ -793,7 +793,10 @@ def _start_point(
             cell.n_params / near.n_params
         )
         idxs = _bracket(state, cell, centre, max_seeds)
-        why = f"start: x1/√2, x1, x√2 around {ref}'s best LR {near.lrs[state.best(ref) or 0]:.3g}"
+        best = near.lrs[state.best(ref) or 0]
+        why = (
+            f"start: the LR list's values nearest x1/√2, x1, x√2 around {ref}'s best LR {best:.3g}"
+        )
         why += "" if law is None else f" moved by the law's exponent ({slope:.2f}) in N"
     for idx in idxs:
         if state.n_at(cell.cell, idx) == 0 and state.allowed(cell.cell, idx, max_seeds):
