@@ -374,6 +374,22 @@ def test_other_tools_column_names_get_a_rename_hint(
     assert "2 of 6 runs have no lr value" in caplog.text
 
 
+def test_a_cell_of_two_sizes_is_refused_and_a_run_listed_twice_is_said(
+    tmp_path: Path, sqlite_url: str, cli, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fitting audit: two cells labelled alike were fitted at their median N, an N no run had;
+    a file listed twice under new ids counted every run twice and narrowed the interval."""
+    clash = small_runs().assign(cell="small")  # N 1e6 and 4e6 under one name
+    path = write_csv(clash, tmp_path / "clash.csv")
+    code, _, err = cli("import", path, "--sweep", "c", "--storage", sqlite_url,
+                       *[f"--rename={k}={v}" for k, v in RENAMES.items()], "--seq-len", "64")
+    assert code == 2 and "cell 'small' holds runs of n_params 1e+06 to 4e+06" in err
+    twice = pd.concat([small_runs(), small_runs()], ignore_index=True).assign(run_id=range(12))
+    import_runs(write_csv(twice, tmp_path / "ids.csv"), sweep="ids", renames=RENAMES, seq_len=64,
+                url=sqlite_url)  # fmt: skip
+    assert "6 rows repeat another's cell, lr, batch, seed and loss exactly" in caplog.text
+
+
 def test_mis_scaled_or_repeated_runs_are_said_at_import(
     tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
