@@ -88,8 +88,15 @@ def _usable_cells(
             and "batch_range_low" in frame
             and not np.isfinite(pd.to_numeric(row["batch_range_low"], errors="coerce"))
         ):
-            # a batch size that was not swept inside a cell says nothing about its optimum
-            why = "batch size not swept in this cell"
+            # a batch size that was not swept inside a cell says nothing about its optimum; two
+            # batch sizes were, but too few for the parabola's quadratic (a fitting audit: they
+            # had read "not swept")
+            two = any("batch swept at 2 values only" in n for n in (row.get("notes") or ()))
+            why = (
+                "batch swept at only 2 values in this cell (the parabola needs 3)"
+                if two
+                else "batch size not swept in this cell"
+            )
         else:
             for c in (target, *preds):
                 v = pd.to_numeric(row[c], errors="coerce")

@@ -264,3 +264,17 @@ def test_losses_equal_across_lrs_say_the_lr_does_not_reach_the_training() -> Non
     said = [w for w in fit_runs(flat, **kw).warnings if "exactly the same loss" in w]
     assert said and said[0].startswith(f"in {cell}, runs at different LRs")
     assert "hparams['lr']" in said[0]
+
+
+def test_a_cell_of_two_batch_sizes_says_so_in_the_parabola() -> None:
+    """Two batch sizes a cell are too few for the parabola's quadratic: the batch fit's reason
+    had said "batch size not swept in this cell" (a fitting audit)."""
+    from sweeper.fitting.power_law import fit_power_law
+
+    df = synthetic_sweep(
+        lr_law=LR_LAW, batch_law=(0.5, {"tokens": 0.6}), n_params=(1e6, 4e6),
+        tokens=(1e8, 4e8, 1.6e9), batch_steps=(0, 1), seed=2,
+    )  # fmt: skip
+    optima = estimate_optima(df, method="parabola", n_boot=20)
+    with pytest.raises(FitError, match="batch swept at only 2 values in this cell"):
+        fit_power_law(optima, target="batch_tokens", predictors=("tokens",))
