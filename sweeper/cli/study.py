@@ -219,11 +219,12 @@ def _print_estimate(est: Any) -> None:
     span = _span(f"{lo:,.0f}", f"{hi:,.0f}", "-")
     hours = _span(f"{lo / 3600:.2g}", f"{hi / 3600:.2g}", "-")
     wall = _span(duration(wlo), duration(whi), " to ")
-    # (the launch's fixed costs are constants, not probed: LAUNCH_S and TRIAL_S)
+    # (the launch's fixed costs are constants, not probed: LAUNCH_S, TRIAL_S and PROCESS_S,
+    # scaled to the load at the probe: the caveat's note says by how much)
     print(f"  total: {est.runs} runs, {span} core-s ({hours} core-h); about {wall} wall with "
           f"{est.concurrent} trial(s) at once on this machine, {duration(est.overhead_s)} of it "
-          "Ray's start and Tune's per-trial cost (typical figures measured on 2 cores, not "
-          "probed)")  # fmt: skip
+          "the command's start and exit, Ray's start and Tune's per-trial cost (typical figures "
+          "measured on 2 cores, not probed)")  # fmt: skip
     for n in (*est.notes, est.caveat):
         print(f"  note: {n}")
 
@@ -263,6 +264,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
             c.cell, c.runs if law else c.finished, None if law else c.target, c.failed,
             c.pruned, c.best_loss, c.best_lr, c.best_batch_size, closed=c.closed,
             waiting=c.waiting, best_runs=c.best_runs, open_runs=c.runs_open,
+            running=c.running, running_text=_LEFT_RUNNING,
         )  # fmt: skip
         print(f"  {line}")
     if law:
@@ -270,13 +272,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
         print(f"  {law_progress(s.runs_used, s.budget_runs, s.plan_stop)}")
     if s.interrupted:
-        short = s.short()
-        print(
-            f"sweeper: interrupted ({s.interrupted})"
-            + (f": {short}" if short else "")
-            + "; relaunch to resume (the runs it stopped run again)",
-            file=sys.stderr,
-        )
+        print(f"sweeper: {_interrupted(s)}", file=sys.stderr)
         return 128 + (15 if s.interrupted == "SIGTERM" else 2)
     if not s.done:
         print(
@@ -286,6 +282,24 @@ def cmd_launch(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+#: a launch's trials its stop left RUNNING (a launch-UX audit: the summary after SIGTERM said
+#: "0/6; no complete trial" while `sweeper status` said "1 left RUNNING")
+_LEFT_RUNNING = "left RUNNING (the next launch runs them again)"
+
+
+def _interrupted(s: Any) -> str:
+    """What an interrupted launch (a LaunchSummary) stopped, and what resumes it. A launch
+    stopped while Ray started opened nothing: it has no cells, and nothing ran."""
+    if not s.cells:
+        return (f"interrupted ({s.interrupted}) while Ray started: nothing ran; the same "
+                "command starts the sweep")  # fmt: skip
+    short = s.short()
+    left = sum(c.running for c in s.cells)
+    again = f" (its {left} trial(s) left RUNNING run again)" if left else ""
+    what = f": {short}" if short else ""
+    return f"interrupted ({s.interrupted}){what}; relaunch to resume{again}"
 
 
 def _cell_line(
@@ -325,10 +339,13 @@ def _cell_line(
         (open_runs, "run" + "s" * (open_runs != 1) + " of open points finished"),
     )
     extra = "".join(f", {n} {what}" for n, what in counts if n)
+    from sweeper.run.progress import of_target
+
     # (target None: the law sampler, whose budget is the sweep's: ``finished`` counts runs)
     done = (
-        f"{finished}/{target}" if target is not None else f"{finished} run" + "s" * (finished != 1)
-    )
+        of_target(finished, target) if target is not None
+        else f"{finished} run" + "s" * (finished != 1)
+    )  # fmt: skip
     return f"{cell:<20} {done}{extra}; {best}"
 
 

@@ -18,12 +18,15 @@ The law sampler spends ``budget_runs`` in all, or what its plan can use when tha
 in every cell, cheapest first) is priced exactly, and the rest lies between all of it in the
 cheapest cells and all of it in the dearest (each cell holding at most its LRs' most runs), so
 its cost is a range. When the batch size is
-searched, the probe runs at the smallest batch (the slowest per token): the figure is then an
-upper bound.
+searched, the probe runs at the smallest batch (the slowest per token): the training's cost is
+then an upper bound.
 
-The wall time adds a launch's fixed cost and Tune's cost per trial (:data:`LAUNCH_S`,
-:data:`TRIAL_S`, measured here: they dominate a small sweep, 13.6 s of the smoke study's
-25.5 s launch).
+The wall time adds what a launch spends besides training: Ray's start, Tune's cost per trial,
+and the ``sweeper launch`` command's own start and exit (:data:`LAUNCH_S`, :data:`TRIAL_S`,
+:data:`PROCESS_S`: typical figures of an otherwise idle 2-core machine, not probed). They
+dominate a small sweep, so they are scaled to the load the probe found (:func:`load_factor`):
+unscaled, an audit's 6-run sweep was priced at 2-3x less than it took under load, and its note
+said the figures were for that load (a launch-UX audit).
 What it does not know: other load on the machine while the sweep runs, the last trials running
 alone, and a GPU's speed when probed on a CPU; the probe runs here, under the load it finds (its
 1-minute load average is kept with the estimate and printed with this caveat).
@@ -46,7 +49,10 @@ from sweeper.study.ladder import Cell, cells
 from sweeper.study.spec import StudySpec, law_cap_runs, law_lr_runs, law_lrs, law_max_runs
 
 __all__ = [
+    "LAUNCH_S",
     "PROBE_STEPS",
+    "PROCESS_S",
+    "TRIAL_S",
     "CellCost",
     "Estimate",
     "Probe",
@@ -54,6 +60,7 @@ __all__ = [
     "duration",
     "estimate_study",
     "load_average",
+    "load_factor",
     "probe_cell",
     "probe_loaded",
 ]
@@ -61,13 +68,32 @@ __all__ = [
 #: optimizer steps of a timed probe (after one untimed warm-up step)
 PROBE_STEPS = 12
 
-#: wall seconds a launch spends before its trials train: Ray's start (5.6 s) and the first trial
-#: workers' start (importing torch): the smoke study on 2 cores, 2026-11-28, launch 25.5 s, Tune
-#: 18.5 s, its 36 runs 21.7 s on 2 workers
+#: wall seconds a launch spends before its trials train, on an otherwise idle machine: Ray's
+#: start (5.6 s) and the first trial workers' start (importing torch): the smoke study on 2
+#: cores, 2026-11-28, launch 25.5 s, Tune 18.5 s, its 36 runs 21.7 s on 2 workers
 LAUNCH_S: Final[float] = 10.0
 #: wall seconds Ray Tune spends per trial beyond the run (scheduling, reporting, the searcher's
-#: storage writes), per worker: the rest of the smoke study's Tune time, over its 18 trials a worker
+#: storage writes), per worker: the rest of the smoke study's Tune time, over its 18 trials a
+#: worker (the same launch, idle)
 TRIAL_S: Final[float] = 0.2
+#: wall seconds of the ``sweeper launch`` command outside its summary's "finished in", on an
+#: otherwise idle machine: its start (imports, the study; 2.7 s of CPU time, which is its idle
+#: wall time, 2026-11-29 on 2 cores) and its exit after the summary (Ray's shutdown, the lease,
+#: the interpreter: 2.6-2.9 s at load 4.3-4.8 on 2 cores, about 1 s once divided by
+#: :func:`load_factor`; an audit saw 3-4 s). A launch from Python pays only Ray's shutdown of it
+PROCESS_S: Final[float] = 3.7
+
+
+def load_factor(load_avg: float | None, cores: int | None) -> float:
+    """How much slower the launch's fixed costs (:data:`LAUNCH_S`, :data:`TRIAL_S`,
+    :data:`PROCESS_S`, measured idle) run under ``load_avg`` on ``cores`` cores: they are mostly
+    one process at a time (Ray's start, Tune's driver, imports), which gets ``cores / (load + 1)``
+    of a core among ``load_avg`` other runnable processes, so ``max(1, (load + 1) / cores)``; 1
+    where the load is not known. (Unscaled, an audit's small sweep took 2-3x the estimate under
+    load; the training itself is probed under the load and needs no factor.)"""
+    if load_avg is None or not cores or not math.isfinite(load_avg):
+        return 1.0
+    return max(1.0, (max(load_avg, 0.0) + 1.0) / cores)
 
 
 def duration(seconds: float) -> str:
@@ -128,22 +154,38 @@ class Estimate:
     cores: int | None = None
 
     @property
+    def load_factor(self) -> float:
+        """The launch's fixed costs' slowdown under the load at the probe (:func:`load_factor`)."""
+        return load_factor(self.load_avg, self.cores)
+
+    @property
     def overhead_s(self) -> float:
-        """Wall seconds of the launch that are not training: :data:`LAUNCH_S`, and
-        :data:`TRIAL_S` per trial on each of the ``concurrent`` workers."""
-        return LAUNCH_S + TRIAL_S * self.runs / self.concurrent
+        """Wall seconds of the launch that are not training: :data:`LAUNCH_S`, :data:`TRIAL_S`
+        per trial on each of the ``concurrent`` workers and :data:`PROCESS_S`, scaled to the
+        load at the probe (:attr:`load_factor`)."""
+        idle = LAUNCH_S + TRIAL_S * self.runs / self.concurrent + PROCESS_S
+        return idle * self.load_factor
 
     @property
     def caveat(self) -> str:
         """What every estimate leaves out, with the load it was probed under: the probe is one
-        snapshot of the throughput (module docstring)."""
+        snapshot of the throughput (module docstring), and says what is scaled to that load and
+        what is not (it said "the figures are for the load at the probe" while the launch's
+        fixed costs were an idle machine's, 2-3x low under load: a launch-UX audit)."""
         cores = self.cores or 0
-        at = "" if self.load_avg is None else (
-            f" (load average {self.load_avg:.2f} on {cores} core{'s' * (cores != 1)})"
-        )  # fmt: skip
+        if self.load_avg is None:
+            return (
+                "the figures are for the load at the probe: the training was probed under it, "
+                "but the launch's fixed costs are an idle machine's (this OS keeps no load "
+                "average to scale them by); other load while the sweep runs, the last trials "
+                "running alone and a GPU's speed when probed on a CPU are left out"
+            )
+        at = f" (load average {self.load_avg:.2f} on {cores} core{'s' * (cores != 1)})"
         return (
-            f"the figures are for the load at the probe{at}: other load while the sweep runs, "
-            "the last trials running alone and a GPU's speed when probed on a CPU are left out"
+            f"the figures are for the load at the probe{at}: the training was probed under it "
+            f"and the launch's fixed costs, measured idle, are scaled to it "
+            f"(x{self.load_factor:.2g}); other load while the sweep runs, the last trials "
+            "running alone and a GPU's speed when probed on a CPU are left out"
         )
 
     @property
@@ -157,6 +199,7 @@ class Estimate:
         out["core_hours"] = [c / 3600 for c in self.core_s]
         out["wall_s"] = list(self.wall_s)
         out["overhead_s"] = self.overhead_s
+        out["load_factor"] = self.load_factor
         out["caveat"] = self.caveat
         for c, cost in zip(out["cells"], self.cells, strict=True):
             c["core_s"] = cost.core_s(self.cpu_per_trial)
@@ -432,9 +475,13 @@ def _notes(spec: StudySpec) -> tuple[str, ...]:
     b = spec.search.batch_size
     if not b.is_fixed:
         out.append("the batch size is searched: probed at its smallest value, the slowest per "
-                   "token, so the figures are an upper bound")  # fmt: skip
+                   "token, so the training's core-s are an upper bound")  # fmt: skip
     if spec.pruner.kind == "asha":
-        out.append("ASHA stops runs early: the figures are an upper bound")
+        # (it said "the figures are an upper bound": a launch took 3.3x its wall figure, whose
+        # fixed costs a stopped run pays in full; a launch-UX audit)
+        out.append("ASHA stops runs early: the run count and the training's core-s are upper "
+                   "bounds (a stopped point runs no more seeds); the wall time is no bound: its "
+                   "fixed costs are typical figures, which a stopped run pays in full")  # fmt: skip
     if spec.sampler.kind == "law":
         out.append(f"law sampler: {_law_runs(spec)} runs at most (fewer if its stopping "
                    "rule is met); the start is priced per cell, the rest as a range between the "

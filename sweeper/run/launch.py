@@ -44,7 +44,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import ray
 from optuna.trial import TrialState
@@ -235,14 +235,31 @@ class _StopWhenSearcherStops(tune.Stopper):
         return self.searcher is not None and self.searcher.lost
 
 
+#: what a launch says it does on a first signal during Tune's run
+_STOPPING_TRIALS = "stopping the sweep's trials (they run again at the next launch)"
+#: ... and during Ray's start (a launch-UX audit: a Ctrl-C there was lost and every run trained)
+_STOPPING_AT_START = "stopping the launch once Ray has started (nothing is trained)"
+
+
+class _Flagged(Protocol):
+    """What a signal stops: the searcher during Tune's run, the Ray session during its start."""
+
+    interrupted: str
+
+
 @contextlib.contextmanager
-def _interruptible(searcher: CellSearcher) -> Iterator[None]:
-    """SIGINT (Ctrl-C) and SIGTERM (``timeout``, Slurm, Kubernetes) during the Tune run stop it
-    cleanly: no new trial, the running ones stopped and left RUNNING for the next launch to close
-    and run again (as after a kill), the lease released, and the summary says it was interrupted.
+def _interruptible(stops: _Flagged, doing: str = _STOPPING_TRIALS) -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM (``timeout``, Slurm, Kubernetes) set ``stops.interrupted``
+    (the signal's name) instead of raising, and the launch stops cleanly where it checks it.
+    During the Tune run (``stops``: the searcher): no new trial, the running ones stopped and
+    left RUNNING for the next launch to close and run again (as after a kill), the lease
+    released, and the summary says it was interrupted. During Ray's start (``stops``: the
+    session): Ray's start runs to its end and the launch then stops before any trial.
+
     A second signal stops at once. Tune's own SIGINT handler is kept out (it knows no SIGTERM and
-    would let the run be reported as failures). Outside the main thread signals cannot be caught:
-    nothing is installed."""
+    would let the run be reported as failures), and so is the SIGTERM handler ``ray.init``
+    installs (``sys.exit``: it replaced this one while Ray started). Outside the main thread
+    signals cannot be caught: nothing is installed."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
@@ -251,23 +268,20 @@ def _interruptible(searcher: CellSearcher) -> Iterator[None]:
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def on_signal(signum: int, _frame: Any) -> None:
-        if searcher.interrupted:  # the second one: stop at once
+        if stops.interrupted:  # the second one: stop at once
             for s, h in old.items():
                 signal.signal(s, h)
             raise KeyboardInterrupt
-        searcher.interrupted = signal.Signals(signum).name
-        logger.warning(
-            "%s: stopping the sweep's trials (they run again at the next launch); send it again "
-            "to stop at once",
-            searcher.interrupted,
-        )
+        stops.interrupted = signal.Signals(signum).name
+        logger.warning("%s: %s; send it again to stop at once", stops.interrupted, doing)
 
     env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     for s in old:
         signal.signal(s, on_signal)
     try:
-        yield
+        with _ray_keeps_sigterm():
+            yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -275,6 +289,23 @@ def _interruptible(searcher: CellSearcher) -> Iterator[None]:
             os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
         else:
             os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = env
+
+
+@contextlib.contextmanager
+def _ray_keeps_sigterm() -> Iterator[None]:
+    """``ray.init`` installs a SIGTERM handler of its own (``sys.exit``) while it starts: kept
+    from installing it, so that the launch's handler stays (:func:`_interruptible`)."""
+    import ray._private.utils as ru
+
+    saved = getattr(ru, "set_sigterm_handler", None)
+    if saved is None:  # (a Ray without it: nothing to keep out)
+        yield
+        return
+    ru.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ru.set_sigterm_handler = saved
 
 
 # ---- user code on the workers ------------------------------------------------------------------
@@ -983,18 +1014,25 @@ class _RaySession:
         #: the trials the cluster fits, once joined (None before)
         self.capacity: int | None = None
         self.started = False
+        #: the signal sent while Ray started ("" when none was): the launch then runs no trial
+        self.interrupted = ""
         self._quiet: contextlib.ExitStack | None = None
 
     def join(self, spec: StudySpec) -> int:
         """Join the cluster (once) and read its capacity for ``spec``'s trials: RayConnectError
-        when it cannot be joined, StudyError when it cannot fit one trial (:func:`_capacity`)."""
+        when it cannot be joined, StudyError when it cannot fit one trial (:func:`_capacity`).
+        A signal while Ray starts sets :attr:`interrupted`, for the caller to stop on (it was
+        lost in Ray's start, and every run then trained: a launch-UX audit)."""
         if self.capacity is None:
             if self._quiet is None:
                 self._quiet = contextlib.ExitStack()
                 self._quiet.enter_context(_quiet_ray(self.verbose))
-            if not self.started:
-                self.started = _start_ray(self.address, self.verbose, self.t0, self.runtime_env)
-            self.capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
+            with _interruptible(self, _STOPPING_AT_START):
+                if not self.started:
+                    self.started = _start_ray(
+                        self.address, self.verbose, self.t0, self.runtime_env
+                    )
+                self.capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
         return self.capacity
 
     def close(self) -> None:
@@ -1097,6 +1135,18 @@ def _device_mix(spec: StudySpec, cell_studies: list[CellStudy]) -> str:
     )
 
 
+def _stopped_at_start(
+    spec: StudySpec, url: str, session: _RaySession, t0: float
+) -> LaunchSummary:
+    """The summary of a launch interrupted while Ray started, before it opened the sweep: no
+    cell, no run (the sweep is as it was; the same command starts it again)."""
+    return LaunchSummary(
+        sweep=spec.name, url=url, cells=(), wall_s=time.perf_counter() - t0, runs_this_launch=0,
+        points_this_launch=0, reconciled=0, max_concurrent=session.capacity or 0,
+        interrupted=session.interrupted,
+    )  # fmt: skip
+
+
 def _launch_fenced(
     spec: StudySpec,
     *,
@@ -1120,6 +1170,8 @@ def _launch_fenced(
     before = st.get_sweep(spec.name, url)
     if before is None or force_new:  # (--force-new deletes the old trials: join first)
         session.join(spec)
+        if session.interrupted:  # (nothing opened: a new sweep is not registered, none replaced)
+            return _stopped_at_start(spec, url, session, t0)
     cell_studies = open_sweep(
         spec, url, force_new=force_new, storage=storage, held=held, code_changed=code_changed
     )
@@ -1211,9 +1263,13 @@ def _run_tune(
             max_concurrent=n_conc,
             base_config=base_config(spec, data),
             on_progress=display.update if display is not None else None,
+            on_dispatch=display.redraw if display is not None else None,
             held=held,
             capacity=None if fixed else _capacity_now(spec),
         )
+        if session.interrupted:  # (during Ray's start: no trial runs)
+            searcher.interrupted = session.interrupted
+            return searcher, n_conc
         if display is not None:
             display.start(searcher)
         t_fit = time.perf_counter()

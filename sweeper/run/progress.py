@@ -10,9 +10,15 @@ from sweeper.study.sweep import CellCounts, cell_counts, failed_counts
 if TYPE_CHECKING:
     from sweeper.run.searcher import CellSearcher
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "of_target"]
 
 logger = logging.getLogger(__name__)
+
+
+def of_target(finished: int, target: int) -> str:
+    """A cell's finished trials against its target: "2/3", or "7 (target 3)" past it (a relaunch
+    that lowered ``trials_per_cell`` from 7 to 3 printed "7/3"; a launch-UX audit)."""
+    return f"{finished}/{target}" if finished <= target else f"{finished} (target {target})"
 
 
 class Progress:
@@ -54,6 +60,14 @@ class Progress:
             self._live.update(self._table(searcher))
         else:
             self._say(searcher, i)
+
+    def redraw(self, searcher: CellSearcher, i: int) -> None:
+        """A run of cell ``i`` started: the live table again, its "running" column being the
+        searcher's count (it was redrawn only as runs finished, so it said 0 while the first ones
+        ran: a launch-UX audit). Nothing stored changed, so nothing is read, and a log, whose
+        lines are one per finished run, prints nothing."""
+        if self._live is not None:
+            self._live.update(self._table(searcher))
 
     def _read(self, s: CellSearcher, i: int) -> CellCounts:
         """Cell ``i``'s counts from its study; its last ones when the storage cannot answer now
@@ -132,7 +146,7 @@ class Progress:
         sweep's) its runs, those of its open points included."""
         c = self._cell(s, i)
         runs = c.runs + c.runs_open
-        return f"{runs} run{'s' if runs != 1 else ''}" if s.law else f"{c.finished}/{s.target}"
+        return f"{runs} run{'s' if runs != 1 else ''}" if s.law else of_target(c.finished, s.target)
 
     def _runs(self, s: CellSearcher, i: int) -> str:
         """A grid cell's finished runs when a point has more than one seed (those of its open

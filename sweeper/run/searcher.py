@@ -49,7 +49,10 @@ class CellSearcher(Searcher):
     ``max_pending_per_cell`` (default: the concurrency spread over the unfinished cells), and
     returns ``FINISHED`` once every cell has its target or has given up (as many FAIL points in
     this launch as its target: a crash that repeats should not loop forever; relaunch to retry).
-    ``on_progress(searcher, cell_index)`` is called after every finished run.
+    ``on_progress(searcher, cell_index)`` is called after every finished run, and
+    ``on_dispatch(searcher, cell_index)`` after every run started (the live table's "running"
+    column is the searcher's count: it was redrawn only as runs finished, and said 0 while the
+    first ones ran; a launch-UX audit).
 
     The law sampler (``sampler.kind = "law"``) replaces the choice of cell and point by its plan
     (:class:`~sweeper.run.law_plan.LawPlanner`: the stored COMPLETE trials and the open points,
@@ -76,6 +79,7 @@ class CellSearcher(Searcher):
         max_concurrent: int,
         base_config: Mapping[str, Any],
         on_progress: ProgressFn | None = None,
+        on_dispatch: ProgressFn | None = None,
         held: HeldLease | None = None,
         capacity: Callable[[], int | None] | None = None,
     ) -> None:
@@ -93,6 +97,7 @@ class CellSearcher(Searcher):
         self.dists = distributions(spec.search)
         self.base_config = dict(base_config)
         self.on_progress = on_progress
+        self.on_dispatch = on_dispatch
         self.cells = [CellState.of(cs, self.target) for cs in cell_studies]
         self.points: dict[tuple[int, int], Point] = {}
         self.by_ray: dict[str, tuple[tuple[int, int], int]] = {}
@@ -324,6 +329,8 @@ class CellSearcher(Searcher):
         self.live += 1
         c.running += 1
         config = trial_config(self.base_config, self.spec, cell, params, seed=seed)
+        if self.on_dispatch is not None:
+            self.on_dispatch(self, p.cell)
         return {**config, "trial_number": p.trial.number}
 
     # ---- results ----

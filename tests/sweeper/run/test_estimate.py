@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from sweeper.run.estimate import (
     LAUNCH_S,
+    PROCESS_S,
     TRIAL_S,
     Probe,
     estimate_study,
@@ -65,7 +67,10 @@ def fake_probe(s_tok_small: float, s_tok_big: float, fixed: float = 2.0):  # typ
     return probe
 
 
-def test_a_grid_is_priced_cell_by_cell_through_the_two_probes() -> None:
+def test_a_grid_is_priced_cell_by_cell_through_the_two_probes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # (the fixed costs' load)
     spec = study()
     probe = fake_probe(1e-4, 1e-3)
     est = estimate_study(spec, cores=2, probe=probe)
@@ -80,7 +85,7 @@ def test_a_grid_is_priced_cell_by_cell_through_the_two_probes() -> None:
     assert est.core_s == pytest.approx((total, total)) and est.runs == 18
     # 2 trials at once on 2 cores, plus Ray's start and Tune's cost per trial (the smoke study's
     # estimate was 7 s against a 26 s launch without them)
-    assert est.overhead_s == pytest.approx(LAUNCH_S + TRIAL_S * 18 / 2)
+    assert est.overhead_s == pytest.approx(LAUNCH_S + TRIAL_S * 18 / 2 + PROCESS_S)
     assert est.wall_s[0] == pytest.approx(total / 2 + est.overhead_s)
     assert est.notes == ()
 
@@ -268,6 +273,8 @@ def test_an_estimate_whose_ends_print_alike_prints_one_figure(
 def fake_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
     """``sweeper.api.estimate`` without training: a probe with known figures on one core."""
     import sweeper.api as api
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # (an idle machine's figures)
 
     def fast(spec: StudySpec | str | Path, **_: object):  # type: ignore[no-untyped-def]
         spec = api.load_study(spec) if isinstance(spec, (str, Path)) else spec
