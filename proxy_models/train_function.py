@@ -15,10 +15,16 @@ take it trains its own model, the builder then only counting N and memory):
   function should then return at once.
 
 It returns a dict with ``val_loss`` (required) and optionally ``train_loss``, ``steps``,
-``tokens``, ``diverged``. It declares the study keys it honours as an attribute,
-``function.honours = ("schedule", "warmup", ...)`` (:data:`HONOURABLE` lists them); a study that
-sets any other key away from its default is refused at validate, so that a law's conventions never
-describe a recipe that did not run.
+``tokens``, ``diverged``. Before the call, torch (every device), numpy and ``random`` are seeded
+from ``hparams["seed"]`` (:func:`seed_everything`). The tokens the run trained (what it returned,
+else reported, else its steps × batch_size × context) are compared with ``hparams["tokens"]``: a
+run more than :data:`TOKENS_SLACK` away from it keeps a one-line ``tokens_note`` (and is logged)
+but is not refused, since a loop may stop a little early.
+
+The function declares the study keys it honours as an attribute, ``function.honours =
+("schedule", "warmup", ...)`` (:data:`HONOURABLE` lists them); a study that sets any other key
+away from its default is refused at validate, so that a law's conventions never describe a recipe
+that did not run.
 """
 
 from __future__ import annotations
@@ -38,10 +44,12 @@ __all__ = [
     "HONOURABLE",
     "IMPLIED",
     "KEY",
+    "TOKENS_SLACK",
     "applied_to_model",
     "check_function",
     "honours_of",
     "run_function",
+    "seed_everything",
     "takes_model",
 ]
 
@@ -87,8 +95,11 @@ HONOURABLE: Final[dict[str, str]] = {
 #: such a function was refused for a base_width it needs, and not passed the default one)
 IMPLIED: Final[dict[str, tuple[str, ...]]] = {"parametrization": ("base_width", "base_depth")}
 _MARGIN: Final[float] = 1.0  # as proxy_models.training.DIVERGE_MARGIN
-_MARGIN_EARLY: Final[float] = 3.0  # as DIVERGE_MARGIN_WARMUP, over the first 10% of the tokens
+_MARGIN_EARLY: Final[float] = 3.0  # as DIVERGE_MARGIN_WARMUP, over the first 10% (tokens or steps)
 _WINDOW: Final[int] = 10
+#: how far (a fraction of the budget) a run's trained tokens may stray from ``hparams["tokens"]``
+#: before its result keeps a ``tokens_note``: a loop may stop a little early or round its steps
+TOKENS_SLACK: Final[float] = 0.1
 
 
 def honours_of(fn: Callable[..., Any]) -> tuple[str, ...]:
@@ -175,6 +186,8 @@ class _Watch:
 
     tokens_budget: int
     forward: Callable[[int, int, float], bool] | None
+    #: the steps the budget makes at the run's batch size and context (0: not known)
+    steps_budget: int = 0
     losses: list[float] = field(default_factory=list)
     step: int = 0
     tokens: int = 0
@@ -185,7 +198,7 @@ class _Watch:
         self.step, self.tokens = int(step), int(tokens)
         loss = float(loss)
         self.losses.append(loss)
-        early = self.tokens < 0.1 * self.tokens_budget
+        early = self.fraction() < 0.1
         window = self.losses[-_WINDOW:]
         margin = _MARGIN_EARLY if early else _MARGIN
         if not math.isfinite(loss) or sum(window) / len(window) > self.losses[0] + margin:
@@ -195,6 +208,14 @@ class _Watch:
             self.stopped = True
             return True
         return False
+
+    def fraction(self) -> float:
+        """How far the run is, by its tokens or by its steps, whichever says further: a loop
+        that reports steps where tokens are expected had kept the lenient early margin to its
+        end (an own-function audit)."""
+        by_tokens = self.tokens / self.tokens_budget if self.tokens_budget > 0 else 0.0
+        by_steps = self.step / self.steps_budget if self.steps_budget > 0 else 0.0
+        return max(by_tokens, by_steps)
 
 
 def run_function(
@@ -213,13 +234,17 @@ def run_function(
     instead of failing the trial). ``report`` receives what the function reports while no stop
     was asked. Other exceptions from ``fn`` propagate; a result without one number as
     ``val_loss`` is a :class:`BuilderError`. ``hparams`` reaches ``fn`` as a dict whose missing
-    key raises a KeyError naming the keys passed and ``function.honours``."""
+    key raises a KeyError naming the keys passed and ``function.honours``. Torch, numpy and
+    ``random`` are seeded from ``hparams["seed"]`` first (:func:`seed_everything`); the tokens
+    trained are checked against ``hparams["tokens"]`` (:func:`_tokens_note`)."""
     t0 = time.perf_counter()
-    watch = _Watch(int(hparams["tokens"]), report)
+    budget = int(hparams["tokens"])
+    watch = _Watch(budget, report, _steps_budget(hparams, shape))
     passed = _HParams(hparams, honours=honours_of(fn))
     kwargs: dict[str, Any] = {"hparams": passed, "shape": dict(shape), "report": watch}
     if model is not None and takes_model(fn):  # (under sp a function may train its own)
         kwargs["model"] = model
+    seed_everything(int(hparams["seed"]))
     try:
         out = fn(**kwargs)
     except FloatingPointError as e:  # (said, since a bug elsewhere can raise it too)
@@ -236,7 +261,14 @@ def run_function(
         val = init if math.isfinite(init) else math.log(int(shape["vocab_size"]))
     finite = [x for x in watch.losses if math.isfinite(x)]
     wall = time.perf_counter() - t0
-    tokens = int(out.get("tokens", watch.tokens) or 0)
+    trained, source = _trained(out, watch, hparams, shape)
+    tokens = trained or 0
+    note = None
+    if not (diverged or watch.stopped):  # (a run stopped early trains less, and rightly so)
+        by_steps = _by_steps(out, watch, hparams, shape)
+        note = _tokens_note(_name(fn), budget, trained, source, by_steps)
+    if note:
+        logger.warning("%s", note)
     return {
         "val_loss": val,
         "train_loss": _train_loss(out, finite[-1] if finite else val),
@@ -253,7 +285,91 @@ def run_function(
         "n_params": out.get("n_params"),
         "n_params_total": out.get("n_params_total"),
         "device": str(out.get("device", "cpu")),
+        "tokens_note": note,
     }
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch (the CPU and every GPU), numpy's global generator and ``random`` from the
+    trial's seed before the function runs. A Ray worker is reused, so a function that draws
+    before it seeds itself (or never does) drew from whatever the worker had run before:
+    identical runs gave different losses (an own-function audit)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    """``module:function`` as a study names it (for messages)."""
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _steps_budget(hparams: Mapping[str, Any], shape: Mapping[str, int]) -> int:
+    """The optimizer steps ``hparams["tokens"]`` makes at its batch size and the context (as the
+    trainable counts them); 0 when either is missing."""
+    per_step = int(hparams.get("batch_size") or 0) * int(shape.get("context") or 0)
+    return max(1, int(hparams["tokens"]) // per_step) if per_step > 0 else 0
+
+
+def _by_steps(
+    out: Mapping[str, Any], watch: _Watch, hparams: Mapping[str, Any], shape: Mapping[str, int]
+) -> tuple[int, str] | None:
+    """The tokens the run's steps make (returned ``steps``, else the last step reported) ×
+    batch_size × context, and how; None when it gave no steps."""
+    steps = int(out.get("steps", watch.step) or 0)
+    batch, context = int(hparams.get("batch_size") or 0), int(shape.get("context") or 0)
+    if steps <= 0 or batch <= 0 or context <= 0:
+        return None
+    return steps * batch * context, f"{steps} steps × batch_size {batch} × context {context}"
+
+
+def _trained(
+    out: Mapping[str, Any], watch: _Watch, hparams: Mapping[str, Any], shape: Mapping[str, int]
+) -> tuple[int | None, str]:
+    """The tokens the run trained as far as Sweeper can tell, and where the figure comes from:
+    the ``tokens`` it returned, else the last tokens it reported, else its steps × batch_size ×
+    context; None when it said none of them. (The first two had been taken as they came, 0
+    when the function said neither: an own-function audit.)"""
+    if out.get("tokens") is not None:
+        return int(out["tokens"]), "returned as 'tokens'"
+    if watch.losses:
+        return watch.tokens, "the last tokens passed to report()"
+    steps = _by_steps(out, watch, hparams, shape)
+    if steps is not None:
+        return steps[0], f"{steps[1]}: it returned no 'tokens' and never called report()"
+    return None, ""
+
+
+def _tokens_note(
+    name: str, budget: int, trained: int | None, source: str, by_steps: tuple[int, str] | None
+) -> str | None:
+    """One line when the run trained (or says it trained) more than :data:`TOKENS_SLACK` away
+    from its budget ``hparams["tokens"]``, else None. An own-function audit: a loop that ignored
+    the budget (5 steps, 1,280 of 4,096 tokens) and one that passed steps to ``report`` as
+    tokens were fitted at the budget in silence. Not refused: a loop may stop early on purpose,
+    and the run is still a measurement, only not at the cell's tokens."""
+    if trained is None or budget <= 0 or abs(trained - budget) <= TOKENS_SLACK * budget:
+        return None
+    pct = 100 * trained / budget
+    share = f"{pct:.0f}%" if pct >= 1 or pct == 0 else f"{pct:.2g}%"
+    note = (
+        f"{KEY} {name!r} trained {trained:,} tokens ({source}) where its budget "
+        f"hparams['tokens'] is {budget:,} ({share})"
+    )
+    if by_steps is not None and abs(by_steps[0] - budget) <= TOKENS_SLACK * budget:
+        note += (
+            f"; its {by_steps[1]} make {by_steps[0]:,} (does it pass steps where report(step, "
+            "tokens, loss) or its 'tokens' expects tokens?)"
+        )
+    return note + (
+        "; the run is fitted at its cell's tokens all the same: train hparams['tokens'] tokens "
+        "and report or return the tokens trained"
+    )
 
 
 def _flag(v: Any) -> bool:

@@ -1,5 +1,11 @@
 """What the searcher keeps of a launch: each open point (an Optuna trial and its seeds' runs) and
-each cell's counts, and how a finished point is written to its cell's study."""
+each cell's counts, and how a finished point is written to its cell's study.
+
+A grid point whose runs failed (a crash, or an error a retry may cure, after Ray's retries) is
+asked again in the launch, but only once every grid point was asked: until then it is held
+(:func:`~sweeper.study.samplers.hold_point`, so a driver stopped meanwhile loses none) and kept in
+its cell's ``deferred`` list, which :func:`release_deferred` queues when the grid has no point
+left to ask."""
 
 from __future__ import annotations
 
@@ -13,13 +19,35 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.run.trainable import METRIC
-from sweeper.study.samplers import RUNS_DONE, hold_point, kept_attrs, requeue_point
+from sweeper.study.samplers import (
+    HELD,
+    RUNS_DONE,
+    grid_points_left,
+    hold_point,
+    kept_attrs,
+    requeue_point,
+)
 from sweeper.study.sweep import CellStudy, cell_counts
 from sweeper.study.sweep_runs import aggregate_runs
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CannotTell", "CellState", "Point", "report_value", "run_record", "tell_point"]
+__all__ = [
+    "NOTES",
+    "CannotTell",
+    "CellState",
+    "Point",
+    "release_deferred",
+    "report_value",
+    "run_record",
+    "tell_point",
+]
+
+#: a run's one-line notes that a training function's run may carry (``proxy_models.
+#: train_function`` and ``sweeper.run.trainable``): kept in its record and as the trial's
+#: user attribute, logged once per cell. ``tokens_note``: it trained more than 10% away from its
+#: budget (the fit takes it at the cell's tokens); ``report_note``: ASHA got no report from it
+NOTES: tuple[str, ...] = ("tokens_note", "report_note")
 
 
 @dataclass
@@ -53,6 +81,10 @@ class CellState:
     open_points: int = 0  # asked, not yet told
     failed_now: int = 0  # points that failed in this launch
     requeued_now: list[dict[str, Any]] = field(default_factory=list)  # ... and were queued again
+    #: grid points that failed in this launch while others were still to ask: held, and queued
+    #: by :func:`release_deferred` once every grid point was asked
+    deferred: list[dict[str, Any]] = field(default_factory=list)
+    notes_shown: set[str] = field(default_factory=set)  # NOTES logged for this cell
     runs: int = 0  # training runs of the COMPLETE trials (what the law sampler's budget counts)
     grid_spent: bool = False  # grid sampler: every point asked, none queued
     best_loss: float | None = None
@@ -132,30 +164,22 @@ def tell_point(c: CellState, p: Point, *, requeue: bool) -> bool:
         p.trial.set_user_attr("runs", runs)
         for k, v in aggregate_runs(runs).items():
             p.trial.set_user_attr(k, v)
+        _notes(c, p, runs)
     study = c.cs.study
     if p.failed:
-        # Queued (or held, after failing in the study's code) before the FAIL is told: a driver
-        # killed between the two writes leaves the trial RUNNING, which reconcile closes without
-        # queueing the point twice.
-        # (a point that fails again in this launch is held too: an own-model audit's point that
-        # timed out was asked 3 times, 9 runs with Ray's retries, until its cell gave up on
-        # failures with its other points never asked)
-        params = dict(p.trial.params)
-        here = requeue and not p.user_error and params not in c.requeued_now
-        if requeue and not here:
-            hold_point(study, params)
-        again = here and requeue_point(study, params, attrs=kept_attrs(p.trial))
+        # Queued (or held) before the FAIL is told: a driver killed between the two writes
+        # leaves the trial RUNNING, which reconcile closes without queueing the point twice.
+        again = _requeue_failed(c, p) if requeue else False
         _tell(study, p.trial, state=TrialState.FAIL)
         c.failed += 1
         c.failed_now += 1
-        if again:
-            c.requeued_now.append(params)
-            c.grid_spent = False
+        release_deferred(c)
         return again
     if p.pruned:
         _tell(study, p.trial, state=TrialState.PRUNED)
         c.pruned += 1
         c.finished += 1
+        release_deferred(c)
         return False
     value = sum(float(r["loss"]) for r in runs) / len(runs)
     _tell(study, p.trial, value)
@@ -167,7 +191,85 @@ def tell_point(c: CellState, p: Point, *, requeue: bool) -> bool:
         c.best_loss = value
         c.best_lr = float(p.trial.params["lr"])
         c.best_batch = int(p.trial.params["batch_size"])
+    release_deferred(c)
     return False
+
+
+def _requeue_failed(c: CellState, p: Point) -> bool:
+    """Queue the failed point ``p`` again, defer it, or hold it for the next launch; True when
+    it was queued now. Held: a point that failed in the study's code (a seeded run raises it
+    again) or failed already once in this launch (an own-model audit's point that timed out was
+    asked 3 times, 9 runs with Ray's retries, until its cell gave up with its other points never
+    asked). Deferred (held too) while grid points are still to ask: queued at once, it was asked
+    before them, and the cell's failures could end it with a point never asked (an own-function
+    audit: an out-of-memory point ran twice, lr 0.03 never)."""
+    study = c.cs.study
+    params = dict(p.trial.params)
+    if p.user_error or params in c.requeued_now:
+        hold_point(study, params)
+        return False
+    if _unasked(study) > 0:
+        hold_point(study, params)  # (a driver stopped before its release loses no point)
+        if params not in c.deferred:
+            c.deferred.append(params)
+        return False
+    release_deferred(c)  # (those failed first are asked first)
+    if not requeue_point(study, params, attrs=kept_attrs(p.trial)):
+        return False
+    c.requeued_now.append(params)
+    c.grid_spent = False
+    return True
+
+
+def _unasked(study: optuna.Study) -> int:
+    """Grid points never asked (queued ones aside; 0 for any sampler but the grid)."""
+    left = grid_points_left(study)
+    if not left:
+        return 0
+    return left - len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
+def release_deferred(c: CellState) -> int:
+    """Queue the cell's deferred points (:attr:`CellState.deferred`) once no grid point is left
+    unasked, and no longer hold them; returns how many were queued. The searcher may call it
+    before it finds the grid spent (:func:`tell_point` calls it after each point)."""
+    if not c.deferred or _unasked(c.cs.study) > 0:
+        return 0
+    study = c.cs.study
+    queued = [params for params in c.deferred if requeue_point(study, params)]
+    held = list(study.user_attrs.get(HELD) or [])  # (queued first: a crash between keeps both)
+    study.set_user_attr(HELD, [h for h in held if h not in c.deferred])
+    c.requeued_now.extend(queued)
+    c.deferred.clear()
+    if queued:
+        c.grid_spent = False
+        logger.info(
+            "%s: %d failed point(s) queued again, every grid point asked",
+            c.cs.cell.name,
+            len(queued),
+        )
+    return len(queued)
+
+
+def _notes(c: CellState, p: Point, runs: list[dict[str, Any]]) -> None:
+    """Keep a run's :data:`NOTES` as the trial's user attributes (the first seed's that has
+    one) and log each kind once per cell (the workers' own logs reach the driver only with -v:
+    an own-function audit's runs that trained 1,280 of 4,096 tokens were fitted in silence)."""
+    for key in NOTES:
+        note = next((r[key] for r in runs if r.get(key)), None)
+        if note is None:
+            continue
+        p.trial.set_user_attr(key, note)
+        if key in c.notes_shown:
+            continue
+        c.notes_shown.add(key)
+        logger.warning(
+            "%s trial %d: %s (%s on the trial; said once per cell)",
+            c.cs.cell.name,
+            p.trial.number,
+            note,
+            key,
+        )
 
 
 class CannotTell(Exception):
@@ -208,6 +310,7 @@ def run_record(result: Mapping[str, Any], seed: int, ray_id: str) -> dict[str, A
         ):
             rec[k] = result.get(k)
         rec["loss"] = result.get("val_loss")
+        rec.update({k: str(result[k]) for k in NOTES if result.get(k)})  # (a function's run)
     else:  # stopped by the scheduler: its last intermediate validation loss
         rec.update(
             loss=result.get(METRIC),

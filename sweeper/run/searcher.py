@@ -17,6 +17,7 @@ from sweeper.run.points import (
     CellState,
     Point,
     keep_runs_done,
+    release_deferred,
     report_value,
     resume_seeds,
     run_record,
@@ -210,6 +211,7 @@ class CellSearcher(Searcher):
             c = self.cells[i]
             if c.exhausted(self.target) or c.running >= cap:
                 continue
+            release_deferred(c)  # (failed points wait for the grid's last: queued now if so)
             if grid_points_left(c.cs.study) == 0:
                 # asking now would repeat a point (Optuna's grid picks a random visited one)
                 c.grid_spent = True

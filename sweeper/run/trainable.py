@@ -21,6 +21,7 @@ import math
 import os
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -265,19 +266,65 @@ def _run_function(
     if builder is not None and takes_model(fn):  # (else it only counts N: none built, a review)
         model = prepare(builder, cfg, seed=int(config["seed"]), device="cpu").model
     eval_every = config.get("eval_every")
-    forward = None
+    gate = None
     if eval_every:
-        send = _tune_reporter(total_steps)
         every_tokens = eval_every * hp.batch_size * cfg.context
-        state = {"next": every_tokens}
+        gate = _AshaGate(
+            _tune_reporter(total_steps), eval_every, every_tokens, hparams["tokens"], total_steps
+        )
+    out = run_function(fn, hparams=hparams, shape=shape_kwargs(cfg), report=gate, model=model)
+    if gate is not None and not out.get("diverged"):
+        out["report_note"] = gate.note(own["function"])
+    return out
 
-        def forward(step: int, tokens: int, loss: float) -> bool:
-            if tokens >= state["next"] and tokens < int(config["tokens"]):
-                state["next"] = (tokens // every_tokens + 1) * every_tokens
-                return send(step, tokens, loss)
+
+@dataclass
+class _AshaGate:
+    """What a training function reports, forwarded to ASHA once per checkpoint (every
+    ``eval_every`` steps, ``every_tokens`` tokens), never at or past the end of the run (its
+    final report is the one that counts). A checkpoint is reached by the steps or the tokens
+    reported, whichever is further: a loop that passed steps as tokens had sent ASHA nothing
+    and was never pruned (an own-function audit); :meth:`note` says when nothing was sent."""
+
+    send: Callable[[int, int, float], bool]
+    eval_every: int
+    every_tokens: int
+    tokens: int
+    total_steps: int
+    next: int = 1
+    calls: int = 0
+    sent: int = 0
+    last: tuple[int, int] = (0, 0)
+
+    def __call__(self, step: int, tokens: int, loss: float) -> bool:
+        self.calls += 1
+        self.last = (step, tokens)
+        if tokens >= self.tokens or step >= self.total_steps:
             return False
+        reached = max(tokens // self.every_tokens, step // self.eval_every)
+        if reached < self.next:
+            return False
+        self.next = reached + 1
+        self.sent += 1
+        return self.send(step, tokens, loss)
 
-    return run_function(fn, hparams=hparams, shape=shape_kwargs(cfg), report=forward, model=model)
+    def note(self, path: str) -> str | None:
+        """One line when the run had checkpoints but ASHA got no report, else None."""
+        if self.sent or self.total_steps <= self.eval_every:
+            return None
+        step, tokens = self.last
+        said = (
+            f"called report() {self.calls} time(s), the last at step {step:,} with tokens "
+            f"{tokens:,}"
+            if self.calls
+            else "never called report()"
+        )
+        return (
+            f"train.function {path!r} {said}: ASHA ([pruner] kind = 'asha') got no report at "
+            f"its checkpoints (every {self.eval_every} steps or {self.every_tokens:,} tokens of "
+            f"{self.total_steps} steps, {self.tokens:,} tokens) and could not prune the run; "
+            "call report(step, tokens, loss) as training goes, tokens counted in tokens"
+        )
 
 
 def _periodic(step: int, eval_every: int, total_steps: int) -> bool:

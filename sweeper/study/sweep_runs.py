@@ -46,7 +46,10 @@ _CELL_COLS = (
     "flops",
     "parametrization",
 )
-_RUN_EXTRAS = ("train_loss", "init_loss", "stopped", "steps", "tokens_per_s", "device", "node_ip")
+_RUN_EXTRAS = (
+    "train_loss", "init_loss", "stopped", "steps", "tokens_per_s", "device", "node_ip",
+    "tokens_note", "report_note",  # (a training function's run: sweeper.run.points.NOTES)
+)  # fmt: skip
 
 
 def _run_row(common: Mapping[str, Any], r: Mapping[str, Any]) -> dict[str, Any]:
