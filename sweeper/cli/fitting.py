@@ -71,9 +71,14 @@ being the law; diverged runs bound it from above; 95% intervals from --bootstrap
 fits every run within --band of its cell's best loss (Step Law: OLS in log space on --bootstrap
 resamples, mean coefficients); parabola fits the optimum of each cell and then a weighted power
 law over cells, its 95% intervals from --bootstrap resamples of the cells (from 7 cells on; below,
-the classical t interval, calibrated there). --band, --keep-edge, --huber and --unweighted are
-options of the two-stage methods, --cell-bootstrap of the parabola alone. Laws are stored with
-their provenance; list them with `sweeper laws`."""
+the classical t interval, calibrated there). --keep-edge is an option of the two-stage methods,
+--band of the band, --huber, --unweighted and --cell-bootstrap of the parabola, --loss-points of
+--target loss (which takes no --predictors); an option the fit does not use is refused. Laws are
+stored with their provenance; list them with `sweeper laws`.
+
+--json prints one object: "laws", the laws fitted (each as `sweeper laws show ID --json` gives
+it), and "warnings", the fit's doubts and the targets it skipped, one string each (also printed
+to stderr, as without --json)."""
 
 
 def register(sub: Any) -> None:
@@ -165,9 +170,9 @@ def _register_fit(sub: Any) -> None:
     p.add_argument(
         "--cell-bootstrap",
         type=int,
-        default=200,
-        help="resamples per cell optimum, 0 or at least 40 (parabola only: the surface and "
-        "the band resample no cell, and take no value of it)",
+        default=None,
+        help="resamples per cell optimum, 0 or at least 40 (default 200; parabola only: the "
+        "surface and the band resample no cell, and refuse it)",
     )
     p.add_argument("--min-runs", type=int, default=4, help="completed runs a cell needs")
     p.add_argument("--keep-edge", action="store_true", help="keep cells optimal on a range edge")
@@ -276,10 +281,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from sweeper import api
     from sweeper.fitting._common import FitSkipped, FitWarning
 
+    _refuse_unused(args)
     options = {
         "band": args.band,
         "n_boot": args.bootstrap,
-        "cell_boot": args.cell_bootstrap,
         "min_runs": args.min_runs,
         "keep_edge": args.keep_edge,
         "huber": args.huber,
@@ -288,6 +293,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "surface": args.surface,
     }
+    if args.cell_bootstrap is not None:
+        options["cell_boot"] = args.cell_bootstrap
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FitWarning)
         laws = api.fit(
@@ -308,14 +315,33 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for line in skipped:
         print(f"sweeper: {line}", file=sys.stderr)
     if args.json:
-        # one shape whatever the count: {"laws": [...]} (it was a bare law when one was fitted)
-        _print_json({"laws": [_law_json(law, args.sweep) for law in laws]})
-        return 0
-    for law in laws:
-        _print_law(law, args.sweep)
+        # one shape whatever the count: {"laws": [...]} (it was a bare law when one was fitted);
+        # the doubts too, on stderr and in the document (--json had dropped them: a fit audit)
+        _print_json({"laws": [_law_json(law, args.sweep) for law in laws],
+                     "warnings": [*skipped, *doubts]})  # fmt: skip
+    else:
+        for law in laws:
+            _print_law(law, args.sweep)
     for msg in doubts:
         print(f"sweeper: warning: {msg}", file=sys.stderr)
     return 0
+
+
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """FitError for an option given that the fit asked for does not use, where only the CLI
+    knows it was given (the library's defaults are passed by every caller): --cell-bootstrap
+    outside the parabola's LR and batch laws, --surface with the loss law (both had been taken
+    and ignored in silence; a fit audit). The library refuses the rest (``fit_runs``)."""
+    loss = args.target == "loss"
+    if args.cell_bootstrap is not None and (args.method != "parabola" or loss):
+        fit = "--target loss" if loss else args.method
+        raise FitError(
+            f"--cell-bootstrap: an option of --method parabola (resamples per cell optimum), not "
+            f"of {fit}"
+        )
+    if args.surface is not None and loss:
+        raise FitError(f"--surface {args.surface}: an option of --method surface's lr and "
+                       "batch_tokens laws, not of --target loss")  # fmt: skip
 
 
 def _parse_predictors(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -402,13 +428,26 @@ def cmd_laws(args: argparse.Namespace) -> int:
             law.target,
             law.method,
             law_formula(law),
-            str(getattr(law, "n_cells", None) or getattr(law, "n_points", "")),
+            _cells_column(law),
             f"{cv:.3f}" if isinstance(cv, (int, float)) else "",
             str(law.created_at or "")[:19],
         )
     _console().print(t)
     print(published)
     return 0
+
+
+def _cells_column(law: Law) -> str:
+    """The ``laws`` table's cells: a loss law fitted on every run (``--loss-points all``) carries
+    no cell count, only its points, which had been shown as cells (147 for 20 cells; a fit audit):
+    said as runs. On each cell's best run (the default) its points are its cells."""
+    n_cells = getattr(law, "n_cells", None)
+    if n_cells:
+        return str(n_cells)
+    n_points = getattr(law, "n_points", None)
+    if not n_points:
+        return ""
+    return f"{n_points} runs" if law.method.endswith("/all") else str(n_points)
 
 
 # --- compare -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import min_cells
 from sweeper.fitting._law_steps import check_predictor_design
 from sweeper.fitting.laws import PREDICTORS
-from sweeper.fitting.methods import EDGE_NOTE
+from sweeper.fitting.methods import BATCH_EDGE_NOTE, EDGE_NOTE
 from sweeper.study.runs import canonical_order, normalize_runs
 
 #: searched columns the surface does not model (see :mod:`sweeper.fitting.surface`)
@@ -66,6 +66,9 @@ class Data:
     notes: list[str]
     n_runs: int  # rows of the runs table that were used (completed or diverged)
     bounds: list[Bound] = field(default_factory=list)
+    #: usable cells whose batch optimum their runs do not bracket (cell → where its best batch
+    #: is): no measured cell optimum of the batch law (:func:`_batch_edge_cells`)
+    batch_edges: dict[str, str] = field(default_factory=dict)
 
 
 def _check_preds(preds: Sequence[str], what: str) -> tuple[str, ...]:
@@ -120,6 +123,11 @@ def prepare(
     _drop_cells_without(cell_frame, preds, bpreds, usable, bound, left, why_bound)
     if left:
         notes.append("left out " + "; ".join(left))
+    batch_edges = _batch_edge_cells(df, usable) if batch else {}
+    if batch_edges:
+        notes.append(
+            f"{BATCH_EDGE_NOTE}: " + "; ".join(f"{c} ({w})" for c, w in batch_edges.items())
+        )
     elsewhere = [c for c in usable if c in edges and INTERIOR_AT_BEST in edges[c]]
     if on_edge := [f"{c} ({edges[c]})" for c in usable if c in edges and c not in elsewhere]:
         notes.append(f"{EDGE_NOTE}: " + "; ".join(on_edge))
@@ -154,6 +162,7 @@ def prepare(
         notes=notes,
         n_runs=len(d_done) + int((df["_div"] & in_usable).sum()),
         bounds=_bound_cells(df, bound_frame, bound, preds, bpreds, batch),
+        batch_edges=batch_edges,
     )
 
 
@@ -300,13 +309,11 @@ def _choose_predictors(
     need_batch: bool,
     n_swept: int,
 ) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
-    """The LR law's predictors (default: those of n_params, tokens that vary) and the batch law's
+    """The LR law's predictors (default: :func:`_default_predictors`) and the batch law's
     (default: tokens when it varies, else the LR's; None without batch variation)."""
     tok_vary = _varies(usable_frame, "tokens")
-    n_vary = _varies(usable_frame, "n_params")
     if lr_predictors is None:
-        lr_predictors = tuple(p for p, v in (("n_params", n_vary), ("tokens", tok_vary)) if v)
-        lr_predictors = lr_predictors or ("n_params",)
+        lr_predictors = _default_predictors(usable_frame)
     preds = _check_preds(lr_predictors, "lr")
     if need_batch and not batch:
         raise FitError(
@@ -323,6 +330,21 @@ def _choose_predictors(
             f"batch_tokens on {', '.join(bpreds)}, got {n_swept}"
         )
     return preds, bpreds
+
+
+def _default_predictors(usable_frame: pd.DataFrame) -> tuple[str, ...]:
+    """Those of n_params, tokens that vary across the usable cells, n_params alone when tokens is
+    a power of n_params there (:func:`~sweeper.fitting.fit_runs.scale_predictors`, the per-cell
+    fits' rule): a fixed tokens-per-parameter ladder (D = 20·N) had been refused as collinear,
+    where ``fit --help`` promises n_params alone (a fit audit)."""
+    from sweeper.fitting.fit_runs import scale_predictors  # (it imports the per-cell fits)
+
+    logs = {}
+    for p in ("n_params", "tokens"):
+        if _varies(usable_frame, p):
+            v = pd.to_numeric(usable_frame[p], errors="coerce").to_numpy(dtype=float)
+            logs[p] = np.log(np.where(np.isfinite(v) & (v > 0), v, np.nan))
+    return scale_predictors(logs) if logs else ("n_params",)
 
 
 def _drop_cells_without(
@@ -481,6 +503,30 @@ def _edge_side(g: pd.DataFrame) -> str:
     if best <= done["lr"].min() * math.exp(_SAME):
         return "bottom"
     return ""
+
+
+def _batch_edge_cells(df: pd.DataFrame, usable: list[str]) -> dict[str, str]:
+    """The usable cells whose batch optimum their completed runs do not bracket: the best batch
+    (that of the lowest mean loss at one LR) is the smallest or largest tried, or the cell tried
+    one batch size. The LR's edge had been checked alone: 12 cells of two batch sizes each were
+    fitted without a word, their free batch optima (1.5e10 tokens where 37k-74k were tried, 507
+    where 47k-93k were) shown as measured, and the batch law stored (a fit audit)."""
+    done = df[df["_done"] & df["cell"].isin(usable)]
+    done = done.assign(_b=_batch_key(done))
+    out: dict[str, str] = {}
+    for cell in usable:
+        c = done[done["cell"] == cell]
+        keys = c["_b"].unique()
+        if not len(keys):
+            continue
+        best = c.groupby(["_b", "lr"])["loss"].mean().idxmin()[0]
+        tokens = float(c.loc[c["_b"] == best, "batch_tokens"].iloc[0])
+        if len(keys) < 2:
+            out[cell] = f"one batch size tried, {tokens:.4g} tokens"
+        elif best in (keys.min(), keys.max()):
+            side = "smallest" if best == keys.min() else "largest"
+            out[cell] = f"{side} of {len(keys)} tried, {tokens:.4g} tokens"
+    return out
 
 
 def grid_window(window: tuple[float, float], step: float) -> tuple[float, float]:

@@ -12,7 +12,7 @@ from scipy.optimize import OptimizeResult
 from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import full_rank, widen_samples
 from sweeper.fitting._surface_data import Bound, Data
-from sweeper.fitting.methods import SURFACE_UNCONVERGED
+from sweeper.fitting.methods import FREE_UNCONVERGED, SURFACE_UNCONVERGED
 
 #: at most this many parameter draws are stored in a law
 MAX_DRAWS = 1000
@@ -67,7 +67,7 @@ def fit(data: Data, *, n_boot: int, seed: int, level: float, scaling: bool, cv: 
     # (1) free optima under the shared shape; the noise model from its residuals
     res, lay_f, ru, noise = _free_fit(data, z, zb, scaling)
     if not res.success:
-        notes.append(f"the fit with free cell optima did not converge ({res.message})")
+        notes.append(f"{FREE_UNCONVERGED} ({res.message})")
     cov_f = sm.laplace_cov(res.x, lay_f, ru)
     x1 = np.column_stack([np.ones(u_n), z[:u_n]])
     s_m = lay_f.slices["m"]
@@ -419,8 +419,12 @@ def _leave_one_out(
     the law fitted without that cell. A fold whose other cells do not determine the law
     (:func:`~sweeper.fitting._common.full_rank`: e.g. three cells at one D/N) is left out, as the
     per-cell laws' folds are, and ``notes`` says so: its prediction is the fold's geometry, not
-    the law's error (an import audit's 4 cells gave a leave-one-cell-out error of 757 in ln)."""
+    the law's error (an import audit's 4 cells gave a leave-one-cell-out error of 757 in ln). A
+    cell whose batch optimum its runs do not bracket (``data.batch_edges``) has no batch error:
+    its free batch optimum is no measurement to predict (a fit audit's 4.13 in ln came from such
+    optima at 507 and 1.5e10 tokens)."""
     u_n = data.n_usable
+    unmeasured = data.batch_edges
     k = z.shape[1]
     kb = 0 if zb is None else zb.shape[1]
     if u_n - 1 < max(k, kb) + 1:
@@ -456,7 +460,7 @@ def _leave_one_out(
         a = res.x[lay_c.slices["a"]]
         if lr_ok:
             err_m[c] = a[0] + z[c] @ a[1:] - m_hat[c]
-        if batch_ok and zb is not None and w_hat is not None:
+        if batch_ok and zb is not None and w_hat is not None and data.cells[c] not in unmeasured:
             d = res.x[lay_c.slices["d"]]
             err_w[c] = d[0] + zb[c] @ d[1:] - w_hat[c]
     out = {"lr": _cv_summary(err_m, data.lx[:u_n])}

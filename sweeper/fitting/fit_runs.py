@@ -34,9 +34,11 @@ from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import Law
 from sweeper.fitting.loss_law import fit_loss_law
 from sweeper.fitting.methods import (
+    BATCH_EDGE_NOTE,
     DEFAULT_METHOD,
     EDGE_NOTE,
     FIT_METHODS,
+    FREE_UNCONVERGED,
     METHOD_HELP,
     SURFACE_SETTINGS,
     SURFACE_UNCONVERGED,
@@ -57,6 +59,7 @@ __all__ = [
     "default_predictors",
     "fit_runs",
     "min_resamples",
+    "scale_predictors",
 ]
 
 FIT_TARGETS: Final[tuple[str, ...]] = ("lr", "batch_tokens", "loss")
@@ -167,6 +170,10 @@ def _fit_targets(
 ) -> FitOutcome:
     opt = options or FitOptions()
     _check_options(opt, target)
+    if target == "loss" and predictors:  # (`--predictors width` fitted L(N, D), no word; audit)
+        raise FitError(
+            "--predictors: the loss law is L(N, D) in n_params and tokens, it takes no predictors"
+        )
     implicit = target is None
     targets = [target] if target else ["lr"]
     if implicit and batch_varies(runs):
@@ -257,21 +264,36 @@ def _fit_surface(
 def _refuse_unconverged(laws: Iterable[Law]) -> None:
     """A surface law whose fit did not converge is no law: its exponents and intervals are
     wherever the optimizer stopped (an exponent of +86 [−858, +1256], a cell optimum at 1.8e30
-    were stored, and recommended from). Refused with what usually causes it."""
+    were stored, and recommended from). Refused with what usually causes it. So is one whose
+    first step, every cell's optimum free, did not converge: its cell optima and the cells'
+    scatter (the law's intervals) are wherever it stopped (12 cells of two batch sizes each had
+    their batch law stored beside a note, cell optima of 507 and 1.5e10 tokens; a fit audit)."""
     notes = [n for law in laws for n in getattr(law, "notes", ())]
     stopped = next((n for n in notes if n.startswith(SURFACE_UNCONVERGED)), None)
+    stopped = stopped or next((n for n in notes if n.startswith(FREE_UNCONVERGED)), None)
     if stopped is None:
         return
-    edge = next((n for n in notes if n.startswith(EDGE_NOTE)), None)
-    cause = ""
-    if edge:
-        cells = edge.split(": ", 1)[-1]
-        whose = "have their best runs" if ";" in cells else "has its best run"
-        cause = f"; {cells} {whose} on the edge of the LR range: widen the range there"
+    what = "exponents" if stopped.startswith(SURFACE_UNCONVERGED) else "cell optima and intervals"
+    cause = _edge_cause(notes, EDGE_NOTE, ("has its best run", "have their best runs"),
+                        "LR range: widen the range there")  # fmt: skip
+    cause += _edge_cause(notes, BATCH_EDGE_NOTE, ("has its best batch", "have their best batch"),
+                         "batch range: widen the batch range there")  # fmt: skip
     raise FitError(
-        f"{stopped}: no law is stored (its exponents would be wherever the fit stopped){cause}"
-        + ("" if edge else "; add cells or seeds where the loss-vs-LR curves are flat or noisy")
+        f"{stopped}: no law is stored (its {what} would be wherever the fit stopped){cause}"
+        + ("" if cause else "; add cells or seeds where the loss-vs-LR curves are flat or noisy")
     )
+
+
+def _edge_cause(notes: Sequence[str], head: str, verb: tuple[str, str], fix: str) -> str:
+    """The refusal's clause "; CELLS VERB on the edge of the FIX" from the note beginning with
+    ``head`` ("" without one; ``verb`` for one cell and for more), at most four cells named (the
+    batch law of 12 cells of two batch sizes each would have named them all)."""
+    edge = next((n for n in notes if n.startswith(head)), None)
+    if edge is None:
+        return ""
+    cells = edge[len(head) :].removeprefix(": ").split("; ")
+    shown = "; ".join(cells[:4]) + (f"; and {len(cells) - 4} more" if len(cells) > 4 else "")
+    return f"; {shown} {verb[len(cells) > 1]} on the edge of the {fix}"
 
 
 def check_surface(setting: str) -> None:
@@ -296,21 +318,50 @@ def _check_options(opt: FitOptions, target: str | None) -> None:
         check_resamples(opt.n_boot, "--bootstrap (n_boot)")
     if opt.method == "parabola" and target != "loss":  # (the only fit that resamples cells)
         check_resamples(opt.cell_boot, "--cell-bootstrap (cell_boot)")
-    two_stage = {
-        "--keep-edge": opt.keep_edge,
-        "--huber": opt.huber,
-        "--unweighted": not opt.weighted,
-        "--band": opt.band != FitOptions.band,
-    }
-    if opt.method == "surface" and target != "loss" and any(two_stage.values()):
-        named = ", ".join(k for k, on in two_stage.items() if on)
-        raise FitError(f"{named}: options of --method parabola or band, not of surface")
+    _refuse_unused(opt, target)
     if opt.method != "surface" and opt.surface != FitOptions.surface:  # (ignored in silence)
         raise FitError(
             f"--surface {opt.surface}: an option of --method surface, not of {opt.method}"
         )
     if not (isinstance(opt.band, numbers.Real) and 0 < opt.band < math.inf):
         raise FitError(f"--band must be a positive, finite loss fraction, got {opt.band!r}")
+
+
+def _refuse_unused(opt: FitOptions, target: str | None) -> None:
+    """FitError naming the options that the fit asked for does not use: each was taken and
+    ignored in silence (``--huber --unweighted`` or ``--keep-edge`` with ``--target loss``,
+    ``--loss-points all`` with an LR law, ``--huber`` with the band), while the surface refused
+    its own (a fit audit). ``--predictors`` is checked in :func:`_fit_targets`, and
+    ``--cell-bootstrap`` by the CLI: its default is passed by every caller, whatever the method."""
+    given = {
+        "--keep-edge": opt.keep_edge,
+        "--huber": opt.huber,
+        "--unweighted": not opt.weighted,
+        "--band": opt.band != FitOptions.band,
+    }
+    if target == "loss":
+        per_cell = {**given, "--min-runs": opt.min_runs != FitOptions.min_runs}
+        if loss_unused := [k for k, on in per_cell.items() if on]:
+            raise FitError(
+                f"{_options(loss_unused)} of the lr and batch_tokens laws, not of --target loss"
+            )
+        return
+    named = [k for k, on in given.items() if on]
+    if opt.loss_points != FitOptions.loss_points:
+        raise FitError(
+            f"--loss-points {opt.loss_points}: an option of --target loss (the loss law), not of "
+            "the lr and batch_tokens laws"
+        )
+    if opt.method == "surface" and named:
+        raise FitError(f"{_options(named)} of --method parabola or band, not of surface")
+    users = {"--huber": "parabola", "--unweighted": "parabola", "--band": "band"}
+    if unused := [k for k, m in users.items() if given[k] and m != opt.method]:
+        raise FitError(f"{_options(unused)} of --method {users[unused[0]]}, not of {opt.method}")
+
+
+def _options(flags: Sequence[str]) -> str:
+    """A refusal's head: "--a, --b: options", or "--a: an option" for one flag."""
+    return f"{', '.join(flags)}: " + ("an option" if len(flags) == 1 else "options")
 
 
 def min_resamples(level: float = INTERVAL_LEVEL) -> int:
@@ -470,8 +521,17 @@ def default_predictors(optima: Sequence[CellOptimum]) -> tuple[str, ...]:
             "neither n_params nor tokens varies across the usable cells; "
             "pass --predictors (e.g. width or depth)"
         )
-    if len(vary) == 2:
-        x = np.column_stack([logs[v] - logs[v].mean() for v in vary])
-        if np.linalg.matrix_rank(x, tol=1e-6) < 2:
+    return scale_predictors({v: logs[v] for v in vary})
+
+
+def scale_predictors(logs: Mapping[str, np.ndarray]) -> tuple[str, ...]:
+    """The default predictors among the varying scale variables ``logs`` (name → ln value per
+    cell, NaN where unknown): n_params alone when both vary but tokens is a power of n_params
+    over the cells where both are known (a fixed tokens-per-parameter ladder), else all of them.
+    The one rule of every method's default (the surface had refused that ladder as collinear)."""
+    if set(logs) == {"n_params", "tokens"}:
+        both = np.column_stack([logs["n_params"], logs["tokens"]])
+        both = both[np.all(np.isfinite(both), axis=1)]
+        if len(both) < 3 or np.linalg.matrix_rank(both - both.mean(axis=0), tol=1e-6) < 2:
             return ("n_params",)
-    return tuple(vary)
+    return tuple(p for p in _SCALE_VARS if p in logs)

@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "BATCH_EDGE_NOTE",
     "DEFAULT_METHOD",
     "DIFF_METHODS",
     "EDGE_NOTE",
     "FIT_METHODS",
+    "FREE_UNCONVERGED",
     "KEPT_EDGE",
     "METHOD_HELP",
     "SURFACE_HELP",
@@ -45,10 +47,22 @@ SURFACE_HELP: Final[str] = (
 #: how a surface law's notes begin when its fit did not converge (the law planner's stopping rule
 #: and ``sweeper fit``'s refusal read it) ...
 SURFACE_UNCONVERGED: Final[str] = "the surface fit did not converge"
+#: ... and when its first step, every cell's optimum free, did not (its cell optima and the cells'
+#: scatter, which sets the law's intervals, are then wherever it stopped: a batch optimum of 1.5e10
+#: tokens for a cell that tried 37k-74k was shown as measured; a fit audit). Refused alike.
+FREE_UNCONVERGED: Final[str] = "the fit with free cell optima did not converge"
 #: ... and when a usable cell's best run sits on the edge of its LR range (then its cells follow)
 EDGE_NOTE: Final[str] = (
     "best run on the edge of its LR range, the optimum there rests on the curve's shape from the "
     "other cells"
+)
+#: ... and when a usable cell's best batch is the smallest or largest it tried, or it tried one
+#: batch size: its batch optimum is not measured (a cell of two batch sizes always has its best on
+#: an edge), so it is no cell optimum of the batch law (then its cells follow; a fit audit)
+BATCH_EDGE_NOTE: Final[str] = (
+    "batch optimum not bracketed by the cell's own runs (its best batch is the smallest or "
+    "largest it tried, or it tried one), so it is a bound resting on the curve's shape from the "
+    "other cells, not a measured cell optimum; widen the batch range there"
 )
 #: how a per-cell law's note on cells fitted at the edge of their range (keep_edge) reads, after
 #: its count ("2 of 5 ..."): the diff repeats it

@@ -77,9 +77,8 @@ def test_python_and_cli_store_identical_laws(tmp_path: Path, cli, kind: str) -> 
     name = "s" if kind == "imported" else "launched"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FitWarning)
-        laws = sweeper.fit(name, storage=urls[0], seed=7, n_boot=60, cell_boot=30)
-    code, _, err = cli("fit", name, "--seed", "7", "--bootstrap", "60", "--cell-bootstrap", "30",
-                       "--storage", urls[1])  # fmt: skip
+        laws = sweeper.fit(name, storage=urls[0], seed=7, n_boot=60)
+    code, _, err = cli("fit", name, "--seed", "7", "--bootstrap", "60", "--storage", urls[1])
     assert code == 0, err
     python, command = _stored_payloads(urls[0]), _stored_payloads(urls[1])
     assert len(python) == len(laws) >= 1

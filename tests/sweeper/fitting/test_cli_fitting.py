@@ -160,12 +160,7 @@ def test_two_stage_options_are_refused_by_the_surface(sweep: str, sqlite_url: st
 def test_compare_json(sweep: str, sqlite_url: str, cli) -> None:
     code, out, err = cli("compare", sweep, "--storage", sqlite_url)
     assert code == 2 and "run `sweeper fit syn` first" in err
-    assert (
-        cli("fit", sweep, "--bootstrap", "100", "--cell-bootstrap", "30", "--storage", sqlite_url)[
-            0
-        ]
-        == 0
-    )
+    assert cli("fit", sweep, "--bootstrap", "100", "--storage", sqlite_url)[0] == 0
     code, out, err = cli(
         "compare", sweep, "--width", "4096", "--depth", "32", "--context", "4096",
         "--tokens", "2e12", "--json", "--storage", sqlite_url,
@@ -362,7 +357,7 @@ def test_launched_conventions_reach_the_recipe(sqlite_url: str, cli) -> None:
 def test_imported_flops_convention(sweep: str, sqlite_url: str, cli) -> None:
     """Imported runs without a flops column get 6·N·D filled in: the law says no attention."""
     code, out, err = cli(
-        "fit", sweep, "--target", "lr", "--bootstrap", "0", "--cell-bootstrap", "0",
+        "fit", sweep, "--target", "lr", "--bootstrap", "0",
         "--no-store", "--json", "--storage", sqlite_url,
     )  # fmt: skip
     assert code == 0, err
