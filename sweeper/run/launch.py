@@ -279,12 +279,16 @@ def _interruptible(stops: _Flagged, doing: str = _STOPPING_TRIALS) -> Iterator[N
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     for s in old:
         signal.signal(s, on_signal)
+    deferred: list[Any] = []  # (the SIGTERM handler ray.init wanted while this one stood)
     try:
-        with _ray_keeps_sigterm():
+        with _ray_keeps_sigterm(deferred):
             yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if deferred:  # (Ray's, a clean sys.exit, from here on as a plain ray.init leaves it; a
+            signal.signal(signal.SIGTERM, deferred[-1])  # default one had killed the driver
+            # with no cleanup between Ray's start and Tune's run: a review)
         if env is None:
             os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
         else:
@@ -292,16 +296,17 @@ def _interruptible(stops: _Flagged, doing: str = _STOPPING_TRIALS) -> Iterator[N
 
 
 @contextlib.contextmanager
-def _ray_keeps_sigterm() -> Iterator[None]:
+def _ray_keeps_sigterm(deferred: list[Any]) -> Iterator[None]:
     """``ray.init`` installs a SIGTERM handler of its own (``sys.exit``) while it starts: kept
-    from installing it, so that the launch's handler stays (:func:`_interruptible`)."""
+    from installing it, so that the launch's handler stays (:func:`_interruptible`), and put in
+    ``deferred`` for the scope's end to install."""
     import ray._private.utils as ru
 
     saved = getattr(ru, "set_sigterm_handler", None)
     if saved is None:  # (a Ray without it: nothing to keep out)
         yield
         return
-    ru.set_sigterm_handler = lambda handler: None
+    ru.set_sigterm_handler = deferred.append
     try:
         yield
     finally:

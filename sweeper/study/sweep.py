@@ -489,16 +489,16 @@ def _existing_row(
         return existing
     stored = _stored_spec_or_none(existing)
     changed = study_changes(stored, spec, recorded=_recorded(stored, spec, url))
-    if not force_new and (hint := _default_search_keys(stored, spec) or _more_lrs(stored, spec)):
-        raise StorageError(
-            f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
-            f"file ({changed}): {hint}"
-        )
     if not force_new and not _holds_trials(spec.name, url):
         logger.warning(
             "sweep %s holds no trials (its last launch stopped before the first): replaced by "
             "this study%s", spec.name, f" ({changed})" if changed else ""
         )  # fmt: skip
+    elif not force_new and (hint := _default_search_keys(stored, spec) or _more_lrs(stored, spec)):
+        raise StorageError(
+            f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
+            f"file ({changed}): {hint}"
+        )
     elif not force_new:
         raise StorageError(
             f"sweep {spec.name!r} in {st.safe_url(url)} was launched from a different study "
@@ -730,8 +730,10 @@ def study_changes(
     if stored is None:
         return ""
     old, new = (_flat(tomllib.loads(study_toml(x, operational=False))) for x in (stored, spec))
-    if recorded is not None:
-        old = {"target.params": recorded["n_params"], "target.tokens": recorded["tokens"], **old}
+    if recorded is not None:  # (the default both sides run at, unless the new one writes one)
+        default = {"target.params": recorded["n_params"], "target.tokens": recorded["tokens"]}
+        old = {**default, **old}
+        new = new if spec.target is not None else {**default, **new}
     keys = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
     text = [f"{k}: {old.get(k, _default(stored, k))!r} -> {new.get(k, _default(spec, k))!r}"
             for k in keys[:most]]  # fmt: skip

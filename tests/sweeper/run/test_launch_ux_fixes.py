@@ -408,3 +408,29 @@ def test_an_interrupted_summary_with_nothing_left_running_says_no_more() -> None
     text = _interrupted(s)
     assert text == ("interrupted (SIGINT): 1 cell(s) short of their target: w16; relaunch to "
                     "resume")  # fmt: skip
+
+
+def test_rays_sigterm_handler_stands_once_its_start_is_over() -> None:
+    """The handler ray.init sets (a clean sys.exit) is kept out while the launch's stands, then
+    installed: the default one had killed the driver with no cleanup between Ray's start and
+    Tune's run (a review: the lease left, an empty sweep, no ray.shutdown)."""
+    import signal
+
+    import ray._private.utils as ru
+
+    from sweeper.run.launch import _STOPPING_AT_START, _interruptible
+
+    class Flag:
+        interrupted = ""
+
+    def rays(signum: int, frame: object) -> None:  # what ray.init would install
+        raise SystemExit(0)
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with _interruptible(Flag(), _STOPPING_AT_START):
+            ru.set_sigterm_handler(rays)  # (as ray.init calls it)
+            assert signal.getsignal(signal.SIGTERM) is not rays
+        assert signal.getsignal(signal.SIGTERM) is rays
+    finally:
+        signal.signal(signal.SIGTERM, before)

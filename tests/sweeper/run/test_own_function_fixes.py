@@ -48,6 +48,14 @@ def steps_as_tokens(
     return {"val_loss": 4.0, "steps": s}
 
 
+def steps_as_tokens_quiet(
+    *, hparams: dict[str, Any], shape: dict[str, int], report: Any
+) -> dict[str, Any]:
+    """As :func:`steps_as_tokens`, returning neither steps nor tokens."""
+    steps_as_tokens(hparams=hparams, shape=shape, report=report)
+    return {"val_loss": 4.0}
+
+
 def rises_late(*, hparams: dict[str, Any], shape: dict[str, int], report: Any) -> dict[str, Any]:
     """Steps as tokens, and a loss 1.6 above its first from a third of the run on."""
     s = 0
@@ -95,7 +103,7 @@ def test_a_function_that_ignores_the_budget_keeps_a_tokens_note(
     note = r["tokens_note"]
     name = f"{five_steps.__module__}:five_steps"  # (as pytest imported this file)
     assert note.startswith(f"train.function '{name}' trained 1,280 tokens (5 steps")
-    assert "hparams['tokens'] is 4,096 (31%)" in note and "never called report()" in note
+    assert "hparams['tokens'] is 4,096 (31%)" in note and "the steps it returned" in note
     assert note in caplog.text and "\n" not in note
 
 
@@ -103,7 +111,10 @@ def test_steps_reported_as_tokens_are_noted_and_end_the_lenient_margin() -> None
     """A loop passing steps to report() stored tokens_seen 64 of 16,384; the note says what its
     steps make. The divergence rule had stayed on its early margin (3 nats) to the end: a loss
     1.6 above its first past a third of the run is now a divergence, as in the built-in loop."""
-    r = run_function(steps_as_tokens, hparams=HP, shape=SHAPE)
+    # (the steps it returns say it trained its budget: no note, a review's false 62% aside)
+    full = run_function(steps_as_tokens, hparams=HP, shape=SHAPE)
+    assert full["tokens"] == 16384 and full["tokens_note"] is None
+    r = run_function(steps_as_tokens_quiet, hparams=HP, shape=SHAPE)
     assert r["tokens"] == 64 and not r["diverged"]
     assert "trained 64 tokens (the last tokens passed to report())" in r["tokens_note"]
     assert "is 16,384 (0.39%)" in r["tokens_note"]
@@ -160,7 +171,11 @@ def test_asha_gets_reports_from_a_function_that_reports_steps_as_tokens(
     trainable.run_trial(_trial_config("steps_as_tokens", eval_every=16))
     assert [m["step"] for m in sent if not m["final"]] == [16, 32, 48]
     final = sent[-1]
-    assert final["final"] and final["report_note"] is None and "16,384" in final["tokens_note"]
+    assert final["final"] and final["report_note"] is None and final["tokens_note"] is None
+    quiet = _sent(monkeypatch)  # (returning no steps: the note says what its steps make)
+    trainable.run_trial(_trial_config("steps_as_tokens_quiet", eval_every=16))
+    assert [m["step"] for m in quiet if not m["final"]] == [16, 32, 48]
+    assert "16,384" in quiet[-1]["tokens_note"]
 
 
 def test_asha_without_any_report_is_noted(monkeypatch: pytest.MonkeyPatch) -> None:

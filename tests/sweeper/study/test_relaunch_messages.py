@@ -71,3 +71,21 @@ def test_more_grid_lrs_name_the_sweep_of_their_own(sqlite_url: str) -> None:
     said = str(e.value)
     assert "launch the new ones (0.016) as a sweep of their own" in said
     assert "sweeper fit grown+NEW" in said and "--force-new" not in said
+
+
+def test_a_sweep_without_trials_is_replaced_and_an_unchanged_target_not_named(
+    sqlite_url: str,
+) -> None:
+    """A review: the edits above had been asked of a sweep that holds no trial (which any other
+    change replaces, with a warning), and every law relaunch refused listed the recorded target
+    as changed to '(none)'."""
+    empty = law("empty")
+    open_sweep(empty, sqlite_url)  # (registered, no trial)
+    written = replace(empty, search=replace(empty.search, warmup=ParamSpec.fixed(0.1)))
+    assert open_sweep(written, sqlite_url)
+    spec = law("seeds")
+    drive(open_searcher(spec, sqlite_url))
+    more = replace(spec, sweep=replace(spec.sweep, seeds_per_point=2))
+    with pytest.raises(StorageError) as e:
+        open_sweep(more, sqlite_url)
+    assert "sweep.seeds_per_point: 1 -> 2" in str(e.value) and "target." not in str(e.value)
