@@ -119,7 +119,7 @@ def fit_runs(
     if target != "loss":  # the loss law takes each cell's best run: no batch unit in it
         _check_batch_known(runs)
     outcome = _fit_targets(runs, conventions, source, target, predictors, options)
-    doubts = _device_doubt(runs) + _lr_unused_doubt(runs)
+    doubts = _device_doubt(runs) + _lr_unused_doubt(runs) + _tokens_doubt(runs)
     return replace(outcome, warnings=(*outcome.warnings, *doubts)) if doubts else outcome
 
 
@@ -133,6 +133,25 @@ def _device_doubt(runs: pd.DataFrame) -> list[str]:
         f"the runs were trained on {' and '.join(sorted(mixed))} ({how}; near and above the best "
         "LR their losses differ by up to what a second seed does); fit each device's runs apart "
         "to compare them"
+    ]
+
+
+def _tokens_doubt(runs: pd.DataFrame) -> list[str]:
+    """A doubt when runs of a training function trained more than 10% away from their cell's
+    token budget (their ``tokens_note``, :mod:`proxy_models.train_function`): the fit takes them
+    at the cell's D all the same (the note had been logged at launch, and the fit said
+    nothing)."""
+    if "tokens_note" not in runs:
+        return []
+    noted = runs[runs["tokens_note"].notna() & (runs["tokens_note"].astype(str) != "")]
+    if noted.empty:
+        return []
+    cells = sorted(noted["cell"].astype(str).unique())
+    shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
+    return [
+        f"{len(noted)} run(s) in {shown} trained more than 10% away from their cell's tokens "
+        f"(their tokens_note: {str(noted['tokens_note'].iloc[0])[:160]}...): the fit takes them "
+        "at the cell's D"
     ]
 
 

@@ -278,3 +278,18 @@ def test_a_cell_of_two_batch_sizes_says_so_in_the_parabola() -> None:
     optima = estimate_optima(df, method="parabola", n_boot=20)
     with pytest.raises(FitError, match="batch swept at only 2 values in this cell"):
         fit_power_law(optima, target="batch_tokens", predictors=("tokens",))
+
+
+def test_runs_that_trained_off_their_budget_are_said_by_the_fit() -> None:
+    """A training function's run more than 10% off its budget keeps a tokens_note, logged at
+    launch; the fit took it at the cell's D without a word."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
+
+    runs = synthetic_sweep(lr_law=LR_LAW, seeds=2, noise=1e-3, seed=1)
+    kw = {"conventions": Conventions(), "source": "s", "options": FitOptions(method="parabola")}
+    noted = runs.assign(tokens_note=None)
+    noted.loc[noted.index[:2], "tokens_note"] = "train.function 'm:f' trained 1,280 tokens"
+    said = [w for w in fit_runs(noted, **kw).warnings if "away from their cell's tokens" in w]
+    assert said and said[0].startswith("2 run(s) in ") and "m:f" in said[0]
+    assert not any("cell's tokens" in w for w in fit_runs(runs, **kw).warnings)
