@@ -484,6 +484,22 @@ def _law_optimum(o: CellOptimum, target: str, value: float, method: str) -> Cell
     return replace(o, **changes, method=method, usable=True, on_edge=False, edge=None, reason="")
 
 
+def _why_missing(law: Law) -> str:
+    """Why a cell has no point of ``law``'s own: a batch law's cell whose best batch is on the edge
+    of its batch range (a bound, :data:`~sweeper.fitting.methods.BATCH_EDGE_NOTE`), or a cell the
+    fit left out (a batch-edge cell had been captioned as left out: a fitting fix's review)."""
+    from sweeper.fitting.methods import BATCH_EDGE_NOTE
+
+    if law.target == "batch_tokens" and any(
+        n.startswith(BATCH_EDGE_NOTE) for n in getattr(law, "notes", ())
+    ):
+        return (
+            f"cells the {law.method} fit left out, or whose best batch is on the edge of the "
+            "batch range tried, a bound: see the law's notes"
+        )
+    return f"cells the {law.method} fit left out"
+
+
 def _law_points(
     optima: Sequence[CellOptimum],
     law: PowerLaw,
@@ -518,7 +534,7 @@ def _law_points(
             f"interval for them. They are {table}; the table's per-cell estimate can differ."
         )
         if missing:
-            text += f" Not drawn (cells the {law.method} fit left out): {', '.join(missing)}."
+            text += f" Not drawn ({_why_missing(law)}): {', '.join(missing)}."
         return points, source, text
     methods = sorted({o.method for o in optima})
     source = f"the cells' optima by the per-cell {'/'.join(methods)} estimate"

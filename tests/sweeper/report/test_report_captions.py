@@ -290,3 +290,19 @@ def test_a_batch_sweeps_panel_draws_the_runs_at_one_batch(tmp_path: Path) -> Non
     write_report(ReportInputs(sweep="b", runs=runs, optima=optima, laws=[]), tmp_path / "b")
     caption = _captions(tmp_path / "b")["Loss against LR, per cell"]
     assert "its panel shows the runs at the batch tried nearest its optimal batch" in caption
+
+
+def test_a_batch_edge_cell_is_not_captioned_as_left_out() -> None:
+    """The surface leaves a cell whose best batch is on the edge of its batch range out of its
+    batch law's cell optima (a bound): the caption had called it a cell the fit left out."""
+    from sweeper.fitting.laws import PowerLaw
+    from sweeper.fitting.methods import BATCH_EDGE_NOTE
+    from sweeper.report.page import _why_missing
+
+    law = PowerLaw(target="batch_tokens", predictors=("tokens",), method="surface", source="s",
+                   notes=(f"{BATCH_EDGE_NOTE}: c1",))  # fmt: skip
+    assert "on the edge of the batch range tried, a bound" in _why_missing(law)
+    plain = PowerLaw(target="lr", predictors=("n_params",), method="surface", source="s")
+    assert _why_missing(plain) == (
+        "cells the surface fit left out"
+    )
