@@ -29,6 +29,7 @@ import pandas as pd
 from sweeper.errors import TargetError
 from sweeper.fitting.conventions import FLOPS_6ND_NO_ATTENTION, TOKENS_AS_IMPORTED
 from sweeper.fitting.laws import Law, PowerLaw, formula
+from sweeper.fitting.methods import BATCH_EDGE_NOTE
 from sweeper.fitting.optimum import CellOptimum, optima_frame
 from sweeper.recipe.doubts import coupling_factor, span_text, undetermined
 from sweeper.recipe.memory import train_flops
@@ -699,4 +700,10 @@ def _own_optima(
         optima = {str(k): float(v) for k, v in getattr(law, "cell_optima", {}).items()}
         out[f"measured_{target}"] = out["point"].astype(str).map(optima).astype(float)
         by[target] = f"{law_label(law)}'s own cell optima (a free optimum per cell in its fit)"
+        notes = getattr(law, "notes", ())
+        if target == "batch_tokens" and any(n.startswith(BATCH_EDGE_NOTE) for n in notes):
+            by[target] += (
+                "; blank where a cell's best batch is on the edge of its batch range (a bound: "
+                "the law's notes name them)"
+            )
     return out, by

@@ -203,3 +203,22 @@ def test_laws_counts_a_loss_law_on_every_run_in_runs(
     cells = {row[3]: row[5] for row in rows}  # method → cells
     n_all = next(x.n_points for x in list_laws(small, sqlite_url) if x.method.endswith("/all"))
     assert n_all > 6 and cells == {"huber-lbfgs/all": f"{n_all} runs", "huber-lbfgs/best": "6"}
+
+
+def test_compare_says_why_a_batch_edge_cell_has_no_measured_batch() -> None:
+    """compare's "measured" column of a surface batch law is blank at a cell whose best batch is
+    on the edge of its batch range (a bound): the caption says why."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from sweeper.fitting.methods import BATCH_EDGE_NOTE
+    from sweeper.recipe.compare import _own_optima
+
+    law = SimpleNamespace(target="batch_tokens", cell_optima={"c1": 1e4}, id=2, source="be",
+                          method="surface", notes=(f"{BATCH_EDGE_NOTE}: c2 (largest of 2)",))
+    points = pd.DataFrame({"point": ["c1", "c2"]})
+    out, by = _own_optima(points, [law], "per-cell")  # type: ignore[list-item]
+    assert out["measured_batch_tokens"].isna().tolist() == [False, True]
+    assert "blank where a cell's best batch is on the edge" in by["batch_tokens"]
+    assert "blank" not in by["lr"]
