@@ -635,26 +635,10 @@ def _json_records(p: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def import_notes(
-    df: pd.DataFrame,
-    renames: Mapping[str, str],
-    sweep: str,
-    declared: Mapping[str, Any] | None = None,
-    *,
-    with_study: bool = False,
-) -> list[str]:
-    """What an import accepted that a fit will miss or get wrong, said when it is imported rather
-    than when a law is absent or off: no LR (a canonical column renamed away), a batch size in
-    sequences without a sequence length (no batch law), batches too small to be tokens, tokens
-    too few per parameter to be tokens, an N that counts the embeddings, several
-    parametrizations, a sweep named as a published law set (a SWEEP argument then means the
-    sweep). ``declared``: the conventions the import declares (:mod:`sweeper.study.declared`);
-    ``with_study``: a study file came with the runs and says them."""
-    from sweeper.fitting.provenance import named_parametrizations
-    from sweeper.recipe.published import PUBLISHED_NAMES, published_key
-
-    declared = declared or {}
-    notes = []
+def _lr_notes(df: pd.DataFrame, renames: Mapping[str, str]) -> list[str]:
+    """No LR values (a Sweeper column renamed away, or another tool's name for it: a
+    ``--rename`` hint), or some runs without one (:func:`import_notes`)."""
+    notes: list[str] = []
     away = [f"{old}={new}" for old, new in renames.items() if old in COLUMNS and new not in COLUMNS]
     if df["lr"].isna().all():
         hints = [] if away else rename_hints(df.columns, "lr")
@@ -669,6 +653,13 @@ def import_notes(
             f"{k} of {len(df)} runs have no lr value: the LR and batch fits leave them out (only "
             "the loss law uses them)"
         )
+    return notes
+
+
+def _batch_notes(df: pd.DataFrame) -> list[str]:
+    """No batch column (another tool's name for it: a ``--rename`` hint), a batch in sequences
+    without a sequence length, or batch_tokens too small to be tokens (:func:`import_notes`)."""
+    notes: list[str] = []
     batch_hints = rename_hints(df.columns, "batch_size") + rename_hints(df.columns, "batch_tokens")
     if df["batch_tokens"].isna().all() and df["batch_size"].isna().all() and batch_hints:
         notes.append(
@@ -688,6 +679,29 @@ def import_notes(
             "if they count sequences, import them again as batch_size with --seq-len and "
             "--replace"
         )
+    return notes
+
+
+def import_notes(
+    df: pd.DataFrame,
+    renames: Mapping[str, str],
+    sweep: str,
+    declared: Mapping[str, Any] | None = None,
+    *,
+    with_study: bool = False,
+) -> list[str]:
+    """What an import accepted that a fit will miss or get wrong, said when it is imported rather
+    than when a law is absent or off: no LR (a canonical column renamed away), a batch size in
+    sequences without a sequence length (no batch law), batches too small to be tokens, tokens
+    too few per parameter to be tokens, an N that counts the embeddings, several
+    parametrizations, a sweep named as a published law set (a SWEEP argument then means the
+    sweep). ``declared``: the conventions the import declares (:mod:`sweeper.study.declared`);
+    ``with_study``: a study file came with the runs and says them."""
+    from sweeper.fitting.provenance import named_parametrizations
+    from sweeper.recipe.published import PUBLISHED_NAMES, published_key
+
+    declared = declared or {}
+    notes = _lr_notes(df, renames) + _batch_notes(df)
     per_param = float((df["tokens"] / df["n_params"]).median())
     if per_param < 0.01:
         notes.append(
