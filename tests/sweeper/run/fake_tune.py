@@ -4,9 +4,42 @@ tested in seconds and deterministically."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sweeper.study.spec import StudySpec
+from sweeper.study.spec import StudySpec, parse_study_toml
+
+#: a one-cell grid study of seconds (w16, one block, 16k tokens, one seed a point)
+_GRID = """\
+[sweep]
+name = "{name}"
+seeds_per_point = 1
+
+[model]
+context = 32
+
+[ladder]
+widths = [16]
+depths = [1]
+tokens = [16384]
+
+[search]
+lr = {{ values = {lrs} }}
+batch_size = 8
+
+[sampler]
+kind = "grid"
+"""
+
+
+def grid_toml(name: str, lrs: Sequence[float] = (1e-3, 2e-3, 4e-3)) -> str:
+    """The text of a one-cell grid study ``name`` over ``lrs``, for tests to extend."""
+    return _GRID.format(name=name, lrs=list(lrs))
+
+
+def grid_study(name: str, lrs: Sequence[float] = (1e-3, 2e-3, 4e-3)) -> StudySpec:
+    """:func:`grid_toml` read."""
+    return parse_study_toml(grid_toml(name, lrs))
 
 
 def drive(

@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 from sweeper.fitting.methods import DEFAULT_METHOD
 from sweeper.study.spec import StudySpec, load_study, parse_study_toml
 from sweeper.transfer.run import transfer_sweep_name
-from tests.sweeper.run.fake_tune import drive, open_searcher
+from tests.sweeper.run.fake_tune import drive, grid_toml, open_searcher
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -643,30 +643,8 @@ def test_tunes_traceback_of_a_failed_run_is_shown_once_per_error() -> None:
 
 
 # ---- the searcher and the trainable without a Ray runtime --------------------------------------
-GRID = """\
-[sweep]
-name = "{name}"
-seeds_per_point = 1
-
-[model]
-context = 32
-
-[ladder]
-widths = [16]
-depths = [1]
-tokens = [16384]
-
-[search]
-lr = {{ values = [1e-3, 2e-3, 4e-3] }}
-batch_size = 8
-
-[sampler]
-kind = "grid"
-"""
-
-
 def test_grid_point_that_fails_in_a_launch_is_asked_again_not_lost(sqlite_url: str) -> None:
-    spec = parse_study_toml(GRID.format(name="gridfail"))
+    spec = parse_study_toml(grid_toml("gridfail"))
     assert spec.trials_per_cell == 3
     crashed: list[float] = []
 
@@ -692,7 +670,7 @@ def test_grid_point_that_fails_twice_in_a_launch_is_held_then_relaunch_retries_i
     other points were never asked."""
     from sweeper.study.samplers import HELD
 
-    spec = parse_study_toml(GRID.format(name="gridbad"))
+    spec = parse_study_toml(grid_toml("gridbad"))
     runs = drive(open_searcher(spec, sqlite_url), crash=lambda cfg: cfg["params"]["lr"] == 2e-3)
     (study,) = _studies(sqlite_url, "gridbad").values()
     assert _states(study) == {"COMPLETE": 2, "FAIL": 2}
@@ -713,7 +691,7 @@ def test_a_point_that_fails_in_the_studys_code_is_held_for_the_next_launch(
     other points unasked). It is held for the next launch, which runs it once the code is fixed."""
     from sweeper.study.samplers import HELD
 
-    spec = parse_study_toml(GRID.format(name="gridheld"))
+    spec = parse_study_toml(grid_toml("gridheld"))
     runs = drive(open_searcher(spec, sqlite_url), user_error=lambda c: c["params"]["lr"] == 2e-3)
     (study,) = _studies(sqlite_url, "gridheld").values()
     assert sorted(r["params"]["lr"] for r in runs) == [1e-3, 2e-3, 4e-3]  # each once
@@ -729,7 +707,7 @@ def test_a_seed_that_finished_before_its_driver_stopped_is_kept(sqlite_url: str)
     """Two seeds a point: one finished, the other running when the driver stopped. The relaunch
     closed the trial and ran both seeds again (an audit lost a finished seed so); now it runs
     only the one that had not finished, and the point is told with both."""
-    text = GRID.format(name="gridseeds").replace("seeds_per_point = 1", "seeds_per_point = 2")
+    text = grid_toml("gridseeds").replace("seeds_per_point = 1", "seeds_per_point = 2")
     spec = parse_study_toml(text)
     first = open_searcher(spec, sqlite_url)
     a, b = first.suggest("r0"), first.suggest("r1")  # the two seeds of the first point
@@ -770,7 +748,7 @@ def test_exhausted_grid_is_not_asked_twice(sqlite_url: str) -> None:
     from sweeper.study.space import distributions
     from sweeper.study.sweep import open_sweep
 
-    spec = parse_study_toml(GRID.format(name="gridold"))
+    spec = parse_study_toml(grid_toml("gridold"))
     study = open_sweep(spec, sqlite_url)[0].study
     dists = distributions(spec.search)
     trials = [study.ask(dists) for _ in range(3)]
@@ -837,14 +815,14 @@ def test_a_launch_on_another_device_than_the_stored_runs_is_warned(sqlite_url: s
     from sweeper.run.launch import _device_mix
     from sweeper.study.sweep import open_sweep
 
-    spec = parse_study_toml(GRID.format(name="mixed"))
+    spec = parse_study_toml(grid_toml("mixed"))
     drive(open_searcher(spec, sqlite_url), extra={"device": "cuda"})
     message = _device_mix(spec, open_sweep(spec, sqlite_url))
     assert "holds runs trained on cuda" in message and "trains on cpu (fp32)" in message
-    on_gpu = parse_study_toml(GRID.format(name="mixed") + "\n[resources]\ngpu = 1\n")
+    on_gpu = parse_study_toml(grid_toml("mixed") + "\n[resources]\ngpu = 1\n")
     assert _device_mix(on_gpu, open_sweep(on_gpu, sqlite_url)) == ""
     # runs that do not say where they trained (a fake's, an import's) warn of nothing
-    quiet = parse_study_toml(GRID.format(name="quiet"))
+    quiet = parse_study_toml(grid_toml("quiet"))
     drive(open_searcher(quiet, sqlite_url))
     assert _device_mix(quiet, open_sweep(quiet, sqlite_url)) == ""
 
@@ -870,7 +848,7 @@ def test_a_diverged_point_is_never_a_cells_best(sqlite_url: str) -> None:
     """The progress line printed "best 42.9582 (lr 3, ...)" for a diverged run: a diverged point
     bounds the LR range, it is not an optimum, in the live count nor in the one read back on a
     relaunch."""
-    spec = parse_study_toml(GRID.format(name="griddiv"))
+    spec = parse_study_toml(grid_toml("griddiv"))
     searcher = open_searcher(spec, sqlite_url)
     drive(searcher, extra={"diverged": True})
     assert [c.complete for c in searcher.cells] == [3]

@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 from proxy_models.train_function import run_function, seed_everything
 from sweeper.run.points import CellState, Point, release_deferred, run_record, tell_point
 from sweeper.study.samplers import HELD
-from sweeper.study.spec import StudySpec, parse_study_toml
-from tests.sweeper.run.fake_tune import drive, open_searcher
+from sweeper.study.spec import StudySpec
+from tests.sweeper.run.fake_tune import drive, grid_study, open_searcher
 
 SHAPE = {"width": 16, "depth": 1, "heads": 1, "head_dim": 16, "vocab_size": 256, "context": 32}
 HP = {"lr": 1e-3, "batch_size": 8, "tokens": 16384, "seed": 0, "data": None}  # 64 steps
@@ -213,31 +213,11 @@ def test_the_driver_keeps_a_runs_note_and_logs_it_once_per_cell(
 
 
 # ---- finding 2: a failed grid point waits behind the points never asked -----------------------
-GRID = """\
-[sweep]
-name = "{name}"
-seeds_per_point = 1
-
-[model]
-context = 32
-
-[ladder]
-widths = [16]
-depths = [1]
-tokens = [16384]
-
-[search]
-lr = {{ values = [3e-3, 1e-2, 3e-2] }}
-batch_size = 8
-
-[sampler]
-kind = "grid"
-"""
 LRS = [3e-3, 1e-2, 3e-2]
 
 
 def _grid(name: str) -> StudySpec:
-    return parse_study_toml(GRID.format(name=name))
+    return grid_study(name, LRS)
 
 
 def _cell_studies(url: str, sweep: str) -> list[optuna.Study]:

@@ -11,7 +11,7 @@ import pytest
 from sweeper.errors import StorageError
 from sweeper.study.spec import ParamSpec, TargetSpec
 from sweeper.study.sweep import open_sweep
-from tests.sweeper.run.fake_tune import drive, open_searcher
+from tests.sweeper.run.fake_tune import drive, grid_study, open_searcher
 from tests.sweeper.run.test_law_sampler_audit import law
 
 
@@ -39,33 +39,10 @@ def test_a_changed_target_names_the_recorded_default(sqlite_url: str) -> None:
     assert f"target.params: {recorded!r} -> {3 * recorded!r}" in str(e.value)
 
 
-GRID = """\
-[sweep]
-name = "{name}"
-
-[model]
-context = 32
-
-[ladder]
-widths = [16]
-depths = [1]
-tokens = [16384]
-
-[search]
-lr = {{ values = {lrs} }}
-batch_size = 8
-
-[sampler]
-kind = "grid"
-"""
-
-
 def test_more_grid_lrs_name_the_sweep_of_their_own(sqlite_url: str) -> None:
-    from sweeper.study.spec import parse_study_toml
-
-    spec = parse_study_toml(GRID.format(name="grown", lrs="[1e-3, 4e-3]"))
+    spec = grid_study("grown", [1e-3, 4e-3])
     drive(open_searcher(spec, sqlite_url))
-    more = parse_study_toml(GRID.format(name="grown", lrs="[1e-3, 4e-3, 1.6e-2]"))
+    more = grid_study("grown", [1e-3, 4e-3, 1.6e-2])
     with pytest.raises(StorageError) as e:
         open_sweep(more, sqlite_url)
     said = str(e.value)
