@@ -148,10 +148,11 @@ def _tokens_doubt(runs: pd.DataFrame) -> list[str]:
         return []
     cells = sorted(noted["cell"].astype(str).unique())
     shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
+    note = str(noted["tokens_note"].iloc[0])
+    note = note if len(note) <= 160 else note[:157] + "..."
     return [
         f"{len(noted)} run(s) in {shown} trained more than 10% away from their cell's tokens "
-        f"(their tokens_note: {str(noted['tokens_note'].iloc[0])[:160]}...): the fit takes them "
-        "at the cell's D"
+        f"(the first one's tokens_note: {note}): the fit takes them at the cell's D"
     ]
 
 

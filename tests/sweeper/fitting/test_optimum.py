@@ -292,4 +292,8 @@ def test_runs_that_trained_off_their_budget_are_said_by_the_fit() -> None:
     noted.loc[noted.index[:2], "tokens_note"] = "train.function 'm:f' trained 1,280 tokens"
     said = [w for w in fit_runs(noted, **kw).warnings if "away from their cell's tokens" in w]
     assert said and said[0].startswith("2 run(s) in ") and "m:f" in said[0]
+    assert "1,280 tokens)" in said[0], "a short note is quoted whole, with no '...'"
+    noted.loc[noted.index[:2], "tokens_note"] = "x" * 300
+    long = [w for w in fit_runs(noted, **kw).warnings if "away from their cell's tokens" in w]
+    assert "x" * 157 + "...)" in long[0] and "x" * 158 not in long[0]
     assert not any("cell's tokens" in w for w in fit_runs(runs, **kw).warnings)
