@@ -174,7 +174,12 @@ def _register_fit(sub: Any) -> None:
         help="resamples per cell optimum, 0 or at least 40 (default 200; parabola only: the "
         "surface and the band resample no cell, and refuse it)",
     )
-    p.add_argument("--min-runs", type=int, default=4, help="completed runs a cell needs")
+    p.add_argument(
+        "--min-runs",
+        type=int,
+        default=4,
+        help="completed runs a cell needs (default 4; 3 under --surface planner)",
+    )
     p.add_argument("--keep-edge", action="store_true", help="keep cells optimal on a range edge")
     p.add_argument("--huber", action="store_true", help="Huber-robust power-law fit")
     p.add_argument("--unweighted", action="store_true", help="do not weight cells by their CI")

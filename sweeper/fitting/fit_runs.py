@@ -263,7 +263,7 @@ def _fit_surface(
             seed=opt.seed,
             source=source,
             conventions=conv,
-            min_runs=settings.min_runs or opt.min_runs,
+            min_runs=_min_runs(opt, settings.min_runs),
             window=settings.window,
             shape_scaling=settings.shape_scaling,
         )
@@ -345,6 +345,13 @@ def _check_options(opt: FitOptions, target: str | None) -> None:
         )
     if not (isinstance(opt.band, numbers.Real) and 0 < opt.band < math.inf):
         raise FitError(f"--band must be a positive, finite loss fraction, got {opt.band!r}")
+
+
+def _min_runs(opt: FitOptions, named: int | None) -> int:
+    """The completed runs a surface cell needs: the caller's ``min_runs`` where it was given
+    (not the default), else the named settings' own (the planner's 3), else the default. The
+    planner's 3 had overridden a ``--min-runs`` given beside ``--surface planner``."""
+    return opt.min_runs if opt.min_runs != FitOptions.min_runs or named is None else named
 
 
 def _refuse_unused(opt: FitOptions, target: str | None) -> None:

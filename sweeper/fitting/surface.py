@@ -151,7 +151,8 @@ WINDOW: Final[tuple[float, float]] = (math.log(4.0), 0.75 * math.log(2.0))
 @dataclass(frozen=True)
 class Settings:
     """A named way to run the fit (:data:`~sweeper.fitting.methods.SURFACE_SETTINGS`):
-    ``window``, ``shape_scaling`` as in :func:`fit_surfaces`; ``min_runs`` None: the caller's."""
+    ``window``, ``shape_scaling`` as in :func:`fit_surfaces`; ``min_runs``: the completed runs a
+    cell needs where the caller gave none of its own (None: the caller's default)."""
 
     window: tuple[float, float] | None
     shape_scaling: Scaling

@@ -297,3 +297,23 @@ def test_runs_that_trained_off_their_budget_are_said_by_the_fit() -> None:
     long = [w for w in fit_runs(noted, **kw).warnings if "away from their cell's tokens" in w]
     assert "x" * 157 + "...)" in long[0] and "x" * 158 not in long[0]
     assert not any("cell's tokens" in w for w in fit_runs(runs, **kw).warnings)
+
+
+def test_min_runs_given_beside_the_planner_settings_is_used() -> None:
+    """``--surface planner`` needs 3 completed runs a cell unless ``--min-runs`` is given: its 3
+    had overridden a given --min-runs in silence."""
+    from sweeper.fitting.conventions import Conventions
+    from sweeper.fitting.fit_runs import FitOptions, fit_runs
+
+    runs = synthetic_sweep(lr_law=LR_LAW, noise=1e-3, seed=1)
+    small = runs["cell"] == runs["cell"].iloc[0]
+    near = runs[small].nsmallest(4, "loss").index
+    runs = runs[~small | runs.index.isin(near)]  # one cell of 4 runs, the others of 10
+
+    def notes(min_runs: int) -> str:
+        opt = FitOptions(surface="planner", min_runs=min_runs, n_boot=0)
+        law = fit_runs(runs, conventions=Conventions(), source="s", target="lr", options=opt)
+        return " ".join(law.laws[0].notes)
+
+    assert "min_runs=" not in notes(4)  # the default: the planner's 3
+    assert "needs min_runs=5" in notes(5)
