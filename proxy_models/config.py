@@ -8,7 +8,8 @@ Counting conventions (they match the runs table in ``sweeper/study/runs.py``):
 - ``n_params_total()`` counts every parameter the model holds, a tied matrix once.
 - ``flops_per_token()`` is Kaplan's training compute per token, 6·N + 6·L·T·d (forward + backward,
   with the attention-score term), so that C = flops_per_token · D.
-- ``deepseek_m()`` is DeepSeek LLM's M = 72·L·d² + 12·L·d·T, non-embedding FLOPs per token.
+- ``deepseek_m()`` is DeepSeek LLM's M = 6·N + 12·L·d·T, non-embedding FLOPs per token (their
+  72·L·d² is 6·N for blocks of 12·d² parameters; N here adds the norms' gains).
 """
 
 from __future__ import annotations
@@ -146,6 +147,6 @@ class ProxyConfig:
         return 6.0 * self.n_params() + 6.0 * self.depth * self.context * self.width
 
     def deepseek_m(self) -> float:
-        """DeepSeek LLM's non-embedding FLOPs per token M = 72·L·d² + 12·L·d·T."""
-        d, layers, t = self.width, self.depth, self.context
-        return 72.0 * layers * d * d + 12.0 * layers * d * t
+        """DeepSeek LLM's non-embedding FLOPs per token M = 6·N + 12·L·d·T (72·L·d² for their
+        blocks of 12·d² parameters)."""
+        return 6.0 * self.n_params() + 12.0 * self.depth * self.width * self.context

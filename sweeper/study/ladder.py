@@ -6,8 +6,9 @@ formulas against ``ProxyConfig``. A study with a ``model.builder`` is counted by
 builder's model at each cell's shape on the meta device (N = hidden matrices and vectors by role,
 :mod:`proxy_models.builder`), which imports torch. Conventions: ``n_params`` is N, the non-embedding parameters;
 ``n_params_total`` adds token and position embeddings and the lm_head (once if tied); ``flops`` is the
-training compute C = (6·N + 6·L·T·d) · D in FLOPs; ``deepseek_m`` is DeepSeek's M = 72·L·d² + 12·L·d·T
-FLOPs per token.
+training compute C = (6·N + 6·L·T·d) · D in FLOPs; ``deepseek_m`` is DeepSeek's M = 6·N + 12·L·d·T
+FLOPs per token (their 72·L·d² is 6·N for their blocks of 12·d² parameters; 6·N counts any model's,
+as ``sweeper compare`` does).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Cell:
     n_params_total: int
     flops_per_token: float  # 6·N + 6·L·T·d
     flops: float  # flops_per_token · tokens
-    deepseek_m: float  # 72·L·d² + 12·L·d·T
+    deepseek_m: float  # 6·N + 12·L·d·T
     parametrization: str
     norm: str
     qk_norm: bool
@@ -159,7 +160,7 @@ def cells(spec: StudySpec) -> list[Cell]:
                 n_params_total=total,
                 flops_per_token=fpt,
                 flops=fpt * tokens,
-                deepseek_m=72.0 * dep * w * w + 12.0 * dep * w * m.context,
+                deepseek_m=6.0 * n + 12.0 * dep * w * m.context,
                 parametrization=m.parametrization,
                 norm=m.norm,
                 qk_norm=m.qk_norm,

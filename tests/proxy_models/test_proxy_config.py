@@ -32,7 +32,7 @@ def test_flops_and_deepseek_m_formulas() -> None:
     n = 2 * (12 * 64 * 64 + 2 * 64) + 64
     assert cfg.n_params() == n
     assert cfg.flops_per_token() == 6 * n + 6 * 2 * 128 * 64
-    assert cfg.deepseek_m() == 72 * 2 * 64**2 + 12 * 2 * 64 * 128
+    assert cfg.deepseek_m() == 6 * n + 12 * 2 * 64 * 128  # 72·L·d² for 12·d² a block
 
 
 def test_heads_from_head_dim_or_explicit() -> None:

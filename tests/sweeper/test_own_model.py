@@ -358,6 +358,18 @@ def test_recommend_counts_the_target_on_the_builders_model() -> None:
     assert plain.n_params == 12 * 4 * d * d
 
 
+def test_a_builder_cells_deepseek_m_counts_its_own_model(tmp_path: Path) -> None:
+    """A cell's DeepSeek M is 6·N + 12·L·d·T on the builder's N, as compare counts it: it had
+    been 72·L·d² (blocks of 12·d²) for any model, 1.5x the tiny model's 8·d² a block."""
+    from sweeper.study.ladder import cells
+    from sweeper.study.spec import load_study
+
+    spec = load_study(write(tmp_path, 'builder = "tests.own_builders:tiny"'))
+    for c in cells(spec):
+        assert c.n_params == c.depth * (8 * c.width**2 + 2 * c.width)
+        assert c.deepseek_m == 6 * c.n_params + 12 * c.depth * c.width * c.context
+
+
 @pytest.mark.slow
 def test_the_example_training_function_runs_end_to_end_through_ray(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
