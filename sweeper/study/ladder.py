@@ -186,6 +186,24 @@ def cells(spec: StudySpec) -> list[Cell]:
     return out
 
 
+def builder_scale_problems(out: list[Cell]) -> list[str]:
+    """The problem when a builder's model counts the same N at two widths (or two depths) of
+    the ladder: it does not build the shape it is given, and every cell would train one model
+    (a builder that ignored ``width`` was accepted under SP, its ladder of one N shown beside
+    FLOPs growing with the nominal width; muP's check caught it, SP's had none)."""
+    for axis, other in (("width", "depth"), ("depth", "width")):
+        seen: dict[tuple[int, int], int] = {}
+        for c in out:
+            was = seen.setdefault((getattr(c, other), c.n_params), getattr(c, axis))
+            if was != getattr(c, axis):
+                return [
+                    f"model.builder: the model counts N = {c.n_params:,} at {axis} {was} and at "
+                    f"{axis} {getattr(c, axis)} ({other} {getattr(c, other)}): is {axis} passed "
+                    "through to the model's layers?"
+                ]
+    return []
+
+
 def _builder_counts(spec: StudySpec, width: int, depth: int) -> tuple[int, int]:
     """(N, total) of the builder's model at this shape, on the meta device."""
     from proxy_models.builder import BuilderError, n_params_of

@@ -173,7 +173,9 @@ def _check_builder(spec: StudySpec, builder: Any) -> list[str]:
         return [f"model.builder: the smallest cell is not a valid shape: {e}"]
     except Exception as e:  # param_roles or a hook raising
         return [f"model.builder: {builder.path!r}: {type(e).__name__}: {e}"]
-    return []
+    from sweeper.study.ladder import builder_scale_problems, cells
+
+    return builder_scale_problems(cells(spec))
 
 
 def _check_function(spec: StudySpec) -> list[str]:

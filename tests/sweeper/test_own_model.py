@@ -76,6 +76,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
             "model.builder",
             "no width-scaled parameter",
         ),
+        (  # under SP too: every cell would have trained one model (an API audit)
+            'builder = "tests.own_builders:no_width"',
+            "",
+            "model.builder",
+            "at width 16 and at width 32 (depth 1): is width passed through",
+        ),
         (
             "",
             'function = "tests.own_builders:bad_signature"',
