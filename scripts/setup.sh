@@ -14,6 +14,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/python -m pip install -q "${SWEEPER_TORCH:-torch==2.13.0}"
   fi
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  # compat: a static path in a .pth, which mypy follows (the default import hook hides the
+  # package from a user's mypy); setuptools calls that mode transitional, hence the fallback
+  .venv/bin/python -m pip install -q -e ".[dev]" --config-settings editable_mode=compat \
+    || .venv/bin/python -m pip install -q -e ".[dev]"
   touch "$stamp"
 fi

@@ -21,12 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from proxy_models.rules import PARAMETRIZATIONS
 from sweeper.errors import TargetError
 from sweeper.fitting.laws import Law, PowerLaw
-from sweeper.recipe.doubts import batch_coupling_warning, span_text, undetermined
+from sweeper.recipe.doubts import (
+    batch_coupling_warning,
+    check_parametrization,
+    extrapolation_summary,
+    span_text,
+    undetermined,
+)
 from sweeper.recipe.hardware import positive
 from sweeper.recipe.published_recipes import PublishedRecipe
-from sweeper.recipe.recommend import PARAMETRIZATIONS, check_parametrization, extrapolation_summary
 from sweeper.recipe.scale import (
     ResolvedShape,
     evaluate_law,
