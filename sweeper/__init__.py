@@ -51,7 +51,15 @@ if TYPE_CHECKING:
         validate_transfer,
         write_report,
     )
-    from sweeper.errors import FitError, StorageError, StudyError, SweeperError, TargetError
+    from sweeper.errors import (
+        FitError,
+        ImportDataError,
+        ScaleError,
+        StorageError,
+        StudyError,
+        SweeperError,
+        TargetError,
+    )
     from sweeper.fitting._common import FitWarning
     from sweeper.fitting.conventions import Conventions
     from sweeper.fitting.laws import Law, LossLaw, PowerLaw
@@ -94,7 +102,15 @@ _WHERE: dict[str, str] = {
     },
     **{
         name: "sweeper.errors"
-        for name in ("FitError", "StorageError", "StudyError", "SweeperError", "TargetError")
+        for name in (
+            "FitError",
+            "ImportDataError",
+            "ScaleError",
+            "StorageError",
+            "StudyError",
+            "SweeperError",
+            "TargetError",
+        )
     },
     "FitWarning": "sweeper.fitting._common",
     "Conventions": "sweeper.fitting.conventions",
@@ -118,12 +134,14 @@ __all__ = [
     "FitError",
     "FitWarning",
     "Hardware",
+    "ImportDataError",
     "LaunchShort",
     "Law",
     "LossLaw",
     "PowerLaw",
     "Recipe",
     "RecipeDefaults",
+    "ScaleError",
     "StorageError",
     "StudyError",
     "StudySpec",

@@ -14,7 +14,8 @@ A notebook does the whole path in a few lines::
     print(sweeper.export(recipe, "litgpt").text)
 
 Storage: every function that reads or writes the storage takes ``storage=`` (a SQLAlchemy URL;
-default ``$SWEEPER_STORAGE``, else ``sqlite:///sweeper.db``). A sweep may be given by name or as a
+default ``$SWEEPER_STORAGE``, else ``sqlite:///sweeper.db``; :func:`launch` reads the study's
+``[sweep] storage`` before that default, so pass the same ``storage=`` to the readers after it). A sweep may be given by name or as a
 :class:`~sweeper.study.handle.Sweep` (loaded once with :meth:`Sweep.load
 <sweeper.study.handle.Sweep.load>`). Bad input raises :class:`~sweeper.errors.SweeperError`;
 doubtful fits warn :class:`~sweeper.fitting.FitWarning`. Heavy modules (ray, torch, optuna,
@@ -405,8 +406,8 @@ def fit(
     Fits ``lr`` and, when the batch size varies within cells, ``batch_tokens`` (or only
     ``target``: "lr", "batch_tokens", "loss"); see :mod:`sweeper.fitting.fit_runs` for the rules
     and ``options`` (band, n_boot, cell_boot, min_runs, keep_edge, huber, weighted, loss_points,
-    seed, surface: the surface method's settings, "standard" or "planner", by default "planner"
-    for a study planned by the law sampler). The laws record the sweep's conventions
+    seed, surface: the surface method's settings, "standard", "all-runs" or "planner", by default
+    "planner" for a study planned by the law sampler: :data:`sweeper.fitting.surface.SETTINGS`). The laws record the sweep's conventions
     (:mod:`sweeper.fitting.provenance`); a target skipped and the fits' doubts are issued as
     :class:`~sweeper.fitting.FitWarning`. ``data``: a sweep's name, a
     :class:`~sweeper.study.handle.Sweep` or a runs DataFrame (FitError for anything else).

@@ -589,8 +589,9 @@ def _check_cells(
         if bound:
             why += (f"; only a bound (its other runs diverged or lie past the fit's window above "
                     f"its best LR): {'; '.join(bound[:8])}")  # fmt: skip
-        fix = ("; lower --min-runs, widen the window (--surface all-runs), or fit the per-cell "
-               "optima (--method parabola)") if left or bound else ""  # fmt: skip
+        fix = ("; lower min_runs (--min-runs), widen the window with surface=\"all-runs\" "
+               "(--surface all-runs), or fit the per-cell optima with method=\"parabola\" "
+               "(--method parabola)") if left or bound else ""  # fmt: skip
         raise FitError(
             f"need at least {need} usable cells to fit {target} on {', '.join(preds)}, "
             f"got {n}{why}{fix}"

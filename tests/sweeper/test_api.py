@@ -38,6 +38,17 @@ def test_all_names_resolve_and_none_shadows_a_subpackage() -> None:
     assert clash == [], clash
 
 
+def test_every_error_class_the_api_raises_is_exported() -> None:
+    """``sweeper.ImportDataError`` (named by import_runs' docstring) and ``ScaleError`` had not
+    been exported: a user could catch them only as SweeperError (an API audit)."""
+    import sweeper.errors as errors
+
+    raised = {n for n, c in vars(errors).items() if isinstance(c, type) and
+              issubclass(c, errors.SweeperError)}  # fmt: skip
+    assert raised <= set(sweeper.__all__), raised - set(sweeper.__all__)
+    assert sweeper.ImportDataError is errors.ImportDataError
+
+
 def test_import_sweeper_is_light() -> None:
     code = (
         "import sys, sweeper; sweeper.Target; sweeper.recommend; sweeper.Conventions; "

@@ -239,7 +239,7 @@ def test_too_few_usable_cells_says_why_each_bound_cell_is_one_and_how_to_fit(
         _quiet(fit_surface, runs, n_boot=0, cv=False, min_runs=40)
     said = str(e.value)
     assert f"{cells[0]}: " in said and "completed runs at" in said and "min_runs=40" in said
-    assert "lower --min-runs, widen the window (--surface all-runs)" in said
+    assert 'lower min_runs (--min-runs), widen the window with surface="all-runs"' in said
     assert "--method parabola" in said
 
 
