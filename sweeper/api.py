@@ -461,13 +461,27 @@ def _fit_inputs(
             )
         # a user's own frame, checked and normalized as an imported file is (rows with an empty
         # loss and no diverged or state column to excuse them had been fitted in silence)
-        runs = validated_runs(data, "the runs frame")
+        runs = validated_runs(data, "the runs frame", drop_repeats=True)
+        _warn_repeats(runs)
         return runs, _frame_conventions(data) or runs_conventions(runs), "", None
     if isinstance(data, str) and "+" in data:
         runs, conv, name = _joined_runs(data, storage)
         return runs, conv, name, _sweep(name.split("+")[0], storage)
     sw = _sweep(data, storage)
     return sw.runs(), sweep_conventions(sw), sw.name, sw
+
+
+def _warn_repeats(runs: Any) -> None:
+    """FitWarnings for rows of a user's frame that repeat a run, as an import notes them: exact
+    repeats are fitted once (a frame concatenated with itself had failed the surface fit: "ran
+    off to no law"), and rows of one cell, LR, batch, seed and loss are said."""
+    from sweeper.fitting._common import FitWarning
+    from sweeper.study.importer import same_run_notes
+
+    repeated = int(runs.attrs.get("repeated_rows", 0))
+    said = [f"{repeated} rows of the runs frame repeat another row exactly: fitted once each"]
+    for msg in (said if repeated else []) + same_run_notes(runs, "drop them from the frame"):
+        warnings.warn(msg, FitWarning, stacklevel=4)
 
 
 def _check_fit_options(options: Mapping[str, Any]) -> None:

@@ -714,7 +714,7 @@ def import_notes(
             "(or the tokens counted in another unit)? Sweeper reads both as plain counts"
         )
     notes += _scale_notes(df, declared, with_study=with_study)
-    notes += _same_run_notes(df)
+    notes += same_run_notes(df)
     repeated = int(df.attrs.get("repeated_rows", 0))
     if repeated:
         notes.append(
@@ -748,7 +748,9 @@ def import_notes(
 _SAME_RUN: Final[tuple[str, ...]] = ("cell", "lr", "batch_tokens", "batch_size", "seed", "loss")
 
 
-def _same_run_notes(df: pd.DataFrame) -> list[str]:
+def same_run_notes(
+    df: pd.DataFrame, fix: str = "drop them and import again with --replace"
+) -> list[str]:
     """A note when rows share cell, LR, batch, seed and a finite loss exactly but differ
     elsewhere (an id, a timestamp): a run exported twice, which counts twice and narrows every
     interval (a fitting audit's file listed twice under new ids narrowed the exponent's interval
@@ -759,8 +761,8 @@ def _same_run_notes(df: pd.DataFrame) -> list[str]:
         return []
     return [
         f"{twice} rows repeat another's cell, lr, batch, seed and loss exactly (other columns "
-        "differ): a run exported twice counts twice and narrows every interval; if they are, "
-        "drop them and import again with --replace"
+        f"differ): a run exported twice counts twice and narrows every interval; if they are, "
+        f"{fix}"
     ]
 
 

@@ -119,6 +119,28 @@ def test_a_plain_runs_frame_fits_as_its_import_does(tmp_path: Path) -> None:
     assert from_frame.exponents_ci == imported.exponents_ci
 
 
+def test_a_frame_repeating_its_rows_fits_once_each_and_says_so() -> None:
+    """A frame concatenated with itself had failed the surface fit ("ran off to no law"); its
+    exact repeats are fitted once, with a FitWarning, and rows of one run under two ids are
+    said, as an import says both (an API audit)."""
+    import pandas as pd
+
+    runs = synthetic_sweep(seed=3)
+    kw = {"target": "lr", "store": False, "n_boot": 0}
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", FitWarning)
+        (once,) = sweeper.fit(runs, **kw)
+        (twice,) = sweeper.fit(pd.concat([runs, runs]), **kw)
+    assert twice.exponents == pytest.approx(once.exponents, rel=1e-12)
+    texts = [str(w.message) for w in said]
+    assert sum("repeat another row exactly: fitted once each" in t for t in texts) == 1
+    ids = pd.concat([runs.assign(run_id="a"), runs.assign(run_id="b")])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", FitWarning)
+        sweeper.fit(ids, **kw)
+    assert any("drop them from the frame" in str(w.message) for w in said)
+
+
 def test_laws_stored_by_the_first_schema_are_read(tmp_path: Path) -> None:
     """tests/data/laws_v0.sql is the laws table of a database written by Sweeper before laws had
     a schema version (string-keyed conventions, held ranges in the domain): its laws load with
