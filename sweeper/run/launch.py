@@ -615,7 +615,7 @@ _SECRET_ENV = ("SWEEPER_STORAGE", "PGPASSWORD", "SWEEPER_TEST_POSTGRES")
 
 
 @contextlib.contextmanager
-def _ray_start_env(local: bool) -> Iterator[None]:
+def _ray_start_env(local: bool, url: str | None = None) -> Iterator[None]:
     """While Ray starts: no secrets in the environment its processes inherit, its job entrypoint
     recorded without secrets (Ray stores the driver's command line in its job table), and, for a
     local Ray, every Ray process bound to the loopback interface.
@@ -633,7 +633,8 @@ def _ray_start_env(local: bool) -> Iterator[None]:
     saved_entry = ru.get_entrypoint_name
     saved_cluster = rc.ENABLE_RAY_CLUSTER
     saved_flag = os.environ.get(rc.ENABLE_RAY_CLUSTERS_ENV_VAR)
-    ru.get_entrypoint_name = lambda: redact(saved_entry())
+    # (the storage URL's own password too: one with a space or a quote is no URL's pattern)
+    ru.get_entrypoint_name = lambda: redact(saved_entry(), url)
     if local:
         rc.ENABLE_RAY_CLUSTER = False
         os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
@@ -832,12 +833,19 @@ def _connect_hint(address: str, e: BaseException) -> str:
             else f"does not send its token (RAY_AUTH_MODE={auth or 'unset'})" if has_token
             else f"has no token and does not send one (RAY_AUTH_MODE={auth or 'unset'})"
         )  # fmt: skip
+        give = (
+            "give this driver the cluster's token (copy the head's ~/.ray/auth_token here, or "
+            "set RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
+        )  # (the mode already token, only the token is asked for: a cluster audit)
+        fix = (
+            give if auth.lower() == "token"
+            else "set RAY_AUTH_MODE=token (and check that the token is the head's)" if has_token
+            else f"set RAY_AUTH_MODE=token and {give}"
+        )  # fmt: skip
         lines.append(
             "the likely cause: the cluster uses token authentication (the default of `ray "
             f"start` since Ray 2.5x) and this driver {why}; token file {token_file} "
-            f"{'exists' if os.path.exists(token_file) else 'missing'}; fix: set "
-            "RAY_AUTH_MODE=token and give this driver the cluster's token (copy the head's "
-            "~/.ray/auth_token here, or set RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
+            f"{'exists' if os.path.exists(token_file) else 'missing'}; fix: {fix}"
         )
     else:
         lines.append(
@@ -850,7 +858,11 @@ def _connect_hint(address: str, e: BaseException) -> str:
 
 
 def _start_ray(
-    address: str | None, verbose: int, t0: float, runtime_env: dict[str, Any] | None = None
+    address: str | None,
+    verbose: int,
+    t0: float,
+    runtime_env: dict[str, Any] | None = None,
+    url: str | None = None,
 ) -> bool:
     """Join the cluster at ``address``, or start a local Ray of its own (one CPU per usable core,
     no dashboard, bound to 127.0.0.1), unless Ray is already up in this process; True when this
@@ -862,7 +874,7 @@ def _start_ray(
     kwargs: dict[str, Any] = {"logging_level": log_level, "log_to_driver": verbose > 0}
     if runtime_env:
         kwargs["runtime_env"] = runtime_env
-    with _ray_start_env(local=not address or _loopback(address)):
+    with _ray_start_env(local=not address or _loopback(address), url=url):
         if address:
             try:
                 ray.init(address=address, **kwargs)
@@ -1013,9 +1025,15 @@ class _RaySession:
     quieted from then on; shut down by :meth:`close` if the launch started it."""
 
     def __init__(
-        self, address: str | None, verbose: int, t0: float, runtime_env: dict[str, Any]
+        self,
+        address: str | None,
+        verbose: int,
+        t0: float,
+        runtime_env: dict[str, Any],
+        url: str | None = None,
     ) -> None:
         self.address, self.verbose, self.t0, self.runtime_env = address, verbose, t0, runtime_env
+        self.url = url  # (the storage's: its password is masked in Ray's job table)
         #: the trials the cluster fits, once joined (None before)
         self.capacity: int | None = None
         self.started = False
@@ -1035,7 +1053,7 @@ class _RaySession:
             with _interruptible(self, _STOPPING_AT_START):
                 if not self.started:
                     self.started = _start_ray(
-                        self.address, self.verbose, self.t0, self.runtime_env
+                        self.address, self.verbose, self.t0, self.runtime_env, self.url
                     )
                 self.capacity = _capacity(spec)  # (it refuses a trial the cluster cannot fit)
         return self.capacity
@@ -1068,7 +1086,7 @@ def _launch_held(
 ) -> LaunchSummary:
     """:func:`launch_study` once the sweep's lease is held: every write fenced by it."""
     storage = st.created(lambda: FencedStorage(url, held))
-    session = _RaySession(address, verbose, t0, runtime_env)
+    session = _RaySession(address, verbose, t0, runtime_env, url)
     try:
         return _launch_fenced(
             spec,

@@ -126,8 +126,10 @@ _engines: dict[str, Engine] = {}
 
 #: query parameters of a URL whose values are secrets (libpq's ``password``, and the like)
 _SECRET_KEYS = re.compile(r"(?i)^(password|passwd|pwd|pass|secret|token|sslpassword)$")
-#: ``scheme://user:secret@`` anywhere in a text
-_URL_SECRET = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
+#: ``scheme://user:secret@`` anywhere in a text; the secret may hold spaces and quotes (a
+#: password ``Sup3r S3cret`` had stopped the pattern short of its ``@``, and a launch's command
+#: line reached Ray's job table unmasked: a cluster audit), not a ``/`` or a line's end
+_URL_SECRET = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s:/@'\"]*:)[^@/\n]*@")
 #: ``password=secret`` (libpq keyword strings, query strings) anywhere in a text
 _KEY_SECRET = re.compile(
     r"(?i)\b(password|passwd|pwd|sslpassword)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\s&;,)'\"]+)"

@@ -972,6 +972,16 @@ def test_an_address_where_nothing_listens_is_refused_before_the_lease(
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     hint = _connect_hint("10.0.0.1:6379", ConnectionError("Unauthenticated"))
     assert "does not send its token (RAY_AUTH_MODE=unset)" in hint and "has no token" not in hint
+    assert "fix: set RAY_AUTH_MODE=token (and check that the token is the head's)" in hint
+    # the mode already token and no token: the fix asks for the token only (a cluster audit)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "none"))
+    hint = _connect_hint("10.0.0.1:6379", ConnectionError("Unauthenticated"))
+    assert "has no token" in hint and "fix: give this driver the cluster's token" in hint
+    assert "set RAY_AUTH_MODE" not in hint
+    monkeypatch.delenv("RAY_AUTH_MODE")
+    hint = _connect_hint("10.0.0.1:6379", ConnectionError("Unauthenticated"))
+    assert "fix: set RAY_AUTH_MODE=token and give this driver the cluster's token" in hint
 
 
 def test_a_launch_follows_the_clusters_capacity_as_nodes_join(

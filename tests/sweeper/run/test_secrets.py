@@ -253,3 +253,27 @@ def test_a_launch_summary_shows_its_storage_without_the_password() -> None:
 
     s = LaunchSummary("s", f"postgresql+psycopg://bob:{SENTINEL}@h/db", (), 1.0, 0, 0, 0, 1)
     assert SENTINEL not in repr(s) and "url='postgresql+psycopg://bob:***@h/db'" in repr(s)
+
+
+@pytest.mark.parametrize("password", ["Sup3r S3cretPW", "Sup3r'S3cretPW", 'Sup3r"S3cretPW'])
+def test_a_password_with_a_space_or_a_quote_is_masked_in_rays_job_table(
+    password: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster audit: a launch's command line (Ray's job entrypoint, readable by anyone with the
+    cluster's token) kept a storage password holding a space or a quote, which the pattern of a
+    URL's secret stopped short of; the launch's own URL is now masked by its password, and the
+    pattern reads past spaces and quotes."""
+    import ray._private.utils as ru
+
+    from sweeper.run.launch import _ray_start_env
+    from sweeper.study.storage import redact
+
+    url = f"postgresql+psycopg://root:{password}@127.0.0.1:5432/db"
+    line = f"sweeper launch t.toml --storage {url}"
+    monkeypatch.setattr(ru, "get_entrypoint_name", lambda: line)
+    with _ray_start_env(local=False, url=url):
+        shown = ru.get_entrypoint_name()
+    assert "S3cretPW" not in shown and "root:***@127.0.0.1" in shown, shown
+    assert ru.get_entrypoint_name() == line  # (Ray's own, put back)
+    assert "S3cretPW" not in redact(line)  # without the URL too
+    assert redact("see https://host:8265/jobs and me@x") == "see https://host:8265/jobs and me@x"
