@@ -5,7 +5,9 @@ A loader reads an exported file with the framework's own config loader and repor
 framework's own view of the numbers: its scheduler's LR at the end of the warmup, mid-stable and
 at the start of the decay (WSD), mid-decay and at the end (:func:`lr_points`); its batch
 calculator's global batch, micro batch and accumulation; its ramp-up
-calculator's batch at 0 and mid-ramp. The expected values come from the recipe JSON
+calculator's batch at 0 and mid-ramp, and the iterations it runs with the ramp-up (checked
+against what the file says, :func:`ramp_steps_said`); where the loader builds the model's
+config, its block (parallel residual, linear biases). The expected values come from the recipe JSON
 (``sweeper export --format json``) read with the recipe's documented semantics (see
 ``expected``; the LRs are the proxies' own :func:`proxy_models.hparams.lr_at`, the shape the LR
 was measured under), never from what an exporter writes.
@@ -35,9 +37,14 @@ KEYS: tuple[str, ...] = (
     "global_batch", "micro_batch", "grad_accum", "data_parallel", "seq_len",
     "beta1", "beta2", "eps", "weight_decay", "grad_clip", "precision",
     "rampup_batch_start", "rampup_batch_mid", "rampup_batch_end",
+    "rampup_total_steps", "rampup_warmup_steps",
     "n_layer", "width", "heads", "vocab", "init_std", "z_loss", "zero_stage",
-    "parametrization", "mup_base_width",
+    "parametrization", "mup_base_width", "parallel_residual", "linear_bias",
 )  # fmt: skip
+
+#: the model's block, checked only where the loader builds the model's config (None: the file
+#: has no model, the training script's)
+BLOCK_KEYS: tuple[str, ...] = ("parallel_residual", "linear_bias")
 
 #: the words that must appear in a "not expressible" declaration of each quantity
 DECLARE_WORDS: dict[str, tuple[str, ...]] = {
@@ -82,6 +89,8 @@ class View:
     rampup_batch_start: int | None = None
     rampup_batch_mid: int | None = None
     rampup_batch_end: int | None = None
+    rampup_total_steps: int | None = None  # iterations of the run with the ramp-up
+    rampup_warmup_steps: int | None = None  # the first iteration at the end of the warmup
     n_layer: int | None = None
     width: int | None = None
     heads: int | None = None
@@ -91,6 +100,8 @@ class View:
     zero_stage: int | None = None
     parametrization: str | None = None
     mup_base_width: int | None = None
+    parallel_residual: bool | None = None  # attention and MLP added to the same input
+    linear_bias: bool | None = None  # biases on the attention and MLP linears (or the head's)
     notes: list[str] = field(default_factory=list)  # what the loader saw (warnings, defaults)
 
     def as_dict(self) -> dict[str, Any]:
@@ -180,6 +191,10 @@ def expected(recipe: dict[str, Any]) -> dict[str, Any]:
         "zero_stage": int(recipe["hardware"]["zero_stage"]),
         "parametrization": recipe["parametrization"],
         "mup_base_width": recipe.get("base_width"),
+        # the proxies' block (proxy_models/model.py: x + attn(norm x), then x + mlp(norm x), no
+        # linear biases), which the recipe does not record
+        "parallel_residual": False,
+        "linear_bias": False,
     }
     if ru:
         out["rampup_batch_start"] = rampup_batch(recipe, 0)
@@ -210,13 +225,27 @@ def compare(view: View, recipe: dict[str, Any], keys: tuple[str, ...]) -> list[s
         if k not in exp:
             continue
         got = getattr(view, k)
-        if got is None and exp[k] is None:
+        if got is None and (exp[k] is None or k in BLOCK_KEYS):
             continue
         if got is None:
             bad.append(f"{k}: the framework reads no value (recipe {exp[k]!r})")
         elif not _close(got, exp[k], k, peak):
             bad.append(f"{k}: framework {got!r} != recipe {exp[k]!r}")
     return bad
+
+
+#: how a header says the iterations of a batch ramp-up (sweeper/recipe/export/header.py
+#: _ramp_steps, and Megatron's note), lower-cased: (total, first iteration after the warmup)
+_RAMP_SAID = (
+    re.compile(r"with the batch ramp-up: (\d+) steps, the warmup ending at step (\d+)"),
+    re.compile(r"make megatron run (\d+) iterations .*?end the warmup at iteration (\d+)"),
+)
+
+
+def ramp_steps_said(text: str) -> list[tuple[int, int]]:
+    """Every (total, warmup) pair of iterations with the ramp-up that ``text`` (an export's
+    comments, :func:`header_text`) states."""
+    return [(int(m[1]), int(m[2])) for rx in _RAMP_SAID for m in rx.finditer(text)]
 
 
 def header_text(text: str) -> str:

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from common import KEYS, View, compare, declares, header_text
+from common import KEYS, View, compare, declares, header_text, ramp_steps_said
 
 #: quantity -> group named in the limitation tables and in the declarations
 GROUP: dict[str, str] = {
@@ -33,6 +33,7 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "optimizer": ("beta1", "beta2", "eps", "weight_decay", "grad_clip"),
     "precision": ("precision",),
     "rampup": ("rampup_batch_start", "rampup_batch_mid", "rampup_batch_end"),
+    "architecture": ("parallel_residual", "linear_bias"),
     "model_shape": ("n_layer", "width", "heads", "vocab"),
     "init_std": ("init_std",),
     "z_loss": ("z_loss",),
@@ -140,6 +141,23 @@ def _declares(text: str, group: str) -> bool:
     return declares(text, group)
 
 
+def ramp_said(case: str, name: str, view: View) -> list[str]:
+    """Where the framework reports the iterations it runs with the batch ramp-up (Megatron:
+    update_train_iters), the disagreements with those the file's header states (an export
+    audit: Megatron-LM core 0.19 runs 223,020, the header said 223,019)."""
+    got = (view.rampup_total_steps, view.rampup_warmup_steps)
+    if got == (None, None):
+        return []
+    said = ramp_steps_said(header_text(export(case, name)[0]))
+    if not said:
+        return [f"rampup iterations: the framework runs {got}, the file says none"]
+    return [
+        f"rampup iterations (total, warmup end): framework {got} != the file's {s}"
+        for s in dict.fromkeys(said)
+        if s != got
+    ]
+
+
 def check(case: str, name: str, view: View, check_name: str, limits: dict[str, str]) -> None:
     """Assert that the quantities of ``check_name`` agree with the recipe, or, for a group in
     ``limits`` (the format's documented limitations), that the export declares it."""
@@ -158,6 +176,8 @@ def check(case: str, name: str, view: View, check_name: str, limits: dict[str, s
                 problems.append(f"{line} (limitation '{group}' not declared by the export)")
         else:
             problems.append(line)
+    if check_name == "rampup":
+        problems += ramp_said(case, name, view)
     if problems:
         raise AssertionError(
             f"{case} / {name} [{view.framework}; {view.loader}]:\n  " + "\n  ".join(problems)

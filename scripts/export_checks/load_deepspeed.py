@@ -5,7 +5,9 @@ micro × accumulation × data-parallel world, any two of them given) for the dat
 of the ``mpu`` it is handed: the check hands it an mpu of the recipe's data-parallel size over a
 one-process gloo group (a file store, no network). The LR comes from DeepSpeed's own scheduler
 class named in the file (``deepspeed.runtime.lr_schedules``, e.g. WarmupCosineLR) built from the
-file's ``scheduler.params`` on a torch AdamW with the file's ``optimizer.params``.
+file's ``scheduler.params`` on a torch AdamW with the file's ``optimizer.params``, at the
+iteration the engine has it at for optimizer step k: built at -1 (``_configure_lr_scheduler``),
+stepped after each optimizer step (``_take_model_step``), so k − 1.
 
 DeepSpeed's communication backend JIT-compiles a CPU shared-memory all-reduce op
 (``deepspeed_shm_comm``, minutes on 2 cores) when it starts on a CPU; the config loader does not
@@ -104,7 +106,8 @@ def load(text: str, recipe: dict[str, Any]) -> View:
         for k, step in lr_points(recipe).items():
             opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=view.peak_lr)
             sch = sched_cls(opt, **sp)
-            sch.step(step)  # last_batch_iteration = step
+            if step > 0:
+                sch.step(step - 1)  # last_batch_iteration = step - 1: the LR step `step` runs at
             setattr(view, k, float(opt.param_groups[0]["lr"]))
         total = sp.get("total_num_steps")
         view.total_steps = int(total) if total is not None else None

@@ -6,7 +6,8 @@ instead of training. The numbers then come from litgpt's own code: ``TrainArgs.b
 ``gradient_accumulation_iters`` / ``warmup_iters`` (litgpt/args.py), ``get_lr`` and the
 ``max_iters`` arithmetic of ``fit`` (litgpt/pretrain.py), ``instantiate_torch_optimizer``
 (litgpt/utils.py), the precision default of ``setup`` (``get_default_supported_precision``) and
-the init of ``initialize_weights`` (sqrt(2/(5·n_embd)), not configurable).
+the init of ``initialize_weights`` (sqrt(2/(5·n_embd)), not configurable), and the block from
+the ``Config`` the CLI built (``parallel_residual``; ``bias``, ``attn_bias``, ``lm_head_bias``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ def load(text: str, recipe: dict[str, Any]) -> View:
         block = cfg.block_size
         # pretrain.initialize_weights: Embedding/Linear std sqrt(2/5/n_embd), fixed
         view.init_std = math.sqrt(2.0 / 5 / cfg.n_embd)
+        # the block GPT builds from the config (litgpt/model.py Block.forward, the linears of
+        # CausalSelfAttention, the MLPs and lm_head)
+        view.parallel_residual = bool(cfg.parallel_residual)
+        view.linear_bias = bool(cfg.bias or cfg.attn_bias or cfg.lm_head_bias)
     else:
         block = None
         view.notes.append("no model_name/model_config: `litgpt pretrain` stops without a model")

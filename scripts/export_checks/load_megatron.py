@@ -14,6 +14,10 @@ here. What is loaded and what is written from the source:
   PyPI; the file is unchanged from core_v0.16.1 to core_v0.17.1), ramp-up included; >= 0.18, the
   step batch-size schedule re-stated from ``megatron/core/num_microbatches_calculator.py`` at the
   pinned commit (:class:`StepSchedule`): "table-checked, not loaded";
+- the iterations of a sample-based run: ``update_train_iters`` of ``megatron/training/
+  training.py`` re-stated per version over that calculator (:func:`train_iters`; < 0.18 the
+  last partial batch is dropped, from 0.18 it is an iteration), and the iteration that ends the
+  sample-based warmup (:func:`iteration_reaching`);
 - LR: megatron-core's own ``OptimizerParamScheduler`` (0.16.1; ``get_lr`` is unchanged up to
   core_v0.19.0), built with the arguments of ``get_optimizer_param_scheduler`` in
   ``megatron/training/training.py`` (``wsd_decay_steps`` = ``--lr-wsd-decay-iters`` × the global
@@ -241,7 +245,8 @@ class StepSchedule:
 
 
 def _calculator(ns: argparse.Namespace, version: str):
-    """(batch_at(consumed_samples) -> global batch, num_microbatches_at, full batch, loader name)."""
+    """(batch_at(consumed_samples, consistency_check=True) -> global batch, num_microbatches_at,
+    full batch, loader name)."""
     if _vt(version) >= (0, 18):
         sched = getattr(ns, "step_batch_size_schedule", None)
         if sched is None:
@@ -252,7 +257,7 @@ def _calculator(ns: argparse.Namespace, version: str):
                     f"global batch size ({g}) is not divisible by micro batch size ({ns.micro_batch_size}) times data parallel size ({ns.data_parallel_size})"
                 )
             return (
-                (lambda s: g),
+                (lambda s, check=True: g),
                 (lambda s: g // unit),
                 g,
                 "table: ConstantNumMicroBatchesCalculator",
@@ -272,8 +277,8 @@ def _calculator(ns: argparse.Namespace, version: str):
         ns.data_parallel_size, ns.decrease_batch_size_if_needed,
     )  # fmt: skip
 
-    def at(s: int) -> int:
-        calc.update(s, consistency_check=True)
+    def at(s: int, check: bool = True) -> int:
+        calc.update(s, consistency_check=check)
         return calc.get_current_global_batch_size()
 
     def micro(s: int) -> int:
@@ -288,6 +293,56 @@ def _calculator(ns: argparse.Namespace, version: str):
         ns.global_batch_size,
         f"megatron-core {_version('megatron-core')} {type(calc).__name__}",
     )
+
+
+def train_iters(ns: argparse.Namespace, version: str, batch_at: Any) -> int:
+    """``args.train_iters`` as ``update_train_iters`` (megatron/training/training.py) sets it at
+    ``version``, with ``batch_at(consumed, check)`` the version's batch calculator
+    (``update_num_microbatches(consumed, consistency_check=False)``). < 0.18 (core_v0.16.1 lines
+    1128-1158, the same at core_v0.17.1): iterations while at most the ramp's samples (the third
+    value of --rampup-batch-size) are consumed, then whole full batches of the rest, the partial
+    last one thrown away; from 0.18 (core_v0.18.2 lines 1485-1506, core_v0.19.0 lines 1528-1549)
+    with --step-batch-size-schedule: ``while consumed_samples < args.train_samples``, the last
+    partial batch an iteration. Without a ramp-up: train_samples // global_batch_size."""
+    if ns.train_iters:
+        return int(ns.train_iters)
+    if _vt(version) >= (0, 18):
+        if getattr(ns, "step_batch_size_schedule", None) is None:
+            return ns.train_samples // ns.global_batch_size
+        return iteration_reaching(ns.train_samples, batch_at, ns)
+    if ns.rampup_batch_size is None:
+        return ns.train_samples // ns.global_batch_size
+    consumed, iterations = 0, 0
+    while consumed <= int(ns.rampup_batch_size[2]) and consumed <= ns.train_samples:
+        consumed += batch_at(consumed, False)
+        iterations += 1
+    if ns.train_samples > consumed:
+        iterations += (ns.train_samples - consumed) // ns.global_batch_size
+    return iterations
+
+
+def iteration_reaching(samples: int, batch_at: Any, ns: argparse.Namespace) -> int:
+    """The iterations until ``samples`` are consumed, one batch of ``batch_at(consumed)`` each:
+    the >= 0.18 loop of update_train_iters, and the 0-based iteration at which a sample-based
+    warmup of ``samples`` has ended (train_step steps the scheduler by the batch after each
+    iteration). Past the last step-schedule threshold, or past --rampup-batch-size's samples, the
+    batch is the full one: the rest are counted at once, as the loop would."""
+    sched = getattr(ns, "step_batch_size_schedule", None)
+    if sched is not None:
+        last = StepSchedule(sched, ns.seq_length, ns.micro_batch_size, ns.data_parallel_size)
+        constant_from = last.entries[-1][0]
+    elif ns.rampup_batch_size is not None:
+        constant_from = int(ns.rampup_batch_size[2]) + 1
+    else:
+        constant_from = 0
+    consumed, iterations = 0, 0
+    while consumed < samples and consumed < constant_from:
+        consumed += batch_at(consumed, False)
+        iterations += 1
+    if consumed < samples:
+        full = batch_at(consumed, False)
+        iterations += -(-(samples - consumed) // full)
+    return iterations
 
 
 def _scheduler_lr(
@@ -358,6 +413,9 @@ def load(text: str, recipe: dict[str, Any], version: str) -> View:
         view.rampup_batch_start = at(0)
         view.rampup_batch_mid = at(ramp // 2)
         view.rampup_batch_end = at(ramp + 1)
+        if ns.train_samples:
+            view.rampup_total_steps = train_iters(ns, version, at)
+            view.rampup_warmup_steps = iteration_reaching(ns.lr_warmup_samples or 0, at, ns)
     view.seq_len = ns.seq_length
     # the run's length in full-batch steps (update_train_iters counts a few more iterations
     # when the batch ramps up)
@@ -376,6 +434,10 @@ def load(text: str, recipe: dict[str, Any], version: str) -> View:
     view.n_layer, view.width, view.heads = ns.num_layers, ns.hidden_size, ns.num_attention_heads
     view.vocab = getattr(ns, "vocab_size", None)
     view.init_std = ns.init_method_std
+    # --disable-bias-linear (dest add_bias_linear); the block is sequential: megatron/core/
+    # transformer has no parallel-residual option at these tags
+    view.linear_bias = bool(ns.add_bias_linear)
+    view.parallel_residual = False
     # ZeRO: --use-distributed-optimizer shards the optimizer state (stage 1); Megatron FSDP's
     # --data-parallel-sharding-strategy optim/optim_grads/optim_grads_params = stages 1/2/3
     stage = 1 if ns.use_distributed_optimizer else 0

@@ -110,8 +110,10 @@ class Recipe:
     ``low``/``high`` the law's interval; ``batch_tokens_law`` the law's point value. The batch
     identity ``global_batch_sequences = micro_batch_size · grad_accum_steps · data_parallel``
     always holds. ``total_steps`` and ``warmup_steps`` count optimizer steps at the full batch; a
-    ramp-up, run by samples, takes more (:meth:`rampup_steps`: Megatron-LM's rule; 5% more in a
-    recommend audit, and a warmup of 2000 full batches of samples ending at step 11,723).
+    ramp-up, run by samples, takes more (:meth:`rampup_steps`: Megatron-LM's rule before core
+    0.18, which drops the last partial batch; from 0.18 it counts as one more step, which the
+    megatron export says; 5% more in a recommend audit, and a warmup of 2000 full batches of
+    samples ending at step 11,723).
     ``flops`` is Sweeper's compute, 6·N·D + attention (the laws' convention and a compute
     target's budget); :attr:`train_flops` adds the output layer, 6·V·d·D, which the time counts.
     The min LR is ``lr.value × min_lr_ratio`` (``min_lr``, derived; a ``min_lr`` given to the
@@ -342,8 +344,9 @@ class Recipe:
         return self.warmup_steps * self.global_batch_sequences * self.seq_len
 
     def rampup_steps(self) -> tuple[int, int]:
-        """(total, warmup) optimizer steps with the ramp-up, as Megatron-LM runs them
-        (:meth:`RampUp.train_iterations` of the run's sequences, :meth:`RampUp.iterations` of
+        """(total, warmup) optimizer steps with the ramp-up, as Megatron-LM before core 0.18 runs
+        them (from 0.18 the last partial batch is one step more: the megatron export counts its
+        version's) (:meth:`RampUp.train_iterations` of the run's sequences, :meth:`RampUp.iterations` of
         the warmup's ``warmup_steps`` full batches of samples); ``total_steps`` and
         ``warmup_steps`` without one."""
         if self.rampup is None:
@@ -432,7 +435,8 @@ FIELD_DOCS: Final[Mapping[str, str]] = {
     "min_lr_ratio 1)",
     "rampup": "global-batch ramp-up (Megatron's start/increment/samples) or null; derived: its "
     "total_steps and warmup_steps, the optimizer steps of the run and of a warmup of warmup_steps "
-    "full batches of samples with it (Megatron-LM's rule)",
+    "full batches of samples with it (Megatron-LM's rule before core 0.18; from 0.18 a last "
+    "partial batch is one step more)",
     "optimizer": f"optimizer the LR is for ({' | '.join(OPTIMIZERS)})",
     "adam_beta1": "Adam β1",
     "adam_beta2": "Adam β2",

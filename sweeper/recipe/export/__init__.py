@@ -65,7 +65,7 @@ class Rendered:
     """One export: the ``text`` to write, the framework ``version`` it targets (None for json),
     the settings it cannot carry (``missing``), the assumptions to check (``cautions``) and, for
     the formats without comments (hf, deepspeed), what their header would say (``notes``: the
-    framework version, how to load the file, which LR it uses)."""
+    framework version, how to load the file, which LR it uses, and the module's ``notes``)."""
 
     format: str
     version: FrameworkVersion | None
@@ -149,6 +149,7 @@ def render(
         from sweeper.recipe.export.header import lr_line
 
         notes = (f"written for {fv.framework}; load: {fv.load}", lr_line(recipe))
+        notes += tuple(mod.notes(recipe, fv)) if hasattr(mod, "notes") else ()
     return Rendered(fmt, fv, mod.render(recipe, fv, missing), tuple(missing), cautions, notes)
 
 

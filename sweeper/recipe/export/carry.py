@@ -17,6 +17,7 @@ from sweeper.recipe.recipe import Recipe
 from sweeper.recipe.schedule import schedule_text
 
 __all__ = [
+    "SCRIPT_MODEL",
     "SETTINGS",
     "Missing",
     "data_parallel",
@@ -41,6 +42,7 @@ __all__ = [
 SETTINGS: Final[tuple[str, ...]] = (
     "rampup", "z_loss", "init_std", "seq_len", "model_shape", "vocab", "parametrization",
     "output_mult", "zero_stage", "optimizer", "schedule", "eps", "data_parallel", "weight_decay",
+    "architecture",
 )  # fmt: skip
 
 
@@ -99,8 +101,17 @@ def vocab(r: Recipe, where: str) -> list[Missing]:
     return [Missing("vocab", f"vocab size {r.vocab}: {where}")]
 
 
+#: why a training-arguments file cannot carry muP (hf, deepspeed): the model is not in it
+SCRIPT_MODEL: Final = (
+    "the file cannot set muP's multipliers or per-layer LRs: the model and its optimizer groups "
+    "are the training script's"
+)
+
+
 def parametrization(r: Recipe, why: str = "") -> list[Missing]:
-    """muP/CompleteP where the format has no switch: the LR is a base-width LR (refused)."""
+    """muP/CompleteP where the format has no switch: the LR is a base-width LR (refused).
+    ``why`` says why; without it, the format builds an SP model itself (litgpt, torchtitan,
+    nanoGPT). A format whose model is the user's script's says so (:data:`SCRIPT_MODEL`)."""
     if r.parametrization == "sp":
         return []
     p = r.parametrization

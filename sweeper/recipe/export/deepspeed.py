@@ -17,6 +17,13 @@ weight_decay; ``scheduler`` by the recipe's schedule (deepspeed/runtime/lr_sched
 - WSD: no scheduler (VALID_LR_SCHEDULES, line 24: LRRangeTest, OneCycle, WarmupLR,
   WarmupDecayLR, WarmupCosineLR): refused; with --allow-inexpressible, a cosine.
 
+Each scheduler's warmup runs two steps behind the proxies' (:func:`notes`), and WarmupDecayLR's
+decay too: deepspeed.initialize builds the scheduler at ``last_batch_iteration`` -1, which sets
+the LR of the first optimizer step (WarmupCosineLR 0, WarmupLR and WarmupDecayLR
+``warmup_min_lr``), and the engine steps it after each optimizer step (runtime/engine.py
+``_take_model_step``), so optimizer step k runs at its iteration k − 1, and iteration 0 is the
+warmup's start again.
+
 ``gradient_clipping``;
 ``zero_optimization.stage``; ``bf16.enabled``.
 The optimizer's param groups are the training script's (``model_parameters`` of
@@ -34,7 +41,7 @@ from sweeper.recipe.export.carry import Missing
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["RUNS", "cautions", "missing", "render"]
+__all__ = ["RUNS", "cautions", "missing", "notes", "render"]
 
 #: the recipe schedules a DeepSpeed scheduler runs as the proxies ran them
 RUNS = ("cosine", "constant", "linear")
@@ -49,7 +56,12 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     out += carry.schedule(r, "deepspeed", RUNS, f"WarmupCosineLR to {r.min_lr:.4g}")
     if r.schedule == "linear":
         out += carry.warmup_from_min(r, "WarmupDecayLR (its warmup_min_lr is also its final LR)")
-    out += carry.parametrization(r) + carry.output_mult(r)
+    out += carry.parametrization(
+        r,
+        f"{carry.SCRIPT_MODEL} (the optimizer type MuAdamW, the mup package's, needs a model "
+        "the script built for muP)",
+    )
+    out += carry.output_mult(r)
     out += carry.rampup(
         r, "DeepSpeed's curriculum learning ramps the sequence length, not the batch"
     )
@@ -90,6 +102,32 @@ def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
         "biases decay too; the proxies decay matrices only (a second group with weight_decay 0 "
         "for norm gains and biases matches them)"
     ]
+
+
+def notes(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
+    """The schedule's lag behind the proxies' (an export audit: the docs had promised one step
+    of index convention at most): optimizer step k runs at the scheduler's iteration k − 1
+    (module docstring), the proxies' step k at lr·(k+1)/W, so DeepSpeed's warmup, from iteration
+    0 at its start, ends at step W + 1 where the proxies' ends at W − 1. A warmup under 2 steps
+    is said among what the file cannot carry instead."""
+    name, params = _scheduler(r)
+    out = []
+    if r.warmup_steps >= _MIN_WARMUP:
+        start = "LR 0" if name == "WarmupCosineLR" else f"LR {params['warmup_min_lr']:.4g}"
+        out.append(
+            f"{name}'s warmup runs two steps behind the proxies': DeepSpeed builds it at "
+            f"iteration -1 and steps it after each optimizer step, so step k runs at its "
+            f"iteration k - 1, steps 0 and 1 at {start}, and the warmup ends at step "
+            f"{r.warmup_steps + 1}, where the proxies reach the peak at step {r.warmup_steps - 1}"
+        )
+    if name == "WarmupDecayLR":
+        span = max(1, r.total_steps - max(_MIN_WARMUP, r.warmup_steps))
+        last = r.min_lr + (r.lr.value - r.min_lr) * min(1.0, 2 / span)
+        out.append(
+            f"WarmupDecayLR's linear decay stays two steps behind the proxies' as well: the last "
+            f"step runs at {last:.4g}, not at the min LR {r.min_lr:.4g}"
+        )
+    return out
 
 
 def _scheduler(r: Recipe) -> tuple[str, dict[str, Any]]:

@@ -83,12 +83,13 @@ def _target_lines(r: Recipe, fmt: str, fv: FrameworkVersion | None) -> list[str]
     return lines
 
 
-def _ramp_steps(r: Recipe, *, carried: bool) -> str:
+def _ramp_steps(r: Recipe, *, carried: bool, ramp: tuple[int, int] | None = None) -> str:
     """The recipe's batch ramp-up in steps: in a file that runs it, the steps Megatron-LM's
-    smaller batches add and where a sample-based warmup ends (a recommend audit); in one that
-    cannot, that the file runs the full batch's steps (a review: the header had given the
-    ramp's steps above the line saying the file trains at the full batch from step 0)."""
-    total, warm = r.rampup_steps()
+    smaller batches add and where a sample-based warmup ends (a recommend audit), ``ramp`` where
+    the file's framework version counts them otherwise than the recipe; in one that cannot, that
+    the file runs the full batch's steps (a review: the header had given the ramp's steps above
+    the line saying the file trains at the full batch from step 0)."""
+    total, warm = ramp if ramp is not None else r.rampup_steps()
     if carried:
         return f"with the batch ramp-up: {total} steps, the warmup ending at step {warm}"
     return (
@@ -125,13 +126,19 @@ def header_lines(
     missing: list[Missing],
     fv: FrameworkVersion | None = None,
     notes: list[str] | None = None,
+    *,
+    ramp: tuple[int, int] | None = None,
 ) -> list[str]:
     """Comment lines (without the ``#``): target and load command, the recipe's numbers and
-    their provenance, ``notes`` (format-specific), the warnings, what cannot be carried."""
+    their provenance, ``notes`` (format-specific), the warnings, what cannot be carried.
+    ``ramp``: the (total, warmup) steps the file's framework runs with the batch ramp-up, when
+    they are not the recipe's :meth:`~sweeper.recipe.recipe.Recipe.rampup_steps` (Megatron-LM
+    from core 0.18 counts the last partial batch)."""
     r = recipe
     lines = _target_lines(r, fmt, fv) + _law_lines(r)
     if r.rampup is not None:
-        lines.append(_ramp_steps(r, carried=not any(m.setting == "rampup" for m in missing)))
+        carried = not any(m.setting == "rampup" for m in missing)
+        lines.append(_ramp_steps(r, carried=carried, ramp=ramp))
     if r.init_std_note:
         lines.append(f"init std {r.init_std:.4g}: {r.init_std_note}")
     if note := settings_note(r):

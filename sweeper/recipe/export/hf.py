@@ -38,7 +38,7 @@ __all__ = ["missing", "render"]
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     model = "the model's config (AutoConfig / your model class), not TrainingArguments"
     out = carry.optimizer(r, "hf") + _wsd_warmup(r)
-    out += carry.parametrization(r) + carry.output_mult(r)
+    out += carry.parametrization(r, carry.SCRIPT_MODEL) + carry.output_mult(r)
     out += carry.rampup(r) + carry.z_loss(r)
     out += carry.init_std(r, "the model config's initializer_range, not TrainingArguments")
     out += carry.seq_len(r, "the tokenizer's/data collator's, not TrainingArguments")

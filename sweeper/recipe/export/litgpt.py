@@ -2,17 +2,21 @@
 
 Keys are the parameters of ``litgpt/pretrain.py: setup`` (jsonargparse rejects unknown ones):
 ``model_name`` (required even with ``model_config``), ``model_config`` (``litgpt.Config``:
-n_layer, n_embd, n_head, vocab_size, padded_vocab_size, block_size; the other architecture fields
-keep Config's defaults), ``precision`` (``bf16-mixed`` | ``32-true``; unset, litgpt picks
-bf16-mixed even for an fp32 recipe), ``devices``/``num_nodes``, ``train`` (``TrainArgs``:
-global_batch_size in sequences over all devices, micro_batch_size, lr_warmup_steps in optimizer
-steps, max_tokens, max_seq_length, min_lr absolute, max_norm) and ``optimizer`` (class_path
-torch.optim.AdamW with init_args; pretrain.py builds it over ``model.parameters()``, one param
-group: the weight decay hits norm gains and biases too). ``data``, ``tokenizer_dir`` and
-``out_dir`` are left to the user (no ``data``: litgpt's TinyLlama data module). The schedule is
-fixed in ``pretrain.get_lr`` (litgpt/pretrain.py:463-474 at 0.5.13): linear warmup
-(lr·it/warmup), then ``min_lr + coeff·(lr − min_lr)`` with a cosine coeff: a cosine recipe, and a
-constant one (min_lr = lr, min_lr_ratio 1); a WSD or linear recipe is refused (:data:`RUNS`).
+n_layer, n_embd, n_head, vocab_size, padded_vocab_size, block_size, and ``parallel_residual``
+false and ``bias`` false: Config's defaults, true and true (litgpt/config.py:43 and :91), are a
+GPT-NeoX block with biases, the proxies' a sequential pre-LN block without; the other architecture
+fields keep Config's defaults, the proxies' where they matter, except the positions and the
+LayerNorm bias, which no field changes: :func:`missing`), ``precision`` (``bf16-mixed`` |
+``32-true``; unset, litgpt picks bf16-mixed even for an fp32 recipe), ``devices``/``num_nodes``,
+``train`` (``TrainArgs``: global_batch_size in sequences over all devices, micro_batch_size,
+lr_warmup_steps in optimizer steps, max_tokens, max_seq_length, min_lr absolute, max_norm) and
+``optimizer`` (class_path torch.optim.AdamW with init_args; pretrain.py builds it over
+``model.parameters()``, one param group: the weight decay hits norm gains and biases too).
+``data``, ``tokenizer_dir`` and ``out_dir`` are left to the user (no ``data``: litgpt's TinyLlama
+data module). The schedule is fixed in ``pretrain.get_lr`` (litgpt/pretrain.py:463-474 at
+0.5.13): linear warmup (lr·it/warmup), then ``min_lr + coeff·(lr − min_lr)`` with a cosine
+coeff: a cosine recipe, and a constant one (min_lr = lr, min_lr_ratio 1); a WSD or linear recipe
+is refused (:data:`RUNS`).
 """
 
 from __future__ import annotations
@@ -34,10 +38,18 @@ __all__ = ["RUNS", "cautions", "missing", "render"]
 #: the recipe schedules litgpt's fixed get_lr runs as the proxies ran them
 RUNS = ("cosine", "constant")
 
-#: litgpt.Config fields the export leaves at their defaults (litgpt/config.py at 0.5.13)
+#: litgpt.Config fields the export sets to the proxies' block (proxy_models/model.py: x + attn(norm
+#: x), then x + mlp(norm x), no linear biases), where Config's defaults (litgpt/config.py at
+#: 0.5.13) differ: parallel_residual True (line 43) adds attention and MLP to the same x, bias True
+#: (line 91) puts biases on the attention and MLP linears
+ARCHITECTURE: dict[str, Any] = {"parallel_residual": False, "bias": False}
+
+#: litgpt.Config defaults the export keeps (litgpt/config.py and model.py at 0.5.13), the
+#: proxies' as they are
 ARCHITECTURE_DEFAULTS = (
-    "mlp_class_name GptNeoxMLP (intermediate 4·n_embd), norm_class_name LayerNorm, "
-    "rotary_percentage 0.25, parallel_residual true, bias true, n_query_groups = n_head"
+    "mlp_class_name GptNeoxMLP (intermediate 4·n_embd, exact GELU), norm_class_name LayerNorm "
+    "(norm_eps 1e-5), n_query_groups = n_head, attention scale 1/sqrt(head_size), an untied "
+    "lm_head without bias"
 )
 
 
@@ -70,6 +82,27 @@ def _init(r: Recipe) -> list[Missing]:
     ]
 
 
+def _architecture() -> list[Missing]:
+    """The proxies' architecture that no litgpt.Config field gives (litgpt/model.py at 0.5.13):
+    GPT has no position embedding, only RoPE (``rotary_percentage`` of each head); the
+    LayerNorm is ``torch.nn.LayerNorm``, with a bias."""
+    return [
+        Missing(
+            "architecture",
+            "learned absolute position embeddings (the proxies' wpe): litgpt's GPT has no "
+            "position embedding and rotates queries and keys instead (RoPE, rope_base 10000, on "
+            "rotary_percentage 0.25 of each head's dimensions); no Config field gives learned "
+            "positions",
+        ),
+        Missing(
+            "architecture",
+            "LayerNorm without bias (the proxies' norms have a gain only): litgpt's LayerNorm is "
+            "torch.nn.LayerNorm, with a bias (zero-initialised, weight-decayed with the one "
+            "param group); no Config field removes it",
+        ),
+    ]
+
+
 def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
     out = carry.optimizer(r, "litgpt")
     out += carry.schedule(r, "litgpt (pretrain.get_lr)", RUNS, f"a cosine to min_lr {r.min_lr:.4g}")
@@ -86,7 +119,7 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
         if multi
         else "litgpt pretrain on one device does not shard",
     )
-    return out
+    return out + _architecture()
 
 
 def _doc(r: Recipe) -> dict[str, Any]:
@@ -100,6 +133,7 @@ def _doc(r: Recipe) -> dict[str, Any]:
             "vocab_size": r.vocab,
             "padded_vocab_size": r.vocab,
             "block_size": r.seq_len,
+            **ARCHITECTURE,
         },
         "precision": "bf16-mixed" if r.precision == "bf16" else "32-true",
         "devices": r.data_parallel,
@@ -128,11 +162,13 @@ def _doc(r: Recipe) -> dict[str, Any]:
 
 
 def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
-    """What the file leaves to litgpt's defaults (the architecture beyond the shape), and a
-    vocabulary it writes that no one gave."""
+    """What the file leaves to litgpt's defaults (the architecture beyond the shape and the
+    block), which the recipe does not record, and a vocabulary it writes that no one gave."""
     out = [
-        "model_config sets n_layer/n_embd/n_head/vocab_size/block_size only; the architecture "
-        f"details come from litgpt's Config defaults: {ARCHITECTURE_DEFAULTS}"
+        "model_config sets n_layer/n_embd/n_head/vocab_size/block_size and the proxies' block "
+        "(parallel_residual false, bias false); the rest is litgpt's Config defaults, which are "
+        f"the proxies' defaults: {ARCHITECTURE_DEFAULTS}; the recipe does not record the study's "
+        "norm: if its proxies used RMSNorm, set norm_class_name RMSNorm and norm_eps 1e-6"
     ]
     if r.target.vocab is None:
         out.append(

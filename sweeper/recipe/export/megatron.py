@@ -13,7 +13,9 @@ Read at the commits of :data:`~sweeper.recipe.export.versions.MEGATRON`
   refuses it with ``--train-iters``); >= 0.18 ``--step-batch-size-schedule`` with thresholds in
   TOKENS (Megatron-LM passes ``--seq-length``: threshold // seq_length samples) and no
   ``--global-batch-size`` (validate_args: "Cannot specify both"), because ``--rampup-batch-size``
-  is parsed and then ignored there;
+  is parsed and then ignored there. The header's iterations with the ramp-up are the version's
+  (:func:`ramp_steps`): megatron/training/training.py ``update_train_iters`` drops the last
+  partial batch < 0.18 and counts it as an iteration from 0.18;
 - ``--lr-decay-style`` the recipe's schedule (the default is linear): cosine, linear, constant,
   or ``WSD`` with ``--lr-wsd-decay-style linear`` (the default is exponential) and
   ``--lr-wsd-decay-iters`` (``--lr-wsd-decay-samples`` with a ramp-up) = the decay's steps
@@ -52,7 +54,7 @@ from sweeper.recipe.export.versions import MEGATRON, FrameworkVersion, MegatronF
 from sweeper.recipe.recipe import Recipe
 from sweeper.recipe.schedule import decay_start
 
-__all__ = ["cautions", "missing", "render", "step_schedule"]
+__all__ = ["cautions", "missing", "ramp_steps", "render", "step_schedule"]
 
 Args = list[tuple[str, ...]]
 #: ZeRO stage -> Megatron flags
@@ -105,19 +107,58 @@ def _facts(fv: FrameworkVersion | None) -> MegatronFacts:
     return MEGATRON[fv.version if fv is not None else "0.19"]
 
 
-def step_schedule(r: Recipe) -> str:
-    """The ramp-up as ``--step-batch-size-schedule`` entries ``TOKENS:BATCH``, comma-separated:
-    entry i = 0..n at ceil(i·SAMPLES/n)·seq_len tokens with batch START + i·INCREMENT, which is
-    the < 0.18 ramp-up's batch at every consumed-samples count (n = (global − START) / INCREMENT;
-    thresholds that round to the same sample keep the larger batch)."""
+def _schedule_entries(r: Recipe) -> list[tuple[int, int]]:
+    """The ramp-up as (samples threshold, batch) entries, sorted: entry i = 0..n at
+    ceil(i·SAMPLES/n) samples with batch START + i·INCREMENT, which is the < 0.18 ramp-up's batch
+    at every consumed-samples count (n = (global − START) / INCREMENT; thresholds that round to
+    the same sample keep the larger batch)."""
     ru = r.rampup
     assert ru is not None
     n = ru.increments_to(r.global_batch_sequences)
     entries: dict[int, int] = {}
     for i in range(n + 1):
         samples = math.ceil(i * ru.ramp_samples / n)
-        entries[samples * r.seq_len] = ru.start_sequences + i * ru.increment_sequences
-    return ",".join(f"{tokens}:{batch}" for tokens, batch in sorted(entries.items()))
+        entries[samples] = ru.start_sequences + i * ru.increment_sequences
+    return sorted(entries.items())
+
+
+def step_schedule(r: Recipe) -> str:
+    """The ramp-up as ``--step-batch-size-schedule`` entries ``TOKENS:BATCH``, comma-separated,
+    the thresholds of :func:`_schedule_entries` in tokens (× seq_len, which Megatron-LM divides
+    back out)."""
+    return ",".join(f"{s * r.seq_len}:{batch}" for s, batch in _schedule_entries(r))
+
+
+def _schedule_iterations(entries: list[tuple[int, int]], samples: int) -> int:
+    """Iterations until ``samples`` are consumed with the step schedule ``entries``, as
+    update_train_iters counts them from core 0.18 (megatron/training/training.py, core_v0.19.0
+    lines 1534-1544: ``while consumed_samples < args.train_samples``, one iteration of the
+    schedule's batch at the samples consumed, the last partial batch included): whole runs of
+    one entry's batch at a time."""
+    consumed, steps = 0, 0
+    for i, (_threshold, batch) in enumerate(entries):
+        end = entries[i + 1][0] if i + 1 < len(entries) else samples
+        if consumed >= min(end, samples):
+            continue
+        k = -(-(min(end, samples) - consumed) // batch)  # the batches started before end
+        consumed += k * batch
+        steps += k
+    return steps
+
+
+def ramp_steps(r: Recipe, fv: FrameworkVersion | None) -> tuple[int, int]:
+    """(total, warmup) iterations Megatron-LM runs with the recipe's ramp-up at ``fv``'s version:
+    < 0.18 the recipe's :meth:`~sweeper.recipe.recipe.Recipe.rampup_steps` (update_train_iters
+    with --rampup-batch-size drops the last partial batch); from 0.18 the step schedule's count,
+    which includes it: one iteration more when the samples do not end on a whole batch (an
+    export audit: 223,020, the header had said 223,019). The warmup, counted in samples, ends on
+    the iteration that consumes them in either."""
+    if r.rampup is None or not _facts(fv).step_schedule:
+        return r.rampup_steps()
+    entries = _schedule_entries(r)
+    samples = -(-int(r.tokens) // r.seq_len)
+    warmup = r.warmup_steps * r.global_batch_sequences
+    return _schedule_iterations(entries, samples), _schedule_iterations(entries, warmup)
 
 
 def _batch_args(r: Recipe, facts: MegatronFacts) -> Args:
@@ -225,14 +266,15 @@ def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
     return out
 
 
-def _notes(r: Recipe, facts: MegatronFacts) -> list[str]:
+def _notes(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
+    facts = _facts(fv)
     notes = [
         "--optimizer adam (the default) is AdamW (decoupled weight decay); --min-lr is absolute: "
         "if you change --lr, change --min-lr with it"
     ]
     if r.rampup is not None:
         g = r.global_batch_sequences
-        total, warm = r.rampup_steps()
+        total, warm = ramp_steps(r, fv)
         notes.append(
             f"with the ramp-up the run is counted in samples (sequences of {r.seq_len} tokens), "
             f"not iterations: --train-samples = tokens / seq_len, --lr-warmup-samples = "
@@ -260,6 +302,7 @@ def _notes(r: Recipe, facts: MegatronFacts) -> list[str]:
 
 def render(r: Recipe, fv: FrameworkVersion | None, miss: list[Missing]) -> str:
     facts = _facts(fv)
-    notes = _notes(r, facts) + [f"CAUTION: {c}" for c in cautions(r, fv)]
+    notes = _notes(r, fv) + [f"CAUTION: {c}" for c in cautions(r, fv)]
     body = "".join(" ".join(a) + "\n" for a in _args(r, facts))
-    return comment(header_lines(r, "megatron", miss, fv, notes)) + body
+    ramp = ramp_steps(r, fv) if r.rampup is not None else None
+    return comment(header_lines(r, "megatron", miss, fv, notes, ramp=ramp)) + body

@@ -105,6 +105,7 @@ def test_litgpt(recipe: Recipe, small: Recipe) -> None:
     assert doc["model_name"] and doc["model_config"] == {
         "name": doc["model_name"], "n_layer": 30, "n_embd": 4096, "n_head": 32,
         "vocab_size": 102400, "padded_vocab_size": 102400, "block_size": 4096,
+        "parallel_residual": False, "bias": False,
     }  # fmt: skip
     assert doc["precision"] == "bf16-mixed"
     assert yaml.safe_load(export_recipe(small, "litgpt"))["precision"] == "32-true"
