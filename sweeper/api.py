@@ -767,6 +767,8 @@ class Exported:
     warnings: tuple[str, ...]
     framework_version: str | None = None
     framework: str | None = None
+    cautions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:  # (print(exported) prints the file, as it will be written)
         return self.text
@@ -775,8 +777,17 @@ class Exported:
         p.text(self.text.rstrip("\n"))  # then what the format cannot carry
         for line in self.cannot_carry:
             p.text(f"\n# cannot carry: {line}")
-    cautions: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        """One line (a plain REPL's repr had dumped the whole file): the format and the version
+        it targets, its size, what it cannot carry and the warnings; ``str`` is the file."""
+        version = f" {self.framework_version}" if self.framework_version else ""
+        lines = len(self.text.splitlines())
+        return (
+            f"<Exported {self.format}{version}: {lines} line(s), {len(self.cannot_carry)} "
+            f"setting(s) it cannot carry, {len(self.warnings)} warning(s), "
+            f"{len(self.cautions)} caution(s)>"
+        )
 
 
 def export(
@@ -868,6 +879,32 @@ class Comparison:
     #: where the sweep's laws and the published ones were measured differently (token unit,
     #: parametrization, what was held, the LR's schedule): what not to read into the tables
     notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        """What ``sweeper compare`` prints (:func:`sweeper.cli.fitting.comparison_text`)."""
+        from sweeper.cli.fitting import comparison_text
+
+        return comparison_text(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter's display
+        p.text(str(self))
+
+    def __repr__(self) -> str:
+        """One line: the laws, how many fitted exponents lie outside the published ones'
+        intervals, where they were evaluated (the dataclass's own printed two DataFrames)."""
+        fitted = sum(x.method != "published" for x in self.laws)
+        exps = self.exponents
+        compared = [inside for ok, inside in zip(exps.get("comparable", ()),
+                    exps.get("inside", ()), strict=True) if ok]  # fmt: skip
+        outside = sum(not inside for inside in compared)  # (as the table says OUTSIDE)
+        points = list(dict.fromkeys(self.predictions.get("point", ())))
+        cells = sum(p != "target" for p in points)
+        return (
+            f"<Comparison {self.sweep}: {fitted} fitted and {len(self.laws) - fitted} published "
+            f"law(s); {len(compared)} exponent(s) compared, {outside} outside; at {cells} "
+            f"cell(s){' and the target' if 'target' in points else ''}; "
+            f"{len(self.notes)} note(s)>"
+        )
 
 
 def compare(
@@ -1069,7 +1106,8 @@ def diff(
     predicted optimal LR (and batch) at a target (``params``, ``tokens``; default the largest
     cell), the best-loss difference per shared cell, with 95% and Bonferroni-corrected intervals
     from the fits' own resamples; see :mod:`sweeper.fitting.diff`. ``options``: n_boot (at
-    least 40: the fits' 0, no resampling, leaves no intervals to compare), cell_boot, seed and
+    least 80, and 2m/0.05 for the m quantities compared: the corrected level needs a draw in
+    each tail; the fits' 0 leaves no intervals to compare), cell_boot, seed and
     other fit options. Returns a :class:`~sweeper.fitting.diff.DiffResult`.
 
     A side may be several sweeps joined by ``+`` (``"qknorm_off+qknorm_off_ext"``): the same

@@ -24,11 +24,13 @@ from sweeper.fitting.methods import DIFF_METHODS
 __all__ = ["register"]
 
 _DIFF_EPILOG = """\
-Both sweeps are fitted with the same method and options (B with A's predictors). Differences are
-B minus A; ratios B over A. Intervals: 95% percentile intervals of the fits' own resamples, and
-Bonferroni-corrected ones (level 1 - 0.05/m over the m quantities compared); the two sweeps are
-indistinguishable when no corrected interval excludes 0 (1 for a ratio). The target defaults to
-the largest cell of the two sweeps."""
+Both sweeps are fitted with the same method, options and predictors (--predictors, else the scale
+variables both sweeps' cells vary). Differences are B minus A; ratios B over A. Intervals: 95%
+percentile intervals of the fits' own resamples, and Bonferroni-corrected ones (level 1 - 0.05/m
+over the m quantities compared, which need --bootstrap 2m/0.05 at least: 240 for 6); the two
+sweeps are indistinguishable when no corrected interval excludes 0 (1 for a ratio). The target
+defaults to the largest cell of the two sweeps; a law on FLOPs is evaluated at the FLOPs of
+--params and --tokens; no ratio is given when the two sweeps count N, D or FLOPs differently."""
 
 
 def register(sub: Any) -> None:
@@ -80,10 +82,22 @@ def register(sub: Any) -> None:
     d.add_argument("--storage", default=None, metavar="URL", help="SQLAlchemy URL of the storage")
     d.add_argument("--target", default="lr", choices=("lr",), help="the law compared (lr)")
     d.add_argument("--method", default=DIFF_METHODS[0], choices=DIFF_METHODS)
-    d.add_argument("--predictors", default=None, help="comma-separated, e.g. n_params,tokens")
-    d.add_argument("--params", type=positive, default=None, help="target N (non-embedding)")
+    d.add_argument(
+        "--predictors",
+        default=None,
+        help="comma-separated, e.g. n_params,tokens, for both laws (default: the scale variables "
+        "both sweeps' cells vary)",
+    )
+    d.add_argument(
+        "--params", type=positive, default=None, help="target N, as both sweeps count it"
+    )
     d.add_argument("--tokens", type=positive, default=None, help="target D")
-    d.add_argument("--bootstrap", type=int, default=4000, help="resamples per law")
+    d.add_argument(
+        "--bootstrap",
+        type=int,
+        default=4000,
+        help="resamples per law, all used (at least 80, and 2m/0.05 for m quantities compared)",
+    )
     d.add_argument("--cell-bootstrap", type=int, default=200, help="resamples per cell optimum")
     d.add_argument("--seed", type=seed, default=0)
     d.add_argument(

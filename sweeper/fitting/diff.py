@@ -1,32 +1,43 @@
 """Is my change different? Two sweeps fitted the same way, compared with intervals.
 
 :func:`diff_runs` fits the LR law (and the batch law when both sweeps vary the batch) of sweep A
-and of sweep B with the same method and options (:func:`sweeper.fitting.fit_runs.fit_runs`; B with
-A's predictors), and reports, as B relative to A:
+and of sweep B with the same method, options and predictors
+(:func:`~sweeper.fitting.fit_runs.fit_runs`): ``predictors`` when given, else the scale
+variables that both sweeps' cells vary, chosen the same whichever side is A (B had been fitted on A's, and a Step Law ladder varying D
+over 25x was fitted on N alone against an N-only ladder, in silence); a note names what one
+side's cells vary that the laws leave out. It reports, as B relative to A:
 
 - ``exponent_differences``: b_B − b_A for every predictor of the law;
 - ``target_lr_ratio``: lr*_B / lr*_A predicted at a target scale (``n_params``, ``tokens``; by
   default the largest cell of the two sweeps: a note names a law that extrapolates there, as it
-  does when the sweeps' cells differ), likewise
-  ``target_batch_ratio``;
+  does when the sweeps' cells differ), likewise ``target_batch_ratio``. A law on FLOPs is
+  evaluated at the FLOPs of the given N and D as a recommendation counts them
+  (:func:`sweeper.recipe.scale.law_scale`); a law on width or depth takes no target N (no rule
+  gives a shape its law would read: refused). No ratio is given (None, and the verdict says
+  why) when the two laws count N, D or FLOPs differently: one N is then two models;
 - ``best_loss_differences``: per cell the two sweeps share, the best mean loss over the swept
   points of B minus that of A.
 
 Intervals come from the fits' own resamples: each law's ``boot_coefs`` (bootstrap of the cells, or
-draws of the classical t distribution for few cells), paired draw by draw (the two fits are
-independent), and for the best loss a parametric resample of every point's seed mean (its seeds'
-standard error; a point with one seed takes the pooled seed spread of both sweeps' points near
-the cell's optimum, a cell with one seed everywhere the spread pooled over the other cells). The
-point estimates do not depend on the seed: the per-cell intervals that weight the parabola law
-are seeded by the cell alone (:func:`sweeper.fitting.fit_runs.fit_runs`). The resamples of two
-sides of the same runs share one seed (every difference is 0 in every draw); other runs take the
-seed and the next in an order set by their runs, not by their sides, so that swapping A and B
-mirrors the intervals (:func:`_side_seeds`). Each quantity
-gets its 95% percentile interval and a Bonferroni-corrected one at level 1 − 0.05/m, m being the
-number of quantities compared; the two sweeps are ``indistinguishable`` when no corrected interval
-excludes 0 (1 for a ratio). Bonferroni controls the chance of calling a null pair different at
-5% whatever the correlation between the quantities (they are correlated: an exponent and the
-ratio at the target come from the same coefficients), at some cost in power.
+draws of the classical t distribution for few cells), every one the fit drew, paired draw by draw
+in an order shuffled by the side's seed (the two fits are independent: the t draws are scrambled
+Sobol points, and two scrambles of one sequence paired index by index had A's and B's draws of
+one sign in every pair, or of opposite signs, with the seeds), and for the best loss a parametric
+resample of every point's seed mean (its seeds' standard error; a point with one seed takes the
+pooled seed spread of both sweeps' points near the cell's optimum, a cell with one seed
+everywhere the spread pooled over the other cells). The point estimates do not depend on the
+seed: the per-cell intervals that weight the parabola law are seeded by the cell alone
+(:func:`sweeper.fitting.fit_runs.fit_runs`). The resamples of two sides of the same runs share
+one seed (every difference is 0 in every draw); other runs take the seed and the next in an
+order set by their runs, not by their sides, so that swapping A and B mirrors the intervals
+(:func:`_side_seeds`). Each quantity gets its 95% percentile interval and a Bonferroni-corrected
+one at level 1 − 0.05/m, m being the number of quantities compared; a percentile interval at
+that level needs 2m/0.05 resamples (one in each tail: 240 for 6 quantities), and fewer are
+refused, naming the ``--bootstrap`` that gives them (40 draws had called a ratio "moved" that
+200 did not). The two sweeps are ``indistinguishable`` when no corrected interval excludes 0 (1
+for a ratio). Bonferroni controls the chance of calling a null pair different at 5% whatever the
+correlation between the quantities (they are correlated: an exponent and the ratio at the
+target come from the same coefficients), at some cost in power.
 
 The verdict is reported twice over, from that one correction (m counts the law's quantities and
 the best losses together; only the reporting is split): ``law_moved``, whether an exponent
@@ -50,10 +61,11 @@ import numpy as np
 import pandas as pd
 
 from sweeper.errors import FitError
-from sweeper.fitting.conventions import Conventions
+from sweeper.fitting.conventions import KNOWN_FLOPS, TOKENS_AS_IMPORTED, Conventions
 from sweeper.fitting.fit_runs import FitOptions, check_resamples, fit_runs, min_resamples
-from sweeper.fitting.laws import PowerLaw
+from sweeper.fitting.laws import PREDICTORS, PowerLaw
 from sweeper.fitting.methods import DIFF_METHODS, KEPT_EDGE
+from sweeper.recipe.scale import DEFAULT_SEQ_LEN, infer_shape, law_scale
 
 __all__ = [
     "ALPHA",
@@ -105,7 +117,7 @@ class DiffResult:
     method: str
     target: Mapping[str, float]
     exponent_differences: Mapping[str, Estimate]
-    target_lr_ratio: Estimate
+    target_lr_ratio: Estimate | None  # None: the laws count N, D or FLOPs apart (target_refused)
     best_loss_differences: Mapping[str, Estimate]
     n_quantities: int
     corrected_level: float
@@ -114,6 +126,8 @@ class DiffResult:
     batch_exponent_differences: Mapping[str, Estimate] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     same_runs: bool = False
+    #: why no ratio at the target was given ("" when one was)
+    target_refused: str = ""
 
     @property
     def distinguished_by(self) -> list[str]:
@@ -145,7 +159,8 @@ class DiffResult:
     def law_quantities(self) -> list[tuple[str, Estimate]]:
         """The exponent differences and the ratios at the target, LR then batch."""
         out = [(f"exponent {k}", v) for k, v in self.exponent_differences.items()]
-        out.append(("target lr ratio", self.target_lr_ratio))
+        if self.target_lr_ratio is not None:
+            out.append(("target lr ratio", self.target_lr_ratio))
         out += [(f"batch exponent {k}", v) for k, v in self.batch_exponent_differences.items()]
         if self.target_batch_ratio is not None:
             out.append(("target batch ratio", self.target_batch_ratio))
@@ -169,7 +184,10 @@ class DiffResult:
                 f"  lr laws: A {_law_words(a)}; B {_law_words(b)}",
                 *_law_notes(a, b)]  # fmt: skip
         text += [f"  exponent of {k}: {_ci(e)}" for k, e in out["exponent_differences"].items()]
-        text.append(f"  optimal lr ratio at {t}: {_ci(out['target_lr_ratio'], '.3g')}")
+        if out["target_lr_ratio"] is None:
+            text.append(f"  optimal lr ratio: not given: {self.target_refused}")
+        else:
+            text.append(f"  optimal lr ratio at {t}: {_ci(out['target_lr_ratio'], '.3g')}")
         text += [f"  batch exponent of {k}: {_ci(e)}"
                  for k, e in out["batch_exponent_differences"].items()]  # fmt: skip
         if out["target_batch_ratio"]:
@@ -196,6 +214,11 @@ class DiffResult:
                 else ""
             )
             return f"law: moved, in {', '.join(moved)} (each beyond its corrected interval){but}"
+        if self.target_lr_ratio is None:
+            return (
+                "law: not shown to move: no exponent differs beyond its corrected interval; that "
+                f"is not 'the same'; no optimal LR ratio at the target: {self.target_refused}"
+            )
         lo, hi = self.target_lr_ratio.ci_corrected
         wide = " (too wide to say anything: more seeds or cells narrow it)" if hi / lo > 4 else ""
         span = (
@@ -248,8 +271,13 @@ class DiffResult:
                 for side, law in (("a", a), ("b", b))
             },
             "exponent_differences": {k: v.to_json() for k, v in self.exponent_differences.items()},
-            "target_lr_ratio": self.target_lr_ratio.to_json(),
-            "target_lr": {"a": _r(a.predict(self.target)), "b": _r(b.predict(self.target))},
+            "target_lr_ratio": self.target_lr_ratio.to_json() if self.target_lr_ratio else None,
+            "target_lr": (
+                {"a": _r(a.predict(self.target)), "b": _r(b.predict(self.target))}
+                if self.target_lr_ratio
+                else None
+            ),
+            "target_refused": self.target_refused or None,
             "batch_exponent_differences": {
                 k: v.to_json() for k, v in self.batch_exponent_differences.items()
             },
@@ -283,19 +311,40 @@ def check_diff_method(method: str) -> None:
 
 
 def check_diff_resamples(n_boot: object) -> None:
-    """FitError unless ``n_boot`` resamples per law give a diff its intervals: a whole number of
-    at least :func:`~sweeper.fitting.fit_runs.min_resamples`. The fits' 0 ("no resampling") is
-    refused up front, since every verdict of a diff is an interval (it had fitted both sweeps,
-    then raised that a law had too few resamples (1) for intervals)."""
+    """FitError unless ``n_boot`` resamples per law can give a diff its intervals: a whole number
+    of at least :func:`~sweeper.fitting.fit_runs.min_resamples` at the corrected level of the
+    fewest quantities a diff compares (an exponent and the LR ratio: 1 − 0.05/2, 80 resamples).
+    The fits' 0 ("no resampling") is refused up front, since every verdict of a diff is an
+    interval (it had fitted both sweeps, then raised that a law had too few resamples (1) for
+    intervals). How many the diff's m quantities need is known after the fits
+    (:func:`_check_draws`)."""
     if isinstance(n_boot, bool) or not isinstance(n_boot, numbers.Integral):
         check_resamples(n_boot, "n_boot (--bootstrap)")  # type: ignore[arg-type]
-    least = min_resamples()
+    least = min_resamples(1.0 - ALPHA / 2)
     if int(n_boot) < least:  # type: ignore[call-overload]
         raise FitError(
             f"diff: n_boot (--bootstrap) must be at least {least}, got {n_boot}: a diff's "
-            "verdicts are intervals from the two laws' resamples (none without resampling); fit "
-            "each sweep with n_boot=0 for its point law alone"
+            "verdicts are intervals from the two laws' resamples, corrected for 2 quantities at "
+            "least (none without resampling); fit each sweep with n_boot=0 for its point law alone"
         )
+
+
+def _check_draws(draws: Sequence[np.ndarray], n_boot: int, m: int, level: float) -> None:
+    """FitError unless every quantity has the resamples its corrected interval at ``level`` (m
+    quantities) rests on: one in each tail (:func:`~sweeper.fitting.fit_runs.min_resamples`),
+    with the ``--bootstrap`` that gives them (an audit: 40 and 100 draws called AdamW against
+    Muon "moved", corrected [1.17, 26.6]; 200 and 4000 did not). A fit that drops resamples
+    (a bootstrap of few distinct cells) is asked for as many more."""
+    least = min_resamples(level)
+    have = min(int(np.isfinite(d).sum()) for d in draws)
+    if have >= least:
+        return
+    need = math.ceil(least * n_boot / have) if have else least
+    raise FitError(
+        f"diff: n_boot (--bootstrap) {n_boot} leaves {have} resamples per quantity, too few for "
+        f"the corrected intervals over {m} quantities (level {level:.4g}: {least} for one in "
+        f"each tail); give {need} or more"
+    )
 
 
 def diff_runs(
@@ -312,37 +361,44 @@ def diff_runs(
     seed: int = 0,
     **options: Any,
 ) -> DiffResult:
-    """Compare sweep B's runs with sweep A's (module docstring). ``target``: predictor values of
-    the LR ratio (missing ones from the largest cell); ``options``: more :class:`FitOptions`.
-    FitError for a method not in :data:`~sweeper.fitting.methods.DIFF_METHODS`, and for
-    ``n_boot`` 0: the fits' "no resampling" leaves a diff no intervals, and so no verdict."""
+    """Compare sweep B's runs with sweep A's (module docstring). ``predictors``: both laws'
+    (default: the scale variables both sweeps' cells vary); ``target``: predictor values of the
+    LR ratio (missing ones from the largest cell; FLOPs counted from a given N or D);
+    ``n_boot``: resamples per law, all of them used; ``options``: more :class:`FitOptions`.
+    FitError for a method not in :data:`~sweeper.fitting.methods.DIFF_METHODS`, for fewer
+    resamples than the corrected intervals rest on (``n_boot`` 0, the fits' "no resampling",
+    leaves a diff no intervals, and so no verdict), and for a target N that a law on width or
+    depth cannot take."""
     check_diff_method(method)
     check_diff_resamples(n_boot)
     for runs, name in ((runs_a, names[0]), (runs_b, names[1])):
         _check_schedules(runs, name)
     opts = FitOptions(method=method, n_boot=n_boot, cell_boot=cell_boot, seed=seed, **options)
-    conv_a, conv_b = conventions
     same = _same_runs(runs_a, runs_b)
     seeds = _side_seeds(runs_a, runs_b, seed, same)
-    laws_a = _fit(runs_a, conv_a, names[0], predictors, replace(opts, seed=seeds[0]))
-    preds = {t: law.predictors for t, law in laws_a.items()}
-    laws_b = _fit(runs_b, conv_b, names[1], preds, replace(opts, seed=seeds[1]))
+    laws_a, laws_b = _fit_sides((runs_a, runs_b), conventions, names, predictors, opts, seeds)
     la, lb = laws_a["lr"], laws_b["lr"]
-    scale = _target(la, lb, runs_a, runs_b, target)
+    apart = _counted_apart(la, lb)
+    scale, target_notes = _target(la, lb, runs_a, runs_b, target, derive=not apart)
     rngs = (np.random.default_rng(seeds[0]), np.random.default_rng(seeds[1]))
-    quantities = _law_quantities(laws_a, laws_b, scale)
+    quantities = _law_quantities(laws_a, laws_b, scale, seeds, ratios=not apart)
     batch = "bratio" in quantities
-    losses = _best_losses(runs_a, runs_b, rngs, max(200, n_boot // 2))
+    losses = _best_losses(runs_a, runs_b, rngs, n_boot)
     notes = _loss_notes(runs_a, runs_b, bool(losses), same)
-    notes += _notes(la, lb, scale, given=target or {})
+    notes += _notes(la, lb, scale, given=target or {}, at_target=not apart)
+    notes += target_notes
     m = (
         len(quantities["exp"])
-        + 1
+        + ("ratio" in quantities)
         + len(quantities.get("bexp", {}))
         + ("bratio" in quantities)
         + len(losses)
     )
     level_c = 1.0 - ALPHA / m
+    draws = [d for _, d in quantities["exp"].values()]
+    draws += [d for _, d in quantities.get("bexp", {}).values()]
+    draws += [quantities[k][1] for k in ("ratio", "bratio") if k in quantities]
+    _check_draws([*draws, *(d for _, d in losses.values())], n_boot, m, level_c)
 
     def est(q: tuple[float, np.ndarray], ratio: bool = False) -> Estimate:
         value, draws = q
@@ -357,7 +413,7 @@ def diff_runs(
         method=method,
         target=scale,
         exponent_differences={p: est(q) for p, q in quantities["exp"].items()},
-        target_lr_ratio=est(quantities["ratio"], ratio=True),
+        target_lr_ratio=est(quantities["ratio"], ratio=True) if "ratio" in quantities else None,
         best_loss_differences={c: est(q) for c, q in losses.items()},
         n_quantities=m,
         corrected_level=level_c,
@@ -366,6 +422,7 @@ def diff_runs(
         batch_exponent_differences={p: est(q) for p, q in quantities.get("bexp", {}).items()},
         notes=tuple(notes),
         same_runs=same,
+        target_refused=apart,
     )
 
 
@@ -440,18 +497,29 @@ def _loss_notes(runs_a: pd.DataFrame, runs_b: pd.DataFrame, losses: bool, same: 
 
 
 def _notes(
-    la: PowerLaw, lb: PowerLaw, scale: Mapping[str, float], *, given: Mapping[str, float]
+    la: PowerLaw,
+    lb: PowerLaw,
+    scale: Mapping[str, float],
+    *,
+    given: Mapping[str, float],
+    at_target: bool = True,
 ) -> list[str]:
     """What the reader of a diff must know of its laws (a diff audit found SP against muP,
     another token budget and a 65x extrapolation compared in silence): what the two LR laws
-    measured differently, and where the target lies beyond either law's cells or off what they
-    held fixed."""
+    measured differently, what one side's cells vary that the laws leave out, and, when a ratio
+    is given at the target (``at_target``), where the target lies beyond either law's cells or
+    off what they held fixed. The base shape is left out where a side is SP: an SP LR has none
+    (an import refuses one), and "B records no base_width (A 64)" had been said of two SP
+    sweeps."""
     notes: list[str] = []
     ca, cb = la.conventions, lb.conventions
     meanings = _lr_meanings(ca, cb)
     if meanings:
         notes.append(f"the LRs mean different things: {meanings}")
+    sp = "sp" in (ca.parametrization, cb.parametrization)
     for key in _MEASURED_AS:
+        if sp and key in ("base_width", "base_depth"):
+            continue
         va, vb = getattr(ca, key), getattr(cb, key)
         if va is None or vb is None:  # (imported without its study: not recorded, not other)
             notes += [f"{side} records no {key} ({other} {v})" for side, other, v in
@@ -463,8 +531,14 @@ def _notes(
             f"A and B count N differently: A {ca.n_params_source}, B {cb.n_params_source} (their "
             "N axes agree only where the models match 12·L·d²)"
         )
+    varied = {"A's": _varied(la), "B's": _varied(lb)}
+    if varied["A's"] and varied["A's"] == varied["B's"]:  # (one note for both, as the laws' own)
+        varied = {"A's and B's": varied["A's"]}
+    notes += [f"{side} cells vary {v}" for side, v in varied.items() if v]
     for side, law in (("A", la), ("B", lb)):
         notes += [f"{side}'s lr law: {n}" for n in law.notes if KEPT_EDGE in n]
+        if not at_target:
+            continue
         far = {p: f for p, f in law.extrapolation(scale).items() if f > 1.01}
         if far:
             words = ", ".join(f"{p} {f:.3g}x" for p, f in far.items())
@@ -489,13 +563,26 @@ _LR_OF: Final[dict[str, str]] = {
 }
 
 
+#: the fields that say what an LR was measured under (the ``lr`` text says them in words)
+_LR_FIELDS: Final[tuple[str, ...]] = (
+    "optimizer", "schedule", "min_lr_ratio", "warmup", "decay_fraction", "z_loss",
+    "weight_decay_tau", "train_function",
+)  # fmt: skip
+
+
 def _lr_meanings(ca: Conventions, cb: Conventions) -> str:
     """How the two laws' LRs differ in meaning, in words ("" when they do not): another
-    optimizer's or schedule's LR, or another parametrization's (a muP LR is the base width's:
-    a diff of SP against muP had said only that they "differ in parametrization", as if the two
-    LR laws could be set side by side, a verbs audit), or another base shape's."""
+    optimizer's or schedule's LR (:data:`_LR_FIELDS` that both record and that differ: the
+    words of a launched sweep and of an import declaring the same optimizer and schedule had
+    been told apart, a diff audit; one that a side does not record is its own note), or another
+    parametrization's (a muP LR is the base width's: a diff of SP against muP had said only
+    that they "differ in parametrization", as if the two LR laws could be set side by side, a
+    verbs audit), or another base shape's."""
     parts = []
-    if ca.lr != cb.lr:
+    if any(
+        va is not None and vb is not None and va != vb
+        for va, vb in ((getattr(ca, k), getattr(cb, k)) for k in _LR_FIELDS)
+    ):
         parts.append(f"A {ca.lr!r}; B {cb.lr!r}")
     pa, pb = ca.parametrization, cb.parametrization
     base = (ca.base_width, ca.base_depth) != (cb.base_width, cb.base_depth)
@@ -521,37 +608,98 @@ def _held_apart(la: PowerLaw, lb: PowerLaw) -> list[str]:
     then answer for other regimes. Tokens per parameter follows from N and D, and is left out;
     so is what one law records and the other does not (a law fitted before depth was recorded,
     or runs imported without a depth column: a review saw 'the cells held depth elsewhere: A
-    None, B 2' beside 'A and B hold the same runs')."""
+    None, B 2' beside 'A and B hold the same runs'), and what one side's cells vary, which
+    :func:`_varied` says (an audit read "the cells held depth elsewhere: A 2, B 1–16")."""
     ha, hb = la.conventions.held, lb.conventions.held
     keys = sorted((set(ha) & set(hb)) - {"tokens_per_param", *la.predictors, *lb.predictors})
     return [
         k
         for k in keys
-        if any(abs(math.log(x / y)) > 0.01 for x, y in zip(ha[k], hb[k], strict=True) if x > 0 < y)
+        if not (_spans(ha[k]) or _spans(hb[k]))
+        and any(abs(math.log(x / y)) > 0.01 for x, y in zip(ha[k], hb[k], strict=True) if x > 0 < y)
     ]
 
 
+def _spans(r: tuple[float, float]) -> bool:
+    """Whether a held range is more than one value (beyond 1%)."""
+    lo, hi = r
+    return lo > 0 and hi > lo * 1.01
+
+
+def _varied(law: PowerLaw) -> str:
+    """What ``law``'s cells vary that it leaves out (held ranges of more than one value), as
+    the end of a note ("" for nothing): the law takes the optimum as one over them (a diff
+    audit: a Step Law ladder whose D spans 4e9-1e11 was fitted on N alone and called moved,
+    without a word). N and D of cells at one tokens per parameter move together: the law on
+    one models the other."""
+    conv = law.conventions
+    tpp = conv.held.get("tokens_per_param")
+    tied = {"n_params", "tokens"} if tpp is not None and not _spans(tpp) else set()
+    left = {k for k in conv.held if k != "tokens_per_param" and _spans(conv.held[k])}
+    if tied & set(law.predictors):
+        left -= tied
+    vary = [f"{k} ({conv.held_span(k)})" for k in sorted(left)]
+    if not vary:
+        return ""
+    return (
+        f"{', '.join(vary)}, which the lr laws leave out (fitted on "
+        f"{', '.join(law.predictors)}; --predictors chooses)"
+    )
+
+
 def _law_quantities(
-    laws_a: Mapping[str, PowerLaw], laws_b: Mapping[str, PowerLaw], scale: Mapping[str, float]
+    laws_a: Mapping[str, PowerLaw],
+    laws_b: Mapping[str, PowerLaw],
+    scale: Mapping[str, float],
+    seeds: tuple[int, int],
+    *,
+    ratios: bool = True,
 ) -> dict[str, Any]:
     """(value, draws) of B − A for every exponent and of ln(B / A) at ``scale``: ``exp`` and
-    ``ratio`` for the LR laws, ``bexp`` and ``bratio`` for the batch laws when both have one."""
+    ``ratio`` for the LR laws, ``bexp`` and ``bratio`` for the batch laws when both have one
+    (no ratios unless ``ratios``). Each law's draws in the order of its side's seed
+    (:func:`_draws`)."""
 
-    def of(la: PowerLaw, lb: PowerLaw) -> tuple[dict[str, Any], tuple[float, np.ndarray]]:
+    def of(la: PowerLaw, lb: PowerLaw) -> dict[str, Any]:
+        ca, cb = _draws(la, seeds[0]), _draws(lb, seeds[1])
         exps = {
-            p: _pair(_coef(la, i + 1), _coef(lb, i + 1), la.exponents[p], lb.exponents[p])
+            p: _pair(ca[:, i + 1], cb[:, i + 1], la.exponents[p], lb.exponents[p])
             for i, p in enumerate(la.predictors)
         }
+        if not ratios:
+            return {"exp": exps}
         ratio = _pair(
-            _logpred(la, scale), _logpred(lb, scale), la.log_predict(scale), lb.log_predict(scale)
+            _logpred(ca, la, scale),
+            _logpred(cb, lb, scale),
+            la.log_predict(scale),
+            lb.log_predict(scale),
         )
-        return exps, ratio
+        return {"exp": exps, "ratio": ratio}
 
-    out: dict[str, Any] = {}
-    out["exp"], out["ratio"] = of(laws_a["lr"], laws_b["lr"])
+    out = of(laws_a["lr"], laws_b["lr"])
     if "batch_tokens" in laws_a and "batch_tokens" in laws_b:
-        out["bexp"], out["bratio"] = of(laws_a["batch_tokens"], laws_b["batch_tokens"])
+        batch = of(laws_a["batch_tokens"], laws_b["batch_tokens"])
+        out.update({f"b{k}": v for k, v in batch.items()})
     return out
+
+
+def _draws(law: PowerLaw, seed: int) -> np.ndarray:
+    """Every resample of ``law``'s coefficients, shuffled by its side's ``seed``, so that draw i
+    of A and draw i of B pair independently: the t draws of a law of few cells are scrambled
+    Sobol points, and two scrambles of one sequence, paired index by index, had A's and B's
+    draws of one sign in every pair (or of opposite signs, with the seeds): the difference's
+    95% interval moved ±25% with ``--seed``. The same runs at one seed keep one order (their
+    difference 0 in every draw)."""
+    coefs = np.asarray(law.boot_coefs, dtype=float)
+    if coefs.ndim != 2 or len(coefs) < 20:
+        raise FitError(
+            f"law {law.source}:{law.target} has too few resamples ({len(coefs)}) for intervals"
+        )
+    return coefs[np.random.default_rng((seed, _PAIRING)).permutation(len(coefs))]
+
+
+#: mixed into a side's seed for the order of its draws (not the stream of its best losses)
+_PAIRING: Final[int] = 1
 
 
 def _check_schedules(runs: pd.DataFrame, name: str) -> None:
@@ -563,6 +711,43 @@ def _check_schedules(runs: pd.DataFrame, name: str) -> None:
             f"sweep {name}: the schedule is searched within its cells; compare one schedule at a "
             "time (filter the runs on the schedule column)"
         )
+
+
+def _fit_sides(
+    runs: tuple[pd.DataFrame, pd.DataFrame],
+    convs: tuple[Conventions, Conventions],
+    names: tuple[str, str],
+    predictors: Sequence[str] | None,
+    opts: FitOptions,
+    seeds: tuple[int, int],
+) -> tuple[dict[str, PowerLaw], dict[str, PowerLaw]]:
+    """Both sweeps' laws on the same predictors: ``predictors`` for both when given, else, per
+    target, the default predictors (the scale variables the cells vary) that both sides share,
+    whichever side is A; a side whose own default differs is fitted again on them. B had been
+    fitted on A's: Step Law's ladder (N and D varying) on N alone against an N-only ladder, and
+    the other way round refused because the N-only ladder's D does not vary."""
+
+    def fit(
+        i: int, preds: Sequence[str] | Mapping[str, Sequence[str]] | None
+    ) -> dict[str, PowerLaw]:
+        return _fit(runs[i], convs[i], names[i], preds, replace(opts, seed=seeds[i]))
+
+    if predictors:
+        return fit(0, predictors), fit(1, predictors)
+    laws = [fit(0, None), fit(1, None)]
+    common: dict[str, tuple[str, ...]] = {}
+    for t in sorted(laws[0].keys() & laws[1].keys()):
+        pa, pb = laws[0][t].predictors, laws[1][t].predictors
+        common[t] = tuple(p for p in PREDICTORS if p in pa and p in pb)
+        if not common[t]:
+            raise FitError(
+                f"diff: A's cells vary {', '.join(pa)}, B's {', '.join(pb)}: no scale in common "
+                f"to fit both {t} laws on; choose with --predictors"
+            )
+    for i in (0, 1):
+        if any(laws[i][t].predictors != p for t, p in common.items()):
+            laws[i] = fit(i, common)
+    return laws[0], laws[1]
 
 
 def _fit(
@@ -582,17 +767,7 @@ def _fit(
     return laws
 
 
-def _coef(law: PowerLaw, j: int) -> np.ndarray:
-    coefs = np.asarray(law.boot_coefs, dtype=float)
-    if coefs.ndim != 2 or len(coefs) < 20:
-        raise FitError(
-            f"law {law.source}:{law.target} has too few resamples ({len(coefs)}) for intervals"
-        )
-    return coefs[:, j]
-
-
-def _logpred(law: PowerLaw, scale: Mapping[str, float]) -> np.ndarray:
-    coefs = np.asarray(law.boot_coefs, dtype=float)
+def _logpred(coefs: np.ndarray, law: PowerLaw, scale: Mapping[str, float]) -> np.ndarray:
     lx = np.concatenate([[1.0], np.log([float(scale[p]) for p in law.predictors])])
     return coefs @ lx
 
@@ -620,10 +795,16 @@ def _target(
     runs_a: pd.DataFrame,
     runs_b: pd.DataFrame,
     given: Mapping[str, float] | None,
-) -> dict[str, float]:
-    """The target scale: ``given``, completed from the largest cell of the two sweeps: the
-    largest N, and of those the largest D (validate_transfer's "largest"; the first row at the
-    largest N had made the target's D depend on the order of the runs)."""
+    *,
+    derive: bool = True,
+) -> tuple[dict[str, float], list[str]]:
+    """The target scale and its notes: ``given``, completed from the largest cell of the two
+    sweeps (the largest N, and of those the largest D: validate_transfer's "largest"; the first
+    row at the largest N had made the target's D depend on the order of the runs). When the
+    given N or D moves a predictor they do not name (``derive``; off where no ratio is given),
+    the laws' FLOPs are counted as a recommendation counts them (:func:`_target_flops`), and a
+    law on width or depth refuses a given N (FitError): the largest cell's FLOPs, width and
+    depth had been kept in silence beside "at n_params 1e+09, tokens 2e+10"."""
     both = pd.concat([runs_a, runs_b], ignore_index=True)
     keys = [k for k in ("n_params", "tokens") if k in both]
     size = both[keys].apply(pd.to_numeric, errors="coerce").fillna(0.0)
@@ -633,11 +814,86 @@ def _target(
         for p in ("n_params", "tokens", "flops", "width", "depth")
         if p in row and pd.notna(row[p])
     }
-    scale.update({k: float(v) for k, v in (given or {}).items() if v is not None})
-    missing = [p for p in {*la.predictors, *lb.predictors} if p not in scale]
+    told = {k: float(v) for k, v in (given or {}).items() if v is not None}
+    preds = {*la.predictors, *lb.predictors}
+    notes: list[str] = []
+    if derive and told.keys() & {"n_params", "tokens"}:
+        shape = [p for p in ("width", "depth") if p in preds and p not in told]
+        if shape and "n_params" in told:
+            raise FitError(
+                f"diff: the laws are fitted on {' and '.join(shape)}, which a target N (--params) "
+                "does not give: leave --params out (the largest cell's), or fit on n_params "
+                "(--predictors)"
+            )
+        if "flops" in preds and "flops" not in told:
+            at = {**scale, **told}
+            if "n_params" in told and not {"width", "depth"} <= told.keys():
+                at.pop("width", None)  # (the largest cell's shape is not the given N's)
+                at.pop("depth", None)
+            seq = pd.to_numeric(row.get("seq_len"), errors="coerce")
+            scale["flops"], note = _target_flops(la, at, seq_len=int(seq) if seq > 0 else None)
+            notes.append(note)
+    scale.update(told)
+    missing = [p for p in preds if p not in scale]
     if missing:
         raise FitError(f"give the target's {', '.join(missing)}")
-    return scale
+    return scale, notes
+
+
+def _target_flops(
+    law: PowerLaw, scale: Mapping[str, float], *, seq_len: int | None
+) -> tuple[float, str]:
+    """The FLOPs of the target (its N, D, and its width and depth, or a shape inferred from N
+    where ``scale`` has none) in ``law``'s convention, by
+    :func:`sweeper.recipe.scale.law_scale`, the rule a recommendation follows, with the
+    sequence length of the largest cell (``seq_len``; else the recommendation's default);
+    FitError for a convention Sweeper cannot count. Both laws count FLOPs alike here
+    (:func:`_counted_apart`). Returns (FLOPs, the note saying how they were counted)."""
+    conv = law.conventions.flops
+    if conv not in KNOWN_FLOPS:
+        raise FitError(
+            f"diff: the laws count FLOPs {conv!r}, which Sweeper cannot count at a target N or D "
+            "(--params, --tokens): leave them out (the largest cell's FLOPs)"
+        )
+    missing = [k for k in ("n_params", "tokens") if k not in scale]
+    if missing:
+        raise FitError(f"give the target's {', '.join(missing)}: its FLOPs count N and D")
+    n, d = scale["n_params"], scale["tokens"]
+    shape_given = "width" in scale and "depth" in scale
+    if shape_given:
+        width, depth = int(scale["width"]), int(scale["depth"])
+    else:
+        width, depth = infer_shape(n)
+    t = seq_len or DEFAULT_SEQ_LEN
+    flops = law_scale(law, n_params=n, tokens=d, width=width, depth=depth, seq_len=t)["flops"]
+    how = "its shape" if shape_given else "a shape inferred from N"
+    return flops, (
+        f"the target's FLOPs {flops:.3g} are counted as {conv} at N {n:.3g}, D {d:.3g}, "
+        f"{how} ({depth} layers × d_model {width}) and context {t}, as recommend counts them"
+    )
+
+
+def _counted_apart(la: PowerLaw, lb: PowerLaw) -> str:
+    """Why the two laws take no ratio at one target ("" when they do): they count N, D (a known
+    unit each) or FLOPs differently, and use what they count. One N given to both is then two
+    models (an audit: non-embedding against total N got a ratio at the total-N sweep's largest
+    cell, with a note that the other law extrapolates there)."""
+    ca, cb = la.conventions, lb.conventions
+    preds = {*la.predictors, *lb.predictors}
+    parts = []
+    if preds & {"n_params", "flops"} and ca.n_params != cb.n_params:
+        parts.append(f"N (A {ca.n_params}, B {cb.n_params})")
+    known = TOKENS_AS_IMPORTED not in (ca.tokens, cb.tokens)
+    if preds & {"tokens", "flops"} and known and ca.tokens != cb.tokens:
+        parts.append(f"D (A {ca.tokens}, B {cb.tokens})")
+    if "flops" in preds and ca.flops != cb.flops:
+        parts.append(f"FLOPs (A {ca.flops}, B {cb.flops})")
+    if not parts:
+        return ""
+    return (
+        f"A and B count {', '.join(parts)} differently: one target would be two models to the "
+        "two laws"
+    )
 
 
 def _point_stats(runs: pd.DataFrame) -> pd.DataFrame:

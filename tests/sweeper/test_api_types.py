@@ -126,5 +126,5 @@ def test_diff_refuses_n_boot_zero_before_reading_the_storage(tmp_path: Path) -> 
     """sweeper.diff(sw, sw, n_boot=0) had fitted both sweeps, then raised that a law had too few
     resamples (1) for intervals."""
     url = f"sqlite:///{tmp_path / 'none.db'}"
-    with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 40"):
+    with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 80"):
         sweeper.diff("a", "b", storage=url, n_boot=0)

@@ -109,7 +109,7 @@ def test_cli_diff_json(
     assert cli.main(["diff", "ref", "nope", "--storage", url]) == 2
     capsys.readouterr()
     # without --json the text says where the plot went (only the JSON had; a help-text audit)
-    assert cli.main(["diff", "ref", "new", "--storage", url, "--bootstrap", "300",
+    assert cli.main(["diff", "ref", "new", "--storage", url, "--bootstrap", "320",
                      "--cell-bootstrap", "40", "--plot", str(tmp_path / "e.png")]) == 0  # fmt: skip
     assert f"wrote {tmp_path / 'e.png'}" in capsys.readouterr().out
     # a side may join sweeps of the same study on other LRs (spaces allowed), but not a sweep
@@ -121,7 +121,7 @@ def test_cli_diff_json(
         assert cli.main(["import", str(tmp_path / f"{name}.csv"), "--sweep", name,
                          "--storage", url]) == 0  # fmt: skip
     capsys.readouterr()
-    assert cli.main(["diff", "lo + hi", "new", "--storage", url, "--json", "--bootstrap", "300",
+    assert cli.main(["diff", "lo + hi", "new", "--storage", url, "--json", "--bootstrap", "320",
                      "--cell-bootstrap", "40"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["a"] == "lo+hi"
     assert cli.main(["diff", "ref+ref", "new", "--storage", url]) == 2
@@ -194,7 +194,7 @@ def test_a_sweep_diffed_with_itself_is_no_different_and_one_seed_keeps_its_losse
     # (a review: its self-diff came out -0.003 under that note)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        band = diff_runs(a, a.sample(frac=1.0, random_state=1), method="band", n_boot=200)
+        band = diff_runs(a, a.sample(frac=1.0, random_state=1), method="band", n_boot=320)
     assert band.exponent_differences["n_params"].value == 0.0
     assert same.target_lr_ratio.value == pytest.approx(1.0, abs=1e-12)
     # in a notebook it reads as `sweeper diff` prints it, with both laws (an API audit: a dump
@@ -223,7 +223,7 @@ def test_a_diff_says_what_the_two_laws_measured_differently_and_where_they_extra
     mup = dc_replace(Conventions(), parametrization="mup", base_width=16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = diff_runs(a, b, n_boot=200, cell_boot=50, conventions=(Conventions(), mup),
+        r = diff_runs(a, b, n_boot=320, cell_boot=50, conventions=(Conventions(), mup),
                       target={"n_params": 1e8, "tokens": 1e9})  # fmt: skip
     notes = " | ".join(r.notes)
     assert "A records no parametrization (B mup)" in notes  # (imported without its study)
@@ -236,13 +236,13 @@ def test_a_diff_says_what_the_two_laws_measured_differently_and_where_they_extra
     own = dc_replace(Conventions(), n_params_source="12·L·d² at the cell's shape")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        counted = diff_runs(a, b, n_boot=200, cell_boot=50, conventions=(own, Conventions()))
+        counted = diff_runs(a, b, n_boot=320, cell_boot=50, conventions=(own, Conventions()))
     assert any("A and B count N differently: A 12·L·d² at the cell's shape, B counted" in n
                for n in counted.notes)  # fmt: skip
     # a target at the D the cells held is no note (a review: it said D "does not enter")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        held = diff_runs(a, b, n_boot=200, cell_boot=50, target={"tokens": 819_200.0})
+        held = diff_runs(a, b, n_boot=320, cell_boot=50, target={"tokens": 819_200.0})
     assert not any("does not model" in n for n in held.notes)
 
 
@@ -253,9 +253,9 @@ def test_cells_kept_on_their_edge_are_said_to_be_bounds() -> None:
     b = a[a["lr"] <= a.groupby("cell")["lr"].transform("median")]  # each cell cut below its best
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = diff_runs(a, b, n_boot=200, cell_boot=50, keep_edge=True)
-        kept = diff_runs(a, a, n_boot=200, cell_boot=50, keep_edge=True)
-        band = diff_runs(a, b, n_boot=200, method="band", keep_edge=True)  # (said too: a review)
+        r = diff_runs(a, b, n_boot=320, cell_boot=50, keep_edge=True)
+        kept = diff_runs(a, a, n_boot=320, cell_boot=50, keep_edge=True)
+        band = diff_runs(a, b, n_boot=320, method="band", keep_edge=True)  # (said too: a review)
     assert any(n.startswith("B's lr law: ") and "kept with" in n for n in band.notes)
     edge_notes = [n for n in r.notes if n.startswith("B's lr law: ")]
     assert edge_notes and "kept with their optimum on the edge of the range (bounds" in edge_notes[0]

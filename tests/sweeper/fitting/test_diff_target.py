@@ -22,7 +22,7 @@ def _sweep(seed: int) -> pd.DataFrame:
 def _diff(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return dict(diff_runs(a, b, n_boot=100, cell_boot=40).target)
+        return dict(diff_runs(a, b, n_boot=400, cell_boot=40).target)
 
 
 def test_the_default_target_is_the_largest_cell_by_n_then_d_in_any_order() -> None:
@@ -38,7 +38,7 @@ def test_the_default_target_is_the_largest_cell_by_n_then_d_in_any_order() -> No
     # a given scale still wins over the largest cell's
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        given = diff_runs(a, b, n_boot=100, cell_boot=40, target={"tokens": 1e9}).target
+        given = diff_runs(a, b, n_boot=400, cell_boot=40, target={"tokens": 1e9}).target
     assert given["tokens"] == 1e9 and given["n_params"] == target["n_params"]
 
 
@@ -47,9 +47,9 @@ def test_n_boot_zero_is_refused_before_fitting_saying_a_diff_needs_resamples() -
     resamples (1) for intervals": 0 is the fits' "no resampling", which leaves a diff nothing
     to compare."""
     a = _sweep(1)
-    with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 40, got 0"):
+    with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 80, got 0"):
         diff_runs(a, a, n_boot=0)
-    with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 40, got 1"):
+    with pytest.raises(FitError, match=r"^diff: n_boot \(--bootstrap\) must be at least 80, got 1"):
         diff_runs(a, a, n_boot=1)
 
 
@@ -59,6 +59,6 @@ def test_too_few_resamples_for_a_diff_are_said_as_a_diff_needs_them() -> None:
     from sweeper.fitting.diff import check_diff_resamples
 
     for n in (0, 5):
-        with pytest.raises(FitError, match=f"diff: n_boot .* must be at least 40, got {n}:"):
+        with pytest.raises(FitError, match=f"diff: n_boot .* must be at least 80, got {n}:"):
             check_diff_resamples(n)
-    check_diff_resamples(40)
+    check_diff_resamples(80)
