@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.cli.numbers import add_bytes_per_token, count, number, positive_count, seed
 from sweeper.cli.output import console as _console
+from sweeper.cli.output import plain_text
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
@@ -40,6 +41,7 @@ from sweeper.study.declared import KEYS
 if TYPE_CHECKING:
     import pandas as pd
 
+    from sweeper.api import Comparison
     from sweeper.fitting.laws import Law
 
 __all__ = ["register"]
@@ -500,10 +502,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    _print_comparison(args.sweep, list(c.laws), c.exponents, c.predictions)
-    for note in c.notes:
-        _console().print(f"note: {note}")
+    _print_compared(c)
     return 0
+
+
+def _print_compared(c: Comparison, console: Any = None) -> None:
+    """``sweeper compare``'s output on ``console`` (default: the CLI's, :func:`_console`): the
+    tables (:func:`_print_comparison`), then the notes on what the laws measured apart."""
+    con = console or _console()
+    _print_comparison(c.sweep, list(c.laws), c.exponents, c.predictions, con)
+    for note in c.notes:
+        con.print(f"note: {note}")
+
+
+def comparison_text(c: Comparison) -> str:
+    """What :func:`_print_compared` prints, as text without colour: ``str`` of a
+    :class:`~sweeper.api.Comparison` (it had printed the dataclass, its tables as pandas'
+    text; an API audit)."""
+    return plain_text(lambda con: _print_compared(c, con))
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -648,13 +664,15 @@ def _measured_caption(g: pd.DataFrame) -> str:
 
 
 def _print_comparison(
-    sweep: str, laws: Sequence[Law], exps: pd.DataFrame, pred: pd.DataFrame
+    sweep: str, laws: Sequence[Law], exps: pd.DataFrame, pred: pd.DataFrame, console: Any = None
 ) -> None:
+    """The laws, the fitted exponents beside the published ones, and a table per target of the
+    laws' values at the cells (and the target), on ``console`` (default: the CLI's)."""
     from rich.table import Table
 
     from sweeper.recipe.compare import law_formula, law_label
 
-    con = _console()
+    con = console or _console()
     t = Table(title=f"laws compared with {sweep}")
     for col in ("target", "law", "formula (95% intervals)", "domain"):
         t.add_column(col)

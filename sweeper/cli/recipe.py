@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from proxy_models.hparams import SCHEDULES
 from sweeper.cli.numbers import add_bytes_per_token, count, number, positive
 from sweeper.cli.output import console as _console
+from sweeper.cli.output import plain_text
 from sweeper.errors import TargetError
 
 if TYPE_CHECKING:
@@ -407,7 +408,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_table(results: list[CheckResult], title: str) -> None:
+def _check_table(results: Sequence[CheckResult], title: str, console: Any = None) -> None:
+    """``sweeper check``'s output on ``console`` (default: the CLI's, :func:`_console`): the
+    table, its legend, a verdict per recipe (:func:`_verdict`), then the warnings. ``str`` of a
+    :class:`~sweeper.recipe.check.CheckResult` is this as text (:func:`check_text`)."""
     from rich.table import Table
 
     t = Table(title=title)
@@ -439,7 +443,7 @@ def _check_table(results: list[CheckResult], title: str) -> None:
             *cells(res, "batch_tokens"),
             pen,
         )
-    console = _console()
+    console = console or _console()
     console.print(t)
     console.print(
         "off: the recipe's value against the law's, in octaves (+1: twice the law's); ±: the half "
@@ -461,6 +465,12 @@ def _check_table(results: list[CheckResult], title: str) -> None:
         for w in dict.fromkeys(res.warnings):
             if w not in everyone:
                 console.print(f"[yellow]warning ({res.name}):[/yellow] {w}", highlight=False)
+
+
+def check_text(results: Sequence[CheckResult], title: str) -> str:
+    """What :func:`_check_table` prints, as text without colour: ``str`` of a check's result
+    (it had printed the dataclass, its items and warnings in one line; an API audit)."""
+    return plain_text(lambda con: _check_table(results, title, con))
 
 
 def _verdict(res: CheckResult) -> str:

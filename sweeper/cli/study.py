@@ -205,33 +205,11 @@ def _runs_line(spec: Any, n_cells: int) -> str:
 
 
 def _print_estimate(est: Any) -> None:
-    from sweeper.run.estimate import duration
+    """The estimate under the cells: :func:`~sweeper.run.estimate.estimate_text`, which is also
+    what ``str`` of the :class:`~sweeper.run.estimate.Estimate` shows."""
+    from sweeper.run.estimate import estimate_text
 
-    probes = ", ".join(
-        f"{p.cell} {1 / p.s_per_token:,.0f} tok/s + {p.fixed_s:.1f} s" for p in est.probes
-    )
-    print(f"estimate (probe: {est.probes[0].steps} steps each; {probes}):")
-    print(f"  {'cell':<20} {'runs':>5} {'s/run':>8} {'core-s':>9}")
-    for c in est.cells:
-        print(f"  {c.cell:<20} {c.runs:>5} {c.run_s:>8.1f} {c.core_s(est.cpu_per_trial):>9,.0f}")
-    lo, hi = est.core_s
-    wlo, whi = est.wall_s
-    span = _span(f"{lo:,.0f}", f"{hi:,.0f}", "-")
-    hours = _span(f"{lo / 3600:.2g}", f"{hi / 3600:.2g}", "-")
-    wall = _span(duration(wlo), duration(whi), " to ")
-    # (the launch's fixed costs are constants, not probed: LAUNCH_S, TRIAL_S and PROCESS_S,
-    # scaled to the load at the probe: the caveat's note says by how much)
-    print(f"  total: {est.runs} runs, {span} core-s ({hours} core-h); about {wall} wall with "
-          f"{est.concurrent} trial(s) at once on this machine, {duration(est.overhead_s)} of it "
-          "the command's start and exit, Ray's start and Tune's per-trial cost (typical figures "
-          "measured on 2 cores, not probed)")  # fmt: skip
-    for n in (*est.notes, est.caveat):
-        print(f"  note: {n}")
-
-
-def _span(lo: str, hi: str, sep: str) -> str:
-    """A range as printed: one figure when both ends print alike."""
-    return lo if lo == hi else f"{lo}{sep}{hi}"
+    print(estimate_text(est))
 
 
 # ---- launch ------------------------------------------------------------------------------------
@@ -253,11 +231,25 @@ def cmd_launch(args: argparse.Namespace) -> int:
             takeover=args.takeover,
             code_changed=args.code_changed,
         )
-    print(
+    print(launch_text(s))
+    if end := _ending(s):
+        print(f"sweeper: {end}", file=sys.stderr)
+    if s.interrupted:
+        return 128 + (15 if s.interrupted == "SIGTERM" else 2)
+    return 0 if s.done else 1
+
+
+def launch_text(s: Any, *, ending: bool = False) -> str:
+    """The summary a launch (a LaunchSummary) closes with, as ``sweeper launch`` prints it: what
+    ran and how long it took, a line per cell (:func:`_cell_line`), the law sampler's progress.
+    With ``ending``, the last line the command writes to stderr (interrupted, or short after
+    failed runs: :func:`_ending`) follows, as Python spells the option: ``str`` of the summary,
+    so that the API shows what the command prints (it showed the dataclass; an API audit)."""
+    lines = [
         f"sweep {s.sweep}: {s.runs_this_launch} run(s), {s.points_this_launch} trial(s) finished "
         f"in {s.wall_s:.1f} s"
         + (f"; {s.reconciled} stale RUNNING trial(s) re-run" if s.reconciled else "")
-    )
+    ]
     law = s.budget_runs is not None
     for c in s.cells:
         line = _cell_line(
@@ -266,22 +258,30 @@ def cmd_launch(args: argparse.Namespace) -> int:
             waiting=c.waiting, best_runs=c.best_runs, open_runs=c.runs_open,
             running=c.running, running_text=_LEFT_RUNNING,
         )  # fmt: skip
-        print(f"  {line}")
+        lines.append(f"  {line}")
     if law:
         from sweeper.study.sweep import law_progress
 
-        print(f"  {law_progress(s.runs_used, s.budget_runs, s.plan_stop)}")
+        lines.append(f"  {law_progress(s.runs_used, s.budget_runs, s.plan_stop)}")
+    if ending and (end := _ending(s, python=True)):
+        lines.append(end)
+    return "\n".join(lines)
+
+
+def _ending(s: Any, *, python: bool = False) -> str:
+    """Why a launch stopped before its end and what to do ("" when it is done): interrupted
+    (:func:`_interrupted`), or short after failed runs; ``python``: the option as the API
+    spells it, and no pointer to the errors the command printed above."""
     if s.interrupted:
-        print(f"sweeper: {_interrupted(s)}", file=sys.stderr)
-        return 128 + (15 if s.interrupted == "SIGTERM" else 2)
-    if not s.done:
-        print(
-            f"sweeper: {s.short(' after failed runs')}; the errors are above (and in the "
-            f"last_error column of `sweeper trials {s.sweep}`); {s.fix_hint('--code-changed')}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+        return _interrupted(s)
+    if s.done:
+        return ""
+    if python:
+        return f"{s.short(' after failed runs')}; {s.fix_hint('code_changed=True')}"
+    return (
+        f"{s.short(' after failed runs')}; the errors are above (and in the last_error column "
+        f"of `sweeper trials {s.sweep}`); {s.fix_hint('--code-changed')}"
+    )
 
 
 #: a launch's trials its stop left RUNNING (a launch-UX audit: the summary after SIGTERM said

@@ -176,6 +176,33 @@ class CheckResult:
     lr: float | None = None
     batch_tokens: float | None = None
 
+    def __str__(self) -> str:
+        """What ``sweeper check`` prints for this recipe (:func:`sweeper.cli.recipe.check_text`:
+        the table, its legend, the verdict, the warnings), titled with the laws it was checked
+        against."""
+        from sweeper.cli.recipe import check_text
+
+        laws = ", ".join(f"law {i}" if isinstance(i, int) else i for i in self.law_ids)
+        return check_text([self], f"Recipe {self.name} against {laws}")
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter's display
+        p.text(str(self))
+
+    def __repr__(self) -> str:
+        """One line: each quantity's octaves off the law and whether inside its interval, the
+        loss penalty (the dataclass's own printed every item and warning; an API audit)."""
+        parts = []
+        for i in self.items:
+            name = "LR" if i.quantity == "lr" else "batch"
+            where = {None: "", True: " (inside)", False: " (outside)"}[i.inside]
+            parts.append(f"{name} {i.octaves:+.2f} oct{where}" if i.determined
+                         else f"{name} undetermined")  # fmt: skip
+        pen = "" if self.loss_penalty is None else f", loss penalty {self.loss_penalty:.2%}"
+        return (
+            f"<CheckResult {self.name}: N {self.n_params:.3g}, D {self.tokens:.3g}; "
+            f"{'; '.join(parts) or 'nothing checked'}{pen}; {len(self.warnings)} warning(s)>"
+        )
+
     def item(self, quantity: str) -> CheckItem | None:
         return next((i for i in self.items if i.quantity == quantity), None)
 

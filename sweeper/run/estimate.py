@@ -59,6 +59,7 @@ __all__ = [
     "cells_too_big",
     "duration",
     "estimate_study",
+    "estimate_text",
     "load_average",
     "load_factor",
     "probe_cell",
@@ -153,6 +154,23 @@ class Estimate:
     #: the cores the trials share (:func:`estimate_study`'s ``cores``)
     cores: int | None = None
 
+    def __str__(self) -> str:  # (the dataclass's own ran past 1 KB of CellCost(...); an audit)
+        return estimate_text(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter's display
+        p.text(str(self))
+
+    def __repr__(self) -> str:
+        """One line: the runs, core-seconds and wall time; ``str`` is what ``sweeper validate
+        --estimate`` prints."""
+        lo, hi = self.wall_s
+        return (
+            f"<Estimate {self.sweep}: {self.runs} runs in {len(self.cells)} cells, "
+            f"{_span(f'{self.core_s[0]:,.0f}', f'{self.core_s[1]:,.0f}', '-')} core-s, about "
+            f"{_span(duration(lo), duration(hi), ' to ')} wall with {self.concurrent} trial(s) "
+            f"at once, {len(self.notes)} note(s)>"
+        )
+
     @property
     def load_factor(self) -> float:
         """The launch's fixed costs' slowdown under the load at the probe (:func:`load_factor`)."""
@@ -204,6 +222,41 @@ class Estimate:
         for c, cost in zip(out["cells"], self.cells, strict=True):
             c["core_s"] = cost.core_s(self.cpu_per_trial)
         return out
+
+
+def estimate_text(est: Estimate) -> str:
+    """The estimate as ``sweeper validate --estimate`` prints it under the cells, and as
+    ``str(estimate)`` shows it: the probes, each cell's runs and cost, the total (core-s, core-h,
+    the wall time and how much of it the launch's fixed costs are), then the notes and the
+    caveat. One home for both (they were two: the API printed the dataclass)."""
+    probes = ", ".join(
+        f"{p.cell} {1 / p.s_per_token:,.0f} tok/s + {p.fixed_s:.1f} s" for p in est.probes
+    )
+    lines = [f"estimate (probe: {est.probes[0].steps} steps each; {probes}):",
+             f"  {'cell':<20} {'runs':>5} {'s/run':>8} {'core-s':>9}"]  # fmt: skip
+    lines += [f"  {c.cell:<20} {c.runs:>5} {c.run_s:>8.1f} {c.core_s(est.cpu_per_trial):>9,.0f}"
+              for c in est.cells]  # fmt: skip
+    lo, hi = est.core_s
+    wlo, whi = est.wall_s
+    span = _span(f"{lo:,.0f}", f"{hi:,.0f}", "-")
+    hours = _span(f"{lo / 3600:.2g}", f"{hi / 3600:.2g}", "-")
+    wall = _span(duration(wlo), duration(whi), " to ")
+    # (the launch's fixed costs are constants, not probed: LAUNCH_S, TRIAL_S and PROCESS_S,
+    # scaled to the load at the probe: the caveat's note says by how much)
+    lines.append(
+        f"  total: {est.runs} runs, {span} core-s ({hours} core-h); about {wall} wall with "
+        f"{est.concurrent} trial(s) at once on this machine, {duration(est.overhead_s)} of it "
+        "the command's start and exit, Ray's start and Tune's per-trial cost (typical figures "
+        "measured on 2 cores, not probed)"
+    )
+    lines += [f"  note: {n}" for n in (*est.notes, est.caveat)]
+    return "\n".join(lines)
+
+
+def _span(lo: str, hi: str, sep: str) -> str:
+    """A range as printed: one figure when both ends print alike ("25 s to 25 s" had read
+    twice)."""
+    return lo if lo == hi else f"{lo}{sep}{hi}"
 
 
 #: (spec, cell, steps, copies at once) -> Probe
