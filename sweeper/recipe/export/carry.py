@@ -25,6 +25,8 @@ __all__ = [
     "init_std",
     "lr_law_conventions",
     "model_shape",
+    "not_the_proxies",
+    "on_the_proxies",
     "optimizer",
     "output_mult",
     "parametrization",
@@ -174,6 +176,39 @@ def optimizer(r: Recipe, fmt: str) -> list[Missing]:
         lr_is = "not an AdamW LR" if measured else "an LR of an unknown optimizer"
     text = f"{what}: the {fmt} export writes AdamW keys only; the LR {r.lr.value:.4g} is {lr_is}"
     return [Missing("optimizer", text, refuse=True)]
+
+
+def on_the_proxies(r: Recipe) -> bool:
+    """Whether the recipe's LR law was measured on Sweeper's built-in proxies (launched, or
+    imported with their study): not a published law, nor runs imported as they were, nor a
+    study's own model or training function. Only then is the proxies' block the model the LR
+    belongs to (a review: the litgpt export had written the proxies' block, and said their
+    learned positions were not expressible, for DeepSeek's published law)."""
+    p = r.provenance.get("lr")
+    law = lr_law_conventions(r)
+    if not p or law is None or p.get("method") == "published":
+        return False
+    own = law.model_builder is not None or law.train_function is not None
+    return law.n_params_source == "counted" and not own
+
+
+def not_the_proxies(r: Recipe, fmt: str, block: str) -> list[str]:
+    """The caution of a format that writes a model block when the LR law was not measured on
+    the proxies (:func:`on_the_proxies`): ``block`` says what the file writes instead."""
+    if on_the_proxies(r):
+        return []
+    law = lr_law_conventions(r)
+    p = r.provenance.get("lr") or {}
+    what = (
+        "a published law" if p.get("method") == "published"
+        else "a study's own model or training function"
+        if law is not None and (law.model_builder or law.train_function)
+        else "runs imported as they were"
+    )  # fmt: skip
+    return [
+        f"the LR law is {what}, not measured on Sweeper's proxies: the {fmt} file's block is "
+        f"{block}; set it to the model the law was measured on"
+    ]
 
 
 def lr_law_conventions(r: Recipe) -> Conventions | None:

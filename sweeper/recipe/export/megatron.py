@@ -260,7 +260,8 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
 
 
 def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
-    out = _architecture_cautions()
+    block = "Sweeper's proxies' (the flags below: no biases, learned positions...)"
+    out = carry.not_the_proxies(r, "megatron", block) + _architecture_cautions()
     if r.parametrization != "sp" and _facts(fv).use_mup:
         out += mup_cautions(r)
     return out

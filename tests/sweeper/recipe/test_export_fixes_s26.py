@@ -93,17 +93,40 @@ def test_litgpt_sets_the_proxies_sequential_block_without_biases(audit: Recipe) 
     assert "parallel_residual true" not in caution[0] and "bias true" not in caution[0]
 
 
-def test_litgpt_says_positions_and_layernorm_bias_are_not_expressible(audit: Recipe) -> None:
+def _on_the_proxies() -> Recipe:
+    """A recipe from an LR law measured on Sweeper's proxies (a fitted law's conventions)."""
+    law = tokens_lr_law(source="sweep")
+    return recommend({"lr": law}, Target(width=1024, depth=8, heads=8, tokens=1e9))
+
+
+def test_litgpt_says_positions_and_layernorm_bias_are_not_expressible() -> None:
     """litgpt's GPT has no position embedding (RoPE on rotary_percentage 0.25 of each head) and
-    its LayerNorm is torch.nn.LayerNorm with a bias: one "not expressible here" line each."""
-    text = export_recipe(audit, "litgpt")
+    its LayerNorm is torch.nn.LayerNorm with a bias: one "not expressible here" line each, for an
+    LR law measured on the proxies."""
+    r = _on_the_proxies()
+    text = export_recipe(r, "litgpt")
     said = [ln for ln in text.splitlines() if ln.startswith("# not expressible here: ")]
     assert any("learned absolute position" in ln and "rotary_percentage 0.25" in ln for ln in said)
     assert any("LayerNorm without bias" in ln and "torch.nn.LayerNorm" in ln for ln in said)
-    lines = cannot_carry(audit, "litgpt")
+    lines = cannot_carry(r, "litgpt")
     assert sum("position" in ln for ln in lines) == 1
     # an SP recipe stays exportable: these lines are declared, not refused
-    assert render(audit, "litgpt").missing
+    assert render(r, "litgpt").missing
+    assert "not measured on Sweeper's proxies" not in text
+
+
+@pytest.mark.parametrize("fmt", ["litgpt", "megatron"])
+def test_a_law_not_measured_on_the_proxies_is_not_compared_with_their_block(
+    audit: Recipe, fmt: str
+) -> None:
+    """A review: for DeepSeek's published law the litgpt export had said the proxies' learned
+    positions and bias-free norms were not expressible, as if the law had been measured on
+    them; the block written is said to be the proxies', to be set to the law's own model."""
+    text = export_recipe(audit, fmt, allow_inexpressible=True)
+    assert "learned absolute position" not in "\n".join(cannot_carry(audit, fmt))
+    said = [ln for ln in text.splitlines() if "not measured on Sweeper's proxies" in ln]
+    assert len(said) == 1 and "the LR law is a published law" in said[0]
+    assert "set it to the model the law was measured on" in said[0]
 
 
 def test_the_check_wants_the_proxies_block(checks: SimpleNamespace, audit: Recipe) -> None:
