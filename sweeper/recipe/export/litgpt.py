@@ -164,14 +164,14 @@ def _doc(r: Recipe) -> dict[str, Any]:
 def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
     """What the file leaves to litgpt's defaults (the architecture beyond the shape and the
     block), which the recipe does not record, and a vocabulary it writes that no one gave."""
-    out = carry.not_the_proxies(
-        r, "litgpt", "Sweeper's proxies' (parallel_residual false, bias false)"
-    ) + [
+    block = "Sweeper's proxies' (parallel_residual false, bias false)"
+    out = [
+        *carry.not_the_proxies(r, "litgpt", block),
         "model_config sets n_layer/n_embd/n_head/vocab_size/block_size and the proxies' block "
         "(parallel_residual false, bias false); the rest is litgpt's Config defaults, which are "
         f"the proxies' defaults: {ARCHITECTURE_DEFAULTS}; the recipe does not record the study's "
         "norm: if its proxies used RMSNorm, set norm_class_name RMSNorm and norm_eps 1e-6 (and "
-        "the LayerNorm bias above is then no difference)"
+        "the LayerNorm bias above is then no difference)",
     ]
     if r.target.vocab is None:
         out.append(
