@@ -497,8 +497,8 @@ def _check_fit_options(options: Mapping[str, Any]) -> None:
     kinds = {"seed": "int>=0", "min_runs": "int>=1", "keep_edge": "bool", "huber": "bool",
              "weighted": "bool", "loss_points": "str"}  # fmt: skip
     for key, kind in kinds.items():
-        if key in options:
-            _check(key, options[key], kind, error=FitError)
+        if key in options and not (key == "min_runs" and options[key] is None):
+            _check(key, options[key], kind, error=FitError)  # (min_runs None: the default)
 
 
 def _predictors(

@@ -179,7 +179,7 @@ def _register_fit(sub: Any) -> None:
     p.add_argument(
         "--min-runs",
         type=int,
-        default=4,
+        default=None,
         help="completed runs a cell needs (default 4; 3 under --surface planner)",
     )
     p.add_argument("--keep-edge", action="store_true", help="keep cells optimal on a range edge")

@@ -78,6 +78,9 @@ class FitOutcome:
     warnings: tuple[str, ...] = ()
 
 
+#: completed runs a cell needs unless the caller or the surface settings say otherwise
+DEFAULT_MIN_RUNS: Final[int] = 4
+
 NO_LR: Final[str] = "the runs have no lr values: only the loss law fits (--target loss)"
 
 
@@ -89,13 +92,25 @@ class FitOptions:
     band: float = 0.0025
     n_boot: int | None = None
     cell_boot: int = 200
-    min_runs: int = 4
+    min_runs: int | None = None  # None: :meth:`cell_min_runs`' default
     keep_edge: bool = False
     huber: bool = False
     weighted: bool = True
     loss_points: str = "best"
     seed: int = 0
     surface: str = "standard"
+
+    def cell_min_runs(self) -> int:
+        """The completed runs a cell needs: ``min_runs`` where the caller gave it, else the
+        surface settings' own (the planner's 3), else :data:`DEFAULT_MIN_RUNS`. (A given
+        ``--min-runs`` had been overridden by the planner's 3, even when it was 4, the default:
+        one could not be told from the other.)"""
+        if self.min_runs is not None:
+            return self.min_runs
+        from sweeper.fitting.surface import SETTINGS
+
+        named = SETTINGS[self.surface].min_runs if self.method == "surface" else None
+        return named or DEFAULT_MIN_RUNS
 
 
 def fit_runs(
@@ -263,7 +278,7 @@ def _fit_surface(
             seed=opt.seed,
             source=source,
             conventions=conv,
-            min_runs=_min_runs(opt, settings.min_runs),
+            min_runs=opt.cell_min_runs(),
             window=settings.window,
             shape_scaling=settings.shape_scaling,
         )
@@ -347,13 +362,6 @@ def _check_options(opt: FitOptions, target: str | None) -> None:
         raise FitError(f"--band must be a positive, finite loss fraction, got {opt.band!r}")
 
 
-def _min_runs(opt: FitOptions, named: int | None) -> int:
-    """The completed runs a surface cell needs: the caller's ``min_runs`` where it was given
-    (not the default), else the named settings' own (the planner's 3), else the default. The
-    planner's 3 had overridden a ``--min-runs`` given beside ``--surface planner``."""
-    return opt.min_runs if opt.min_runs != FitOptions.min_runs or named is None else named
-
-
 def _refuse_unused(opt: FitOptions, target: str | None) -> None:
     """FitError naming the options that the fit asked for does not use: each was taken and
     ignored in silence (``--huber --unweighted`` or ``--keep-edge`` with ``--target loss``,
@@ -367,7 +375,7 @@ def _refuse_unused(opt: FitOptions, target: str | None) -> None:
         "--band": opt.band != FitOptions.band,
     }
     if target == "loss":
-        per_cell = {**given, "--min-runs": opt.min_runs != FitOptions.min_runs}
+        per_cell = {**given, "--min-runs": opt.min_runs is not None}
         if loss_unused := [k for k, on in per_cell.items() if on]:
             raise FitError(
                 f"{_options(loss_unused)} of the lr and batch_tokens laws, not of --target loss"
@@ -431,7 +439,7 @@ def _optima(runs: pd.DataFrame, opt: FitOptions) -> list[CellOptimum]:
         band=opt.band,
         n_boot=opt.cell_boot if opt.method == "parabola" else 0,
         seed=CELL_SEED,
-        min_runs=opt.min_runs,
+        min_runs=opt.cell_min_runs(),
         keep_edge=opt.keep_edge,
     )
 
@@ -465,7 +473,7 @@ def _fit_target(
             band=opt.band,
             n_boot=n_boot,
             seed=opt.seed,
-            min_runs=opt.min_runs,
+            min_runs=opt.cell_min_runs(),
             keep_edge=opt.keep_edge,
             source=source,
             conventions=conv,

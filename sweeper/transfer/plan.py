@@ -279,7 +279,7 @@ def plan_transfer(
     opts = FitOptions(method=method, surface=surface, n_boot=max(n_boot, 200), cell_boot=n_boot,
                       seed=seed)  # fmt: skip
     optima = estimate_optima(runs, method="parabola", n_boot=n_boot, seed=CELL_SEED,
-                             min_runs=_min_runs(opts))  # fmt: skip
+                             min_runs=opts.cell_min_runs())  # fmt: skip
     held = _held_cell(optima, holdout, fit_cells, spec)
     fitted = [
         o
@@ -451,14 +451,6 @@ def _fit_law(
         options=opts,
     )
     return out.laws[0]
-
-
-def _min_runs(opts: FitOptions) -> int:
-    """Completed runs a fit-set cell needs under ``opts`` (the surface settings may lower it)."""
-    from sweeper.fitting.surface import SETTINGS
-
-    lowered = SETTINGS[opts.surface].min_runs if opts.method == "surface" else None
-    return lowered or opts.min_runs
 
 
 def _baselines(
