@@ -1016,6 +1016,7 @@ def write_report(
     recipe: Recipe | Mapping[str, Any] | None = None,
     bootstrap: int = 200,
     at: Target | Mapping[str, float] | None = None,
+    bytes_per_token: float | None = None,
 ) -> list[Path]:
     """PNG plots and a self-contained ``index.html`` for a sweep in folder ``out``; returns the
     files written. The laws shown are the latest stored per target; with ``method`` the latest
@@ -1023,8 +1024,10 @@ def write_report(
     JSON form) to show, with its target on the law plot; or ``at``, a target's scale without a
     recipe (``{"n_params": 7e9, "tokens": 1.4e12}``, or a :class:`~sweeper.recipe.target.Target`,
     of which its N, shape and budget are marked), marked on the law plots with how far each law
-    extrapolates to it. Every transfer check stored for the sweep (:func:`validate_transfer`)
-    has its section, the one stored last first."""
+    extrapolates to it; ``bytes_per_token`` (as :func:`recommend`'s) converts that target's D for
+    laws that count bytes (without it the page says the unit is taken as given). Every transfer
+    check stored for the sweep (:func:`validate_transfer`) has its section, the one stored last
+    first."""
     from sweeper.recipe.recipe import Recipe
     from sweeper.report.build import build_report
 
@@ -1040,9 +1043,8 @@ def write_report(
     _writable_folder(Path(out))
     sw = _sweep_or_joined(sweep, storage)
     recipe_dict = recipe.to_dict() if isinstance(recipe, Recipe) else recipe
-    return build_report(
-        sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap, at=scale
-    )
+    return build_report(sw, Path(out), method=method, recipe=recipe_dict, bootstrap=bootstrap,
+                        at=scale, bytes_per_token=bytes_per_token)  # fmt: skip
 
 
 def _report_scale(at: object) -> Mapping[str, float] | None:

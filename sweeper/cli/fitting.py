@@ -635,7 +635,7 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
     shown = {k: v for k, v in conv.items() if k not in ("held", "held_fixed") and v is not None}
     con.print("  conventions: " + "; ".join(f"{k}: {v}" for k, v in shown.items()))
     if law.conventions.held_text:
-        con.print(f"  held fixed: {law.conventions.held_text}")
+        con.print(f"  {law.conventions.held_text}")
     for note in notes:
         con.print(f"  note: {note}")
 

@@ -10,7 +10,7 @@ from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.cli.numbers import positive, positive_count
+from sweeper.cli.numbers import add_bytes_per_token, positive, positive_count
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
     FIT_METHODS,
@@ -66,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "7B) to mark on the law plots, with how far each law extrapolates to it "
                    "(without --recipe-json)")  # fmt: skip
     p.add_argument("--tokens", type=positive, help="the target's training tokens D (e.g. 1.4T)")
+    add_bytes_per_token(p)  # (a byte-level law's page had marked --tokens 1e8 at 1e8 bytes)
     p.add_argument(
         "--bootstrap", type=int, default=200, help="bootstrap resamples for the cell optima"
     )
@@ -139,6 +140,7 @@ def _report(args: argparse.Namespace) -> int:
         recipe=recipe,
         bootstrap=args.bootstrap,
         at=at or None,
+        bytes_per_token=args.bytes_per_token,
     )
     print(f"wrote {len(files)} files to {args.out}: " + ", ".join(f.name for f in files))
     return 0

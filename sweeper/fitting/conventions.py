@@ -270,13 +270,21 @@ _FIELDS: Final[tuple[str, ...]] = tuple(Conventions.__dataclass_fields__)
 
 
 def held_text(held: Mapping[str, tuple[float, float]]) -> str:
-    """Held ranges as one readable line, e.g. ``not modelled, over the fitted cells: tokens
-    8.19e+05; batch_tokens 4.1e+03``."""
-    parts = []
+    """Held ranges as one readable line, what the cells held fixed apart from what varied over
+    them, e.g. ``not modelled, held fixed over the fitted cells: tokens 8.19e+05; varied over
+    them: depth 1–16`` ("held fixed: ... depth 1-16" had been said of a depth ladder's law: a
+    report audit)."""
+    fixed, varied = [], []
     for name, (lo, hi) in held.items():
-        span = f"{lo:.3g}" if hi <= lo * (1 + 1e-9) else f"{lo:.3g}-{hi:.3g}"
-        parts.append(f"{name} {span}")
-    return "not modelled, over the fitted cells: " + "; ".join(parts)
+        if hi <= lo * (1 + 1e-9):
+            fixed.append(f"{name} {lo:.3g}")
+        else:
+            varied.append(f"{name} {lo:.3g}–{hi:.3g}")
+    parts = ([f"held fixed over the fitted cells: {'; '.join(fixed)}"] if fixed else []) + (
+        [f"varied over {'them' if fixed else 'the fitted cells'}: {'; '.join(varied)}"]
+        if varied else []
+    )  # fmt: skip
+    return "not modelled, " + "; ".join(parts)
 
 
 def _float_or_none(v: Any) -> float | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.laws import PowerLaw
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sweeper.fitting import CellOptimum
     from sweeper.fitting.conventions import Conventions
     from sweeper.fitting.laws import Law
+    from sweeper.recipe.recipe import Recipe
     from sweeper.report.page import TransferShown
     from sweeper.study.handle import Sweep
 
@@ -34,11 +35,14 @@ def build_report(
     recipe: Mapping[str, Any] | None = None,
     bootstrap: int = 200,
     at: Mapping[str, float] | None = None,
+    bytes_per_token: float | None = None,
 ) -> list[Path]:
     """Write the report of ``sw`` into ``out``; returns the files written. The laws shown: the
     latest stored per target, or with ``method`` the latest stored by that method (fitted for the
-    report alone when none is). ``at``: a target's scale (predictor → value) to mark, when no
-    ``recipe`` gives one. Notes about what the report had to make up go into the page."""
+    report alone when none is). ``at``: a target's scale (predictor → value, D in the target's
+    tokens) to mark, when no ``recipe`` gives one; ``bytes_per_token`` converts its D to the
+    bytes of laws fitted on byte-level data, as recommend's does (without it, such a page says
+    that D is read as bytes). Notes about what the report had to make up go into the page."""
     from sweeper.fitting import estimate_optima
     from sweeper.fitting.fit_runs import check_method, check_resamples
     from sweeper.fitting.provenance import sweep_conventions
@@ -51,6 +55,7 @@ def build_report(
         raise SweeperError(
             "report: give a recipe or a target's scale (at): a recipe names its target"
         )
+    _check_bytes_per_token(bytes_per_token, at)
     shown = recipe_from_dict(recipe) if recipe is not None else None  # (refused when malformed)
     check_resamples(bootstrap, "--bootstrap (bootstrap)")
     if method is not None:
@@ -64,7 +69,8 @@ def build_report(
     laws, notes = _report_laws(sw, runs, optima, method, bootstrap)
     target_scale = _checked_scale(at) if at else None
     if target_scale is not None and recipe is None:
-        notes += _target_doubts(laws, target_scale)
+        notes += _target_doubts(laws, target_scale, bytes_per_token)
+        target_scale = _in_law_units(laws, target_scale, bytes_per_token)
     if recipe is not None:
         target_scale = _recipe_scale(recipe, laws)
     inputs = ReportInputs(
@@ -81,6 +87,38 @@ def build_report(
         planned=_planned(sw),
     )
     return write_report(inputs, out)
+
+
+def _check_bytes_per_token(bytes_per_token: float | None, at: Mapping[str, float] | None) -> None:
+    """SweeperError unless ``bytes_per_token`` is None, or a positive number beside a target's
+    scale ``at`` (it converts that target's D; a recipe records its own)."""
+    from sweeper.recipe.hardware import positive
+
+    if bytes_per_token is None:
+        return
+    problems: list[str] = []
+    positive("bytes_per_token", bytes_per_token, problems)
+    if problems:
+        raise SweeperError(f"report: {problems[0]}")
+    if not at:
+        raise SweeperError(
+            "report: bytes_per_token converts a target's D (--tokens) into the laws' bytes: give "
+            "the target's scale too (a recipe records its own bytes_per_token)"
+        )
+
+
+def _in_law_units(
+    laws: list[Law], at: Mapping[str, float], bytes_per_token: float | None
+) -> dict[str, float]:
+    """The target's scale ``at`` (D and compute in the target's tokens) in the units of the laws
+    shown, by recommend's conversion (:func:`~sweeper.recipe.scale.token_factor`): D and compute
+    times ``bytes_per_token`` for laws that count bytes, as they are otherwise (a page had marked
+    a target's 1e8 tokens at 1e8 bytes)."""
+    from sweeper.recipe.scale import token_factor
+
+    law = next((x for x in laws if isinstance(x, PowerLaw)), None)
+    f = token_factor(law, bytes_per_token) if law is not None else 1.0
+    return {k: v * f if k in ("tokens", "flops") else v for k, v in at.items()}
 
 
 def _planned(sw: Sweep) -> str:
@@ -144,15 +182,22 @@ def _checked_scale(at: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
+def _target_doubts(
+    laws: list[Law], at: Mapping[str, float], bytes_per_token: float | None = None
+) -> list[str]:
     """What ``recommend`` would doubt of the laws' values at a target given by scale alone (no
-    recipe): its refusal and its warnings that question a value (interval, extrapolation, the
-    regime the law held fixed), so that a marked target is not read as a supported one. None
-    where a law needs a predictor the target does not give: the page does not invent it (an
-    audit's N-only target got doubts at a D of the page's making, the star's caption a star
-    the plot did not draw)."""
+    recipe; D in the target's tokens, ``bytes_per_token`` as recommend's): its refusal, its
+    warning on the laws' token unit (a byte-level law's page had compared the target's tokens
+    with its bytes without a word: an audit) and its warnings that question a value (interval,
+    extrapolation, the regime the law held fixed), so that a marked target is not read as a
+    supported one. None where a law needs a predictor the target does not give: the page does
+    not invent it (an audit's N-only target got doubts at a D of the page's making, the star's
+    caption a star the plot did not draw). Where the page takes N or D from the law's cells (a
+    law that does not model it), the regime doubts leave out what it took (:func:`_regime`);
+    where recommend infers the shape from N and a doubt rests on it, its warning is kept."""
     from sweeper.errors import TargetError
     from sweeper.recipe.recommend import recommend
+    from sweeper.recipe.scale import infer_shape_warning, token_unit_warnings
     from sweeper.recipe.target import Target
     from sweeper.recipe.warning_kinds import FORCED, Doubt
 
@@ -165,7 +210,8 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
     if unmarked:
         return [unmarked]
     lr = by_target["lr"]
-    budget, assumed = _budget(lr, at)
+    roles = _roles(by_target)
+    budget, assumed = _budget(lr, at, bytes_per_token)
     model, assumed_n = _model(lr, at)
     conv = lr.conventions
     param = conv.parametrization or "sp"
@@ -182,16 +228,62 @@ def _target_doubts(laws: list[Law], at: Mapping[str, float]) -> list[str]:
     except TargetError as e:
         return [f"the target given is not one recommend can read, so its doubts are not said: {e}"]
     notes = [n for n in (assumed_n, assumed) if n]
+    units = token_unit_warnings(roles, vocab=None, bytes_per_token=bytes_per_token)
+    notes += [f"at the target: {w}" for w in units]
     try:
-        recommend(by_target, target)
+        recommend(by_target, target, bytes_per_token=bytes_per_token)
     except TargetError as e:
         notes.append(f"at the target, recommend refuses a recipe: {e}")
     try:
-        doubts = recommend(by_target, target, force=True).warnings
+        r = recommend(by_target, target, force=True, bytes_per_token=bytes_per_token)
     except TargetError:
         return notes
-    notes += [f"at the target: {w}" for w in doubts if isinstance(w, Doubt) and FORCED not in w]
+    doubts: list[str] = [w for w in r.warnings if isinstance(w, Doubt) and FORCED not in w]
+    took = {*(_ASSUMED_D if assumed else ()), *(_ASSUMED_N if assumed_n else ())}
+    shown = _regime(roles, r, bytes_per_token, took)
+    if took:
+        doubts = [w for w in doubts if w not in _regime(roles, r, bytes_per_token, set())] + shown
+    if r.shape_inferred and shown != _regime(roles, r, bytes_per_token, {*took, "depth"}):
+        # (recommend's own warning, dropped with the page's other assumptions: an audit read
+        # "depth 33 (its cells: 7-16)" as a depth given)
+        notes.append(f"at the target: {infer_shape_warning(r.width, r.depth)}")
+    notes += [f"at the target: {w}" for w in doubts]
     return notes
+
+
+#: what the regime doubts leave out when the page took D, or N, from the law's cells: D and what
+#: follows from it (D/N; the batch, which the batch law or Step Law sets from D), N and what
+#: follows from it (D/N, and the depth, taken from the cells too)
+_ASSUMED_D: Final[tuple[str, ...]] = ("tokens", "tokens_per_param", "batch_tokens")
+_ASSUMED_N: Final[tuple[str, ...]] = ("n_params", "tokens_per_param", "depth")
+
+
+def _roles(by_target: Mapping[str, Law]) -> list[tuple[str, Law]]:
+    """The laws recommend measures its target against, by its roles: the LR law, and the batch
+    law where there is one."""
+    out: list[tuple[str, Law]] = [("lr", by_target["lr"])]
+    if "batch_tokens" in by_target:
+        out.append(("batch", by_target["batch_tokens"]))
+    return out
+
+
+def _regime(
+    roles: list[tuple[str, Law]], r: Recipe, bytes_per_token: float | None, leave: set[str]
+) -> list[str]:
+    """recommend's doubts on the regime each law held fixed
+    (:func:`~sweeper.recipe.scale.regime_warnings`, at the values its recipe ``r`` planned, as
+    :func:`~sweeper.recipe.hardware.plan_batch` checks them), the values in ``leave`` not
+    checked: with none left out they are recommend's own, which the page replaces (an audit's
+    N-only target was doubted for "D/N 0.000819", a D/N of the page's making)."""
+    from sweeper.recipe.scale import regime_values, regime_warnings, token_factor
+
+    out: list[str] = []
+    batch = float(r.global_batch_sequences * r.seq_len)
+    for role, law in roles:
+        f = token_factor(law, bytes_per_token)
+        values = regime_values(r.n_params, r.tokens, batch, f, depth=r.depth, seq_len=r.seq_len)
+        out += regime_warnings(law, role, {k: v for k, v in values.items() if k not in leave})
+    return out
 
 
 def _unmarked(laws: list[PowerLaw], at: Mapping[str, float]) -> str:
@@ -210,15 +302,22 @@ def _unmarked(laws: list[PowerLaw], at: Mapping[str, float]) -> str:
     )
 
 
-def _budget(law: Law, at: Mapping[str, float]) -> tuple[dict[str, float], str]:
-    """The target's D (or compute) for ``recommend``, and a note when the page assumed it: as
-    given, else the D the law's cells held (a law that does not model D; the note says so, since
-    recommend's doubts about D then hold for that D only)."""
+def _budget(
+    law: Law, at: Mapping[str, float], bytes_per_token: float | None = None
+) -> tuple[dict[str, float], str]:
+    """The target's D (or compute) for ``recommend``, in the target's tokens, and a note when
+    the page assumed it: as given, else the D the law's cells held (a law that does not model D;
+    the note says so, and the regime doubts leave it out), converted from the law's bytes by
+    ``bytes_per_token`` as recommend converts the target's."""
+    from sweeper.recipe.scale import token_factor
+
     given = {k: at[v] for k, v in (("tokens", "tokens"), ("compute", "flops")) if v in at}
     if given:
         return given, ""
     d = _held_mid(law, "tokens")
-    return ({}, "") if d is None else ({"tokens": d}, _assumed(law, "D", d))
+    if d is None:
+        return {}, ""
+    return {"tokens": d / token_factor(law, bytes_per_token)}, _assumed(law, "D", d)
 
 
 def _model(law: Law, at: Mapping[str, float]) -> tuple[dict[str, Any], str]:
@@ -303,10 +402,12 @@ def _report_laws(
 ) -> tuple[list[Law], list[str]]:
     """The laws the report shows, and notes when they were fitted for it: the latest stored
     power law per target (by ``method`` when it is given) and the latest loss law; when no
-    power law is stored, the LR law fitted here as ``sweeper fit --target lr`` would (by
-    ``method``, else through the parabola optima drawn on the page: the same per-cell estimate,
-    ``bootstrap`` resamples), its predictors and doubts included (an audit's fallback had fitted
-    N alone where D varied, crashed where N did not, and printed raw Python warnings)."""
+    power law is stored, the laws fitted here as ``sweeper fit`` would (the LR law, and the batch
+    law where the batch varied in the cells: the LR law alone had been fitted, the batch law
+    dropped without a word; an audit), by ``method``, else through the parabola optima drawn on
+    the page (the same per-cell estimate, ``bootstrap`` resamples), their predictors, doubts and
+    targets not fitted included (an audit's fallback had fitted N alone where D varied, crashed
+    where N did not, and printed raw Python warnings)."""
     from sweeper.fitting._common import min_cells
     from sweeper.fitting.fit_runs import FitOptions, fit_runs
     from sweeper.fitting.provenance import sweep_conventions
@@ -327,10 +428,17 @@ def _report_laws(
         ]
     options = FitOptions(method or "parabola", cell_boot=bootstrap)
     try:
-        outcome = fit_runs(runs, conventions=sweep_conventions(sw), source=sw.name, target="lr",
+        outcome = fit_runs(runs, conventions=sweep_conventions(sw), source=sw.name,
                            options=options)  # fmt: skip
     except FitError as e:
         return shown, [f"no stored law{by}, and none could be fitted here: {e}"]
     laws: list[Law] = [law for law in outcome.laws if isinstance(law, PowerLaw)]
-    note = f"no stored law{by}: the LR law shown was fitted for this report only"
-    return laws + shown, [note, *outcome.warnings]  # (the laws' own notes: the laws section)
+    which = " and ".join(_LAW_NAMES.get(law.target, law.target) for law in laws)
+    law_s = "law shown was" if len(laws) == 1 else "laws shown were"
+    note = f"no stored law{by}: the {which} {law_s} fitted for this report only"
+    # (the laws' own notes: the laws section)
+    return laws + shown, [note, *outcome.skipped, *outcome.warnings]
+
+
+#: how the page's notes name a law by its target
+_LAW_NAMES: Final[dict[str, str]] = {"lr": "LR", "batch_tokens": "batch"}

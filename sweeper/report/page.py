@@ -22,12 +22,11 @@ import pandas as pd
 
 from sweeper.fitting.laws import Law, LossLaw, PowerLaw, formula
 from sweeper.recipe.warning_kinds import forced
-
-# the plots live in their own module; every name is importable from here as before
-from sweeper.report.plots import _cell_scale as _cell_scale
-from sweeper.report.plots import _law_band as _law_band
-from sweeper.report.plots import _log_ticks as _log_ticks
 from sweeper.report.plots import (
+    MAX_LAW_LINES,
+    at_best_batch,
+    batch_swept,
+    cell_keys,
     data_unit,
     edge_of,
     plot_batch_surface,
@@ -38,7 +37,13 @@ from sweeper.report.plots import (
     report_style,
     runs_off_axis,
     target_point,
+    trained_at,
 )
+
+# the plots live in their own module; every name is importable from here as before
+from sweeper.report.plots import _cell_scale as _cell_scale
+from sweeper.report.plots import _law_band as _law_band
+from sweeper.report.plots import _log_ticks as _log_ticks
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds, trained
 
 if TYPE_CHECKING:
@@ -129,7 +134,8 @@ def _optima_table(
     own interval). Batches in ``unit`` (:func:`_page_unit`). Why a cell is not usable is said
     below the table (:func:`_unusable_notes`), which the long reasons had crushed."""
     own = {t: getattr(_surface_law(laws, t), "cell_optima", None) or {} for t in _TARGETS}
-    swept = any(o.batch_tokens_ci is not None for o in optima)
+    edges = {t: surface_edges(_surface_law(laws, t)) for t in _TARGETS}
+    swept = any(batch_swept(o) for o in optima)
     rows = []
     for o in optima:
         row = {
@@ -146,10 +152,22 @@ def _optima_table(
         _add_surface_optimum(row, o, "lr", own["lr"], unit)
         row[f"batch* ({unit})" if swept else f"batch ({unit})"] = o.batch_tokens
         _add_surface_optimum(row, o, "batch_tokens", own["batch_tokens"], unit)
-        row["edge"] = " ".join(edge_of(o) or ())  # (the batch's edge had been blank: an audit)
+        row["edge"] = _edge_column(o, edges)  # (the batch's edge had been blank: an audit)
         row["usable"] = "yes" if o.usable else "no (below)"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _edge_column(o: CellOptimum, edges: Mapping[str, Mapping[str, Mapping[str, str]]]) -> str:
+    """The cells table's edge of ``o``: the per-cell estimate's ("batch low"), then the surface
+    laws' where their notes name the cell (:func:`surface_edges`, by target): "surface law: LR
+    high" (a cell the LR law's notes put on the top edge had a blank column: an audit)."""
+    own = " ".join(edge_of(o) or ())
+    theirs = {w: side for by_cell in edges.values() for w, side in by_cell.get(o.cell, {}).items()}
+    if not theirs:
+        return own
+    said = "surface law: " + ", ".join(f"{w} {side}" for w, side in sorted(theirs.items()))
+    return f"{own}; {said}" if own else said
 
 
 #: the targets a surface law's own cell optima are shown of, in the cells table
@@ -416,7 +434,10 @@ def _loss_vs_lr_caption(
             " Where a cell swept the batch size, its panel shows the runs at the batch tried "
             "nearest its optimal batch (named in its title), and its parabola is the cell's 2-D "
             "fit at that batch, so the curve's minimum can sit beside the dashed optimum (at the "
-            "optimal batch); the batch figure below shows every run."
+            "optimal batch), or below every point drawn, pulled by the runs at the other batches; "
+            "the black square, its batch (in the title's unit) beside it, is the cell's best "
+            "point (mean over seeds) where that is at another batch; the batch figure below "
+            "shows every run."
         )
     if off_axis:
         text += (
@@ -477,11 +498,85 @@ def _method_base(method: str) -> str:
     return m.group(0) if m else method
 
 
-def _law_optimum(o: CellOptimum, target: str, value: float, method: str) -> CellOptimum:
+def _law_optimum(
+    o: CellOptimum, target: str, value: float, method: str, edge: Mapping[str, str] | None = None
+) -> CellOptimum:
     """``o`` with its optimum of ``target`` set to a law's ``value`` (no interval): a point the
-    law's fit used, so drawn as usable."""
+    law's fit used, so drawn as usable; on the edges ``edge`` names (:func:`surface_edges`, "LR"
+    and "batch" to "high", "low" or "one"), which it had dropped: the cells the law's notes name
+    as unbracketed were drawn as plain optima (an audit)."""
+    edge = edge or {}
     changes: dict[str, Any] = {target: value, f"{target}_ci": None}
-    return replace(o, **changes, method=method, usable=True, on_edge=False, edge=None, reason="")
+    return replace(o, **changes, method=method, usable=True, on_edge=bool(edge),
+                   edge=edge.get("LR"), batch_edge=edge.get("batch"), reason="")  # fmt: skip
+
+
+#: how a surface law's notes name the edge of a cell they list (:func:`surface_edges`)
+_EDGE_SIDES: Final[dict[str, tuple[str, str]]] = {
+    "top": ("LR", "high"),
+    "bottom": ("LR", "low"),
+    "smallest": ("batch", "low"),
+    "largest": ("batch", "high"),
+    "one": ("batch", "one"),
+}
+#: one cell of such a note: "w32-d2-t819k (top at batch 512 tokens)"
+_NOTED_CELL: Final = re.compile(r"(\S+) \((\w+)[^()]*\)")
+
+
+def surface_edges(law: Law | None) -> dict[str, dict[str, str]]:
+    """The cells whose optimum ``law``'s fit has but their own runs do not bracket, as its notes
+    name them: the best run on the top or bottom of the cell's LR range
+    (:data:`~sweeper.fitting.methods.EDGE_NOTE`; not a cell whose edge is at a batch other than
+    its best), or its best batch the smallest or largest tried, or the only one
+    (:data:`~sweeper.fitting.methods.BATCH_EDGE_NOTE`): cell -> {"LR": "high", "batch": "low"}.
+    An LR law takes both; a batch law the batch's alone."""
+    from sweeper.fitting.methods import BATCH_EDGE_NOTE, EDGE_NOTE
+
+    heads = [BATCH_EDGE_NOTE] + ([EDGE_NOTE] if law is not None and law.target == "lr" else [])
+    out: dict[str, dict[str, str]] = {}
+    for note in getattr(law, "notes", ()) or ():
+        head = next((h for h in heads if note.startswith(h + ": ")), None)
+        for cell, word in _NOTED_CELL.findall(note[len(head) + 2 :] if head else ""):
+            if word in _EDGE_SIDES:
+                what, side = _EDGE_SIDES[word]
+                out.setdefault(cell, {})[what] = side
+    return out
+
+
+#: how the page says an edge of :func:`surface_edges`
+_EDGE_WORDS: Final[dict[tuple[str, str], str]] = {
+    ("LR", "high"): "best LR the highest tried",
+    ("LR", "low"): "best LR the lowest tried",
+    ("batch", "high"): "best batch the largest tried",
+    ("batch", "low"): "best batch the smallest tried",
+    ("batch", "one"): "one batch tried",
+}
+
+
+def _edge_text(edge: Mapping[str, str]) -> str:
+    """An edge of :func:`surface_edges` in words: "best LR the highest tried, best batch the
+    smallest tried"."""
+    return ", ".join(_EDGE_WORDS.get((w, side), f"{w} {side}") for w, side in sorted(edge.items()))
+
+
+#: a bound-only cell's note of a surface fit (sweeper.fitting._surface_fit.check_bounds): its
+#: cell, the lowest LR of its bounds, and whether the law agrees with it
+_BOUND_NOTE: Final = re.compile(
+    r"cell (\S+): .*?\(bounds; the lowest at lr=([0-9.eE+-]+)\): not fitted, only its bound"
+)
+
+
+def law_bounds(law: Law) -> dict[str, tuple[float, bool]]:
+    """The cells ``law``'s fit has no optimum of, only a bound on it (every run at and above an
+    LR diverged or lies past the fit's window), as its notes name them: cell -> (that LR,
+    whether the law puts the optimum above it: the cell or the law is wrong there). An audit
+    found such a cell only in a warning box, not on the law's plot."""
+    out: dict[str, tuple[float, bool]] = {}
+    for note in getattr(law, "notes", ()) or ():
+        m = _BOUND_NOTE.match(note)
+        if m:
+            out[m.group(1)] = (float(m.group(2)), "above it" in note[m.end() :])
+    return out
 
 
 def _why_missing(law: Law) -> str:
@@ -520,8 +615,11 @@ def _law_points(
     target = law.target
     own = getattr(law, "cell_optima", None) or {}
     if any(o.cell in own for o in optima):
+        edges = surface_edges(law)
         points = [
-            o if o.cell in keep else _law_optimum(o, target, float(own[o.cell]), law.method)
+            o
+            if o.cell in keep
+            else _law_optimum(o, target, float(own[o.cell]), law.method, edges.get(o.cell))
             for o in optima
             if o.cell in own or o.cell in keep
         ]
@@ -535,20 +633,43 @@ def _law_points(
         )
         if missing:
             text += f" Not drawn ({_why_missing(law)}): {', '.join(missing)}."
-        return points, source, text
+        return points, source, text + _edge_sentence(points, edges)
     methods = sorted({o.method for o in optima})
     source = f"the cells' optima by the per-cell {'/'.join(methods)} estimate"
     bars = " with their 95% intervals" if any(getattr(o, f"{target}_ci") for o in optima) else ""
+    edged = _edge_sentence(optima, {})
     if methods == [_method_base(law.method)]:
-        return list(optima), source, f"The points are {source} (the table's){bars}."
+        return list(optima), source, f"The points are {source} (the table's){bars}." + edged
     why = " (the stored law carries no cell optima of its own)" if law.method == "surface" else ""
     return (
         list(optima),
         source,
         (
             f"The points are {source} (the table's){bars}, not optima of the {law.method} fit that "
-            f"gives the line{why}: the two methods can disagree."
+            f"gives the line{why}: the two methods can disagree." + edged
         ),
+    )
+
+
+def _edge_sentence(
+    points: Sequence[CellOptimum], edges: Mapping[str, Mapping[str, str]]
+) -> str:
+    """The caption's sentence on the hollow points of a law plot: the usable optima on the edge
+    of what their cell tried (:func:`~sweeper.report.plots.edge_of`), named with ``edges``'
+    words where the law's notes give them (:func:`surface_edges`), else the table's."""
+    hollow = [o for o in points if o.usable and edge_of(o) is not None]
+    if not hollow:
+        return ""
+    named = "; ".join(
+        f"{o.cell} ({_edge_text(edges[o.cell])})" if o.cell in edges else o.cell for o in hollow
+    )
+    source, rest = (
+        ("the law's notes and the table's edge column", "they rest on the curve's shape from the "
+         "other cells") if edges else ("the table's edge column", "each is a bound")
+    )  # fmt: skip
+    return (
+        " Hollow points are optima their cell's own runs do not bracket (the best run or batch "
+        f"on the edge of what the cell tried: {source}): {named}; {rest}."
     )
 
 
@@ -591,10 +712,26 @@ def _loss_law_lines(laws: Sequence[Law]) -> list[str]:
             f"loss law{ident} ({law.method}, {law.n_points} points): L = {formula(law)} nats"
             + (f"; 95% intervals {cis}" if cis else "")
             + (f"; fitted over {dom}" if dom else "")
-            + ". recommend takes it to choose D where a target gives none (N alone, or compute)."
+            + ". "
+            + _loss_law_use(law)
         )
         out.append(f"<p>{html.escape(text)}</p>")
     return out
+
+
+def _loss_law_use(law: LossLaw) -> str:
+    """What recommend does with ``law`` where a target gives no D (N alone, or compute): takes
+    it to choose D (or N), or refuses it, by recommend's own test
+    (:func:`~sweeper.recipe.compute_optimal.check_loss_choice`: the page had said it takes a
+    law whose exponent's interval reaches 0, which recommend refuses; an audit)."""
+    from sweeper.errors import TargetError
+    from sweeper.recipe.compute_optimal import check_loss_choice
+
+    try:
+        check_loss_choice(law, "D", force=False, warnings=[])
+    except TargetError as e:
+        return f"recommend refuses it to choose D (or N) where a target gives none: {e}."
+    return "recommend takes it to choose D where a target gives none (N alone, or compute)."
 
 
 def _law_scopes(
@@ -612,10 +749,9 @@ def _law_scopes(
         dom = "; ".join(
             f"{p} {lo:.3g} to {hi:.3g}" for p, (lo, hi) in law.domain.items() if p in law.predictors
         )
+        text = f"{law.target} law{ident}: fitted over {dom or 'no recorded range'}"
         held = law.conventions.held_text
-        text = f"{law.target} law{ident}: fitted over {dom or 'no recorded range'}" + (
-            f"; held fixed: {held}" if held else ""
-        ) + beyond
+        text += (f"; {held}" if held else "") + beyond
         out.append(f"<p class='muted'>{html.escape(text)}.</p>")
     return out
 
@@ -706,9 +842,8 @@ def _transfer_figures(inputs: ReportInputs) -> list[_Draft]:
                 f"transfer_holdout_cell{n}.png",
                 f"{name}: the held-out cell",
                 "Every LR the check trained in the held-out cell (mean over seeds, bars one sd), "
-                "with the law's prediction, each baseline and the cell's measured optimum (the "
-                "hollow black diamond, drawn on top of a baseline at the same LR) marked; the "
-                "table above gives their regrets.",
+                "with the law's prediction, each baseline and the cell's measured optimum ("
+                + _measured_mark(check.result) + ") marked; the table above gives their regrets.",
             ))  # fmt: skip
         law, held = check.law, [check.result["holdout_cell"]]
         if law is not None:
@@ -722,6 +857,19 @@ def _transfer_figures(inputs: ReportInputs) -> list[_Draft]:
                 "estimate, as in the table), which the law had not seen.",
             ))  # fmt: skip
     return out
+
+
+def _measured_mark(result: Mapping[str, Any]) -> str:
+    """How the transfer plot marks the cell's measured optimum: the hollow black diamond, or for
+    a check stored before its trained points held it (its ``measured_lr`` alone), the diamond
+    where a trained point is at that LR, else a dotted black line (no loss was trained there)."""
+    lrs, losses = result.get("lrs") or {}, result.get("losses") or {}
+    if "measured_optimum" in lrs and "measured_optimum" in losses:
+        return "the hollow black diamond, drawn on top of a baseline at the same LR"
+    lr = result.get("measured_lr")
+    if lr and trained_at(result_lrs=lrs, losses=losses, lr=float(lr)) is not None:
+        return "the hollow black diamond, at the trained point of its LR"
+    return "the dotted black line: the check stored its LR alone, no loss trained there"
 
 
 def _recipe_marks(inputs: ReportInputs, law: PowerLaw) -> tuple[float | None, str]:
@@ -780,22 +928,94 @@ def _law_figures(inputs: ReportInputs) -> list[_Draft]:
         shown = law is _surface_law(inputs.laws, law.target)
         column = _surface_column(law.target, unit) if shown else None
         points, source, what = _law_points(inputs.optima, law, table_column=column)
+        bounds = _bound_points(inputs.optima, law)
+        fig = plot_law(points, law, target_scale=inputs.target_scale, recipe_value=value,
+                       bounds=[(o, v) for o, (v, _above) in bounds])  # fmt: skip
         out.append((
-            plot_law(points, law, target_scale=inputs.target_scale, recipe_value=value),
+            fig,
             f"law_{law.target}.png",
             f"Optimal {law.target} against scale",
-            what + f" The line is the fitted power law ({law.method}) and the band its 95% "
-            "prediction interval (the coefficients' sampling spread plus the scatter of the "
-            "cells)." + star,
+            what + _lines_sentence(law, points) + _bounds_sentence(bounds) + star
+            + _along_batch_sentence(law, points),
         ))  # fmt: skip
         out.append((
             plot_residuals(points, law),
             f"residuals_{law.target}.png",
             f"Residuals of the {law.target} law",
             f"ln(point / law) per cell, the points those of the {law.target} law's plot "
-            f"({source}). A trend in the residuals means the power law bends.",
+            f"({source}){_as_there(law, points)}. A trend in the residuals means the power law "
+            "bends.",
         ))  # fmt: skip
     return out
+
+
+def _as_there(law: PowerLaw, points: Sequence[CellOptimum]) -> str:
+    """The residuals caption's words on what its points share with the law's plot: hollow where
+    their cell's runs do not bracket them, coloured by the law's other predictors."""
+    said = ["hollow"] if any(o.usable and edge_of(o) is not None for o in points) else []
+    if law.predictors[1:]:
+        said.append(f"coloured by {', '.join(law.predictors[1:])}")
+    return f", {' and '.join(said)} as there" if said else ""
+
+
+def _lines_sentence(law: PowerLaw, points: Sequence[CellOptimum]) -> str:
+    """The caption's sentence on the law's lines and band: one line, or one per value of the
+    law's other predictors among the cells, at most :data:`~sweeper.report.plots.MAX_LAW_LINES`
+    of them across their range, the points then coloured by the first's value."""
+    interval = ("95% prediction interval (the coefficients' sampling spread plus the scatter of "
+                "the cells)")  # fmt: skip
+    others = law.predictors[1:]
+    if not others:
+        return f" The line is the fitted power law ({law.method}) and the band its {interval}."
+    keys = cell_keys(points, law)
+    if len(keys) <= MAX_LAW_LINES:
+        return (
+            f" The lines are the fitted power law ({law.method}) at each value of "
+            f"{', '.join(others)} among the cells (and at the target's, where one is given), each "
+            f"point in its line's colour, and the bands their {interval}."
+        )
+    return (
+        f" The lines are the fitted power law ({law.method}) at {MAX_LAW_LINES} of the cells' "
+        f"{len(keys)} values of {', '.join(others)}, across their range (and at the target's, "
+        f"where one is given); each point's colour is its {others[0]} on the colour bar. The band "
+        f"is the 95% prediction interval of the target's line (else the middle one): the "
+        "coefficients' sampling spread plus the scatter of the cells."
+    )
+
+
+def _bound_points(
+    optima: Sequence[CellOptimum], law: PowerLaw
+) -> list[tuple[CellOptimum, tuple[float, bool]]]:
+    """The cells of :func:`law_bounds` with their bound, those an LR law's plot draws."""
+    bounds = law_bounds(law) if law.target == "lr" else {}
+    return [(o, bounds[o.cell]) for o in optima if o.cell in bounds]
+
+
+def _bounds_sentence(bounds: Sequence[tuple[CellOptimum, tuple[float, bool]]]) -> str:
+    """The caption's sentence on the bound-only cells drawn (red downward triangles)."""
+    if not bounds:
+        return ""
+    cells = ", ".join(o.cell for o, _b in bounds)
+    against = [o.cell for o, (_v, above) in bounds if above]
+    return (
+        f" The red downward triangle{'s' if len(bounds) > 1 else ''} ({cells}): no optimum in "
+        "the fit, only a bound, the lowest LR at and above which the cell's runs diverged or lie "
+        "past the fit's window; its optimum lies below."
+        + (f" The law runs above it in {', '.join(against)}: that cell or the law is wrong there "
+           "(the law's notes)." if against else "")
+    )  # fmt: skip
+
+
+def _along_batch_sentence(law: PowerLaw, points: Sequence[CellOptimum]) -> str:
+    """The caption's sentence on an LR law of cells that swept the batch (its title says it too):
+    each point is the cell's optimal LR at its own optimal batch, so the law follows B*."""
+    if not at_best_batch(law, points):
+        return ""
+    return (
+        " The batch varied within the cells: each point is its cell's optimal LR at the cell's own "
+        "optimal batch, so the law is the optimal LR along the optimal batch B*, not at one fixed "
+        "batch; at another batch the optimal LR is another."
+    )
 
 
 def _batch_figure(inputs: ReportInputs) -> list[_Draft]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 import numpy as np
 import pandas as pd
 
+from sweeper.fitting.conventions import TOKENS_AS_IMPORTED
 from sweeper.fitting.laws import Law, PowerLaw
 
 if TYPE_CHECKING:
@@ -53,10 +54,20 @@ __all__ = [
 ]
 
 
+#: the unit :func:`data_unit` names for runs imported without one (conventions tokens "as
+#: imported"): they may count tokens or bytes, and had been labelled "tokens" (an audit)
+IMPORTED_UNIT: Final[str] = "imported units"
+
+
 def data_unit(conventions: Conventions | None) -> str:
     """What D and the batch count, as ``conventions`` record it: "bytes" of byte-level data
-    (``counts_bytes``), else "tokens" (a tokenizer's, as imported, or not recorded: None)."""
-    return "bytes" if conventions is not None and conventions.counts_bytes else "tokens"
+    (``counts_bytes``), :data:`IMPORTED_UNIT` for runs imported without a declared unit, else
+    "tokens" (a tokenizer's, or not recorded: None)."""
+    if conventions is not None and conventions.counts_bytes:
+        return "bytes"
+    if conventions is not None and conventions.tokens == TOKENS_AS_IMPORTED:
+        return IMPORTED_UNIT
+    return "tokens"
 
 
 def axis_label(name: str, unit: str = "tokens") -> str:
@@ -64,7 +75,7 @@ def axis_label(name: str, unit: str = "tokens") -> str:
     (:func:`data_unit`)."""
     labels = {
         "n_params": "non-embedding parameters N",
-        "tokens": f"training {unit} D",
+        "tokens": f"training D ({unit})" if unit == IMPORTED_UNIT else f"training {unit} D",
         "flops": "training compute C (FLOPs)",
         "width": "width (d_model)",
         "depth": "depth (layers)",
@@ -146,15 +157,17 @@ def plot_loss_vs_lr(
         ax.set_visible(False)
     for ax, cell in zip(axes.flat, cells, strict=False):
         opt = by_cell.get(cell)
-        r, batch = panel_runs(runs[runs["cell"] == cell], opt)
+        cell_runs = runs[runs["cell"] == cell]
+        r, batch = panel_runs(cell_runs, opt)
         done = _finished(r)
         div = r[r["diverged"]]
         ax.set_xscale("log")
-        ax.scatter(done["lr"], done["loss"], s=10, alpha=0.35, color="tab:blue", label="runs")
-        if len(done):
+        if len(done):  # (a panel of no finished run had a "runs" entry in the legend: an audit)
+            ax.scatter(done["lr"], done["loss"], s=10, alpha=0.35, color="tab:blue", label="runs")
             mean = done.groupby("lr")["loss"].mean()
             ax.plot(mean.index, mean.values, "o", ms=4, color="tab:blue", label="mean over seeds")
             ax.set_ylim(*loss_axis(done))
+            _draw_best_elsewhere(ax, cell_runs, batch)
             _draw_off_axis(ax, done)
         else:
             _say_none_finished(ax, r)
@@ -182,12 +195,46 @@ def plot_loss_vs_lr(
             title += f" ({_edge_words(opt)})"
         elif opt is not None and not opt.usable:
             title += " (left out)"
-        ax.set_title(title, fontsize=9)
-        _log_ticks(ax.xaxis)
+        # (the diverged runs' crosses on the top edge had run into the title: an audit)
+        ax.set_title(title, fontsize=9, pad=10 if len(div) else 6)
+        _log_ticks(ax.xaxis, most=_PANEL_LR_TICKS)
         ax.set_xlabel("peak LR")
         ax.set_ylabel("final val loss (nats)" if len(done) else "")
     _figure_legend(fig, _panel_legend(axes.flat[: len(cells)]))
     return fig
+
+
+def best_point(runs: pd.DataFrame) -> tuple[float, float, float] | None:
+    """A cell's best point: (LR, batch, loss) of the lowest mean loss over seeds at one LR and
+    batch among its finished ``runs`` (None: none finished, or no batch recorded)."""
+    done = _finished(runs).dropna(subset=["batch_tokens"])
+    if done.empty:
+        return None
+    mean = done.groupby(["lr", "batch_tokens"])["loss"].mean()
+    lr, batch = mean.idxmin()
+    return float(lr), float(batch), float(mean.min())
+
+
+def _draw_best_elsewhere(ax: Any, runs: pd.DataFrame, batch: float | None) -> None:
+    """On a batch cell's panel (its runs at ``batch``), the cell's best point when it is at
+    another batch, as a black square with its batch (in the title's unit) beside it, inside the
+    loss axis: the panel
+    had shown neither it nor why the 2-D fit's curve bottoms below every point drawn (an
+    audit)."""
+    best = best_point(runs) if batch is not None else None
+    if best is None or batch is None or np.isclose(best[1], batch):
+        return
+    lr, at, loss = best
+    lo, hi = ax.get_ylim()
+    if loss < lo:
+        ax.set_ylim(loss - 0.01 * abs(loss), hi)
+    ax.plot([lr], [loss], "s", ms=7, mfc="none", mew=1.5, color="k", zorder=5,
+            label="the cell's best point, at another batch")  # fmt: skip
+    # (its batch toward the panel's middle: at the right edge it ran into the next panel)
+    lrs = runs["lr"][runs["lr"] > 0]
+    right = math.log(lr) > (math.log(lrs.min()) + math.log(lrs.max())) / 2
+    ax.annotate(f"batch {at:.4g}", (lr, loss), xytext=(-7 if right else 7, -3), fontsize=7,
+                textcoords="offset points", ha="right" if right else "left")  # fmt: skip
 
 
 def _say_none_finished(ax: Any, runs: pd.DataFrame) -> None:
@@ -333,23 +380,25 @@ def _edge_words(o: CellOptimum) -> str:
     return f"{what} optimum on the {side} edge"
 
 
-def _log_ticks(axis: Any) -> None:
-    """Label a log axis at :func:`readable_ticks` of the range it has once drawn, in the form
-    "2×10⁻³", with no minor labels: matplotlib's minor labels crowd each other on the narrow
-    ranges these plots have."""
+def _log_ticks(axis: Any, most: int | None = None) -> None:
+    """Label a log axis at :func:`readable_ticks` of the range it has once drawn (at most
+    ``most`` of them, where given), in the form "2×10⁻³", with no minor labels: matplotlib's
+    minor labels crowd each other on the narrow ranges these plots have."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    axis.set_major_locator(_readable_locator()(base=10.0))
+    axis.set_major_locator(_readable_locator()(base=10.0, most=most))
     axis.set_major_formatter(FuncFormatter(_sci_label))
     axis.set_minor_formatter(NullFormatter())
 
 
-def readable_ticks(lo: float, hi: float) -> list[float] | None:
+def readable_ticks(lo: float, hi: float, most: int | None = None) -> list[float] | None:
     """A log axis's ticks from ``lo`` to ``hi``: 10^k past three decades, else 1, 2, 5 × 10^k;
     where fewer than two of those fall in the range, 1, 2, 3, 5, 7 (every whole mantissa crowded
     the labels at the top of a decade), every whole mantissa, then about 3 even
     steps (on a law sampler's three close LRs matplotlib's LogLocator had fallen back to ~10
-    ticks, each labelled, overlapping: an audit). None for a range no log axis has."""
+    ticks, each labelled, overlapping: an audit). With ``most``, no more ticks than that: the
+    decades where two or more fall in the range, else every n-th tick (a narrow panel's seven
+    labels had run together: an audit). None for a range no log axis has."""
     from matplotlib.ticker import MaxNLocator
 
     lo, hi = sorted((float(lo), float(hi)))
@@ -360,8 +409,19 @@ def readable_ticks(lo: float, hi: float) -> list[float] | None:
     for subs in [(1.0,)] if hi / lo > 1e3 else fine:
         ticks = [m * 10.0**k for k in decades for m in subs if lo <= m * 10.0**k <= hi]
         if len(ticks) >= 2:
-            return ticks
-    return [float(t) for t in MaxNLocator(nbins=3).tick_values(lo, hi) if lo <= t <= hi]
+            return _at_most(ticks, most, [10.0**k for k in decades if lo <= 10.0**k <= hi])
+    steps = [float(t) for t in MaxNLocator(nbins=3).tick_values(lo, hi) if lo <= t <= hi]
+    return _at_most(steps, most, [])
+
+
+def _at_most(ticks: list[float], most: int | None, decades: list[float]) -> list[float]:
+    """``ticks``, or where there are more than ``most``, the ``decades`` among them when two to
+    ``most`` are, else every n-th tick (as few as ``most``)."""
+    if most is None or len(ticks) <= most:
+        return ticks
+    if 2 <= len(decades) <= most:
+        return decades
+    return ticks[:: math.ceil(len(ticks) / most)]
 
 
 @functools.cache
@@ -371,8 +431,12 @@ def _readable_locator() -> Any:
     from matplotlib.ticker import LogLocator
 
     class ReadableLogLocator(LogLocator):
+        def __init__(self, *args: Any, most: int | None = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.most = most
+
         def tick_values(self, vmin: float, vmax: float) -> Any:
-            ticks = readable_ticks(vmin, vmax)
+            ticks = readable_ticks(vmin, vmax, self.most)
             return super().tick_values(vmin, vmax) if ticks is None else np.array(ticks)
 
     return ReadableLogLocator
@@ -403,6 +467,17 @@ def _cell_scale(o: CellOptimum, predictors: Sequence[str]) -> dict[str, float] |
     return {k: float(v) for k, v in s.items() if v is not None}
 
 
+#: the most lines a law of several predictors draws, one per value of its other predictors (a
+#: Step Law ladder's 15 values of D had drawn 15 labelled lines and bands, the colours repeating
+#: and the legend over the target's star: an audit); past it, a colour scale gives each point's
+#: value
+MAX_LAW_LINES: Final[int] = 5
+
+#: a law plot's size, and a several-line law's (its legend below the axes, its colour bar beside)
+_LAW_SIZE: Final = (6.2, 4.4)
+_LAWS_SIZE: Final = (7.4, 6.4)
+
+
 @_styled
 def plot_law(
     optima: Sequence[CellOptimum],
@@ -411,12 +486,19 @@ def plot_law(
     holdout_cells: Sequence[str] = (),
     target_scale: Mapping[str, float] | None = None,
     recipe_value: float | None = None,
+    bounds: Sequence[tuple[CellOptimum, float]] = (),
 ) -> Figure:
     """The cells' optima against the law's first predictor, the law line and its 95% band; at
     ``target_scale``, the law's prediction (a star) and ``recipe_value``, the value the recipe
-    wrote there (a diamond: the risk-aware LR, the batch planned for the hardware)."""
+    wrote there (a diamond: the risk-aware LR, the batch planned for the hardware). ``bounds``:
+    cells the fit has no optimum of, only a bound above it (the LR at and above which their runs
+    diverged or lie past the fit's window), each with that bound, drawn as a downward triangle.
+    A law of several predictors draws a line per value of the others among the cells, at most
+    :data:`MAX_LAW_LINES` of them across their range (then a colour scale gives each point's
+    value), with its legend below the axes."""
     target, x_name = law.target, law.predictors[0]
-    fig, ax = _subplots(figsize=(6.2, 4.4))
+    others = law.predictors[1:]
+    fig, ax = _subplots(figsize=_LAWS_SIZE if others else _LAW_SIZE)
     ax.set_xscale("log")
     ax.set_yscale("log")
     pts = [
@@ -424,14 +506,15 @@ def plot_law(
         for o in optima
         if (s := _cell_scale(o, law.predictors)) is not None and getattr(o, target) is not None
     ]
-    xs_all = [s[x_name] for _o, s in pts]
+    bound_pts = [(o, s, v) for o, v in bounds if (s := _cell_scale(o, law.predictors)) is not None]
+    xs_all = [s[x_name] for _o, s in pts] + [s[x_name] for _o, s, _v in bound_pts]
     x_hi = max(xs_all) if xs_all else 1.0
     ts = target_point(law, target_scale)
     if ts is not None:
         x_hi = max(x_hi, ts[x_name])
-    colors = _rc()["axes.prop_cycle"].by_key()["color"]
-    shown, line_colors = _draw_law_lines(ax, law, [s for _o, s in pts], xs_all, x_hi, colors,
-                                         target=ts)  # fmt: skip
+    keys = cell_keys(optima, law)
+    colour_of = _key_colours(fig, ax, law, keys)
+    shown = _draw_law_lines(ax, law, keys, xs_all or [1.0], x_hi, colour_of, target=ts)
     shown += [float(getattr(o, target)) for o, _s in pts]
     if law.domain.get(x_name):
         ax.axvspan(*law.domain[x_name], color="k", alpha=0.04, label="fitted range")
@@ -439,10 +522,10 @@ def plot_law(
     for o, s in pts:
         # (a point of a several-line law in its line's colour: all black, none could be told
         # apart; an audit)
-        rest = tuple(s[p] for p in law.predictors[1:])
-        color = line_colors.get(rest) if rest else None
+        color = colour_of(_key(s, others)) if others else None
         _draw_optimum(ax, o, s[x_name], target, held=o.cell in holdout_cells, named=named,
                       color=color)  # fmt: skip
+    shown += _draw_bounds(ax, [(o, s[x_name], v) for o, s, v in bound_pts])
     if holdout_cells:
         ax.plot([], [], "s", color="tab:red", label="held out")
     if ts is not None:
@@ -450,9 +533,108 @@ def plot_law(
     _clamp_ylim(ax, shown)
     if ts is not None:
         _mark_clipped_ends(ax, ts[x_name], *law.interval(ts))
-    _label_law_axes(ax, law)
+    _label_law_axes(ax, law, along_batch=at_best_batch(law, optima))
     fig.tight_layout()
     return fig
+
+
+def _key(scale: Mapping[str, float], others: Sequence[str]) -> tuple[float, ...]:
+    """A cell's values of a law's other predictors (after its first): the line it lies on."""
+    return tuple(scale[p] for p in others)
+
+
+def cell_keys(optima: Sequence[CellOptimum], law: PowerLaw) -> list[tuple[float, ...]]:
+    """The values of ``law``'s other predictors (after its first) among the ``optima`` its plot
+    draws, sorted: a line each, up to :data:`MAX_LAW_LINES`."""
+    others = law.predictors[1:]
+    return sorted({
+        _key(s, others)
+        for o in optima
+        if (s := _cell_scale(o, law.predictors)) is not None and getattr(o, law.target) is not None
+    })  # fmt: skip
+
+
+def at_best_batch(law: PowerLaw, optima: Sequence[CellOptimum]) -> bool:
+    """Whether ``law`` is an LR law of cells that swept the batch: each point, and so the law,
+    is then the optimal LR at the cell's own optimal batch, along B*, not at one batch (a batch
+    ladder's LR law had been read as one at a fixed batch: an audit)."""
+    return law.target == "lr" and any(batch_swept(o) for o in optima)
+
+
+def batch_swept(o: CellOptimum) -> bool:
+    """Whether ``o``'s cell tried more than one batch size: its batch interval, or without
+    resamples its range of batches (``--bootstrap 0`` had drawn a batch sweep's page as if no
+    batch was swept: no batch figure, no "batch*")."""
+    lo_hi = o.batch_range
+    return o.batch_tokens_ci is not None or (lo_hi is not None and lo_hi[1] > lo_hi[0] * 1.001)
+
+
+def _key_colours(
+    fig: Any, ax: Any, law: PowerLaw, cell_keys: Sequence[tuple[float, ...]]
+) -> Callable[[tuple[float, ...]], Any]:
+    """How a law's plot colours a line and a point by their values of the law's other predictors
+    (``cell_keys``: the cells'): a colour each, the palette's, where the cells have at most
+    :data:`MAX_LAW_LINES` of them (another line, the target's, the next colour); past that, a
+    colour scale of the first other predictor, with its colour bar beside ``ax``, and the
+    target's line purple, as its star."""
+    others = law.predictors[1:]
+    palette = _rc()["axes.prop_cycle"].by_key()["color"]
+    keys = list(cell_keys)
+    if len(keys) <= MAX_LAW_LINES:
+        return lambda k: palette[(keys.index(k) if k in keys else len(keys)) % len(palette)]
+    import matplotlib
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm
+
+    lo, hi = min(k[0] for k in keys), max(k[0] for k in keys)
+    norm, cmap = LogNorm(lo, max(hi, lo * 1.001)), matplotlib.colormaps["viridis"]
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, pad=0.02)
+    unit = data_unit(law.conventions)
+    bar.set_label(f"{axis_label(others[0], unit)} of the cell (colour)", fontsize=8)
+    return lambda k: cmap(norm(k[0])) if k in keys else "tab:purple"
+
+
+def _line_keys(
+    others: Sequence[str],
+    cell_keys: Sequence[tuple[float, ...]],
+    target: Mapping[str, float] | None,
+) -> tuple[list[tuple[float, ...]], tuple[float, ...] | None]:
+    """The values of a law's other predictors (after its first) to draw a line at: the cells'
+    (at most :data:`MAX_LAW_LINES`, across their range: :func:`_spread`) and the ``target``'s (a
+    two-predictor law's star had sat on no line), and the target's among them (None: no target,
+    or a law of one predictor, whose one line is the target's)."""
+    keys = _spread(list(cell_keys), MAX_LAW_LINES)
+    if target is None or not others:
+        return keys, None
+    at = tuple(float(target[p]) for p in others)
+    same = next((k for k in cell_keys if np.allclose(k, at, rtol=1e-9, atol=0.0)), None)
+    if same is None or same not in keys:
+        keys.append(same or at)
+    return keys, same or at
+
+
+def _spread(keys: list[tuple[float, ...]], most: int) -> list[tuple[float, ...]]:
+    """At most ``most`` of the sorted ``keys``, the nearest (in the log of their product) to
+    evenly spaced points from the first to the last, in their order."""
+    if len(keys) <= most:
+        return keys
+    pos = [sum(math.log(v) for v in k) for k in keys]
+    chosen: list[int] = []
+    for want in np.linspace(min(pos), max(pos), most):
+        free = [i for i in range(len(keys)) if i not in chosen]
+        chosen.append(min(free, key=lambda i: abs(pos[i] - want)))
+    return [keys[i] for i in sorted(chosen)]
+
+
+def _draw_bounds(ax: Any, bounds: Sequence[tuple[CellOptimum, float, float]]) -> list[float]:
+    """Each cell with only a bound on its optimum ((its optimum, x, bound)) as a red downward
+    triangle at the bound, named (its optimum lies below it); returns the bounds drawn."""
+    for i, (o, x, v) in enumerate(bounds):
+        label = "only a bound: the cell's optimum lies below" if i == 0 else None
+        ax.plot([x], [v], "v", ms=8, mfc="none", mew=1.6, color="tab:red", label=label)
+        ax.annotate(o.cell, (x, v), xytext=(-5, 6), textcoords="offset points", ha="right",
+                    fontsize=6, color="tab:red")  # fmt: skip
+    return [v for _o, _x, v in bounds]
 
 
 def target_point(law: Law, scale: Mapping[str, float] | None) -> dict[str, float] | None:
@@ -479,17 +661,45 @@ def _draw_target_marks(
     return shown
 
 
-def _label_law_axes(ax: Any, law: PowerLaw) -> None:
-    """A law plot's title (the law with its exponents), axes (D and the batch in the unit the
-    law's conventions record) and legend."""
+def _label_law_axes(ax: Any, law: PowerLaw, *, along_batch: bool = False) -> None:
+    """A law plot's title (the law with its exponents, wrapped to the axes: a two-predictor
+    law's ran off the figure; and, ``along_batch``, that each cell's LR is at its own optimal
+    batch), axes (D and the batch in the unit the law's conventions record) and legend: framed
+    inside the axes for a law of one line, below them for a law of several (its legend of 18
+    entries had covered the target's star: an audit)."""
     unit = data_unit(law.conventions)
-    exps = ", ".join(_exponent_words(law, p) for p in law.predictors)
-    ax.set_title(f"{axis_label(law.target, unit)} ∝ {exps}", fontsize=9)
+    exps = [_exponent_words(law, p) for p in law.predictors]
+    lines = _wrapped([f"{axis_label(law.target, unit)} ∝ {exps[0]}", *exps[1:]], _TITLE_CHARS)
+    if along_batch:
+        lines.append("(each cell's LR at its own optimal batch: along B*, not at one batch)")
+    ax.set_title("\n".join(lines), fontsize=9)
     _log_ticks(ax.xaxis)
     _log_ticks(ax.yaxis)  # (only the decades were labelled: an interval's end could not be read)
     ax.set_xlabel(axis_label(law.predictors[0], unit))
     ax.set_ylabel(axis_label(law.target, unit))
-    ax.legend(fontsize=8, framealpha=0.85)  # (framed: without, it lay over the band unread)
+    if len(law.predictors) == 1:
+        ax.legend(fontsize=8, framealpha=0.85)  # (framed: without, it lay over the band unread)
+    else:
+        ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.13),
+                  ncol=2)  # fmt: skip
+
+
+#: the most characters a law plot's title line holds (its axes' width at the title's size)
+_TITLE_CHARS: Final[int] = 64
+
+
+def _wrapped(parts: Sequence[str], width: int) -> list[str]:
+    """``parts`` joined by ", " into lines of at most ``width`` characters where they fit (a part
+    longer than that is a line of its own)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += ", " + part
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(part)
+    return lines
 
 
 def _exponent_words(law: PowerLaw, p: str) -> str:
@@ -502,52 +712,41 @@ def _exponent_words(law: PowerLaw, p: str) -> str:
 def _draw_law_lines(
     ax: Any,
     law: PowerLaw,
-    cell_scales: list[dict[str, float]],
+    cell_keys: Sequence[tuple[float, ...]],
     xs_all: list[float],
     x_hi: float,
-    colors: Sequence[str],
+    colour_of: Callable[[tuple[float, ...]], Any],
     *,
     target: Mapping[str, float] | None = None,
-) -> tuple[list[float], dict[tuple[float, ...], str]]:
+) -> list[float]:
     """The law and its 95% band along its first predictor, from the smallest cell (``xs_all``) to
-    ``x_hi``, with a margin of 1.3x either side, one line per value of its other predictors among
-    the cells and at the ``target`` (its star on a line: :func:`_line_keys`); returns the law
-    lines' values and each line's colour by those values."""
+    ``x_hi``, with a margin of 1.3x either side, one line per value of its other predictors
+    (:func:`_line_keys`: the cells', at most :data:`MAX_LAW_LINES`, and the ``target``'s, its
+    star on a line), each in ``colour_of`` its values; a band on each line, or where the lines
+    were thinned, on the target's line alone (else the middle one: the bands of many lines had
+    hidden the points); returns the lines' values."""
     x_name, others = law.predictors[0], law.predictors[1:]
-    keys, at_target = _line_keys(others, cell_scales, target)
+    keys, at_target = _line_keys(others, cell_keys, target)
+    thinned = len(cell_keys) > MAX_LAW_LINES
+    banded = keys if not thinned else [at_target or keys[len(keys) // 2]]
     drawn: list[float] = []
     unit = data_unit(law.conventions)
-    for i, key in enumerate(keys):
-        grid = np.geomspace(min(xs_all) / 1.3, x_hi * 1.3, 80)
+    grid = np.geomspace(min(xs_all) / 1.3, x_hi * 1.3, 80)
+    for key in keys:
         scales = [{x_name: float(x), **dict(zip(others, key, strict=True))} for x in grid]
         y = np.array([law.predict(s) for s in scales])
-        lo, hi = _law_band(law, scales)
         at, mark = _at_words(others, key, unit), " (the target's)" if key == at_target else ""
         label = "law" + (f" at {at}" if at else "") + mark
-        c = colors[i % len(colors)]
-        ax.plot(grid, y, "-", color=c, lw=1.6, label=label)
-        band = "95% band" if i == 0 else None  # (one entry: the bands differ only in colour)
-        ax.fill_between(grid, _finite(lo), _finite(hi), color=c, alpha=0.15, label=band)
+        c = colour_of(key)
+        style = "--" if thinned and key == at_target and key not in cell_keys else "-"
+        ax.plot(grid, y, style, color=c, lw=1.6, label=label)
+        if key in banded:
+            lo, hi = _law_band(law, scales)
+            band = "95% band" if key == banded[0] else None  # (one entry: they differ in colour)
+            band = f"95% band (of the line at {at})" if band and thinned else band
+            ax.fill_between(grid, _finite(lo), _finite(hi), color=c, alpha=0.15, label=band)
         drawn += y.tolist()
-    return drawn, {key: colors[i % len(colors)] for i, key in enumerate(keys)}
-
-
-def _line_keys(
-    others: Sequence[str],
-    cell_scales: list[dict[str, float]],
-    target: Mapping[str, float] | None,
-) -> tuple[list[tuple[float, ...]], tuple[float, ...] | None]:
-    """The values of a law's other predictors (after its first) to draw a line at: the cells'
-    and the ``target``'s (a two-predictor law's star had sat on no line), and the target's
-    among them (None: no target, or a law of one predictor, whose one line is the target's)."""
-    keys = sorted({tuple(s[p] for p in others) for s in cell_scales})
-    if target is None or not others:
-        return keys, None
-    at = tuple(float(target[p]) for p in others)
-    same = next((k for k in keys if np.allclose(k, at, rtol=1e-9, atol=0.0)), None)
-    if same is None:
-        keys.append(at)
-    return keys, same or at
+    return drawn
 
 
 #: a predictor's name in a law plot's legend, D in the law's unit (the x axis said "training
@@ -601,9 +800,11 @@ def _draw_optimum(
     color: str | None = None,
 ) -> None:
     """One cell's optimum of ``target`` at ``x`` with its interval: a red square when held out,
-    a hollow grey dot when the cell is not usable, else a dot in ``color`` (its law line's; black
-    by default); in the legend once per kind not yet in ``named`` (the held-out cells have their
-    own entry)."""
+    a hollow grey dot when the cell is not usable, a hollow dot in ``color`` when it is on the
+    edge of what the cell tried (:func:`edge_of`: the cell's runs do not bracket it; a surface
+    law's such cells had been drawn as plain optima: an audit), else a dot in ``color`` (its law
+    line's; black by default); in the legend once per kind not yet in ``named`` (the held-out
+    cells have their own entry)."""
     y = getattr(o, target)
     ci = getattr(o, f"{target}_ci")
     style: dict[str, Any] = (
@@ -612,6 +813,9 @@ def _draw_optimum(
     kind = "cell optimum" + (" (95% interval)" if ci else "")
     if not o.usable and not held:
         style, kind = dict(fmt="o", color="tab:gray", ms=4, mfc="none"), "cell left out"
+    elif edge_of(o) is not None and not held:
+        style.update(mfc="none", mew=1.4, ms=5)
+        kind = "optimum on the edge of what the cell tried"
     if named is not None and not held and kind not in named:
         named.add(kind)
         style["label"] = kind
@@ -660,22 +864,36 @@ def _mark_clipped_ends(ax: Any, x: float, lo: float, hi: float) -> None:
 @_styled
 def plot_residuals(optima: Sequence[CellOptimum], law: PowerLaw) -> Figure:
     """ln(point / law) per cell (the points those passed: the cells' own optima or a surface
-    fit's), with the cells' own 95% intervals and the band of the law's scatter τ."""
-    fig, ax = _subplots(figsize=(6.2, 3.2))
+    fit's), with the cells' own 95% intervals and the band of the law's scatter τ; hollow where
+    the optimum is on the edge of what the cell tried, coloured as on the law's plot by the law's
+    other predictors (:func:`_key_colours`), the legend below the axes (it had covered points)
+    and the figure taller the more cells it names (17 names had run into each other)."""
+    others = law.predictors[1:]
+    pts = [
+        (o, s, y)
+        for o in optima
+        if (s := _cell_scale(o, law.predictors)) is not None
+        and (y := getattr(o, law.target)) is not None
+    ]
+    fig, ax = _subplots(figsize=(6.2 + 1.2 * bool(others), 3.4 + 0.12 * max(0, len(pts) - 8)))
     x_name = law.predictors[0]
     ax.set_xscale("log")
+    keys = cell_keys(optima, law)
+    colour_of = _key_colours(fig, ax, law, keys)
+    if others and len(keys) <= MAX_LAW_LINES:  # (the colours of the law plot's lines, named)
+        unit = data_unit(law.conventions)
+        for k in keys:
+            label = f"cells at {_at_words(others, k, unit)}"
+            ax.plot([], [], "o", ms=4, color=colour_of(k), label=label)
     names: list[Any] = []
-    for o in optima:
-        s = _cell_scale(o, law.predictors)
-        y = getattr(o, law.target)
-        if s is None or y is None:
-            continue
+    for o, s, y in pts:
         pred = law.predict(s)
         r = math.log(y / pred)
         ci = getattr(o, f"{law.target}_ci")
         yerr = [[r - math.log(ci[0] / pred)], [math.log(ci[1] / pred) - r]] if ci else None
-        color = "k" if o.usable else "tab:gray"
-        ax.errorbar([s[x_name]], [r], yerr=yerr, fmt="o", color=color, ms=4, capsize=2)
+        color = (colour_of(_key(s, others)) if others else "k") if o.usable else "tab:gray"
+        hollow = dict(mfc="none", mew=1.4) if not o.usable or edge_of(o) is not None else {}
+        ax.errorbar([s[x_name]], [r], yerr=yerr, fmt="o", color=color, ms=4, capsize=2, **hollow)
         names.append(ax.annotate(o.cell, (s[x_name], r), fontsize=6, xytext=(3, 3),
                                  textcoords="offset points"))  # fmt: skip
     _log_ticks(ax.xaxis)
@@ -698,11 +916,16 @@ def _draw_scatter_band(ax: Any, tau: float) -> None:
         ax.axhspan(-tau, tau, color="tab:orange", alpha=0.1, label=label)
     else:
         ax.plot([], [], " ", label="scatter τ = 0: no band")
-    ax.legend(fontsize=8, framealpha=0.85)
+    ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
 
 
-#: where a point's name may go, tried in turn (offset in points, horizontal alignment)
-_NAME_SPOTS: Final = (((3, 3), "left"), ((3, -9), "left"), ((-3, 3), "right"), ((-3, -9), "right"))
+#: where a point's name may go, tried in turn (offset in points, horizontal alignment): above
+#: and below either side, then level with it, then further out
+_NAME_SPOTS: Final = (
+    ((3, 3), "left"), ((3, -9), "left"), ((-3, 3), "right"), ((-3, -9), "right"),
+    ((5, -3), "left"), ((-5, -3), "right"), ((3, 10), "left"), ((-3, 10), "right"),
+    ((3, -16), "left"), ((-3, -16), "right"),
+)  # fmt: skip
 
 
 def _unclutter(fig: Any, names: Sequence[Any]) -> None:
@@ -792,6 +1015,8 @@ def plot_transfer(result: Mapping[str, Any]) -> Figure | None:
             ax.plot([lrs[name]], [losses[name]], "D", color=color, ms=6, label=label)
     if "measured_optimum" in named:
         _draw_measured(ax, lrs, losses)
+    elif result.get("measured_lr"):
+        _draw_measured_lr(ax, float(result["measured_lr"]), lrs, losses)
     ax.set_xscale("log")
     _log_ticks(ax.xaxis)
     fin = y[np.isfinite(y)]
@@ -822,6 +1047,29 @@ def _draw_measured(ax: Any, lrs: Mapping[str, float], losses: Mapping[str, float
     ax.axvline(lr, color="black", lw=1.2, ls=":", zorder=4)
     ax.plot([lr], [loss], "D", ms=11, mfc="none", mec="black", mew=1.6, zorder=5, clip_on=False,
             label=label)  # fmt: skip
+
+
+def trained_at(
+    *, result_lrs: Mapping[str, float], losses: Mapping[str, float], lr: float
+) -> str | None:
+    """The name of a check's trained point at ``lr`` (one with a loss), None when none is."""
+    return next((n for n, v in result_lrs.items() if n in losses and np.isclose(v, lr)), None)
+
+
+def _draw_measured_lr(
+    ax: Any, lr: float, lrs: Mapping[str, float], losses: Mapping[str, float]
+) -> None:
+    """The cell's measured optimum of a check stored before its ``lrs`` held one (its
+    ``measured_lr`` alone: such a check's plot had drawn none): the hollow diamond where a point
+    trained at that LR gives its loss, else a dotted black line at it."""
+    at = trained_at(result_lrs=lrs, losses=losses, lr=lr)
+    if at is not None:
+        _draw_measured(
+            ax, {**lrs, "measured_optimum": lr}, {**losses, "measured_optimum": losses[at]}
+        )
+        return
+    ax.axvline(lr, color="black", lw=1.4, ls=":", zorder=4,
+               label="the cell's measured optimum\n(not trained: no loss)")  # fmt: skip
 
 
 @_styled
@@ -866,7 +1114,7 @@ def plot_batch_surface(
 ) -> Figure | None:
     """Loss over (LR, batch) in each cell where the batch size was swept, the batch in ``unit``
     (:func:`data_unit`); None if none was."""
-    swept = [o for o in optima if o.batch_tokens_ci is not None]
+    swept = [o for o in optima if batch_swept(o)]
     if not swept:
         return None
     ncols = min(3, len(swept))
@@ -896,13 +1144,17 @@ def plot_batch_surface(
             ax.set_xlim(float(r["lr"].min()) / 1.25, float(r["lr"].max()) * 1.25)
             ax.set_ylim(float(r["batch_tokens"].min()) / 1.4, float(r["batch_tokens"].max()) * 1.4)
             _ticks_at(ax.yaxis, sorted(r["batch_tokens"].unique()))
-        _log_ticks(ax.xaxis)
+        _log_ticks(ax.xaxis, most=_PANEL_LR_TICKS)
         ax.set_title(o.cell, fontsize=9)
         ax.set_xlabel("peak LR")
         ax.set_ylabel(f"batch ({unit})")
         fig.colorbar(sc, ax=ax, label="final val loss (nats)")
     fig.tight_layout()
     return fig
+
+
+#: the most LR ticks a panel of several labels (seven had run together: an audit)
+_PANEL_LR_TICKS: Final[int] = 4
 
 
 def _ticks_at(axis: Any, values: Sequence[float]) -> None:

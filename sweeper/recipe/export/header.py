@@ -114,7 +114,7 @@ def _law_lines(r: Recipe) -> list[str]:
             + fb
         )
         if conv.held_text:
-            lines.append(f"  {role} law held fixed: {conv.held_text}")
+            lines.append(f"  {role} law: {conv.held_text}")
         if role == "lr" and conv.lr:
             lines.append(f"  lr measured as: {conv.lr}")
     return lines

@@ -373,7 +373,8 @@ def test_held_fixed_ranges_recorded() -> None:
     assert law.conventions.held["batch_tokens"] == (batch, batch)
     assert "n_params" not in law.conventions.held
     held = law.conventions.held_text
-    assert "tokens 8.19e+05" in held and "tokens_per_param 0.128-8.19" in held
+    assert "held fixed over the fitted cells: tokens 8.19e+05" in held
+    assert "varied over them: tokens_per_param 0.128–8.19" in held
     assert law_from_dict(law.to_dict()) == law
     full = {"n_params": 1e7, "tokens": 2e12, "tokens_per_param": 2e5, "batch_tokens": 4e6}
     assert law.extrapolation(full) == {"n_params": pytest.approx(1e7 / 6.4e6)}

@@ -476,7 +476,7 @@ def test_header_names_token_units_and_conversion(mup: Recipe) -> None:
     r = recommend({"lr": law}, Target(n_params=1e8, tokens=4e9), bytes_per_token=4.0)
     text = export_recipe(r, "torchtitan")
     assert "tokens counted as bytes (converted at 4 bytes per token)" in text
-    assert "lr law held fixed: not modelled, over the fitted cells: tokens_per_param 10-40" in text
+    assert "lr law: not modelled, varied over the fitted cells: tokens_per_param 10–40" in text
     assert json.loads(export_recipe(r, "json"))["bytes_per_token"] == 4.0
 
 

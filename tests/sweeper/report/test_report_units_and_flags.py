@@ -173,7 +173,8 @@ def test_data_counted_in_bytes_is_labelled_bytes() -> None:
     from sweeper.report.page import _optima_table, _page_unit
     from sweeper.report.plots import data_unit, plot_batch_surface, plot_law, plot_residuals
 
-    assert data_unit(Conventions()) == "bytes" and data_unit(AS_IMPORTED) == "tokens"
+    # (runs imported without a unit are labelled so: an audit; test_report_fixes_s26)
+    assert data_unit(Conventions()) == "bytes" and data_unit(AS_IMPORTED) == "imported units"
     assert data_unit(None) == "tokens"
     runs, optima = _batch_ladder()
     assert "batch* (bytes)" in _optima_table(optima, [], unit="bytes")
@@ -183,14 +184,13 @@ def test_data_counted_in_bytes_is_labelled_bytes() -> None:
         warnings.simplefilter("ignore", FitWarning)
         law = fit_power_law([o for o in optima if o.usable], target="batch_tokens",
                             predictors=("tokens",), n_boot=20)  # fmt: skip
-    for conv, unit in ((Conventions(), "bytes"), (AS_IMPORTED, "tokens")):
+    cases = ((Conventions(), "bytes", "training bytes D"),
+             (AS_IMPORTED, "imported units", "training D (imported units)"))  # fmt: skip
+    for conv, unit, d in cases:
         shown = replace(law, conventions=conv)
         ax = plot_law(optima, shown).axes[0]
-        assert (ax.get_xlabel(), ax.get_ylabel()) == (
-            f"training {unit} D",
-            f"optimal batch ({unit})",
-        )
-        assert plot_residuals(optima, shown).axes[0].get_xlabel() == f"training {unit} D"
+        assert (ax.get_xlabel(), ax.get_ylabel()) == (d, f"optimal batch ({unit})")
+        assert plot_residuals(optima, shown).axes[0].get_xlabel() == d
     bytes_law = replace(law, conventions=Conventions())
     assert _page_unit(ReportInputs("s", runs, optima, [bytes_law])) == "bytes"
     assert _page_unit(ReportInputs("s", runs, optima, [])) == "tokens"
