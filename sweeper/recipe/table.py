@@ -126,7 +126,8 @@ def _steps_note(r: Recipe) -> str:
         return warm
     total, warm_steps = r.rampup_steps()
     return (
-        f"at the full batch; with the ramp-up {total} (+{total - r.total_steps}); {warm}, "
+        f"at the full batch; with the ramp-up {total} (+{total - r.total_steps}; Megatron-LM "
+        f"< 0.18's count, one more from 0.18 when the last batch is partial); {warm}, "
         f"{r.warmup_steps * r.global_batch_sequences} samples, ending at step {warm_steps} with "
         "the ramp-up"
     )

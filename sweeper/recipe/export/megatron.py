@@ -129,23 +129,6 @@ def step_schedule(r: Recipe) -> str:
     return ",".join(f"{s * r.seq_len}:{batch}" for s, batch in _schedule_entries(r))
 
 
-def _schedule_iterations(entries: list[tuple[int, int]], samples: int) -> int:
-    """Iterations until ``samples`` are consumed with the step schedule ``entries``, as
-    update_train_iters counts them from core 0.18 (megatron/training/training.py, core_v0.19.0
-    lines 1534-1544: ``while consumed_samples < args.train_samples``, one iteration of the
-    schedule's batch at the samples consumed, the last partial batch included): whole runs of
-    one entry's batch at a time."""
-    consumed, steps = 0, 0
-    for i, (_threshold, batch) in enumerate(entries):
-        end = entries[i + 1][0] if i + 1 < len(entries) else samples
-        if consumed >= min(end, samples):
-            continue
-        k = -(-(min(end, samples) - consumed) // batch)  # the batches started before end
-        consumed += k * batch
-        steps += k
-    return steps
-
-
 def ramp_steps(r: Recipe, fv: FrameworkVersion | None) -> tuple[int, int]:
     """(total, warmup) iterations Megatron-LM runs with the recipe's ramp-up at ``fv``'s version:
     < 0.18 the recipe's :meth:`~sweeper.recipe.recipe.Recipe.rampup_steps` (update_train_iters
@@ -155,10 +138,10 @@ def ramp_steps(r: Recipe, fv: FrameworkVersion | None) -> tuple[int, int]:
     the iteration that consumes them in either."""
     if r.rampup is None or not _facts(fv).step_schedule:
         return r.rampup_steps()
-    entries = _schedule_entries(r)
-    samples = -(-int(r.tokens) // r.seq_len)
-    warmup = r.warmup_steps * r.global_batch_sequences
-    return _schedule_iterations(entries, samples), _schedule_iterations(entries, warmup)
+    # (the schedule's loop is RampUp.iterations' rule: the batch at the samples consumed, the
+    # last partial batch one step; the warmup's count, which was already that rule)
+    g, samples = r.global_batch_sequences, -(-int(r.tokens) // r.seq_len)
+    return r.rampup.iterations(g, samples), r.rampup_steps()[1]
 
 
 def _batch_args(r: Recipe, facts: MegatronFacts) -> Args:

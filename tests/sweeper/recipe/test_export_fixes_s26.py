@@ -215,18 +215,22 @@ def _naive(entries: list[tuple[int, int]], samples: int) -> int:
     return steps
 
 
-def test_schedule_iterations_is_the_loop() -> None:
-    from sweeper.recipe.export.megatron import _schedule_iterations
+def test_the_ramps_count_is_the_written_schedules_loop() -> None:
+    """From 0.18 the header's count is RampUp.iterations (one rule for the ramp's steps): the
+    loop of Megatron >= 0.18 over the --step-batch-size-schedule the file writes, for random
+    valid ramps (a review: a second copy of the count had been written for the schedule)."""
+    from sweeper.recipe.export.megatron import _schedule_entries
+    from sweeper.recipe.hardware import RampUp
 
     rng = random.Random(26)
     for _ in range(300):
-        thresholds = sorted(rng.sample(range(1, 400), rng.randint(0, 6)))
-        entries = [(0, rng.randint(1, 40))] + [(t, rng.randint(1, 40)) for t in thresholds]
-        samples = rng.randint(0, 600)
-        assert _schedule_iterations(entries, samples) == _naive(entries, samples), (
-            entries,
-            samples,
-        )
+        start, inc = rng.randint(1, 8), rng.randint(1, 8)
+        g = start + inc * rng.randint(1, 6)
+        ru = RampUp(start, inc, rng.randint(1, 300), 0)
+        r = SimpleNamespace(rampup=ru, global_batch_sequences=g)
+        samples = rng.randint(0, 700)
+        entries = _schedule_entries(r)  # type: ignore[arg-type]
+        assert ru.iterations(g, samples) == _naive(entries, samples), (ru, g, samples)
 
 
 def test_the_check_counts_as_the_loop(checks: SimpleNamespace, audit: Recipe) -> None:
