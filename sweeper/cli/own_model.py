@@ -280,7 +280,10 @@ def _draw_diff_laws(ax: Any, res: Any) -> None:
         ys = [law.predict({**dict(res.target), pred: x}) for x in xs]
         e = law.exponents.get(pred, math.nan)
         ax.plot(xs, ys, color=c, label=f"{name}: lr* ∝ {pred}^{e:+.3f}")
-    ax.axvline(res.target.get(pred, hi), color="gray", ls=":", lw=1)
+    if res.target_lr_ratio is not None:  # (refused: one target would be two models)
+        ax.axvline(res.target.get(pred, hi), color="gray", ls=":", lw=1)
+    else:
+        ax.set_title(f"no ratio at one {pred}: {res.target_refused}"[:90], fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(pred)

@@ -250,8 +250,22 @@ class DiffResult:
             f"({', '.join(differ)}), B {side}"
         )
 
-    def __repr__(self) -> str:  # (a notebook's display: the text, not 40 fields of floats)
+    def __str__(self) -> str:
+        """The text ``sweeper diff`` prints: the verdicts, the quantities, the notes."""
         return "\n".join([*self.lines(), *(f"  note: {n}" for n in self.notes)])
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # a notebook's display: the text
+        p.text(str(self))
+
+    def __repr__(self) -> str:
+        """One line, as the other results' (the whole text had been the repr: many lines in a
+        list or a log; a review)."""
+        loss = {None: "no cell compared", True: "differs", False: "not shown to differ"}
+        return (
+            f"<DiffResult {self.b} vs {self.a}: law "
+            f"{'moved' if self.law_moved else 'not shown to move'}, best loss "
+            f"{loss[self.loss_differs]}; {self.n_quantities} quantities>"
+        )
 
     def to_json(self) -> dict[str, Any]:
         a, b = self.laws
@@ -635,7 +649,10 @@ def _varied(law: PowerLaw) -> str:
     conv = law.conventions
     tpp = conv.held.get("tokens_per_param")
     tied = {"n_params", "tokens"} if tpp is not None and not _spans(tpp) else set()
-    left = {k for k in conv.held if k != "tokens_per_param" and _spans(conv.held[k])}
+    # (the scales a law may take: a batch or a sequence length that varied is no predictor, and
+    # --predictors could not take it in: a review)
+    left = {k for k in conv.held if k in PREDICTORS and k != "tokens_per_param"
+            and _spans(conv.held[k])}  # fmt: skip
     if tied & set(law.predictors):
         left -= tied
     vary = [f"{k} ({conv.held_span(k)})" for k in sorted(left)]

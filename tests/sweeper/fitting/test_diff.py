@@ -199,8 +199,8 @@ def test_a_sweep_diffed_with_itself_is_no_different_and_one_seed_keeps_its_losse
     assert same.target_lr_ratio.value == pytest.approx(1.0, abs=1e-12)
     # in a notebook it reads as `sweeper diff` prints it, with both laws (an API audit: a dump
     # of every field; the CLI printed only the differences)
-    # (the verdicts come first: one line when the runs are the same)
-    shown = repr(same).splitlines()
+    # (the verdicts come first: one line when the runs are the same; its repr is one line)
+    shown = str(same).splitlines()
     assert shown[1] == "  A and B are the same runs: nothing to compare"
     assert shown[2].startswith("  lr laws: A n_params^") and "; B n_params^" in shown[2]
     assert shown[-1].startswith("  note: A and B hold")

@@ -205,3 +205,30 @@ def test_a_side_whose_cells_vary_depth_is_said_to_vary_it() -> None:
     at4 = _law({"depth": (4.0, 4.0)})
     assert "the cells held depth elsewhere: A 2, B 4" in _notes(at2, at4, {"n_params": 1e9},
                                                                  given={})  # fmt: skip
+
+
+def test_a_varied_batch_is_no_predictor_to_suggest() -> None:
+    """A review: a batch ladder's varied batch (and a sequence length) had been named with
+    "--predictors chooses", which cannot take them; only the scales a law may take are."""
+    from sweeper.fitting.diff import _varied
+    from sweeper.fitting.laws import PowerLaw
+
+    held = {"batch_tokens": (137.0, 4100.0), "seq_len": (64.0, 128.0), "depth": (1.0, 16.0)}
+    law = PowerLaw(target="lr", predictors=("tokens",), source="s", method="test",
+                   conventions=Conventions(held=held), log_prefactor=0.0,
+                   exponents={"tokens": 0.5})  # fmt: skip
+    said = _varied(law)
+    assert said.startswith("depth (1–16), which the lr laws leave out"), said
+    assert "batch_tokens" not in said and "seq_len" not in said
+    only = replace(law, conventions=Conventions(held={"batch_tokens": (137.0, 4100.0)}))
+    assert _varied(only) == ""
+
+
+def test_a_diffs_repr_is_one_line_and_its_str_the_text() -> None:
+    """A review: the diff's repr had been its whole text (many lines in a list or a log), where
+    the other results print their text and repr one line."""
+    r = _diff(_pair(-0.3, 1), _pair(-0.3, 2), n_boot=320)
+    shown = repr(r)
+    assert "\n" not in shown and shown.startswith("<DiffResult ") and "8 quantities" in shown
+    assert "law not shown to move" in shown or "law moved" in shown
+    assert str(r).splitlines() == [*r.lines(), *(f"  note: {n}" for n in r.notes)]
