@@ -15,7 +15,8 @@ A notebook does the whole path in a few lines::
 
 Storage: every function that reads or writes the storage takes ``storage=`` (a SQLAlchemy URL;
 default ``$SWEEPER_STORAGE``, else ``sqlite:///sweeper.db``; :func:`launch` reads the study's
-``[sweep] storage`` before that default, so pass the same ``storage=`` to the readers after it). A sweep may be given by name or as a
+``[sweep] storage`` after ``$SWEEPER_STORAGE`` and before ``sqlite:///sweeper.db``, so pass the
+readers after it the same ``storage=``). A sweep may be given by name or as a
 :class:`~sweeper.study.handle.Sweep` (loaded once with :meth:`Sweep.load
 <sweeper.study.handle.Sweep.load>`). Bad input raises :class:`~sweeper.errors.SweeperError`;
 doubtful fits warn :class:`~sweeper.fitting.FitWarning`. Heavy modules (ray, torch, optuna,

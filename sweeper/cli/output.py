@@ -27,8 +27,8 @@ def console() -> Any:
 
 def plain_text(draw: Callable[[Any], None]) -> str:
     """What ``draw(console)`` prints, as text without colour or styles, at
-    :data:`OFF_TERMINAL_WIDTH` columns: the verb's output as a pipe gets it, less the blanks
-    that pad a centred title to the table's width. A result's ``str`` is drawn by the verb's
+    :data:`OFF_TERMINAL_WIDTH` columns: the verb's output as a pipe gets it (a table's title
+    centred over it, as there), less the blanks that end its lines. A result's ``str`` is drawn by the verb's
     own printing code through this, so the two cannot drift apart (the API had printed raw
     dataclass dumps; an API audit). Never Jupyter's display, which rich picks by itself in a
     notebook and which would show the text rather than return it."""

@@ -10,20 +10,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Final
 
 import sqlalchemy as sa
 
 from sweeper.errors import StorageError
-from sweeper.fitting.laws import Law, LossLaw, law_from_dict
+from sweeper.fitting.laws import Law, LossLaw, PowerLaw, law_from_dict
 from sweeper.study import storage
 
 __all__ = ["get_law", "latest_laws", "list_laws", "put_law"]
+
+
+#: the resamples a stored law keeps (a fit keeps every one it made, for a diff's far tails; a
+#: --bootstrap of 100,000 had stored 6 MB of JSON a law: a review); intervals at a target read
+#: these, 10,000 leave each 2.5% tail 250 draws
+MAX_STORED_DRAWS: Final[int] = 10_000
 
 
 def put_law(law: Law, url: str | None = None, *, sweep: str | None = None) -> Law:
     """Store ``law`` (for ``sweep``, default its ``source``); returns it with ``id`` and
     ``created_at`` set. A law equal to the latest one stored for its sweep and target (a fit run
     again on the same runs) is not stored twice: that one is returned."""
+    if isinstance(law, PowerLaw) and len(law.boot_coefs) > MAX_STORED_DRAWS:  # (--bootstrap 1e5)
+        law = replace(law, boot_coefs=law.boot_coefs[:MAX_STORED_DRAWS])
     payload = law.to_dict()
     payload.pop("id", None)
     payload.pop("created_at", None)

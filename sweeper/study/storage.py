@@ -126,10 +126,11 @@ _engines: dict[str, Engine] = {}
 
 #: query parameters of a URL whose values are secrets (libpq's ``password``, and the like)
 _SECRET_KEYS = re.compile(r"(?i)^(password|passwd|pwd|pass|secret|token|sslpassword)$")
-#: ``scheme://user:secret@`` anywhere in a text; the secret may hold spaces and quotes (a
-#: password ``Sup3r S3cret`` had stopped the pattern short of its ``@``, and a launch's command
-#: line reached Ray's job table unmasked: a cluster audit), not a ``/`` or a line's end
-_URL_SECRET = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s:/@'\"]*:)[^@/\n]*@")
+#: ``scheme://user:secret@`` anywhere in a text. A secret with a space or a quote is not read
+#: past them (``ray://head:10001; try ssh me@head`` is no URL's secret: a review): a known URL's
+#: password is masked by :func:`redact`'s ``urls`` wherever it appears (the launch's storage in
+#: Ray's job table: a cluster audit)
+_URL_SECRET = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
 #: ``password=secret`` (libpq keyword strings, query strings) anywhere in a text
 _KEY_SECRET = re.compile(
     r"(?i)\b(password|passwd|pwd|sslpassword)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\s&;,)'\"]+)"

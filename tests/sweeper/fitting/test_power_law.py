@@ -412,3 +412,20 @@ def test_a_law_reads_in_one_line_in_a_list_and_a_zero_exponent_reads_0() -> None
         exponents_ci={"n_params": (-0.1, 0.1)}, boot_coefs=((0.0, 0.0),) * 500, n_cells=5,
     )  # fmt: skip
     assert repr([law]) == "[<PowerLaw lr = 0.01·N^0[-0.1,0.1]  (sweep s, parabola+wls, 5 cells)>]"
+
+
+def test_a_stored_law_keeps_at_most_ten_thousand_draws(tmp_path) -> None:
+    """A fit keeps every draw it made (a diff's far tails need them); the store keeps the first
+    10,000 (a --bootstrap of 100,000 had stored 6 MB of JSON a law: a review)."""
+    from dataclasses import replace
+
+    from sweeper.fitting.store import MAX_STORED_DRAWS, put_law
+
+    law = PowerLaw(target="lr", predictors=("n_params",), source="s", method="test",
+                   log_prefactor=0.0, exponents={"n_params": -0.5},
+                   boot_coefs=tuple((0.0, -0.5 + i * 1e-6) for i in range(12_000)))  # fmt: skip
+    stored = put_law(law, f"sqlite:///{tmp_path / 's.db'}")
+    assert len(stored.boot_coefs) == MAX_STORED_DRAWS == 10_000
+    assert stored.boot_coefs == law.boot_coefs[:10_000]
+    few = replace(law, boot_coefs=law.boot_coefs[:50], source="t")
+    assert put_law(few, f"sqlite:///{tmp_path / 's.db'}").boot_coefs == few.boot_coefs

@@ -261,8 +261,7 @@ def test_a_password_with_a_space_or_a_quote_is_masked_in_rays_job_table(
 ) -> None:
     """A cluster audit: a launch's command line (Ray's job entrypoint, readable by anyone with the
     cluster's token) kept a storage password holding a space or a quote, which the pattern of a
-    URL's secret stopped short of; the launch's own URL is now masked by its password, and the
-    pattern reads past spaces and quotes."""
+    URL's secret stopped short of; the launch's own URL is now masked by its password."""
     import ray._private.utils as ru
 
     from sweeper.run.launch import _ray_start_env
@@ -275,5 +274,8 @@ def test_a_password_with_a_space_or_a_quote_is_masked_in_rays_job_table(
         shown = ru.get_entrypoint_name()
     assert "S3cretPW" not in shown and "root:***@127.0.0.1" in shown, shown
     assert ru.get_entrypoint_name() == line  # (Ray's own, put back)
-    assert "S3cretPW" not in redact(line)  # without the URL too
-    assert redact("see https://host:8265/jobs and me@x") == "see https://host:8265/jobs and me@x"
+    # without the URL, text that is no URL's secret is kept (a review: a wider pattern had
+    # masked "ray://head:10001; try ssh me@head")
+    for text in ("could not join ray://head:10001; try ssh me@head",
+                 "see https://host:8265/jobs and me@x"):  # fmt: skip
+        assert redact(text) == text
