@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 
 import sweeper.cli as cli_mod
+from sweeper.fitting.synthetic import synthetic_sweep
 
 STEPLAW_FILE = "steplaw_dense_lr_bs_loss.csv"
 #: the command that imports the Step Law release (module docstring of sweeper.study.importer)
@@ -151,3 +153,18 @@ def wild_law(spread: float) -> tuple[list[Any], Any, Any]:
     a, b = law.boot_coefs[0]
     wild = tuple((a, b + spread * k) for k in (-7.0, 0.0, 30.0) * 10)
     return optima, law, replace(law, boot_coefs=wild)
+
+
+#: the diff tests' ladder: 6 widths 32-256, N = 24·w²
+DIFF_N: tuple[float, ...] = tuple(float(x) for x in 24 * np.geomspace(32, 256, 6) ** 2)
+
+
+def pair_sweep(exponent: float, seed: int, n: tuple[float, ...] = DIFF_N) -> pd.DataFrame:
+    """Cells of ``n`` at one D, 8 LRs × 2 seeds, proxy-like noise, lr* ∝ N^``exponent``: the
+    laws of a pair pivot at the middle cell (``sweeper diff``'s tests)."""
+    mid = math.exp(float(np.mean(np.log(n))))
+    return synthetic_sweep(
+        n_params=n, tokens=(819_200.0,), lr_law=(0.02 * mid ** (-exponent), {"n_params": exponent}),
+        lr_steps=(-4, 3), seeds=2, noise=0.003, noise_high=0.02, noise_df=5.0, k_low=0.03,
+        k_high=0.25, seq_len=128, batch_size=32, loss_law=(1.2, 8.0, 0.0, 0.2, 0.3), seed=seed,
+    )  # fmt: skip

@@ -15,19 +15,8 @@ import pytest
 import sweeper.cli as cli
 from sweeper.errors import FitError
 from sweeper.fitting.diff import diff_runs
-from sweeper.fitting.synthetic import synthetic_sweep
-
-N = tuple(float(x) for x in 24 * np.geomspace(32, 256, 6) ** 2)
-
-
-def pair_sweep(exponent: float, seed: int) -> pd.DataFrame:
-    """6 cells × 8 LRs × 2 seeds, proxy-like noise; the laws pivot at the middle cell."""
-    mid = math.exp(float(np.mean(np.log(N))))
-    return synthetic_sweep(
-        n_params=N, tokens=(819_200.0,), lr_law=(0.02 * mid ** (-exponent), {"n_params": exponent}),
-        lr_steps=(-4, 3), seeds=2, noise=0.003, noise_high=0.02, noise_df=5.0, k_low=0.03,
-        k_high=0.25, seq_len=128, batch_size=32, loss_law=(1.2, 8.0, 0.0, 0.2, 0.3), seed=seed,
-    )  # fmt: skip
+from tests.sweeper.helpers import DIFF_N as N
+from tests.sweeper.helpers import pair_sweep
 
 
 def diff(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0):  # type: ignore[no-untyped-def]

@@ -4,7 +4,6 @@ the predictors both sides are fitted on, and the notes on what the LRs and the c
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import replace
 from typing import Any
@@ -17,18 +16,7 @@ from sweeper.errors import FitError
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.diff import diff_runs
 from sweeper.fitting.synthetic import synthetic_sweep
-
-N = tuple(float(x) for x in 24 * np.geomspace(32, 256, 6) ** 2)
-
-
-def _pair(exponent: float, seed: int, n: tuple[float, ...] = N) -> pd.DataFrame:
-    """Cells at one D, 8 LRs × 2 seeds, proxy-like noise (test_diff's pairs)."""
-    mid = math.exp(float(np.mean(np.log(n))))
-    return synthetic_sweep(
-        n_params=n, tokens=(819_200.0,), lr_law=(0.02 * mid ** (-exponent), {"n_params": exponent}),
-        lr_steps=(-4, 3), seeds=2, noise=0.003, noise_high=0.02, noise_df=5.0, k_low=0.03,
-        k_high=0.25, seq_len=128, batch_size=32, loss_law=(1.2, 8.0, 0.0, 0.2, 0.3), seed=seed,
-    )  # fmt: skip
+from tests.sweeper.helpers import pair_sweep
 
 
 def _nd(seed: int) -> pd.DataFrame:
@@ -51,7 +39,7 @@ def test_too_few_draws_for_the_corrected_level_are_refused_naming_the_bootstrap(
     """An audit: AdamW against Muon was "law: moved" at --bootstrap 40 and 100 (corrected
     [1.17, 26.6]) and not at 200: the corrected level 1 - 0.05/m was read off fewer draws than
     one in each tail. 6 cells: m = 8 quantities, 2·8/0.05 = 320 draws."""
-    a, b = _pair(-0.3, 1), _pair(-0.3, 2)
+    a, b = pair_sweep(-0.3, 1), pair_sweep(-0.3, 2)
     with pytest.raises(FitError) as e:
         _diff(a, b, n_boot=200)
     msg = str(e.value)
@@ -71,7 +59,7 @@ def test_a_flops_law_is_evaluated_at_the_flops_of_the_given_n_and_d() -> None:
     them (law_scale: 6·N·D plus the attention term at a shape inferred from N)."""
     from sweeper.recipe.scale import infer_shape, law_scale
 
-    a, b = _pair(-0.3, 1), _pair(-0.6, 2)
+    a, b = pair_sweep(-0.3, 1), pair_sweep(-0.6, 2)
     at = {"n_params": 1e9, "tokens": 2e10}
     r = _diff(a, b, predictors=["flops"], target=at)
     width, depth = infer_shape(1e9)
@@ -95,7 +83,7 @@ def test_a_flops_law_is_evaluated_at_the_flops_of_the_given_n_and_d() -> None:
 def test_a_law_keeps_every_draw_the_fit_made() -> None:
     """The laws kept 1000 draws whatever n_boot: a diff's default 4000 were 1000, its corrected
     bounds ~4 draws a tail."""
-    r = _diff(_pair(-0.3, 1), _pair(-0.3, 2), n_boot=2000)
+    r = _diff(pair_sweep(-0.3, 1), pair_sweep(-0.3, 2), n_boot=2000)
     assert [len(law.boot_coefs) for law in r.laws] == [2000, 2000]
 
 
@@ -105,7 +93,7 @@ def test_the_two_sides_t_draws_pair_independently() -> None:
     opposite signs, with the seed, and the difference's 95% interval 0.12 to 0.23 wide over
     seeds 0-3 here (0.20 combining the two laws' draws every which way). Paired
     independently, it is that interval."""
-    a, b = _pair(-0.3, 3), _pair(-0.3, 4)  # 6 cells: t draws with 4 degrees of freedom
+    a, b = pair_sweep(-0.3, 3), pair_sweep(-0.3, 4)  # 6 cells: t draws with 4 degrees of freedom
     for seed in range(4):
         r = _diff(a, b, n_boot=4000, seed=seed)
         assert all("t interval" in " ".join(law.notes) for law in r.laws)
@@ -124,7 +112,7 @@ def test_no_ratio_at_one_n_for_laws_that_count_n_apart() -> None:
     """An audit: non-embedding against total N got a ratio at one raw N (the total-N side's
     largest cell), with a note that the other law extrapolates there. No ratio is given, and
     the verdict says why."""
-    a, b = _pair(-0.3, 1), _pair(-0.3, 2)
+    a, b = pair_sweep(-0.3, 1), pair_sweep(-0.3, 2)
     total = replace(Conventions(), n_params="total")
     r = _diff(a, b.assign(n_params=b["n_params"] * 1.4), conventions=(Conventions(), total))
     assert r.target_lr_ratio is None
@@ -148,7 +136,7 @@ def test_both_sides_are_fitted_on_the_scales_both_vary_whichever_is_a() -> None:
     """An audit: B was fitted on A's predictors: an N-and-D ladder against an N-only one was
     fitted on N alone, in silence, and in the other order refused ("tokens does not vary ...
     drop it from the predictors", naming no flag)."""
-    only_n, both = _pair(-0.5, 1, (1e6, 4e6, 1.6e7, 6.4e7)), _nd(2)
+    only_n, both = pair_sweep(-0.5, 1, (1e6, 4e6, 1.6e7, 6.4e7)), _nd(2)
     ab, ba = _diff(only_n, both), _diff(both, only_n)
     for r, side in ((ab, "B"), (ba, "A")):
         assert [law.predictors for law in r.laws] == [("n_params",), ("n_params",)]
@@ -227,7 +215,7 @@ def test_a_varied_batch_is_no_predictor_to_suggest() -> None:
 def test_a_diffs_repr_is_one_line_and_its_str_the_text() -> None:
     """A review: the diff's repr had been its whole text (many lines in a list or a log), where
     the other results print their text and repr one line."""
-    r = _diff(_pair(-0.3, 1), _pair(-0.3, 2), n_boot=320)
+    r = _diff(pair_sweep(-0.3, 1), pair_sweep(-0.3, 2), n_boot=320)
     shown = repr(r)
     assert "\n" not in shown and shown.startswith("<DiffResult ") and "8 quantities" in shown
     assert "law not shown to move" in shown or "law moved" in shown

@@ -25,21 +25,6 @@ DS7B = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
-    monkeypatch.delenv("SWEEPER_STORAGE", raising=False)
-
-    def _run(*argv: str) -> tuple[int, str, str]:
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as e:  # argparse's own errors (main's parser exits 2 with one line)
-            code = int(e.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
-
-
 def _law(target: str, a: float, exps: dict[str, float], **kw) -> PowerLaw:
     return PowerLaw(
         conventions=Conventions(parametrization="sp"),

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import sweeper.cli as cli
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import PowerLaw
 from sweeper.fitting.store import put_law
@@ -73,21 +72,6 @@ def law_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int, int]:
     mup = put_law(law(Conventions(parametrization="mup", base_width=256, output_mult=4.0)), url)
     unknown = put_law(law(Conventions(parametrization=None)), url)
     return url, int(mup.id), int(unknown.id)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
-    monkeypatch.delenv("SWEEPER_STORAGE", raising=False)
-
-    def _run(*argv: str) -> tuple[int, str, str]:
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as e:
-            code = int(e.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 def _args(law_db: tuple[str, int, int], law: int = 1) -> list[str]:

@@ -25,7 +25,6 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-import sweeper.cli as cli
 from sweeper.recipe.export import cannot_carry, export_recipe, render
 from sweeper.recipe.hardware import Hardware
 from sweeper.recipe.published import published_laws
@@ -62,21 +61,6 @@ def audit() -> Recipe:
     r = recommend(published_laws("deepseek"), target, Hardware(gpus=64, micro_batch=2))
     assert r.rampup is not None
     return r
-
-
-@pytest.fixture
-def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
-    monkeypatch.delenv("SWEEPER_STORAGE", raising=False)
-
-    def _run(*argv: str) -> tuple[int, str, str]:
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as e:
-            code = int(e.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 # ---- 1. litgpt: the proxies' block ------------------------------------------------------------
