@@ -1102,12 +1102,15 @@ def diff(
     predictors: Sequence[str] | None = None,
     params: float | None = None,
     tokens: float | None = None,
+    width: int | None = None,
+    depth: int | None = None,
     storage: str | None = None,
     **options: Any,
 ) -> DiffResult:
     """Fit both sweeps the same way and compare B with A: exponent differences, the ratio of the
-    predicted optimal LR (and batch) at a target (``params``, ``tokens``; default the largest
-    cell), the best-loss difference per shared cell, with 95% and Bonferroni-corrected intervals
+    predicted optimal LR (and batch) at a target (``params``, ``tokens``, and the shape
+    ``width``, ``depth`` a law on them or on FLOPs reads; default the largest cell), the
+    best-loss difference per shared cell, with 95% and Bonferroni-corrected intervals
     from the fits' own resamples; see :mod:`sweeper.fitting.diff`. ``options``: n_boot (at
     least 80, and 2m/0.05 for the m quantities compared: the corrected level needs a draw in
     each tail; the fits' 0 leaves no intervals to compare), cell_boot, seed and
@@ -1135,10 +1138,13 @@ def diff(
     positive("tokens", tokens, problems)
     if problems:
         raise TargetError("; ".join(problems))
+    for name, v in (("width", width), ("depth", depth)):
+        _check(name, v, "int>=1", "None", error=TargetError)
     _check("predictors", predictors, "str", "strs", "None", error=FitError)
     runs_a, conv_a, name_a = _joined_runs(sweep_a, storage)
     runs_b, conv_b, name_b = _joined_runs(sweep_b, storage)
-    target = {k: v for k, v in (("n_params", params), ("tokens", tokens)) if v is not None}
+    given = (("n_params", params), ("tokens", tokens), ("width", width), ("depth", depth))
+    target = {k: float(v) for k, v in given if v is not None}
     return diff_runs(
         runs_a,
         runs_b,

@@ -30,7 +30,8 @@ percentile intervals of the fits' own resamples, and Bonferroni-corrected ones (
 over the m quantities compared, which need --bootstrap 2m/0.05 at least: 240 for 6); the two
 sweeps are indistinguishable when no corrected interval excludes 0 (1 for a ratio). The target
 defaults to the largest cell of the two sweeps; a law on FLOPs is evaluated at the FLOPs of
---params and --tokens; no ratio is given when the two sweeps count N, D or FLOPs differently."""
+--params and --tokens (and --width/--depth: else a shape inferred from N); no ratio is given
+when the two sweeps count N, D or FLOPs differently."""
 
 
 def register(sub: Any) -> None:
@@ -92,6 +93,14 @@ def register(sub: Any) -> None:
         "--params", type=positive, default=None, help="target N, as both sweeps count it"
     )
     d.add_argument("--tokens", type=positive, default=None, help="target D")
+    d.add_argument(
+        "--width",
+        type=positive_count,
+        default=None,
+        help="target d_model, with --depth: the shape a law on width, depth or FLOPs reads "
+        "(default: the largest cell's; with --params alone, inferred from N)",
+    )
+    d.add_argument("--depth", type=positive_count, default=None, help="target layers")
     d.add_argument(
         "--bootstrap",
         type=int,
@@ -195,6 +204,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             predictors=preds,
             params=args.params,
             tokens=args.tokens,
+            width=args.width,
+            depth=args.depth,
             storage=args.storage,
             n_boot=args.bootstrap,
             cell_boot=args.cell_bootstrap,

@@ -839,8 +839,8 @@ def _target(
         if shape and "n_params" in told:
             raise FitError(
                 f"diff: the laws are fitted on {' and '.join(shape)}, which a target N (--params) "
-                "does not give: leave --params out (the largest cell's), or fit on n_params "
-                "(--predictors)"
+                f"does not give: give {' and '.join(f'--{p}' for p in shape)}, leave --params out "
+                "(the largest cell's), or fit on n_params (--predictors)"
             )
         if "flops" in preds and "flops" not in told:
             at = {**scale, **told}

@@ -73,8 +73,15 @@ def test_a_flops_law_is_evaluated_at_the_flops_of_the_given_n_and_d() -> None:
     # a law on width cannot take a target N: refused in one line, naming the flags
     wa, wb = (x.assign(width=np.sqrt(x["n_params"] / 24)) for x in (a, b))
     with pytest.raises(FitError, match=r"^diff: the laws are fitted on width, which a target N "
-                       r"\(--params\) does not give"):  # fmt: skip
+                       r"\(--params\) does not give: give --width"):  # fmt: skip
         _diff(wa, wb, predictors=["width"], target=at)
+    # a shape given beside N: the law on width reads it, and a FLOPs law counts it (a review:
+    # diff took no --width/--depth, so a law on the shape refused every --params)
+    shaped = _diff(wa, wb, predictors=["width"], target={**at, "width": 4096.0, "depth": 20.0})
+    assert shaped.target["width"] == 4096.0 and shaped.target_lr_ratio is not None
+    given = _diff(a, b, predictors=["flops"], target={**at, "width": 2048.0, "depth": 20.0})
+    want = law_scale(la, n_params=1e9, tokens=2e10, width=2048, depth=20, seq_len=128)
+    assert given.target["flops"] == pytest.approx(want["flops"], rel=1e-12)
 
 
 # ---- 3. every draw, paired independently ------------------------------------------------------
@@ -220,3 +227,19 @@ def test_a_diffs_repr_is_one_line_and_its_str_the_text() -> None:
     assert "\n" not in shown and shown.startswith("<DiffResult ") and "8 quantities" in shown
     assert "law not shown to move" in shown or "law moved" in shown
     assert str(r).splitlines() == [*r.lines(), *(f"  note: {n}" for n in r.notes)]
+
+
+def test_the_api_and_cli_take_the_targets_shape(tmp_path: Any, capsys: Any) -> None:
+    """``sweeper.diff(..., width=, depth=)`` and ``sweeper diff --width --depth``: a bad value is
+    refused before the storage is read, and the CLI names the flag."""
+    import sweeper
+    import sweeper.cli as cli
+    from sweeper.errors import TargetError
+
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    with pytest.raises(TargetError, match="width"):
+        sweeper.diff("a", "b", width=0, storage=url)
+    with pytest.raises(SystemExit):
+        cli.main(["diff", "a", "b", "--depth", "0", "--storage", url])
+    assert "--depth" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()
