@@ -36,6 +36,11 @@ when the two sweeps count N, D or FLOPs differently."""
 
 def register(sub: Any) -> None:
     """Add the ``coord-check`` and ``diff`` verbs to ``sub`` (argparse)."""
+    _register_coord_check(sub)
+    _register_diff(sub)
+
+
+def _register_coord_check(sub: Any) -> None:
     p = sub.add_parser(
         "coord-check",
         help="activations' RMS across widths after a few steps (does muP take?)",
@@ -68,6 +73,8 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_coord_check)
 
+
+def _register_diff(sub: Any) -> None:
     d = sub.add_parser(
         "diff",
         help="is sweep B's law different from sweep A's? (exponents, LR at a target, losses)",

@@ -651,8 +651,7 @@ def _varied(law: PowerLaw) -> str:
     tied = {"n_params", "tokens"} if tpp is not None and not _spans(tpp) else set()
     # (the scales a law may take: a batch or a sequence length that varied is no predictor, and
     # --predictors could not take it in: a review)
-    left = {k for k in conv.held if k in PREDICTORS and k != "tokens_per_param"
-            and _spans(conv.held[k])}  # fmt: skip
+    left = {k for k in conv.held if k in PREDICTORS and _spans(conv.held[k])}
     if tied & set(law.predictors):
         left -= tied
     vary = [f"{k} ({conv.held_span(k)})" for k in sorted(left)]

@@ -184,27 +184,27 @@ def on_the_proxies(r: Recipe) -> bool:
     study's own model or training function. Only then is the proxies' block the model the LR
     belongs to (a review: the litgpt export had written the proxies' block, and said their
     learned positions were not expressible, for DeepSeek's published law)."""
-    p = r.provenance.get("lr")
+    return not _measured_elsewhere(r)
+
+
+def _measured_elsewhere(r: Recipe) -> str:
+    """What the LR law was measured on when not the proxies, in words ("" when it was)."""
+    p = r.provenance.get("lr") or {}
     law = lr_law_conventions(r)
-    if not p or law is None or p.get("method") == "published":
-        return False
-    own = law.model_builder is not None or law.train_function is not None
-    return law.n_params_source == "counted" and not own
+    if p.get("method") == "published":
+        return "a published law"
+    if law is not None and (law.model_builder is not None or law.train_function is not None):
+        return "a study's own model or training function"
+    counted = law is not None and law.n_params_source == "counted"
+    return "" if counted else "runs imported as they were"
 
 
 def not_the_proxies(r: Recipe, fmt: str, block: str) -> list[str]:
     """The caution of a format that writes a model block when the LR law was not measured on
     the proxies (:func:`on_the_proxies`): ``block`` says what the file writes instead."""
-    if on_the_proxies(r):
+    what = _measured_elsewhere(r)
+    if not what:
         return []
-    law = lr_law_conventions(r)
-    p = r.provenance.get("lr") or {}
-    what = (
-        "a published law" if p.get("method") == "published"
-        else "a study's own model or training function"
-        if law is not None and (law.model_builder or law.train_function)
-        else "runs imported as they were"
-    )  # fmt: skip
     return [
         f"the LR law is {what}, not measured on Sweeper's proxies: the {fmt} file's block is "
         f"{block}; set it to the model the law was measured on"
