@@ -36,7 +36,10 @@ __all__ = [
 SCHEDULES: tuple[str, ...] = ("cosine", "wsd", "constant", "linear")
 #: optimizers (torch's own implementations)
 OPTIMIZERS: tuple[str, ...] = ("adamw", "muon", "adafactor", "sgd")
-#: what the searched ``lr`` means under each optimizer (an LR law is a law of this meaning)
+#: what the searched ``lr`` means under each optimizer (an LR law is a law of this meaning; the
+#: text is stored with each law's conventions, so a law stored before a wording changed keeps its
+#: old words: until 2026-11-29 Adafactor's read "peak torch.optim.Adafactor LR (its lr, no relative
+#: step)", a misreading of the same optimizer's same lr, which was always the relative step below)
 LR_MEANINGS: dict[str, str] = {
     "adamw": "peak AdamW LR",
     "muon": (
@@ -45,7 +48,14 @@ LR_MEANINGS: dict[str, str] = {
         "per orthogonalised update, momentum 0.95, Nesterov) and of AdamW on the rest "
         "(embeddings, readout, vectors): one LR for both"
     ),
-    "adafactor": "peak torch.optim.Adafactor LR (its lr, no relative step)",
+    "adafactor": (
+        "peak lr of torch.optim.Adafactor (torch's defaults: eps (None, 1e-3), d 1.0, "
+        "beta2_decay -0.8, no momentum), a relative step, not an absolute one: each tensor moves "
+        "by max(1e-3, RMS(param))·min(lr, 1/sqrt(t)) (t: its step) times its normalised update "
+        "(RMS clipped to 1), decoupled decay param·(1 - lr·λ); transformers' Adafactor with "
+        "scale_parameter=True, relative_step=False takes the same lr without the 1/sqrt(t) cap "
+        "(the same while t <= 1/lr²) and scales its decay by RMS(param) too"
+    ),
     "sgd": "peak SGD LR (momentum beta1)",
 }
 
@@ -210,8 +220,14 @@ def warmup_steps(hp: HParams, total_steps: int) -> int:
 
 def wsd_decay_start(hp: HParams, total_steps: int) -> int:
     """The first step of a WSD decay (the LR is still the peak there): the last
-    ``round(decay_fraction · total_steps)`` steps decay, never into the warmup."""
-    return max(warmup_steps(hp, total_steps), total_steps - round(hp.decay_fraction * total_steps))
+    ``round(decay_fraction · total_steps)`` steps decay, at least 2 when ``decay_fraction`` > 0
+    (the first at the peak, the last at ``min_lr_ratio`` × peak: with one decay step, or none
+    when the fraction rounds to 0, a short run had never left the peak), never into the warmup.
+    ``decay_fraction`` 0 decays nothing (the peak to the end)."""
+    n = round(hp.decay_fraction * total_steps)
+    if hp.decay_fraction > 0:
+        n = max(n, 2)
+    return max(warmup_steps(hp, total_steps), total_steps - n)
 
 
 def lr_at(hp: HParams, step: int, total_steps: int) -> float:
@@ -219,9 +235,12 @@ def lr_at(hp: HParams, step: int, total_steps: int) -> float:
 
     Linear warmup reaches ``lr`` at step ``W - 1`` (lr·(step+1)/W). Then: cosine from ``lr`` at
     step W to ``lr·min_lr_ratio`` at the last step; WSD holds ``lr`` until the last
-    ``decay_fraction`` of the steps and decays linearly to ``lr·min_lr_ratio`` at the last step;
-    linear decays linearly from ``lr`` at step W to ``lr·min_lr_ratio`` at the last step (to zero
-    when ``min_lr_ratio`` is 0); constant holds ``lr``.
+    ``decay_fraction`` of the steps (at least 2 steps: :func:`wsd_decay_start`) and decays
+    linearly to ``lr·min_lr_ratio`` at the last step; linear decays linearly from ``lr`` at step
+    W to ``lr·min_lr_ratio`` at the last step (to zero when ``min_lr_ratio`` is 0); constant
+    holds ``lr``. A decaying schedule reaches ``lr·min_lr_ratio`` at the last step whenever two
+    or more steps follow the warmup (a one-step run, or a single step after the warmup, is at
+    ``lr``).
     """
     w = warmup_steps(hp, total_steps)
     if step < w:

@@ -6,8 +6,20 @@ everything else (embeddings, readout, vectors, hidden tensors that are not 2-D).
 shared: Muon runs with ``adjust_lr_fn="match_rms_adamw"``, which scales each orthogonalised update
 by 0.2·sqrt(max(A, B)) so that its RMS matches a typical AdamW update's (Moonlight, arXiv:2502.16982),
 so one LR means the same step size to both; momentum 0.95 with Nesterov (torch's defaults).
-``adafactor`` is ``torch.optim.Adafactor`` with its lr used as given (no relative step) and
-decoupled decay; ``sgd`` is ``torch.optim.SGD`` with momentum ``beta1`` and coupled L2 decay.
+``adafactor`` is ``torch.optim.Adafactor`` at torch's defaults (eps (None, 1e-3), d 1.0,
+beta2_decay -0.8, no momentum; ``beta1``, ``beta2`` and ``eps`` are not used). Its lr is a
+*relative* step (torch/optim/_adafactor.py, ``_single_tensor_adafactor``): each tensor moves by
+``max(eps2, RMS(param)) · min(lr, 1/sqrt(t))`` (t: the tensor's step count) times its update, the
+gradient over the root of the factored second moment with its RMS clipped to d, so the step is
+relative to the parameter's size and ``lr`` is only a cap on the relative step (it binds below
+the 1/sqrt(t) of torch's own relative-step schedule while t <= 1/lr²: every step of a proxy run
+at lr <= 0.07 and 200 steps, not the late steps of a long run). The decay is decoupled, with the
+raw lr: ``param · (1 - lr · λ)``. transformers' ``Adafactor(scale_parameter=True,
+relative_step=False, warmup_init=False)`` moves by ``lr · max(eps2, RMS(param))`` with no
+1/sqrt(t) cap and decays by ``lr · RMS(param) · λ``: the same lr while t <= 1/lr². Under muP the
+hidden groups' lr ÷ m (Adam's rule) multiplies this relative step, whose RMS(param) muP's init
+already shrinks by 1/√m: their updates shrink as m^-1.5, not as Adam's m^-1.
+``sgd`` is ``torch.optim.SGD`` with momentum ``beta1`` and coupled L2 decay.
 
 Every group keeps its ``lr_mult`` so that the schedule sets ``group["lr"] = lr · lr_mult`` on
 :attr:`OptimizerSet.param_groups` whatever the optimizer.

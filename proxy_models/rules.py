@@ -16,7 +16,16 @@ cannot drift apart. This module imports only the standard library.
   1/d_head up to the constant that makes it 1/sqrt(d_head) at the base head size.
 - **CompleteP** (arXiv:2505.01618, α = 1): muP for width, plus each residual branch's output
   multiplied by base_depth / depth. The residual-projection init keeps the base depth's
-  1/sqrt(2·base_depth): depth enters only through the branch multiplier.
+  1/sqrt(2·base_depth): depth enters only through the branch multiplier. Not applied: the
+  paper's Table 1 also scales AdamW's ε of the hidden weights down with width and depth; here
+  Adam's ``eps`` is the same at every shape (under muP too, as microsoft/mup's ``MuAdamW``), which
+  matters only once the per-entry gradients, shrinking with width and depth, come near it.
+
+These are Adam's rules. Under Muon the hidden matrices' LR ÷ m is applied all the same, which is
+not Muon's muP (a full-rank orthogonalised update's spectral norm grows as sqrt(width) at a fixed
+LR: the spectral condition wants ÷ sqrt(m)); under Adafactor, whose step is relative to
+RMS(param), the ÷ m applies on top of muP's smaller init (updates ∝ m^-1.5). See
+docs/OWN_MODEL.md.
 
 At ``width == base_width`` and ``depth == base_depth`` every multiplier is 1.0, so muP and CompleteP
 reproduce SP there.

@@ -1166,12 +1166,14 @@ def coord_check(
     lr: float | None = None,
     batch_size: int = 8,
     seed: int = 0,
+    seeds: int | None = None,
     parametrization: str | None = None,
 ) -> dict[str, Any]:
     """The coordinate check of a study's model and parametrization: activations' RMS per role
     after ``steps`` steps at ``lr`` (default the geometric middle of the study's LRs), at each of
-    ``widths`` (default the ladder's) and ``depth`` (default its smallest), with the slope of
-    log RMS against log width per quantity; see :mod:`proxy_models.coord_check`.
+    ``widths`` (default the ladder's) and ``depth`` (default its smallest), averaged over
+    ``seeds`` seeds from ``seed`` (None: the default, 3), with the slope of log RMS against log
+    width per quantity and the verdict; see :mod:`proxy_models.coord_check`.
     ``parametrization`` checks the same model under another one (e.g. ``"sp"`` to compare)."""
     from dataclasses import replace
 
@@ -1184,6 +1186,7 @@ def coord_check(
     _check("steps (--steps)", steps, "int>=1", error=StudyError)
     _check("batch_size (--batch-size)", batch_size, "int>=1", error=StudyError)
     _check("seed (--seed)", seed, "int>=0", error=StudyError)
+    _check("seeds (--seeds)", seeds, "int>=1", "None", error=StudyError)
     _check("parametrization", parametrization, "str", "None", error=StudyError)
     problems: list[str] = []
     positive("lr", lr, problems)
@@ -1195,8 +1198,9 @@ def coord_check(
         if problems := check_spec(spec):  # (a bare ValueError for an unknown one)
             raise StudyError(problems)
     return coord_check_study(
-        spec, widths=widths, depth=depth, steps=steps, lr=lr, batch_size=batch_size, seed=seed
-    )
+        spec, widths=widths, depth=depth, steps=steps, lr=lr, batch_size=batch_size, seed=seed,
+        seeds=seeds,
+    )  # fmt: skip
 
 
 def _joined_runs(sweeps: str | Sweep, storage: str | None) -> tuple[pd.DataFrame, Any, str]:

@@ -44,9 +44,12 @@ def _register_coord_check(sub: Any) -> None:
     p = sub.add_parser(
         "coord-check",
         help="activations' RMS across widths after a few steps (does muP take?)",
-        description="Train the study's model a few steps at each width of its ladder and print "
-        "the RMS of the embedding, hidden and readout activations and of the logits' change, "
-        "with the slope against width (flat under a working muP).",
+        description="Train the study's model a few steps at each width of its ladder, for "
+        "several seeds, and print the RMS of the embedding, hidden and readout activations and "
+        "of the logits' change, averaged over the seeds, with the slope against width (flat "
+        "under a working muP).",
+        epilog=_COORD_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("study", help="study TOML file")
     p.add_argument(
@@ -68,10 +71,27 @@ def _register_coord_check(sub: Any) -> None:
         help="check under this parametrization instead of the study's (to compare)",
     )
     p.add_argument("--batch-size", type=positive_count, default=8)
-    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="the first seed (default 0)")
+    p.add_argument(
+        "--seeds",
+        type=positive_count,
+        default=None,
+        help="seeds averaged: --seed, --seed + 1, ... (default 3; one seed misjudges)",
+    )
     p.add_argument("-o", "--out", default=None, help="folder for coord_check.png and .json")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_coord_check)
+
+
+_COORD_EPILOG = """\
+A quantity is width-unstable when its slope (log of the seed-averaged RMS against log width)
+is beyond +-0.2 by more than 2 of its seed-to-seed standard errors, or when its seed-averaged RMS
+varies across the widths by more than 2x (max/min). Exit status: 0 when judged (stable or not;
+read "stable" or the verdict line), 3 when a run diverged (a non-finite activation or probe loss,
+or a probe loss 1 nat above its initial value): nothing is judged, lower --lr."""
+
+#: coord-check's exit status when a run diverged: the check judged nothing
+COORD_DIVERGED_EXIT = 3
 
 
 def _register_diff(sub: Any) -> None:
@@ -129,46 +149,81 @@ def _register_diff(sub: Any) -> None:
 def cmd_coord_check(args: argparse.Namespace) -> int:
     from sweeper import api
 
-    widths = args.widths or None
     res = api.coord_check(
         args.study,
-        widths=widths,
+        widths=args.widths or None,
         depth=args.depth,
         steps=args.steps,
         lr=args.lr,
         batch_size=args.batch_size,
         seed=args.seed,
+        seeds=args.seeds,
         parametrization=args.parametrization,
     )
+    code = COORD_DIVERGED_EXIT if res["verdict"] == "diverged" else 0
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "coord_check.json").write_text(json.dumps(res, indent=1))
+        (out / "coord_check.json").write_text(json.dumps(res, indent=1, allow_nan=False))
         _plot_coord(res, out / "coord_check.png")
         res["files"] = [str(out / "coord_check.json"), str(out / "coord_check.png")]
     if args.json:
-        print(json.dumps(res))
-        return 0
+        print(json.dumps(res, allow_nan=False))
+        return code
+    _print_coord(res)
+    return code
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "nan" if v is None else format(v, fmt)
+
+
+def _print_coord(res: dict[str, Any]) -> None:
+    seeds = res["seeds"]
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}, averaged"
     print(
         f"coord check of {res['study']}: {res['model']}, {res['parametrization']} "
         f"(base width {res['base_width']}), depth {res['depth']}, {res['steps']} steps at lr "
-        f"{res['lr']:.3g} ({res['optimizer']})"
+        f"{res['lr']:.3g} ({res['optimizer']}), {which}"
     )
     qs = list(res["slopes"])
-    print(f"  {'width':>6}  " + "  ".join(f"{q:>12}" for q in qs))
+    print(f"  {'width':>7}  " + "  ".join(f"{q:>12}" for q in qs))
     for r in res["rows"]:
-        print(f"  {r['width']:>6}  " + "  ".join(f"{r['rms'].get(q, math.nan):>12.4g}" for q in qs))
-    print(f"  {'slope':>6}  " + "  ".join(f"{res['slopes'][q]:>+12.3f}" for q in qs))
+        print(f"  {r['width']:>7}  " + "  ".join(f"{_num(r['rms'].get(q), '.4g'):>12}" for q in qs))
+    print(f"  {'slope':>7}  " + "  ".join(f"{_num(res['slopes'][q], '+.3f'):>12}" for q in qs))
+    if len(seeds) > 1:
+        se = "  ".join(f"{_num(res['slope_se'][q], '.3f'):>12}" for q in qs)
+        print(f"  {'± s.e.':>7}  {se}")
+    print(f"  {'max/min':>7}  " + "  ".join(f"{_num(res['ratios'][q], '.2f'):>12}" for q in qs))
     bound = f"|d log RMS / d log width| <= {res['stable_slope']}"
-    if res["stable"]:
-        print(f"  width-stable: {bound} for every quantity")
+    ratio = f"max/min RMS across widths <= {res['stable_ratio']:g}"
+    within = (
+        f" (beyond it by no more than {res['slope_z']:g} standard errors over {len(seeds)} seeds)"
+        if len(seeds) > 1
+        else ""
+    )
+    if res["verdict"] == "diverged":
+        print(f"  DIVERGED, not judged: {res['notes'][0]}")
+    elif res["stable"]:
+        print(f"  width-stable: {bound} for every quantity{within}, and {ratio}")
     else:
-        print(f"  NOT width-stable: {bound} fails for {', '.join(res['unstable'])}")
-    for note in res.get("notes", []):
+        fails = []
+        se = res["slope_se"]
+        if res["unstable_slope"]:
+            each = [
+                f"{q} ({res['slopes'][q]:+.2f}"
+                + (f" ± {se[q]:.2f})" if se.get(q) is not None else ")")
+                for q in res["unstable_slope"]
+            ]
+            fails.append(f"{bound} fails for {', '.join(each)}")
+        if res["unstable_ratio"]:
+            each = [f"{q} ({res['ratios'][q]:.2f})" for q in res["unstable_ratio"]]
+            fails.append(f"{ratio} fails for {', '.join(each)}")
+        print(f"  NOT width-stable: {'; '.join(fails)}")
+    for note in res.get("notes", [])[1 if res["verdict"] == "diverged" else 0 :]:
         print(f"  note: {note}")
     for f in res.get("files", []):
         print(f"  wrote {f}")
-    return 0
 
 
 def _plot_coord(res: dict[str, Any], path: Path) -> None:
@@ -180,14 +235,17 @@ def _plot_coord(res: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     widths = [r["width"] for r in res["rows"]]
     for q, slope in res["slopes"].items():
-        ax.plot(
-            widths, [r["rms"].get(q) for r in res["rows"]], "o-", label=f"{q} (slope {slope:+.2f})"
-        )
+        ys = [r["rms"].get(q) for r in res["rows"]]
+        ys = [math.nan if y is None else y for y in ys]
+        ax.plot(widths, ys, "o-", label=f"{q} (slope {_num(slope, '+.2f')})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("width")
-    ax.set_ylabel(f"activation RMS after {res['steps']} steps")
-    ax.set_title(f"{res['study']}: {res['parametrization']}, lr {res['lr']:.2g}", fontsize=10)
+    ax.set_ylabel(f"activation RMS after {res['steps']} steps (mean of {len(res['seeds'])} seeds)")
+    ax.set_title(
+        f"{res['study']}: {res['parametrization']}, lr {res['lr']:.2g}: {res['verdict']}",
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

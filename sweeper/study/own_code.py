@@ -220,20 +220,36 @@ def coord_check_study(
     lr: float | None = None,
     batch_size: int = 8,
     seed: int = 0,
+    seeds: int | None = None,
 ) -> dict[str, Any]:
-    """The coordinate check of ``spec``'s model (:func:`sweeper.api.coord_check`) as a dict:
-    ``rows`` (width, rms per quantity, initial rms), ``slopes`` (d log RMS / d log width),
-    ``stable`` (every |slope| ≤ :data:`STABLE_SLOPE`) and what was run."""
+    """The coordinate check of ``spec``'s model (:func:`sweeper.api.coord_check`) as a dict
+    that is valid JSON (a non-finite number is None): ``rows`` (width, RMS per quantity averaged
+    over the seeds, initial RMS, each seed's RMS and probe loss), ``slopes`` (d log RMS / d log
+    width), ``slope_se`` (their seed-to-seed standard errors), ``ratios`` (max / min RMS across
+    the widths), ``verdict`` (``"width-stable"``, ``"not width-stable"``, ``"diverged"``),
+    ``stable`` (True, False, or None when a run diverged: not judged), ``unstable`` and
+    ``reasons``, and what was run. ``seeds`` runs (default
+    :data:`proxy_models.coord_check.DEFAULT_SEEDS`) from ``seed`` on: seed, seed + 1, ...; the
+    rule is :func:`proxy_models.coord_check.judge`'s."""
     import math
 
     import numpy as np
 
     from proxy_models.builder import VARIANTS
     from proxy_models.config import ProxyConfig
-    from proxy_models.coord_check import coord_check, slopes
+    from proxy_models.coord_check import (
+        DEFAULT_SEEDS,
+        SLOPE_Z,
+        STABLE_RATIO,
+        coord_check,
+        judge,
+    )
     from proxy_models.data import load_data
     from proxy_models.hparams import HParams
 
+    n_seeds = DEFAULT_SEEDS if seeds is None else seeds
+    if not (isinstance(n_seeds, int) and not isinstance(n_seeds, bool) and n_seeds >= 1):
+        raise StudyError(f"seeds (--seeds): a number of seeds >= 1, got {n_seeds!r}")
     lad = spec.ladder
     ws = sorted(set(widths or ([c.width for c in lad.cells] or list(lad.widths))))
     if len(ws) < 2:  # (one width: its slopes were NaN, written as invalid JSON, and 'stable')
@@ -258,36 +274,102 @@ def coord_check_study(
         None if spec.sweep.data == "builtin" else spec.sweep.data,
         vocab_size=spec.model.vocab_size if spec.sweep.data != "builtin" else None,
     )
-    rows = coord_check(
-        configs,
-        hp,
-        data=data,
-        steps=steps,
-        batch_size=batch_size,
-        seed=seed,
-        builder=builder_of(spec),
+    builder = builder_of(spec)
+    runs = [
+        coord_check(
+            configs, hp, data=data, steps=steps, batch_size=batch_size, seed=s, builder=builder
+        )
+        for s in range(seed, seed + n_seeds)
+    ]
+    v = judge(runs, bound=STABLE_SLOPE)
+    rows = []
+    for i, w in enumerate(v.widths):
+        rows.append(
+            {
+                "width": w,
+                "rms": v.rms[i],
+                "rms_init": v.rms_init[i],
+                "rms_seeds": {q: [rs[i].rms.get(q) for rs in runs] for q in v.rms[i]},
+                "loss_seeds": [rs[i].loss for rs in runs],
+                "loss_init_seeds": [rs[i].loss_init for rs in runs],
+            }
+        )
+    notes = _coord_notes(spec)
+    if v.verdict == "diverged":
+        notes.insert(
+            0,
+            f"{_diverged_text(v.diverged, ws, v.seeds)}; worst: {v.blow_up}; at this LR the "
+            "activations say nothing about width: lower --lr",
+        )
+    elif n_seeds == 1:
+        notes.append(
+            "one seed: the slopes' seed-to-seed spread is unknown, and one seed's RMS moves by "
+            "2-3x between seeds after a few steps; --seeds 3 or more to judge"
+        )
+    return _json_safe(
+        {
+            "study": spec.name,
+            "model": spec.model.builder or "built-in proxy",
+            "parametrization": spec.model.parametrization,
+            "variant": VARIANTS[spec.model.parametrization]
+            if spec.model.builder
+            else spec.model.parametrization,
+            "base_width": spec.model.base_width,
+            "depth": dep,
+            "steps": steps,
+            "lr": lr,
+            "optimizer": spec.train.optimizer,
+            "seeds": v.seeds,
+            "rows": rows,
+            "slopes": v.slopes,
+            "slope_se": v.slope_se,
+            "ratios": v.ratios,
+            "stable_slope": STABLE_SLOPE,
+            "slope_z": SLOPE_Z,
+            "stable_ratio": STABLE_RATIO,
+            "verdict": v.verdict,
+            "stable": v.stable,
+            "unstable": v.unstable,
+            "reasons": v.reasons,
+            "unstable_slope": v.unstable_slope,
+            "unstable_ratio": v.unstable_ratio,
+            "diverged": [{"width": w, "seed": s} for w, s in v.diverged],
+            "blow_up": v.blow_up or None,
+            "notes": notes,
+        }
     )
-    sl = slopes(rows)
-    unstable = [q for q, v in sl.items() if abs(v) > STABLE_SLOPE]  # (a NaN slope: not judged)
-    return {
-        "study": spec.name,
-        "model": spec.model.builder or "built-in proxy",
-        "parametrization": spec.model.parametrization,
-        "variant": VARIANTS[spec.model.parametrization]
-        if spec.model.builder
-        else spec.model.parametrization,
-        "base_width": spec.model.base_width,
-        "depth": dep,
-        "steps": steps,
-        "lr": lr,
-        "optimizer": spec.train.optimizer,
-        "rows": [{"width": r.width, "rms": r.rms, "rms_init": r.rms_init} for r in rows],
-        "slopes": sl,
-        "stable_slope": STABLE_SLOPE,
-        "stable": not unstable,
-        "unstable": unstable,
-        "notes": _coord_notes(spec),
-    }
+
+
+def _diverged_text(runs: list[tuple[int, int]], widths: list[int], seeds: list[int]) -> str:
+    """Which (width, seed) runs diverged, in words: "every run (3 widths x 3 seeds)", or per
+    width ("w16 (seeds 0, 2), w32 (seed 1)")."""
+    if len(runs) == len(widths) * len(seeds):
+        return f"every run diverged ({len(widths)} widths x {len(seeds)} seeds)"
+    by: dict[int, list[int]] = {}
+    for w, s in sorted(runs):
+        by.setdefault(w, []).append(s)
+    each = [
+        f"w{w} (seed{'s' if len(ss) > 1 else ''} {', '.join(map(str, ss))})" for w, ss in by.items()
+    ]
+    some = (
+        " (diverging at some widths only is itself width-dependent)"
+        if len(by) < len(widths)
+        else ""
+    )
+    return f"{len(runs)} of {len(widths) * len(seeds)} runs diverged: {', '.join(each)}{some}"
+
+
+def _json_safe(x: Any) -> Any:
+    """``x`` with every non-finite float as None (``json.dumps`` wrote NaN: not JSON)."""
+    import math
+
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_json_safe(v) for v in x]
+    return x
 
 
 def _coord_notes(spec: StudySpec) -> list[str]:
@@ -305,7 +387,8 @@ def _coord_notes(spec: StudySpec) -> list[str]:
 
 
 #: |d log RMS / d log width| at or below which an activation counts as width-stable (SP's readout
-#: grows with slope ~0.5-1 in a few steps; a working muP stays within ~0.1)
+#: grows with slope ~0.5-1 in a few steps; a working muP stays within ~0.2): the same number as
+#: :data:`proxy_models.coord_check.STABLE_SLOPE` (not imported here: that module imports torch)
 STABLE_SLOPE = 0.2
 
 
