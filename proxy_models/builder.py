@@ -245,8 +245,8 @@ class Builder:
             extra = (
                 " (sweeper.adapters need their extra, each in its own virtualenv since the two pin "
                 "transformers apart: bash scripts/adapter_venvs.sh, then "
-                ".cache/adapter-venvs/{hf,litgpt}/bin/sweeper; or pip install 'sweeper[hf]' or "
-                "'sweeper[litgpt]')"
+                ".cache/adapter-venvs/{hf,litgpt}/bin/sweeper; or, from the repository's root, "
+                "pip install -e '.[hf]' or -e '.[litgpt]')"
             )
             raise BuilderError(
                 KEY,

@@ -27,8 +27,8 @@ case "${1:-}" in
     ;;
   adapters)
     for pair in own_litgpt:litgpt own_hf_llama:hf; do
-      name=${pair%%:*}; venv=.cache/adapter-venvs/${pair##*:}
-      [ -x "$venv/bin/python" ] || bash scripts/adapter_venvs.sh
+      name=${pair%%:*}; venv=${SWEEPER_ADAPTER_VENVS:-.cache/adapter-venvs}/${pair##*:}
+      bash scripts/adapter_venvs.sh "${pair##*:}"  # (kept when ready; a half-made one made anew)
       py="$venv/bin/python -m sweeper"
       $py validate studies/adapters/$name.toml
       run $py launch studies/adapters/$name.toml --storage "$E" --no-progress

@@ -306,6 +306,14 @@ def _build_recipe(args: argparse.Namespace) -> Recipe:
 # ---------------------------------------------------------------------------------------- output
 
 
+def _warn(console: Any, label: str, text: str) -> None:
+    """One warning line: ``label`` in yellow, then ``text`` as it is (rich markup escaped: a
+    warning's ``'sweeper[hf]'`` had printed as ``'sweeper'``, the ``[hf]`` read as a style)."""
+    from rich.markup import escape
+
+    console.print(f"[yellow]{escape(label)}[/yellow] {escape(text)}", highlight=False)
+
+
 def _print_recipe(r: Recipe) -> None:
     from rich.table import Table
 
@@ -320,7 +328,7 @@ def _print_recipe(r: Recipe) -> None:
     console = _console()
     console.print(t)
     for w in r.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        _warn(console, "warning:", w)
 
 
 # ------------------------------------------------------------------------------------------ verbs
@@ -460,11 +468,11 @@ def _check_table(results: Sequence[CheckResult], title: str, console: Any = None
     # extrapolation warning under --all-recipes)
     everyone = set.intersection(*(set(r.warnings) for r in results)) if len(results) > 1 else set()
     for w in dict.fromkeys(w for r in results for w in r.warnings if w in everyone):
-        console.print(f"[yellow]warning (every recipe):[/yellow] {w}", highlight=False)
+        _warn(console, "warning (every recipe):", w)
     for res in results:
         for w in dict.fromkeys(res.warnings):
             if w not in everyone:
-                console.print(f"[yellow]warning ({res.name}):[/yellow] {w}", highlight=False)
+                _warn(console, f"warning ({res.name}):", w)
 
 
 def check_text(results: Sequence[CheckResult], title: str) -> str:

@@ -35,12 +35,52 @@ if TYPE_CHECKING:
     from sweeper.study.spec import ParamSpec, StudySpec
 
 __all__ = [
+    "ATTENTION_AS_MUP",
+    "ATTENTION_NOT_MUP",
+    "builder_attention_is_mup",
     "declared_conventions",
     "named_parametrizations",
     "runs_conventions",
     "sweep_conventions",
     "token_unit",
 ]
+
+
+#: the words that end the parametrization variant a builder's law records under muP/CompleteP:
+#: the model keeps its own attention scale (1/sqrt(d_head) in a standard attention), which is
+#: muP's 1/d rule on the proxies when the head size is held fixed (heads grow with width), and
+#: not when the head count is (d_head grows with width); :func:`builder_attention_is_mup` reads
+#: them back (the Megatron export had written "attention scale sqrt(16)/128 ...: as the proxies"
+#: for a fixed head count; an adapters audit)
+ATTENTION_AS_MUP = "muP's 1/d rule the same there"
+ATTENTION_NOT_MUP = "muP's 1/d rule not applied"
+
+
+def builder_attention_is_mup(conv: Conventions) -> bool | None:
+    """Whether the attention scale of a builder's proxies under muP/CompleteP was muP's 1/d rule:
+    True with a head size held fixed (the model's own 1/sqrt(d_head) is sqrt(d_base)/d_head at
+    every width), False with a head count held fixed, None when the law does not say (no builder,
+    SP, or a law stored before it recorded this, 2026-11-29)."""
+    variant = conv.parametrization_variant or ""
+    if conv.model_builder is None or conv.parametrization not in ("mup", "completep"):
+        return None
+    if ATTENTION_NOT_MUP in variant:
+        return False
+    return True if ATTENTION_AS_MUP in variant else None
+
+
+def _attention_of_builder(heads: int | None, head_dim: int) -> str:
+    """What a builder's muP/CompleteP variant adds about its attention scale (see
+    :data:`ATTENTION_AS_MUP`)."""
+    if heads is not None:
+        return (
+            f"; heads fixed at {heads}: d_head grew with width under the model's own attention "
+            f"scale, {ATTENTION_NOT_MUP}"
+        )
+    return (
+        f"; head size fixed at {head_dim}: the model's own attention scale is fixed too, "
+        f"{ATTENTION_AS_MUP}"
+    )
 
 
 def sweep_conventions(sweep: Sweep) -> Conventions:
@@ -216,10 +256,13 @@ def _own_code(spec: StudySpec, meta: Mapping[str, Any] | None = None) -> dict[st
     if m.builder is not None:
         from proxy_models.builder import VARIANTS
 
+        variant = VARIANTS[m.parametrization]
+        if m.parametrization in ("mup", "completep"):
+            variant += _attention_of_builder(m.heads, m.head_dim)
         out.update(
             model_builder=m.builder,
             model_args={k: v for k, v in m.args} or None,
-            parametrization_variant=VARIANTS[m.parametrization],
+            parametrization_variant=variant,
         )
     if t.function is not None:
         out["train_function"] = t.function

@@ -17,6 +17,12 @@ data module). The schedule is fixed in ``pretrain.get_lr`` (litgpt/pretrain.py:4
 0.5.13): linear warmup (lr·it/warmup), then ``min_lr + coeff·(lr − min_lr)`` with a cosine
 coeff: a cosine recipe, and a constant one (min_lr = lr, min_lr_ratio 1); a WSD or linear recipe
 is refused (:data:`RUNS`).
+
+An LR law measured on litgpt's own GPT through the adapter (:data:`ADAPTER`, with its
+``model_args``) gets that model instead of the proxies' block: ``model_config`` is the
+``litgpt.Config`` the adapter builds at the target's shape (:func:`adapter_config`: the Llama
+recipe's LLaMAMLP and intermediate_size, RMSNorm, n_query_groups, full rotary, or what the
+arguments chose), whose N is the header's (recommend counts it on that model).
 """
 
 from __future__ import annotations
@@ -33,7 +39,10 @@ from sweeper.recipe.export.header import comment, header_lines
 from sweeper.recipe.export.versions import FrameworkVersion
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["RUNS", "cautions", "missing", "render"]
+__all__ = ["ADAPTER", "RUNS", "adapter_config", "cautions", "missing", "render"]
+
+#: the builder whose laws' model the file writes (:func:`adapter_config`)
+ADAPTER = "sweeper.adapters.litgpt:gpt"
 
 #: the recipe schedules litgpt's fixed get_lr runs as the proxies ran them
 RUNS = ("cosine", "constant")
@@ -53,6 +62,27 @@ ARCHITECTURE_DEFAULTS = (
 )
 
 
+def adapter_config(r: Recipe) -> tuple[dict[str, Any] | None, str]:
+    """(the ``litgpt.Config`` fields of the LR law's model at the target's shape, why not): the
+    fields when the law was measured on :data:`ADAPTER`, built from its ``model_args`` by the
+    adapter's own :func:`~sweeper.adapters.litgpt.config_fields` (litgpt not imported); None with
+    "" for any other law, None with the reason when the arguments do not build at the target (a
+    ``kv_groups`` that does not divide its heads)."""
+    law = carry.lr_law_conventions(r)
+    if law is None or law.model_builder != ADAPTER:
+        return None, ""
+    from sweeper.adapters.litgpt import config_fields
+
+    try:
+        fields = config_fields(
+            width=r.width, depth=r.depth, heads=r.heads, head_dim=r.width // r.heads,
+            vocab_size=r.vocab, context=r.seq_len, **dict(law.model_args or {}),
+        )  # fmt: skip
+    except (TypeError, ValueError) as e:
+        return None, f"{ADAPTER} with the law's model_args does not build at the target: {e}"
+    return {**fields, "name": f"sweeper-{r.depth}x{r.width}"}, ""
+
+
 def _init(r: Recipe) -> list[Missing]:
     """litgpt's initialize_weights (pretrain.py at 0.5.13): every Embedding/Linear
     N(0, sqrt(2/(5·n_embd))), then ``proj`` of CausalSelfAttention and LLaMAMLP only
@@ -60,13 +90,23 @@ def _init(r: Recipe) -> list[Missing]:
     down-projection) at sqrt(2/(5·n_embd)). Not configurable."""
     small = sp_small_init_std(r.width)
     attn_proj = 1 / math.sqrt(r.width) / r.depth
-    fixed = (
-        f"litgpt's initialize_weights is fixed: sqrt(2/(5·n_embd)) = {small:.4g} for every "
-        f"embedding and linear, the MLP's down-projection (GptNeoxMLP proj) included, "
-        f"1/sqrt(n_embd)/n_layer = {attn_proj:.4g} for the attention out-projections only"
-    )
+    own, _ = adapter_config(r)
+    if own is not None and own["mlp_class_name"] == "LLaMAMLP":
+        fixed = (
+            f"litgpt's initialize_weights is fixed: sqrt(2/(5·n_embd)) = {small:.4g} for every "
+            f"embedding and linear, 1/sqrt(n_embd)/n_layer = {attn_proj:.4g} for the attention's "
+            "and the LLaMAMLP's out-projections (proj)"
+        )
+    else:
+        fixed = (
+            f"litgpt's initialize_weights is fixed: sqrt(2/(5·n_embd)) = {small:.4g} for every "
+            f"embedding and linear, the MLP's down-projection (GptNeoxMLP proj) included, "
+            f"1/sqrt(n_embd)/n_layer = {attn_proj:.4g} for the attention out-projections only"
+        )
     if r.parametrization != "sp":
         return carry.init_std(r, fixed)
+    if own is not None:  # (the adapter's proxies were inited by this same function: its note)
+        return []
     proj = r.rules().residual_proj_init_std(r.init_std)
     others = (
         "the other matrices agree with the recipe"
@@ -123,9 +163,11 @@ def missing(r: Recipe, fv: FrameworkVersion | None) -> list[Missing]:
 
 
 def _doc(r: Recipe) -> dict[str, Any]:
+    own, _ = adapter_config(r)
     return {
         "model_name": f"sweeper-{r.depth}x{r.width}",
-        "model_config": {
+        "model_config": own
+        or {
             "name": f"sweeper-{r.depth}x{r.width}",
             "n_layer": r.depth,
             "n_embd": r.width,
@@ -163,9 +205,43 @@ def _doc(r: Recipe) -> dict[str, Any]:
 
 def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
     """What the file leaves to litgpt's defaults (the architecture beyond the shape and the
-    block), which the recipe does not record, and a vocabulary it writes that no one gave."""
+    block), which the recipe does not record, and a vocabulary it writes that no one gave; for a
+    law measured on the litgpt adapter, what model_config is (:func:`adapter_config`)."""
+    own, why = adapter_config(r)
+    out = [_adapter_caution(r, own)] if own is not None else _block_cautions(r)
+    if why:
+        out.append(f"{why}: the file's block is Sweeper's proxies'")
+    if r.target.vocab is None:
+        out.append(
+            f"vocab_size {r.vocab} is assumed (no vocab given): litgpt builds the embedding and "
+            "head from it; set your tokenizer's"
+        )
+    return out
+
+
+def _adapter_caution(r: Recipe, own: dict[str, Any]) -> str:
+    law = carry.lr_law_conventions(r)
+    args = dict(law.model_args or {}) if law is not None else {}
+    init = (
+        "litgpt pretrain's initialize_weights, the init the adapter gives its proxies under SP "
+        "(since 2026-11-29; a sweep launched before trained PyTorch's default init)"
+        if r.parametrization == "sp"
+        else "litgpt pretrain's initialize_weights"
+    )
+    return (
+        f"model_config is the LR law's model: the litgpt.Config that its builder {ADAPTER} "
+        f"makes with the law's model_args {args} at the target's shape (mlp_class_name "
+        f"{own['mlp_class_name']}, intermediate_size {own['intermediate_size']}, "
+        f"norm_class_name {own['norm_class_name']}, n_query_groups {own['n_query_groups']} of "
+        f"{own['n_head']} heads, head_size {own['head_size']}); the other fields are Config's "
+        f"defaults, as the builder left them; init: {init}"
+    )
+
+
+def _block_cautions(r: Recipe) -> list[str]:
+    """The proxies' block written, and what the rest of it is."""
     block = "Sweeper's proxies' (parallel_residual false, bias false)"
-    out = [
+    return [
         *carry.not_the_proxies(r, "litgpt", block),
         "model_config sets n_layer/n_embd/n_head/vocab_size/block_size and the proxies' block "
         "(parallel_residual false, bias false); the rest is litgpt's Config defaults, which are "
@@ -173,12 +249,6 @@ def cautions(r: Recipe, fv: FrameworkVersion | None) -> list[str]:
         "norm: if its proxies used RMSNorm, set norm_class_name RMSNorm and norm_eps 1e-6 (and "
         "the LayerNorm bias above is then no difference)",
     ]
-    if r.target.vocab is None:
-        out.append(
-            f"vocab_size {r.vocab} is assumed (no vocab given): litgpt builds the embedding and "
-            "head from it; set your tokenizer's"
-        )
-    return out
 
 
 def _nodes_note(r: Recipe) -> list[str]:

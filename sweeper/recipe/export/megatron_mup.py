@@ -24,15 +24,30 @@ the same design at core_v0.17.0), with m = hidden / ``--mup-base-hidden-size``:
   as the proxies' embeddings and lm_head. Weight decay is not scaled (norm gains and biases have
   none: ``get_standard_config_overrides``, as the proxies). The proxies (microsoft/mup's
   MuAdamW) keep eps on every parameter and multiply the hidden weight decay by m.
+
+A law measured on a study's own model (a builder) ran the model's own attention scale
+(:data:`sweeper.fitting.provenance.ATTENTION_AS_MUP`): with a head size held fixed that is the
+flags' sqrt(d_base)/d_head on the proxies; with a head count held fixed it is not (d_head grew
+with width under 1/sqrt(d_head)), and the notes say so instead of "as the proxies"
+(:func:`own_attention`), with the flags that would run it (``--mup-attn-scale-power 0.5``
+without ``--mup-base-head-dim``: 1/sqrt(d_head)).
 """
 
 from __future__ import annotations
 
-from sweeper.recipe.export.carry import Missing
+from sweeper.fitting.provenance import builder_attention_is_mup
+from sweeper.recipe.export.carry import Missing, lr_law_conventions
 from sweeper.recipe.export.header import num
 from sweeper.recipe.recipe import Recipe
 
-__all__ = ["base_head_dim", "mup_args", "mup_cautions", "mup_differences", "mup_notes"]
+__all__ = [
+    "base_head_dim",
+    "mup_args",
+    "mup_cautions",
+    "mup_differences",
+    "mup_notes",
+    "own_attention",
+]
 
 EMBEDDING, HIDDEN = "embedding", "hidden"  # proxy_models.rules roles
 
@@ -43,6 +58,42 @@ def base_head_dim(r: Recipe) -> tuple[int, bool]:
     if r.base_head_dim:
         return r.base_head_dim, True
     return max(1, (r.base_width or r.width) // r.heads), False
+
+
+def own_attention(r: Recipe) -> tuple[str, bool | None] | None:
+    """(the LR law's builder, whether its law records the model's own attention scale as muP's
+    1/d rule on the proxies: :func:`~sweeper.fitting.provenance.builder_attention_is_mup`), None
+    when the law was not measured on a builder's model."""
+    law = lr_law_conventions(r)
+    if law is None or law.model_builder is None:
+        return None
+    return law.model_builder, builder_attention_is_mup(law)
+
+
+def _attention_note(r: Recipe) -> tuple[str, str]:
+    """The attention part of :func:`mup_notes`: (what the flags make Megatron's softmax scale,
+    said among what is as the proxies; "" when it is not as the proxies, and then the second
+    item says so, with what they ran instead)."""
+    d_base, _ = base_head_dim(r)
+    d_head = r.width // r.heads
+    scale = r.rules().attention_scale(d_head, d_base)
+    flags = f"--mup-base-head-dim {d_base}; without it Megatron uses 1/d_head"
+    own = own_attention(r)
+    if own is None or own[1] is True:
+        return f"attention scale sqrt({d_base})/{d_head} = {scale:.4g} ({flags}), ", ""
+    held = (
+        "with the head count held fixed, d_head growing with width"
+        if own[1] is False
+        else "and the law does not record whether the study held the head count fixed (d_head "
+        "growing with width: not muP's rule) or the head size (the same as muP's rule there)"
+    )
+    return "", (
+        f"; the attention is not: its scale is sqrt({d_base})/{d_head} = {scale:.4g} ({flags}), "
+        f"muP's 1/d rule, where the proxies ran their model's own (the law's builder {own[0]}: "
+        f"1/sqrt(d_head) in a standard attention, as in sweeper.adapters) {held}; at the target "
+        f"that is 1/sqrt({d_head}) = {d_head**-0.5:.4g} (--mup-attn-scale-power 0.5 without "
+        "--mup-base-head-dim)"
+    )
 
 
 def _output_mult(r: Recipe) -> float:
@@ -66,18 +117,15 @@ def mup_args(r: Recipe) -> list[tuple[str, ...]]:
 def mup_notes(r: Recipe) -> list[str]:
     """What the flags make Megatron do the same way as the proxies (header notes)."""
     m = r.rules().width_mult
-    d_base, _ = base_head_dim(r)
-    d_head = r.width // r.heads
-    scale = r.rules().attention_scale(d_head, d_base)
+    same, other = _attention_note(r)
     return [
-        f"--use-mup with m = {r.width}/{r.base_width} = {m:g}: attention scale sqrt({d_base})/"
-        f"{d_head} = {scale:.4g} (--mup-base-head-dim {d_base}; without it Megatron uses "
-        f"1/d_head), output logits × {_output_mult(r):.4g} (output mult, the proxies' "
+        f"--use-mup with m = {r.width}/{r.base_width} = {m:g}: {same}output logits × "
+        f"{_output_mult(r):.4g} (output mult, the proxies' "
         f"{r.output_mult:g}·base/width), hidden init --init-method-std/sqrt(m) = "
         f"{r.hidden_init_std:.4g}, the embeddings and the untied output layer at the base LR "
         f"{r.lr.value * r.rules().lr_multiplier(EMBEDDING):.4g} and eps {r.adam_eps:g} "
         f"(is_embedding_parameter), hidden matrices at lr/m = "
-        f"{r.lr.value * r.rules().lr_multiplier(HIDDEN):.4g}: as the proxies",
+        f"{r.lr.value * r.rules().lr_multiplier(HIDDEN):.4g}: as the proxies{other}",
     ]
 
 
@@ -123,12 +171,29 @@ def mup_differences(r: Recipe) -> list[Missing]:
 def mup_cautions(r: Recipe) -> list[str]:
     """Assumptions the file makes that the user must check."""
     d_base, recorded = base_head_dim(r)
+    out: list[str] = []
+    own = own_attention(r)
+    if own is not None and own[1] is not True:
+        d_head = r.width // r.heads
+        what = (
+            "held the head count fixed, so d_head grew with width"
+            if own[1] is False
+            else "may have held the head count fixed (the law does not record it)"
+        )
+        out.append(
+            f"the attention scale is muP's sqrt({d_base})/d_head (--mup-base-head-dim {d_base}), "
+            f"not the one the LR law's proxies ran: their model ({own[0]}) keeps its own, and "
+            f"the study {what}; to run as they ran, drop --mup-base-head-dim and add "
+            f"--mup-attn-scale-power 0.5 (1/sqrt(d_head) = {d_head**-0.5:.4g} at the target), "
+            "or confirm the LR with a short run"
+        )
     if recorded:
-        return []
+        return out
     return [
+        *out,
         f"the recipe does not record the proxies' head size at the base width: "
         f"--mup-base-head-dim {d_base} assumes base_width/heads = {r.base_width}/{r.heads} (the "
         "head count held fixed across widths); if the proxies kept the head size fixed, give "
         "their head size instead (edit the flag, or declare the convention base_head_dim=SIZE "
-        "when importing their runs)"
+        "when importing their runs)",
     ]
