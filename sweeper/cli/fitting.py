@@ -70,13 +70,15 @@ targets (--predictors n_params,tokens) or one per target (--predictors lr=n_para
 --method surface (the default) fits one model to every run of every cell, the optimum's position
 being the law; diverged runs bound it from above; 95% intervals from --bootstrap refits (default
 200) with runs resampled within cells and the cells' scatter about the law redrawn. --method band
-fits every run within --band of its cell's best loss (Step Law: OLS in log space on --bootstrap
-resamples, mean coefficients); parabola fits the optimum of each cell and then a weighted power
-law over cells, its 95% intervals from --bootstrap resamples of the cells (from 7 cells on; below,
-the classical t interval, calibrated there). --keep-edge is an option of the two-stage methods,
---band of the band, --huber, --unweighted and --cell-bootstrap of the parabola, --loss-points of
---target loss (which takes no --predictors); an option the fit does not use is refused. Laws are
-stored with their provenance; list them with `sweeper laws`.
+fits every run within --band of its cell's best loss (Step Law: OLS in log space); parabola fits
+the optimum of each cell and then a weighted power law over cells. The 95% intervals of both come
+from the cells: --bootstrap resamples of the cells from 7 cells on (one predictor; 8 for two),
+below that the classical t interval, calibrated there; the band's too where its cells lie closer
+to the law than its grid (LR or batch) can place a band optimum (their scatter then taken as the
+grid's step / sqrt 12). --keep-edge is an option of the two-stage methods, --band of the band,
+--huber, --unweighted and --cell-bootstrap of the parabola, --loss-points of --target loss (which
+takes no --predictors); an option the fit does not use is refused. Laws are stored with their
+provenance; list them with `sweeper laws`.
 
 --json prints one object: "laws", the laws fitted (each as `sweeper laws show ID --json` gives
 it), and "warnings", the fit's doubts and the targets it skipped, one string each (also printed
@@ -167,7 +169,7 @@ def _register_fit(sub: Any) -> None:
         type=int,
         default=None,
         help="law resamples, 0 or at least 40 (surface: 200, 0 for Laplace intervals; parabola, "
-        "band: 1000, t draws below 7 cells; loss: 100)",
+        "band: 1000, of the cells, t draws below 7 cells (8 with two predictors); loss: 100)",
     )
     p.add_argument(
         "--cell-bootstrap",

@@ -16,7 +16,13 @@ from sweeper.fitting import _surface_model as sm
 from sweeper.fitting._common import min_cells
 from sweeper.fitting._law_steps import check_predictor_design
 from sweeper.fitting.laws import PREDICTORS
-from sweeper.fitting.methods import BATCH_EDGE_NOTE, EDGE_NOTE
+from sweeper.fitting.methods import (
+    BATCH_EDGE_NOTE,
+    BATCH_FEW_NOTE,
+    BATCH_PROFILE_NOTE,
+    EDGE_NOTE,
+)
+from sweeper.fitting.optimum import blow_up_note, blown_up
 from sweeper.study.runs import canonical_order, normalize_runs
 
 #: searched columns the surface does not model (see :mod:`sweeper.fitting.surface`)
@@ -99,6 +105,14 @@ def prepare(
     allow_varying: Sequence[str],
     window: tuple[float, float] | None = None,
 ) -> Data:
+    """The runs of a surface fit as :class:`Data` (the rules: :mod:`sweeper.fitting.surface`).
+    When fewer usable cells sweep the batch than a batch law needs
+    (:func:`~sweeper.fitting._common.min_cells` for its predictors), there is no batch law (a
+    FitError when ``need_batch``), and the LR law takes each of those cells at its best batch
+    (:func:`_at_best_batch`), with a note. Otherwise the batch law is fitted jointly, also when
+    only the LR law is wanted: on a batch ladder (docs/data/batch_ladder.csv) the LR law from
+    each cell's best batch alone was D^-0.003 [-3.6, 0.13], leave-one-cell-out 0.51, against
+    D^0.45 [0.06, 0.64], 0.12 from the joint fit, whose runs at every batch place the LR."""
     # (one order whatever the storage returned: the bootstrap draws runs by position, and a
     # cluster's trials, finishing in another order, had given other intervals; a cluster audit)
     df = canonical_order(normalize_runs(runs))
@@ -107,18 +121,30 @@ def prepare(
     _refuse_unmodelled(df, allow_varying)
     df, notes = _mark_runs(df, blowup)
     _refuse_flat(df)
-    completed = df.groupby("cell", sort=False)["_done"].sum()  # (before the window)
-    edges = _edge_cells(df)
-    if window is not None:
-        notes += _apply_window(df, grid_window(window, _grid_step(df[df["_done"] | df["_div"]])))
-    if not (df["_done"].any() or df["_div"].any()):
-        raise FitError("no completed or diverged runs with a positive lr")
-    usable, bound, left = _classify_cells(df, min_runs, completed, edges)
+    marked, marked_notes = df.copy(), list(notes)
+    completed, edges, usable, bound, left = _sort_cells(df, notes, min_runs, window)
     batch, n_swept = _batch_swept(df, usable)
     cell_frame = _cell_frame(df, usable + bound)
     preds, bpreds = _choose_predictors(
         cell_frame.loc[usable], lr_predictors, batch_predictors, batch, need_batch, n_swept
     )
+    if batch and not need_batch and n_swept < min_cells(len(bpreds or ())):
+        # too few cells sweep the batch for a batch law: none (it had been attached all the
+        # same, and its joint fit refused the LR law too); each such cell at its best batch
+        swept = [c for c in usable if c in _swept_cells(df)]
+        why = (
+            f"{BATCH_FEW_NOTE} (need at least {min_cells(len(bpreds or ()))} usable cells with "
+            f"the batch size swept to fit batch_tokens on {', '.join(bpreds or ())}, got "
+            f"{n_swept}: {', '.join(swept)})"
+        )
+        df, note = _at_best_batch(marked, why)
+        notes = marked_notes + note
+        completed, edges, usable, bound, left = _sort_cells(df, notes, min_runs, window)
+        batch, n_swept = _batch_swept(df, usable)
+        cell_frame = _cell_frame(df, usable + bound)
+        preds, bpreds = _choose_predictors(
+            cell_frame.loc[usable], lr_predictors, None, batch, need_batch, n_swept
+        )
     why_bound = _bound_reasons(df, bound, min_runs, completed, edges)
     _drop_cells_without(cell_frame, preds, bpreds, usable, bound, left, why_bound)
     if left:
@@ -166,6 +192,55 @@ def prepare(
     )
 
 
+def _sort_cells(
+    df: pd.DataFrame, notes: list[str], min_runs: int, window: tuple[float, float] | None
+) -> tuple[pd.Series, dict[str, str], list[str], list[str], list[str]]:
+    """The cells of the marked runs ``df``: each one's completed runs before the window, where
+    its best LR is on its range's edge, and which are usable, bound-only and left out (the
+    window applied to ``df`` in place, its note added to ``notes``)."""
+    completed = df.groupby("cell", sort=False)["_done"].sum()  # (before the window)
+    edges = _edge_cells(df)
+    if window is not None:
+        notes += _apply_window(df, grid_window(window, _grid_step(df[df["_done"] | df["_div"]])))
+    if not (df["_done"].any() or df["_div"].any()):
+        raise FitError("no completed or diverged runs with a positive lr")
+    usable, bound, left = _classify_cells(df, min_runs, completed, edges)
+    return completed, edges, usable, bound, left
+
+
+def _swept_cells(df: pd.DataFrame) -> set[str]:
+    """The cells whose loss points (``_done``) are at two or more batch sizes."""
+    done = df[df["_done"]]
+    n_bt = done.groupby("cell")["batch_tokens"].agg(
+        lambda s: _distinct(np.log(s.to_numpy(dtype=float)))
+    )
+    return {str(c) for c, n in n_bt.items() if n >= 2}
+
+
+def _at_best_batch(df: pd.DataFrame, why: str) -> tuple[pd.DataFrame, list[str]]:
+    """The marked runs ``df`` without, in every cell that sweeps the batch, the runs at a batch
+    other than its best (that of the lowest mean loss at one LR), and the note saying so (none
+    when no cell sweeps the batch): with no batch law the runs of other batches cannot be
+    placed (pooled, each batch's optimum LR would blur the cell's)."""
+    swept = _swept_cells(df)
+    if not swept:
+        return df, []
+    key = _batch_key(df)
+    drop = np.zeros(len(df), dtype=bool)
+    kept = []
+    for cell in sorted(swept):
+        in_cell = (df["cell"] == cell).to_numpy()
+        done = df[in_cell & df["_done"].to_numpy()].assign(_b=key[in_cell & df["_done"].to_numpy()])
+        best = done.groupby(["_b", "lr"])["loss"].mean().idxmin()[0]
+        drop |= in_cell & (key != best)
+        kept.append(f"{cell} at {float(done.loc[done['_b'] == best, 'batch_tokens'].iloc[0]):.4g}")
+    note = (
+        f"{why}: {BATCH_PROFILE_NOTE} ({'; '.join(kept)} tokens), {int(drop.sum())} runs at "
+        "other batches left out"
+    )
+    return df[~drop], [note]
+
+
 def _refuse_unmodelled(df: pd.DataFrame, allow_varying: Sequence[str]) -> None:
     """FitError naming the first searched column the surface does not model that varies in a cell."""
     for col in UNMODELLED:
@@ -182,36 +257,20 @@ def _refuse_unmodelled(df: pd.DataFrame, allow_varying: Sequence[str]) -> None:
 def _mark_runs(df: pd.DataFrame, blowup: float) -> tuple[pd.DataFrame, list[str]]:
     """``df`` with ``_done`` (a loss point) and ``_div`` (a bound) per run; a completed run more
     than ``blowup`` above its cell's best loss is off the model: a bound above the best LR at its
-    batch, left out below it (with a note)."""
+    batch, left out below it (with a note; the rule is :func:`~sweeper.fitting.optimum.blown_up`,
+    the parabola's too)."""
     lr_ok = np.isfinite(df["lr"]) & (df["lr"] > 0)
     loss_ok = np.isfinite(df["loss"]) & (df["loss"] > 0)
     done = (df["state"] == "COMPLETE") & ~df["diverged"] & loss_ok & lr_ok
     div = lr_ok & (df["diverged"] | ((df["state"] == "COMPLETE") & ~np.isfinite(df["loss"])))
     df = df.assign(_done=done, _div=div)
-    n_up = n_down = 0
-    for _, g in df[df["_done"]].groupby("cell"):
-        best = g["loss"].min()
-        far = g["loss"] > (1.0 + blowup) * best
-        if not far.any():
-            continue
-        lb = np.log(g["batch_tokens"].to_numpy(dtype=float))
-        for i in g.index[far]:
-            same = np.abs(lb - math.log(df.at[i, "batch_tokens"])) < _SAME
-            ref = g[same] if same.any() and np.isfinite(lb).all() else g
-            best_lr = float(ref["lr"].to_numpy()[np.argmin(ref["loss"].to_numpy())])
-            df.at[i, "_done"] = False
-            if df.at[i, "lr"] > best_lr:
-                df.at[i, "_div"] = True
-                n_up += 1
-            else:
-                n_down += 1
-    notes = []
-    if n_up or n_down:
-        notes.append(
-            f"{n_up + n_down} runs more than {blowup:.0%} above their cell's best loss: "
-            f"{n_up} above the best LR treated as diverged, {n_down} below it left out"
-        )
-    return df, notes
+    up, down = blown_up(df[done], blowup)
+    if not (up.any() or down.any()):
+        return df, []
+    rows = df.index[done.to_numpy()]
+    df.loc[rows[up | down], "_done"] = False
+    df.loc[rows[up], "_div"] = True
+    return df, [blow_up_note(int(up.sum()), int(down.sum()), blowup)]
 
 
 def _classify_cells(

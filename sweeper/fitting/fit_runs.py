@@ -29,12 +29,14 @@ import numpy as np
 import pandas as pd
 
 from sweeper.errors import FitError
-from sweeper.fitting._common import FitWarning
+from sweeper.fitting._common import FitWarning, min_cells
 from sweeper.fitting.conventions import Conventions
 from sweeper.fitting.laws import Law
 from sweeper.fitting.loss_law import fit_loss_law
 from sweeper.fitting.methods import (
     BATCH_EDGE_NOTE,
+    BATCH_FEW_NOTE,
+    BATCH_PROFILE_NOTE,
     DEFAULT_METHOD,
     EDGE_NOTE,
     FIT_METHODS,
@@ -43,7 +45,13 @@ from sweeper.fitting.methods import (
     SURFACE_SETTINGS,
     SURFACE_UNCONVERGED,
 )
-from sweeper.fitting.optimum import CellOptimum, estimate_optima
+from sweeper.fitting.optimum import (
+    CellOptimum,
+    blow_up_note,
+    blown_up,
+    estimate_optima,
+    loss_points,
+)
 from sweeper.fitting.power_law import fit_band_law, fit_power_law
 from sweeper.study.runs import DEVICE_PRECISION, device_kinds
 
@@ -288,8 +296,12 @@ def _fit_surface(
         fitted = {t: replace(law, notes=(*law.notes, note)) for t, law in fitted.items()}
     laws = tuple(law for t, law in fitted.items() if target in (None, t))
     skipped: tuple[str, ...] = ()
-    if target is None and batch_varies(runs) and "batch_tokens" not in fitted:
-        skipped = ("batch_tokens not fitted: too few cells with the batch swept",)
+    if target in (None, "batch_tokens") and batch_varies(runs) and "batch_tokens" not in fitted:
+        few = next((n for n in fitted["lr"].notes if n.startswith(BATCH_FEW_NOTE)), "")
+        why = few.partition(f": {BATCH_PROFILE_NOTE}")[0] or "too few cells with the batch swept"
+        if target == "batch_tokens":  # (asked for by name: refused, as the other methods do)
+            raise FitError(f"batch_tokens not fitted: {why}")
+        skipped = (f"batch_tokens not fitted: {why}",)
     shown = {n for law in laws for n in law.notes}
     caught = [str(x.message) for x in w if issubclass(x.category, FitWarning)]
     doubts = tuple(m for m in dict.fromkeys(caught) if m not in shown)
@@ -444,6 +456,14 @@ def _optima(runs: pd.DataFrame, opt: FitOptions) -> list[CellOptimum]:
     )
 
 
+def _blown_up_note(runs: pd.DataFrame) -> str:
+    """The note of the runs the parabola took off its curves, more than
+    :data:`~sweeper.fitting._surface_law.BLOWUP` above their cell's best loss (each cell's
+    optimum names its own), in the surface fit's words; "" when none."""
+    up, down = blown_up(loss_points(runs))
+    return blow_up_note(int(up.sum()), int(down.sum())) if up.any() or down.any() else ""
+
+
 def _fit_loss(runs: pd.DataFrame, conv: Conventions, source: str, opt: FitOptions) -> Law:
     return fit_loss_law(
         runs,
@@ -478,7 +498,7 @@ def _fit_target(
             source=source,
             conventions=conv,
         )
-    return fit_power_law(
+    law = fit_power_law(
         optima,
         target=target,
         predictors=preds,
@@ -489,6 +509,8 @@ def _fit_target(
         source=source,
         conventions=conv,
     )
+    blown = _blown_up_note(runs)  # (first, as the surface's)
+    return replace(law, notes=(blown, *law.notes)) if blown else law
 
 
 def _predictors_for(
@@ -547,9 +569,11 @@ def default_predictors(optima: Sequence[CellOptimum]) -> tuple[str, ...]:
     if not vary:
         left = [f"{o.cell}: {o.reason}" for o in optima if not o.usable]
         if len(usable) < 2:  # one usable cell: no predictor can vary; say why the rest are out
+            # (the rule every fit enforces, min_cells: it had said "two scales at least", and
+            # then refused two cells)
             raise FitError(
-                f"only {len(usable)} usable cell ({usable[0].cell}): a law needs cells at two "
-                "scales at least"
+                f"only {len(usable)} usable cell ({usable[0].cell}): a law needs at least "
+                f"{min_cells(1)} usable cells, at two scales or more"
                 + (f"; left out: {'; '.join(left[:8])}" if left else " (the runs hold no other)")
             )
         raise FitError(

@@ -9,6 +9,8 @@ from typing import Final
 
 __all__ = [
     "BATCH_EDGE_NOTE",
+    "BATCH_FEW_NOTE",
+    "BATCH_PROFILE_NOTE",
     "DEFAULT_METHOD",
     "DIFF_METHODS",
     "EDGE_NOTE",
@@ -63,6 +65,14 @@ BATCH_EDGE_NOTE: Final[str] = (
     "batch optimum not bracketed by the cell's own runs (its best batch is the smallest or "
     "largest it tried, or it tried one), so it is a bound resting on the curve's shape from the "
     "other cells, not a measured cell optimum; widen the batch range there"
+)
+#: how a surface LR law's note begins when too few cells swept the batch for a batch law: none
+#: was fitted, and the LR law took each swept cell's runs at its best batch (``fit`` says why the
+#: batch law was skipped in these words)
+BATCH_FEW_NOTE: Final[str] = "too few cells sweep the batch for a batch law"
+#: ... and how it goes on, after the reason in parentheses: what the LR law took instead
+BATCH_PROFILE_NOTE: Final[str] = (
+    "the LR law takes the runs of each cell that sweeps the batch at its best batch"
 )
 #: how a per-cell law's note on cells fitted at the edge of their range (keep_edge) reads, after
 #: its count ("2 of 5 ..."): the diff repeats it

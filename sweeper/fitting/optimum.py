@@ -13,8 +13,11 @@ Two estimators:
   diverged, or its mean loss is more than ``cliff``, relative, above the best) the bound is the best
   LR itself, the largest LR known to be stable: overshooting a cliff costs several % of the loss,
   undershooting by one grid step a fraction of a %. Seeds run at the same point are averaged first
-  (weighted by their number). The vertex is kept between the lowest fitted LR and that neighbour; a
-  fit that is not convex falls back to the best point.
+  (weighted by their number), after the surface fit's rule takes the runs more than 50% above the
+  cell's best loss off the curve (:func:`blown_up`: above the best run's LR a bound, as a diverged
+  run; at or below it left out, and noted): one corrupt run at 40 nats, averaged into the best
+  LR's mean, had put a cell's optimum on the edge of the range. The vertex is kept between the
+  lowest fitted LR and that neighbour; a fit that is not convex falls back to the best point.
 - ``band``: every run within ``band`` (relative, default 0.25%) of the best loss of its cell, as
   DeepSeek and Step Law do; the optimum is the geometric mean of their LRs (and batch sizes).
 
@@ -50,9 +53,20 @@ from sweeper.fitting._common import wls_batch as wls_batch
 from sweeper.fitting._parabola import _TOL, _parabola, _parabola_extras
 from sweeper.fitting._parabola import _masked_max as _masked_max
 from sweeper.fitting._parabola import _masked_min as _masked_min
+from sweeper.fitting._surface_law import BLOWUP
 from sweeper.study.runs import canonical_order, normalize_runs, trained
 
-__all__ = ["METHODS", "CellOptimum", "estimate_optima", "near_optimal_runs", "optima_frame"]
+__all__ = [
+    "METHODS",
+    "CellOptimum",
+    "blow_up_note",
+    "blown_up",
+    "estimate_optima",
+    "grid_step",
+    "loss_points",
+    "near_optimal_runs",
+    "optima_frame",
+]
 
 METHODS: Final[tuple[str, ...]] = ("parabola", "band")
 
@@ -146,6 +160,7 @@ def estimate_optima(
     batch_window: float = math.log(4.0),
     cliff: float = 0.02,
     level: float = 0.95,
+    blowup: float = BLOWUP,
 ) -> list[CellOptimum]:
     """Estimate the optimum of every cell of ``runs`` (canonical runs columns, see sweeper.study.runs).
 
@@ -154,6 +169,8 @@ def estimate_optima(
     0.25%); ``lr_window`` (below the best LR) and ``batch_window`` (either side of the best batch)
     are natural-log widths of the parabola's window; ``cliff`` (relative) is the loss excess of the
     next LR above the best that marks it as past the cliff (see the module docstring); ``level`` is the interval's coverage.
+    ``blowup``: the parabola's runs more than this (relative) above their cell's best loss are
+    off its curve (:func:`blown_up`, the surface fit's rule), noted in the cell's ``notes``.
     """
     if method not in METHODS:
         raise FitError(f"method must be one of {METHODS}, got {method!r}")
@@ -181,6 +198,7 @@ def estimate_optima(
                 batch_window=batch_window,
                 cliff=cliff,
                 level=level,
+                blowup=blowup,
             )
         )
     big = float("inf")
@@ -206,10 +224,65 @@ def optima_frame(optima: Sequence[CellOptimum]) -> pd.DataFrame:
 
 def near_optimal_runs(runs: pd.DataFrame, band: float = 0.0025) -> pd.DataFrame:
     """The completed, non-diverged runs within ``band`` (relative) of their cell's best loss."""
-    df = canonical_order(normalize_runs(runs))
-    pts = df[_point_mask(df)]
+    pts = loss_points(runs)
     best = pts.groupby("cell")["loss"].transform("min")
     return pts[pts["loss"] <= best * (1.0 + band)].reset_index(drop=True)
+
+
+def blown_up(pts: pd.DataFrame, blowup: float = BLOWUP) -> tuple[np.ndarray, np.ndarray]:
+    """Which loss points of ``pts`` (completed runs of one or more cells: ``cell``, ``lr``,
+    ``loss``, ``batch_tokens``) are more than ``blowup`` (relative) above their cell's best loss:
+    off any curve of the loss against the LR. Two boolean arrays over the rows of ``pts``: those
+    above the LR of the best run at their batch size (a bound, as a diverged run is) and those at
+    or below it (left out). The one rule of every fit that takes runs as points (the surface's
+    ``blowup``, :data:`~sweeper.fitting._surface_law.BLOWUP`: Step Law's released runs have
+    none between +25% and +50%, 181 above); a run at 40 nats among runs at 2.3, averaged into
+    its point's mean, had put a parabola's optimum on the edge of the LR range."""
+    up = np.zeros(len(pts), dtype=bool)
+    down = np.zeros(len(pts), dtype=bool)
+    cell = pts["cell"].to_numpy()
+    lr = pts["lr"].to_numpy(dtype=float)
+    loss = pts["loss"].to_numpy(dtype=float)
+    lb = np.log(pts["batch_tokens"].to_numpy(dtype=float))
+    for c in pd.unique(cell):
+        at = np.flatnonzero(cell == c)
+        far = at[loss[at] > (1.0 + blowup) * loss[at].min()]
+        known = bool(np.isfinite(lb[at]).all())
+        for i in far:
+            same = at[np.abs(lb[at] - lb[i]) < _SAME_POINT] if known else at
+            ref = same if same.size else at
+            if lr[i] > lr[ref[np.argmin(loss[ref])]]:
+                up[i] = True
+            else:
+                down[i] = True
+    return up, down
+
+
+def blow_up_note(n_up: int, n_down: int, blowup: float = BLOWUP) -> str:
+    """The note of the runs :func:`blown_up` took off the curve (every fit's words)."""
+    return (
+        f"{n_up + n_down} runs more than {blowup:.0%} above their cell's best loss: "
+        f"{n_up} above the best LR treated as diverged, {n_down} below it left out"
+    )
+
+
+def loss_points(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs every estimate takes as points: completed, not diverged, with a positive finite
+    lr and loss (canonical columns and order)."""
+    df = canonical_order(normalize_runs(runs))
+    return df[_point_mask(df)]
+
+
+def grid_step(points: pd.DataFrame, col: str) -> float:
+    """The median spacing (natural log) of the distinct values of ``col`` tried within a cell of
+    ``points``, values within 1% being one grid point; 0 when no cell tried two."""
+    steps: list[float] = []
+    for _, g in points.groupby("cell"):
+        v = pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=float)
+        v = v[np.isfinite(v) & (v > 0)]
+        if v.size:
+            steps.extend(np.diff(_cluster(np.log(v))[1]).tolist())
+    return float(np.median(steps)) if steps else 0.0
 
 
 # --- one cell ----------------------------------------------------------------------------------
@@ -263,11 +336,20 @@ def _estimate_cell(
     batch_window: float,
     cliff: float,
     level: float,
+    blowup: float,
 ) -> CellOptimum:
     """The optimum of the cell whose runs are ``g`` (the arguments are those of
     :func:`estimate_optima`); a cell that cannot be fitted gets one with ``usable=False``."""
     pts = g[_point_mask(g)]
     div_lr = g.loc[_diverged_mask(g), "lr"].to_numpy(dtype=float)
+    n_diverged = div_lr.size
+    notes: list[str] = []
+    if method == "parabola":  # (averaged into its point's mean, a blown-up run moved the curve)
+        up, down = blown_up(pts, blowup)
+        if up.any() or down.any():
+            div_lr = np.concatenate([div_lr, pts["lr"].to_numpy(dtype=float)[up]])
+            pts = pts[~(up | down)]
+            notes.append(blow_up_note(int(up.sum()), int(down.sum()), blowup))
     x = np.log(pts["lr"].to_numpy(dtype=float))
     loss = pts["loss"].to_numpy(dtype=float)
     bt_raw = pts["batch_tokens"].to_numpy(dtype=float)
@@ -275,15 +357,14 @@ def _estimate_cell(
     z = np.log(bt_raw) if has_bt else None
     base = _base_fields(name, g, method, x, div_lr)
     blank = _blank(float(np.median(bt_raw)) if has_bt else None)
-    why = _too_few_runs(g, len(pts), div_lr.size, min_runs)
+    why = _too_few_runs(g, len(pts), n_diverged, min_runs)
     if why:
-        return CellOptimum(**base, **blank, reason=why)
+        return CellOptimum(**base, **blank, reason=why, notes=tuple(notes))
     x_lab, x_pt = _cluster(x)
     if x_pt.size < 3:
         why = f"only {x_pt.size} distinct LRs among the completed runs (need 3)"
-        return CellOptimum(**base, **blank, reason=why)
+        return CellOptimum(**base, **blank, reason=why, notes=tuple(notes))
 
-    notes: list[str] = []
     zc = _cluster(z) if z is not None else None
     if method == "parabola" and zc is not None and zc[1].size == 2:
         # two batch sizes cannot carry a quadratic: profile the LR at the best run's batch
@@ -407,8 +488,13 @@ def _too_few_runs(g: pd.DataFrame, n_points: int, n_diverged: int, min_runs: int
     if g["lr"].isna().all():
         return "no lr values in this cell"
     if n_points < min_runs:
-        div_note = f" ({n_diverged} diverged)" if n_diverged else ""
-        return f"{n_points} completed runs{div_note}, fewer than min_runs={min_runs}"
+        notes = [f"{n_diverged} diverged"] if n_diverged else []
+        # ASHA's PRUNED runs stopped part-way: left out of every fit, yet they were trained
+        n_pruned = int((g["state"] == "PRUNED").sum()) if "state" in g else 0
+        if n_pruned:
+            notes.append(f"{n_pruned} more PRUNED by ASHA, left out of the fit")
+        note = f" ({'; '.join(notes)})" if notes else ""
+        return f"{n_points} completed runs{note}, fewer than min_runs={min_runs}"
     return ""
 
 

@@ -10,7 +10,8 @@ Two fits:
   leave-largest-out errors.
 - :func:`fit_band_law` (in :mod:`sweeper.fitting.band_law`, importable from here too): the Step Law
   way: every near-optimal run (within ``band`` of its cell's best loss) is a point; OLS in log space
-  on bootstrap resamples of those runs; the coefficients are the mean over resamples.
+  through them; its interval from the cells as above (resampled, or the t interval), their
+  scatter floored at the grid's quantisation.
 
 y is ``lr`` (peak AdamW LR) or ``batch_tokens`` (batch size in tokens); x among ``n_params``
 (non-embedding parameters), ``tokens``, ``flops``, ``width``, ``depth``. Errors are in natural-log

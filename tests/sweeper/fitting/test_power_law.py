@@ -225,9 +225,14 @@ def test_band_law_recovered(runs: pd.DataFrame) -> None:
         assert lo <= b <= hi
     assert law.n_cells == 18 and law.n_points > law.n_cells
     assert law.method == "band0.0025-runs+ols"
-    # Step Law: the coefficients are the mean of the bootstrap fits
-    mean = np.mean(np.asarray(law.boot_coefs), axis=0)
-    assert law.log_prefactor == pytest.approx(mean[0])
+    # the coefficients: OLS through the near-optimal runs (the interval comes from the cells)
+    from sweeper.fitting.optimum import near_optimal_runs
+
+    near = near_optimal_runs(runs)
+    x = np.column_stack([np.ones(len(near)), np.log(near[list(PREDICTORS)].to_numpy(float))])
+    ols = np.linalg.lstsq(x, np.log(near["lr"].to_numpy(float)), rcond=None)[0]
+    assert law.log_prefactor == pytest.approx(ols[0])
+    assert [law.exponents[p] for p in PREDICTORS] == pytest.approx(ols[1:])
     bt = fit_band_law(runs, target="batch_tokens", predictors=("tokens",), n_boot=300)
     assert bt.exponents_ci["tokens"][0] <= 0.6 <= bt.exponents_ci["tokens"][1]
 
