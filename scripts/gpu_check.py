@@ -68,8 +68,12 @@ def plan(study: str, out_dir: Path) -> list[dict[str, Any]]:
     points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
     first = spec.sweep.first_seed
     seeds = range(first, first + spec.sweep.seeds_per_point)
-    # the data path is resolved against DIR at train time; own: your builder or training function
-    base = {**base_config(spec, "corpus.txt"), "own": own_config(spec)}
+    # the corpus is written first, so that the driver's data check reads it; the path the runs
+    # get is relative, resolved against DIR at train time; own: your builder or training function
+    out_dir.mkdir(parents=True, exist_ok=True)
+    corpus = out_dir / "corpus.txt"
+    corpus.write_bytes(builtin_corpus().tobytes())
+    base = {**base_config(spec, str(corpus)), "data": "corpus.txt", "own": own_config(spec)}
     configs = []
     for seed, cell, params in itertools.product(seeds, cells(spec), points):
         meta = {
@@ -80,8 +84,6 @@ def plan(study: str, out_dir: Path) -> list[dict[str, Any]]:
             "seq_len": cell.context,
         }
         configs.append({**trial_config(base, spec, cell, params, seed=seed), "meta": meta})
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "corpus.txt").write_bytes(builtin_corpus().tobytes())
     (out_dir / "configs.json").write_text(json.dumps({"study": study, "trials": configs}))
     return configs
 

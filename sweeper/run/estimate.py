@@ -24,9 +24,11 @@ then an upper bound.
 The wall time adds what a launch spends besides training: Ray's start, Tune's cost per trial,
 and the ``sweeper launch`` command's own start and exit (:data:`LAUNCH_S`, :data:`TRIAL_S`,
 :data:`PROCESS_S`: typical figures of an otherwise idle 2-core machine, not probed). They
-dominate a small sweep, so they are scaled to the load the probe found (:func:`load_factor`):
-unscaled, an audit's 6-run sweep was priced at 2-3x less than it took under load, and its note
-said the figures were for that load (a launch-UX audit).
+dominate a small sweep, so their CPU share (:data:`CPU_SHARE`) is scaled to the load the probe
+found (:func:`load_factor`, the load over the machine's cores): unscaled, an audit's 6-run sweep
+was priced at 2-3x less than it took under load, and its note said the figures were for that
+load (a launch-UX audit); scaled whole, and by the load over the sweep's cores alone, small
+studies were priced at 2-3.4x what they took (another audit).
 What it does not know: other load on the machine while the sweep runs, the last trials running
 alone, and a GPU's speed when probed on a CPU; the probe runs here, under the load it finds (its
 1-minute load average is kept with the estimate and printed with this caveat).
@@ -49,6 +51,7 @@ from sweeper.study.ladder import Cell, cells
 from sweeper.study.spec import StudySpec, law_cap_runs, law_lr_runs, law_lrs, law_max_runs
 
 __all__ = [
+    "CPU_SHARE",
     "LAUNCH_S",
     "PROBE_STEPS",
     "PROCESS_S",
@@ -69,40 +72,64 @@ __all__ = [
 #: optimizer steps of a timed probe (after one untimed warm-up step)
 PROBE_STEPS = 12
 
-#: wall seconds a launch spends before its trials train, on an otherwise idle machine: Ray's
-#: start (5.6 s) and the first trial workers' start (importing torch): the smoke study on 2
-#: cores, 2026-11-28, launch 25.5 s, Tune 18.5 s, its 36 runs 21.7 s on 2 workers
-LAUNCH_S: Final[float] = 10.0
+#: The fixed costs below were measured on 2026-11-29 on this 2-core machine with
+#: `sweeper -v launch` (Ray's start), the trials' Optuna start and end times and each run's
+#: wall_s: a launch's fixed cost is its command's wall time less its runs' wall seconds over its
+#: 2 workers. Idle (three launches each of studies/smoke.toml, 36 runs, 18 a worker, and of a
+#: 4-run grid, 2 a worker, at a load average of 0.9-1.4 that was the launches' own): 14.9, 16.1
+#: and 17.6 s for smoke, 14.8, 16.1 and 17.7 s for the 4 runs, of which 4.6-5.1 s outside the
+#: summary's "finished in" and 2.9-4.7 s Ray's start. (The figures before these, 10 + 0.2 a trial
+#: a worker + 3.7 s, priced smoke at 17.3 s and the 4 runs at 14.1 s.)
+#:
+#: wall seconds a launch spends besides its runs and :data:`PROCESS_S`, on an otherwise idle
+#: machine: Ray's start, the first trial workers' start (importing torch), Tune's start and the
+#: summary after the last trial (above: 16.1 s less 5.0 s less the trials' share)
+LAUNCH_S: Final[float] = 10.5
 #: wall seconds Ray Tune spends per trial beyond the run (scheduling, reporting, the searcher's
-#: storage writes), per worker: the rest of the smoke study's Tune time, over its 18 trials a
-#: worker (the same launch, idle)
-TRIAL_S: Final[float] = 0.2
+#: storage writes), per worker: too small to see above (smoke's 16 more trials a worker cost no
+#: more than the 4-run grid's), at most about 0.1 s
+TRIAL_S: Final[float] = 0.05
 #: wall seconds of the ``sweeper launch`` command outside its summary's "finished in", on an
-#: otherwise idle machine: its start (imports, the study; 2.7 s of CPU time, which is its idle
-#: wall time, 2026-11-29 on 2 cores) and its exit after the summary (Ray's shutdown, the lease,
-#: the interpreter: 2.6-2.9 s at load 4.3-4.8 on 2 cores, about 1 s once divided by
-#: :func:`load_factor`; an audit saw 3-4 s). A launch from Python pays only Ray's shutdown of it
-PROCESS_S: Final[float] = 3.7
+#: otherwise idle machine: its start (imports, the study) and its exit after the summary (Ray's
+#: shutdown, the lease, the interpreter): 4.6-5.1 s in the six idle launches above. A launch
+#: from Python pays only Ray's shutdown of it
+PROCESS_S: Final[float] = 5.0
+#: the share of the fixed costs that is CPU time and slows as :func:`load_factor` says; the rest
+#: (Ray's and Tune's waits and polling, starting processes) takes as long under load. Fourteen
+#: launches at a load average of 2.9-7.3 (other sessions' on these 2 cores) and the six idle
+#: ones: fixed cost = 9.4 s + 7.5 s x load_factor (least squares; residual sd 7.3 s), 7.5 / 16.9
+#: of it scaled. Scaling all of it (x load_factor) had priced smoke's fixed cost at 57-71 s
+#: where its launches took about 26 s (an audit)
+CPU_SHARE: Final[float] = 0.45
 
 
-def load_factor(load_avg: float | None, cores: int | None) -> float:
-    """How much slower the launch's fixed costs (:data:`LAUNCH_S`, :data:`TRIAL_S`,
-    :data:`PROCESS_S`, measured idle) run under ``load_avg`` on ``cores`` cores: they are mostly
-    one process at a time (Ray's start, Tune's driver, imports), which gets ``cores / (load + 1)``
-    of a core among ``load_avg`` other runnable processes, so ``max(1, (load + 1) / cores)``; 1
-    where the load is not known. (Unscaled, an audit's small sweep took 2-3x the estimate under
-    load; the training itself is probed under the load and needs no factor.)"""
+def load_factor(
+    load_avg: float | None, cores: int | None, host_cores: int | None = None
+) -> float:
+    """How much slower a process runs under ``load_avg`` on a machine of ``host_cores`` cores
+    (``os.cpu_count()``, the cores the load average counts; None: ``cores``, the cores the sweep
+    may use): one more runnable process among ``load_avg`` others gets ``host_cores / (load + 1)``
+    of a core, so ``max(1, (load + 1) / host_cores)``; 1 where the load is not known. The CPU
+    share of the launch's fixed costs (:data:`CPU_SHARE`, measured idle) slows by it; the
+    training itself is probed under the load and needs no factor. (The load had been divided by
+    the cores of the affinity mask, not the machine's: under ``taskset -c 1`` on 2 cores the
+    factor was load + 1, and the estimate 3.4x the launch; an audit. Pinned launches here took
+    no longer than free ones: the other processes leave the pinned core to them.)"""
     if load_avg is None or not cores or not math.isfinite(load_avg):
         return 1.0
-    return max(1.0, (max(load_avg, 0.0) + 1.0) / cores)
+    host = max(host_cores or cores, cores)
+    return max(1.0, (max(load_avg, 0.0) + 1.0) / host)
 
 
 def duration(seconds: float) -> str:
-    """``seconds`` for people: seconds below a minute, minutes below 1.5 hours, then hours."""
+    """``seconds`` for people: seconds below 2 minutes, minutes (to a tenth below 10) below 1.5
+    hours, then hours (61-89 s had all read "1 min"; an audit)."""
     if seconds < 0.95:
         return f"{seconds:.1g} s"
-    if seconds < 59.5:
+    if seconds < 119.5:
         return f"{seconds:.0f} s"
+    if seconds < 595:
+        return f"{seconds / 60:.1f}".removesuffix(".0") + " min"
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
@@ -153,6 +180,8 @@ class Estimate:
     load_avg: float | None = None
     #: the cores the trials share (:func:`estimate_study`'s ``cores``)
     cores: int | None = None
+    #: the machine's cores, which its load average counts (``os.cpu_count()``; None: ``cores``)
+    host_cores: int | None = None
 
     def __str__(self) -> str:  # (the dataclass's own ran past 1 KB of CellCost(...); an audit)
         return estimate_text(self)
@@ -173,16 +202,22 @@ class Estimate:
 
     @property
     def load_factor(self) -> float:
-        """The launch's fixed costs' slowdown under the load at the probe (:func:`load_factor`)."""
-        return load_factor(self.load_avg, self.cores)
+        """A process's slowdown under the load at the probe (:func:`load_factor`)."""
+        return load_factor(self.load_avg, self.cores, self.host_cores)
+
+    @property
+    def fixed_factor(self) -> float:
+        """How much longer the launch's fixed costs take under the load at the probe than idle:
+        their CPU share (:data:`CPU_SHARE`) slowed by :attr:`load_factor`, the rest as idle."""
+        return 1.0 + CPU_SHARE * (self.load_factor - 1.0)
 
     @property
     def overhead_s(self) -> float:
         """Wall seconds of the launch that are not training: :data:`LAUNCH_S`, :data:`TRIAL_S`
         per trial on each of the ``concurrent`` workers and :data:`PROCESS_S`, scaled to the
-        load at the probe (:attr:`load_factor`)."""
+        load at the probe (:attr:`fixed_factor`)."""
         idle = LAUNCH_S + TRIAL_S * self.runs / self.concurrent + PROCESS_S
-        return idle * self.load_factor
+        return idle * self.fixed_factor
 
     @property
     def caveat(self) -> str:
@@ -190,7 +225,7 @@ class Estimate:
         snapshot of the throughput (module docstring), and says what is scaled to that load and
         what is not (it said "the figures are for the load at the probe" while the launch's
         fixed costs were an idle machine's, 2-3x low under load: a launch-UX audit)."""
-        cores = self.cores or 0
+        cores = max(self.host_cores or 0, self.cores or 0)
         if self.load_avg is None:
             return (
                 "the figures are for the load at the probe: the training was probed under it, "
@@ -198,11 +233,12 @@ class Estimate:
                 "average to scale them by); other load while the sweep runs, the last trials "
                 "running alone and a GPU's speed when probed on a CPU are left out"
             )
-        at = f" (load average {self.load_avg:.2f} on {cores} core{'s' * (cores != 1)})"
+        ours = "" if cores == (self.cores or 0) else f", {self.cores} of them the sweep's"
+        at = f" (load average {self.load_avg:.2f} on {cores} core{'s' * (cores != 1)}{ours})"
         return (
             f"the figures are for the load at the probe{at}: the training was probed under it "
             f"and the launch's fixed costs, measured idle, are scaled to it "
-            f"(x{self.load_factor:.2g}); other load while the sweep runs, the last trials "
+            f"(x{self.fixed_factor:.2g}); other load while the sweep runs, the last trials "
             "running alone and a GPU's speed when probed on a CPU are left out"
         )
 
@@ -218,6 +254,7 @@ class Estimate:
         out["wall_s"] = list(self.wall_s)
         out["overhead_s"] = self.overhead_s
         out["load_factor"] = self.load_factor
+        out["fixed_factor"] = self.fixed_factor
         out["caveat"] = self.caveat
         for c, cost in zip(out["cells"], self.cells, strict=True):
             c["core_s"] = cost.core_s(self.cpu_per_trial)
@@ -381,6 +418,14 @@ def estimate_study(
 
         raise SweeperError(f"--estimate cannot probe {too_big[0]}; a smaller ladder, or "
                            "validate without --estimate")  # fmt: skip
+    from sweeper.errors import StudyError
+    from sweeper.study.spec import check_data, check_data_content
+
+    # (data that cannot be read, or too short for the context, had failed in the probe's run:
+    # "internal error: ValueError"; validate and launch refuse it first, a spec built in Python
+    # is refused here with the same line)
+    if problems := check_data(spec) or check_data_content(spec):
+        raise StudyError(problems, path=spec.source)
     load = load_average()
     probes = _probed(probe, spec, ends, steps, concurrent)
     costs = [CellCost(c.name, c.n_params, c.tokens, _runs_per_cell(spec), _price(probes, c))
@@ -397,8 +442,9 @@ def estimate_study(
         total = sum(c.core_s(cpu) for c in costs)
         core = (total, total)
     return Estimate(
-        spec.name, tuple(costs), probes, cpu, concurrent, runs, core, notes, load, cores
-    )
+        spec.name, tuple(costs), probes, cpu, concurrent, runs, core, notes, load, cores,
+        host_cores=os.cpu_count(),
+    )  # fmt: skip
 
 
 def state_bytes(spec: StudySpec, cell: Cell) -> float:

@@ -105,16 +105,26 @@ def _load_data(source: str, vocab_size: int, driver: Mapping[str, str] | None = 
 
 def data_check(spec: StudySpec, data: str) -> dict[str, str] | None:
     """The name and fingerprint of the data as the driver reads it, for each run to compare with
-    its own (:func:`_load_data`); None for a training function (it reads the data its own way)
-    or data the driver cannot read (the runs then report why)."""
+    its own (:func:`_load_data`); None for a training function (it reads the data its own way).
+    Data the driver cannot read, or too short for the context, is a StudyError naming the key
+    (:func:`~sweeper.study.spec.check_data_content`'s line, else load_data's error): it had
+    returned None, and every run then failed (``launch`` and ``validate`` refuse it first; this
+    is the check of a caller that did not, such as ``estimate`` of a spec built in Python)."""
     if spec.train.function is not None:
         return None
     from proxy_models import load_data
+    from sweeper.errors import StudyError
+    from sweeper.study.spec import check_data_content
 
+    if problems := check_data_content(spec):
+        raise StudyError(problems, path=spec.source)
     try:  # read afresh, not from this process's cache: the file may have changed since
         d = load_data(data, vocab_size=spec.model.vocab_size)
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as e:
+        read = "" if data == spec.sweep.data else f" (read at {data})"
+        raise StudyError(
+            f"sweep.data: {spec.sweep.data!r}{read} cannot be read: {e}", path=spec.source
+        ) from None
     return {"name": str(d.name), "fingerprint": str(d.fingerprint)}
 
 

@@ -161,6 +161,26 @@ def check_own_code(spec: StudySpec) -> list[str]:
     return out
 
 
+def attention_warnings(spec: StudySpec) -> list[str]:
+    """A builder under muP/CompleteP with ``heads`` fixed: its model keeps its own attention
+    scale (the builder applies no 1/d rule), and with the head count fixed d_head grows with
+    width, so the proxies do not run muP's attention (the law records it in its variant, and the
+    Megatron export says so; an adapters audit)."""
+    m = spec.model
+    if m.builder is None or m.parametrization == "sp" or m.heads is None:
+        return []
+    widths = sorted({*spec.ladder.widths, *(c.width for c in spec.ladder.cells)})
+    sizes = f" ({widths[0] // m.heads} to {widths[-1] // m.heads})" if len(widths) > 1 else ""
+    return [
+        f"model.heads = {m.heads} beside model.builder under {m.parametrization}: the builder's "
+        "model keeps its own attention scale (1/sqrt(d_head) in a standard attention, as in "
+        f"sweeper.adapters), and with the head count fixed d_head grows with width{sizes}, so "
+        "muP's 1/d attention rule is not applied (the law records it, and the Megatron export "
+        "says its --use-mup attention is not the proxies'); set model.head_dim instead (heads "
+        "then grow with width and the two agree), unless the builder scales its attention itself"
+    ]
+
+
 def _check_builder(spec: StudySpec, builder: Any) -> list[str]:
     from proxy_models.builder import BuilderError, prepare
 

@@ -81,6 +81,25 @@ PROXY_ONLY_KEYS: Final[tuple[str, ...]] = ("norm", "qk_norm", "tied_embeddings")
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a sweep's name, after ``{name!r} ``; None when it can
+    (:data:`NAME_RE`). A '/' parts a sweep from its cells (``<name>/<cell>``), a '+' joins sweeps
+    (``fit A+B``): the hint says which rule a name broke ('_x' and 'a+b' had been told "(no
+    '/')")."""
+    if NAME_RE.match(name):
+        return None
+    chars = "letters, digits, '_', '-' or '.'"
+    if not name:
+        return f"must be {chars}, not empty"
+    if "+" in name:
+        return f"must be {chars}: '+' is reserved for joined sweeps (sweeper fit A+B)"
+    if "/" in name:
+        return f"must be {chars}: '/' parts a sweep's name from its cells' (<name>/<cell>)"
+    if not re.match(r"[A-Za-z0-9]", name[0]):
+        return f"must start with a letter or a digit (then {chars})"
+    return f"must be {chars}"
+
+
 # ---- the spec ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SweepSection:
@@ -378,6 +397,10 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
     # machine that launches it), but launch refuses it (check_spec): say so
     for p in check_data(spec):
         log.warning("%s: %s; launch will refuse it", path_s, p)
+    from sweeper.study.own_code import attention_warnings
+
+    for p in [*whole_step_warnings(spec), *attention_warnings(spec)]:
+        log.warning("%s: %s", path_s, p)
     from sweeper.study.storage import url_password
 
     if url_password(spec.sweep.storage):
@@ -478,8 +501,8 @@ MAX_SWEEP_NAME: Final[int] = 160
 def _check_fields(spec: StudySpec) -> list[str]:
     out: list[str] = []
     m, lad, s = spec.model, spec.ladder, spec.search
-    if not spec.sweep.name or not NAME_RE.match(spec.sweep.name):
-        out.append(f"sweep.name: {spec.sweep.name!r} must be letters, digits, '_', '-' or '.'")
+    if why := name_problem(spec.sweep.name):
+        out.append(f"sweep.name: {spec.sweep.name!r} {why}")
     elif len(spec.sweep.name) > MAX_SWEEP_NAME:
         out.append(
             f"sweep.name: {len(spec.sweep.name)} characters, more than the {MAX_SWEEP_NAME} a "
@@ -516,9 +539,13 @@ def _check_fields(spec: StudySpec) -> list[str]:
         out.append(
             "ladder: no cells (give widths, depths and tokens or tokens_per_param, or cells)"
         )
-    for w in dict.fromkeys(widths):
+    # (an explicit cell's width is its own key: it had been named ladder.widths, not a key there)
+    first: dict[int, str] = {}  # each width once, at its first key
+    for i, w in enumerate(widths):
+        first.setdefault(w, f"ladder.cells[{i}].width" if lad.cells else "ladder.widths")
+    for w, where in first.items():
         if w % divisor:
-            out.append(f"ladder.widths: {w} is not divisible by {what} {divisor}")
+            out.append(f"{where}: {w} is not divisible by {what} {divisor}")
     # search
     for name, p in s.items():
         out.extend(_check_param(name, p))
@@ -716,16 +743,156 @@ def check_run(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
     :func:`check_spec` of a spec built in Python), which a stored study read back is not held to
     (it was launched under the rules of its day): a sampler other than the grid searches the LR
     or the batch size (:func:`check_searched`), each token budget is at least one step
-    (:func:`check_budgets`), and byte-level data has its 256 values (:func:`check_byte_vocab`).
+    (:func:`check_budgets`), byte-level data has its 256 values (:func:`check_byte_vocab`), the
+    data that is here can be read and holds a window of the context (:func:`check_data_content`),
+    a searched warmup is one unit (:func:`check_warmup`), the optimizer reads the keys set and
+    has muP rules in the built-in loop (:func:`check_optimizer`), and ``sweep.storage`` is a URL
+    (:func:`check_storage`).
 
     ``known``: problems already found; a rule that reads a key they name is not applied (its
     answer would rest on a stand-in value).
     """
-    return [
+    out = [
         *check_searched(spec, known=known),
         *check_budgets(spec, known=known),
         *check_byte_vocab(spec, known=known),
+        *check_warmup(spec, known=known),
+        *check_optimizer(spec, known=known),
+        *check_storage(spec, known=known),
     ]
+    return out + check_data_content(spec, known=[*known, *out])
+
+
+def check_warmup(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """``warmup`` is a fraction of the steps below 1 and a number of steps from 1, truncated to
+    whole steps (``proxy_models.hparams.warmup_steps``: ``int(warmup)``). A searched warmup that
+    mixes the two (a range across 1, a list on both sides) searches two quantities on one axis,
+    and steps that are not whole train fewer (2.5 trains 2; a range from 2 draws 2.37, ...): both
+    had been accepted. One line each. ``known``: see :func:`check_run`."""
+    p = spec.search.warmup
+    if p is None or _touches(known, ("search.warmup",)):
+        return []
+    if p.values is not None:
+        vals = sorted(float(v) for v in p.values)
+        low, high = vals[0], vals[-1]
+        below, above = [v for v in vals if v < 1], [v for v in vals if v >= 1]
+        mixed = (  # (used only when both are there)
+            f"{_listed(below or [0])} (fractions of the steps) and {_listed(above or [1])} (steps)"
+        )
+        broken = [v for v in vals if v >= 1 and not v.is_integer()]
+    else:
+        assert p.low is not None and p.high is not None
+        low, high = float(p.low), float(p.high)
+        mixed = f"the range {low:g} to {high:g} holds fractions of the steps and steps"
+        # (a range of steps draws numbers between the whole ones, each truncated)
+        broken = [] if high < 1 or low < 1 else [low, high]
+    out = []
+    if low < 1 <= high:
+        out.append(
+            f"search.warmup: {mixed}: warmup is a fraction of the steps below 1 and a number of "
+            "steps from 1, so one searched warmup must be one or the other (keep it below 1, or "
+            "give whole steps)"
+        )
+    if broken and p.values is not None:
+        out.append(
+            f"search.warmup: {_listed(broken)} {'is' if len(broken) == 1 else 'are'} not whole "
+            f"steps: a warmup of 1 or more is a number of steps, truncated ({broken[0]:g} trains "
+            f"{int(broken[0])}): give whole steps, or a fraction of the steps below 1"
+        )
+    elif broken:
+        out.append(
+            f"search.warmup: the range {low:g} to {high:g} is a number of steps, and a range "
+            "draws steps that are not whole (each truncated: 2.7 trains 2): give whole steps as "
+            "a list ({ values = [...] }), or a range of fractions below 1"
+        )
+    return out
+
+
+def _listed(values: Sequence[float]) -> str:
+    """Numbers as a study writes them: ``0.5``, ``[0.5, 1, 2]``."""
+    return f"{values[0]:g}" if len(values) == 1 else f"[{', '.join(f'{v:g}' for v in values)}]"
+
+
+#: the optimizers whose muP (and CompleteP) rules the built-in loop applies: Adam's per-layer
+#: rules (hidden LR ÷ m, weight decay × m; ``proxy_models.rules``), which Muon's groups take too
+#: (docs/OWN_MODEL.md). SGD's muP rules differ (Tensor Programs V: the hidden LR is not ÷ m), and
+#: Adafactor's step is relative to RMS(param), which muP's init already shrinks by 1/√m, so the
+#: ÷ m would apply twice (``proxy_models.optim``): coord-check flagged both (an audit).
+MUP_OPTIMIZERS: Final[tuple[str, ...]] = ("adamw", "muon")
+#: what each optimizer of the built-in loop does not read (``proxy_models.optim``): the keys a
+#: study may not set with it, and why (beside the default they do nothing: a searched beta2 under
+#: adafactor doubled a grid for identical losses; an audit)
+UNREAD_KEYS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
+    "adafactor": (
+        ("train.beta1", "search.beta2", "train.eps"),
+        "torch's Adafactor runs at its defaults: no momentum, beta2_decay -0.8, eps (None, 1e-3)",
+    ),
+    "sgd": (("search.beta2", "train.eps"), "SGD has momentum beta1 and no second moment"),
+}
+
+
+def check_optimizer(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """The optimizer of the built-in loop (not a ``train.function``'s, which builds its own):
+    muP and CompleteP only with an optimizer whose rules the loop applies (:data:`MUP_OPTIMIZERS`),
+    and no key the optimizer does not read (:data:`UNREAD_KEYS`: away from its default, or
+    searched). ``known``: see :func:`check_run`."""
+    t, m = spec.train, spec.model
+    if t.function is not None or _touches(known, ("train.optimizer",)):
+        return []
+    out = []
+    if (
+        m.parametrization in ("mup", "completep")
+        and t.optimizer not in MUP_OPTIMIZERS
+        and not _touches(known, ("model.parametrization",))
+    ):
+        why = {
+            "sgd": "SGD's muP rules differ (Tensor Programs V: its hidden LR is not ÷ m)",
+            "adafactor": (
+                "Adafactor's step is relative to RMS(param), which muP's init already shrinks, "
+                "so the ÷ m applies twice"
+            ),
+        }.get(t.optimizer, f"{t.optimizer} has no muP rules here")
+        out.append(
+            f"train.optimizer: {t.optimizer!r} under model.parametrization "
+            f"{m.parametrization!r}: the built-in loop applies Adam's muP rules (hidden LR ÷ m, "
+            f"weight decay × m) whatever the optimizer, and {why}: use "
+            f"{' or '.join(repr(o) for o in MUP_OPTIMIZERS)}, or parametrization 'sp'"
+        )
+    keys, why = UNREAD_KEYS.get(t.optimizer, ((), ""))
+    default = TrainSpec()
+    for key in keys:
+        section, name = key.split(".")
+        given = (
+            getattr(spec.search, name) is not None
+            if section == "search"
+            else getattr(t, name) != getattr(default, name)
+        )
+        if given and not _touches(known, (key,)):
+            out.append(
+                f"{key}: not used by train.optimizer {t.optimizer!r} ({why}): leave it out"
+            )
+    return out
+
+
+def check_storage(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """``sweep.storage`` parses as a SQLAlchemy URL, with the line ``launch`` refuses it by
+    (:func:`sweeper.study.storage.get_engine`): ``validate`` had passed ``"notaurl"``. Whether
+    the database is there, or its driver installed, is launch's to find."""
+    url = spec.sweep.storage
+    if not url or _touches(known, ("sweep.storage",)):
+        return []
+    import sqlalchemy as sa
+
+    from sweeper.study.storage import _path_hint, redact, safe_url
+
+    try:
+        sa.engine.make_url(url)
+    except sa.exc.ArgumentError as e:
+        return [
+            f"sweep.storage: invalid storage URL {safe_url(url)!r}: {redact(str(e), url)}"
+            f"{_path_hint(url)}"
+        ]
+    return []
 
 
 def check_max_concurrent(max_concurrent: object) -> None:
@@ -802,6 +969,136 @@ def check_data(spec: StudySpec) -> list[str]:
     ]
 
 
+#: the share of a text source held out for validation (``proxy_models.load_data``'s
+#: ``val_fraction``, the value every run loads it with)
+VAL_FRACTION: Final = 0.1
+#: the values of nanoGPT's uint16 tokens (``load_data`` refuses a larger vocab_size)
+UINT16_VALUES: Final = 65536
+#: tokens of each .bin file whose largest ``load_data`` checks against vocab_size (its bounded
+#: check: a multi-GB file is not scanned)
+BIN_HEAD_TOKENS: Final = 1 << 20
+
+
+class _Unreadable(Exception):
+    """Data ``load_data`` would refuse: ``key`` is the study key to name."""
+
+    def __init__(self, key: str, msg: str) -> None:
+        super().__init__(msg)
+        self.key = key
+
+
+def check_data_content(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
+    """Data that is here can be read as every run reads it (``proxy_models.load_data``) and its
+    splits hold a window of ``model.context + 1`` tokens (the training split one more: the
+    loop's own rules). One line naming ``sweep.data`` or ``model.vocab_size``; none for data
+    not here (:func:`check_data`), ``"builtin"`` (4 MiB), or a ``train.function`` (which reads
+    its data its own way). NanoGPT token files that held tokens >= vocab_size, a folder with
+    nothing to read and a text shorter than a window had passed ``validate``, and every run then
+    failed at launch (an audit).
+
+    Without torch: load_data's rules read from the files' sizes (a text is its bytes) and, for
+    ``train.bin``/``val.bin``, their first :data:`BIN_HEAD_TOKENS` tokens (what load_data
+    checks), so it costs a directory walk and at most 4 MiB read.
+    ``known``: see :func:`check_run`."""
+    keys = ("sweep.data", "model.vocab_size", "model.context")
+    if spec.train.function is not None or _touches(known, keys):
+        return []
+    path = resolve_data(spec.sweep.data)
+    if path is None or path == "builtin":
+        return []
+    try:
+        train, val, unit = _data_lengths(path, spec.model.vocab_size, spec.sweep.data)
+    except _Unreadable as e:
+        return [f"{e.key}: {e}"]
+    except OSError as e:
+        return [f"sweep.data: {spec.sweep.data!r} cannot be read: {e.strerror or e}"]
+    window = spec.model.context + 1
+    if val >= window and train > window:
+        return []
+    data = spec.sweep.data
+    if unit == "bytes":
+        total = train + val
+        need = window * 10  # (the smallest text whose held-out 10% holds a window)
+        while (v := max(1, int(need * VAL_FRACTION))) < window or need - v <= window:
+            need += 1
+        return [
+            f"sweep.data: {data!r} holds {total:,} bytes, too few for model.context "
+            f"{spec.model.context}: its validation split (the last 10%, {val:,} tokens) and its "
+            f"training split ({train:,}) must each hold a window of context + 1 tokens; give at "
+            f"least {need:,} bytes of text, or a shorter context"
+        ]
+    short = "val.bin" if val < window else "train.bin"
+    return [
+        f"sweep.data: {short} of {data!r} holds {val if short == 'val.bin' else train:,} tokens, "
+        f"too few for model.context {spec.model.context}: it must hold "
+        f"{'a window' if short == 'val.bin' else 'more than a window'} of context + 1 = "
+        f"{window:,} tokens; give more tokens, or a shorter context"
+    ]
+
+
+def _data_lengths(path: str, vocab_size: int, shown: str) -> tuple[int, int, str]:
+    """The (training, validation) tokens ``load_data`` gives ``path`` with ``vocab_size``, and
+    their unit ("bytes" for text, "tokens" for uint16 .bin files), from the files' sizes; raises
+    :class:`_Unreadable` where load_data raises (the same rules, without torch). ``shown``: the
+    path as the study writes it."""
+    import pathlib
+
+    p = pathlib.Path(path)
+    if p.is_dir() and (p / "train.bin").exists():
+        if not 0 < vocab_size <= UINT16_VALUES:
+            raise _Unreadable(
+                "model.vocab_size",
+                f"{vocab_size} is above the {UINT16_VALUES:,} values of the uint16 tokens of "
+                f"{shown!r} (nanoGPT's train.bin/val.bin): give at most {UINT16_VALUES:,}",
+            )
+        if not (p / "val.bin").exists():
+            raise _Unreadable(
+                "sweep.data", f"{shown!r} holds train.bin but no val.bin beside it (nanoGPT's)"
+            )
+        lengths = []
+        for split in ("train", "val"):
+            f = p / f"{split}.bin"
+            size = f.stat().st_size
+            if size < 4 or size % 2:
+                raise _Unreadable(
+                    "sweep.data", f"{str(f)!r} is not a file of uint16 tokens ({size:,} bytes)"
+                )
+            top = _largest_token(f)
+            if top >= vocab_size:
+                raise _Unreadable(
+                    "model.vocab_size",
+                    f"{vocab_size} does not cover the data: {str(f)!r} holds token {top:,} (every "
+                    f"token id must be below vocab_size): give at least {top + 1:,}",
+                )
+            lengths.append(size // 2)
+        return lengths[0], lengths[1], "tokens"
+    if p.is_dir():
+        files = [f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in (".txt", ".md")]
+        if not files:
+            raise _Unreadable(
+                "sweep.data",
+                f"{shown!r} is a folder with neither train.bin/val.bin nor .txt/.md files: nothing "
+                "to train on",
+            )
+        total = sum(f.stat().st_size for f in files) + len(files) - 1  # (joined by newlines)
+    else:
+        total = p.stat().st_size
+    val = max(1, int(total * VAL_FRACTION))
+    return total - val, val, "bytes"
+
+
+def _largest_token(f: Any) -> int:
+    """The largest of the first :data:`BIN_HEAD_TOKENS` uint16 tokens of ``f`` (load_data's
+    check; native byte order, as numpy's memory map reads them)."""
+    import array
+
+    with open(f, "rb") as fh:
+        raw = fh.read(2 * BIN_HEAD_TOKENS)
+    tokens = array.array("H")
+    tokens.frombytes(raw[: len(raw) // 2 * 2])
+    return max(tokens)
+
+
 def data_source(spec: StudySpec) -> str:
     """The study's data as a trial is given it (:func:`resolve_data`); StudyError with
     :func:`check_data`'s line when it is not there."""
@@ -829,6 +1126,83 @@ def check_searched(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
         f"{kind!r} nothing to choose and finds no optimum: give a range "
         "(lr = { low = ..., high = ... }) or a list of LRs (lr = { values = [...] })"
     ]
+
+
+#: the most batch sizes of a searched range :func:`whole_step_warnings` tries (evenly spread)
+_RANGE_BATCHES: Final = 4096
+
+
+def whole_step_warnings(spec: StudySpec) -> list[str]:
+    """Warnings (the study is not refused) where a run's whole steps miss its cell's D by more
+    than a training function's run may before it keeps a ``tokens_note``
+    (``proxy_models.train_function.TOKENS_SLACK``, 10%): a run trains ``max(1, D // (batch ×
+    context))`` steps of ``batch × context`` tokens, and the fit takes the cell's D.
+    ``ladder.tokens = [2047]`` at batch 16 × context 64 trained 1,024 tokens, fitted at D =
+    2,047; a batch that does not divide the budget trains less, by an amount that depends on
+    the batch (a bias in a batch law). One line per budget key for a fixed batch or a list of
+    batches (its worst cell and batch); one, in general terms, for a searched batch range (its
+    largest shortfall). None for a ``train.function`` (it trains its budget its own way, and
+    its runs keep a ``tokens_note``) or a ladder that cannot be counted."""
+    if spec.train.function is not None:
+        return []
+    from proxy_models.train_function import TOKENS_SLACK
+    from sweeper.study.ladder import cells
+
+    try:
+        ladder = cells(spec)
+    except (StudyError, ValueError, ZeroDivisionError):
+        return []
+    lad, context, b = spec.ladder, spec.model.context, spec.search.batch_size
+    if lad.cells:
+        keys = [f"ladder.cells[{i}].{'tokens' if c.tokens is not None else 'tokens_per_param'}"
+                for i, c in enumerate(lad.cells)]  # fmt: skip
+    else:
+        per_shape = ["ladder.tokens"] * len(lad.tokens)
+        per_shape += ["ladder.tokens_per_param"] * len(lad.tokens_per_param)
+        keys = per_shape * (len(lad.widths) * len(lad.depths))
+
+    def short(tokens: int, batch: int) -> tuple[float, int, int]:
+        steps = max(1, tokens // (batch * context))
+        return (tokens - steps * batch * context) / tokens, steps, steps * batch * context
+
+    if b.values is None:  # a range: its worst batch, once
+        assert b.low is not None and b.high is not None
+        low, high = int(b.low), int(b.high)
+        batches = range(low, high + 1, max(1, -(-(high - low + 1) // _RANGE_BATCHES)))
+        worst = max(((*short(c.tokens, x), x, c) for c in ladder for x in batches),
+                    key=lambda w: w[0])  # fmt: skip
+        frac, steps, trained, batch, cell = worst
+        if frac <= TOKENS_SLACK:
+            return []
+        return [
+            f"search.batch_size: a batch of the range {low} to {high} can miss a cell's D by "
+            f"more than {TOKENS_SLACK:.0%} in whole steps of batch × context tokens, which the "
+            f"fit takes at the cell's D: up to {frac:.0%} short (batch {batch} at {cell.name}: "
+            f"{steps:,} step(s), {trained:,} of its {cell.tokens:,} tokens), a bias that depends "
+            "on the batch; a list of batches that divide the budgets avoids it"
+        ]
+    out: dict[str, tuple[float, int, int, int, Any]] = {}  # key: its worst case
+    short_cells: dict[str, set[str]] = {}
+    for key, c in zip(keys, ladder, strict=True):
+        for x in sorted(int(v) for v in b.values):
+            frac, steps, trained = short(c.tokens, x)
+            if frac > TOKENS_SLACK:
+                short_cells.setdefault(key, set()).add(c.name)
+                if key not in out or frac > out[key][0]:
+                    out[key] = (frac, steps, trained, x, c)
+    lines = []
+    for key, (frac, steps, trained, x, c) in out.items():
+        n = len(short_cells[key])
+        others = f" ({n} cells of {key} fall short)" if n > 1 else ""
+        lines.append(
+            f"{key}: whole steps miss {c.name}'s D by more than {TOKENS_SLACK:.0%}: it trains "
+            f"{steps:,} step(s) of batch {x} × context {context} = {x * context:,} tokens, "
+            f"{trained:,} of its {c.tokens:,} ({frac:.0%} short), and the fit takes D = "
+            f"{c.tokens:,}{others}; give "
+            f"budgets that are multiples of batch × context tokens"
+            + (", or batches that divide them" if len(b.values) > 1 else "")
+        )
+    return lines
 
 
 def check_budgets(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:

@@ -15,7 +15,6 @@ from proxy_models.config import NORMS
 from proxy_models.hparams import OPTIMIZERS, SCHEDULES
 from proxy_models.rules import PARAMETRIZATIONS
 from sweeper.study.spec import (
-    NAME_RE,
     OPTUNA_SAMPLERS,
     PRUNERS,
     SAMPLERS,
@@ -34,6 +33,7 @@ from sweeper.study.spec import (
     TrainSpec,
     check_run,
     check_spec,
+    name_problem,
 )
 
 __all__ = ["SECTIONS", "SECTION_KEYS", "read_study"]
@@ -113,13 +113,34 @@ def _key_of(problem: str) -> str:
 
 
 def _covered(problem: str, earlier: list[str]) -> bool:
-    """A cross-field problem about a key already reported (e.g. ``missing`` after a wrong type)."""
+    """A cross-field problem about a key already reported (e.g. ``missing`` after a wrong type):
+    the key itself, a key under it, an element of it (``ladder.depths[0]`` covers
+    ``ladder.depths``), a section-level problem (``ladder: give exactly one of ...``) once one
+    of the section's keys failed, and the problems that read a whole section
+    (:data:`_READS_SECTION`) once a key of it failed (each had been a second, misleading line:
+    an audit)."""
     key = _key_of(problem)
     for e in earlier:
-        k = _key_of(e)
+        # (search.lr.values[1] -> search.lr.values; _key_of has stripped its last "]")
+        k = re.sub(r"\[\d+\]?$", "", _key_of(e))
         if key == k or key.startswith(k + ".") or (k in _REQUIRED and key.startswith(k)):
             return True
+        if key in SECTIONS and k.startswith(key + "."):
+            return True
+        for at, says, section in _READS_SECTION:
+            if key == at and says in problem and (k == section or k.startswith(section + ".")):
+                return True
     return False
+
+
+#: cross-field problems that read a whole section, whose stand-in values a failed key of it
+#: leaves: (the key of the problem, what it says, the section). The grid's size is counted from
+#: every searched parameter (a bad LR is a one-value stand-in: "6 exceeds the grid's 1
+#: point(s)"), the law sampler's least budget from the ladder's cells.
+_READS_SECTION: Final = (
+    ("sweep.trials_per_cell", "exceeds the grid", "search"),
+    ("sampler.budget_runs", "the plan spends starting every cell", "ladder"),
+)
 
 
 _REQUIRED: Final = ("sweep", "ladder", "search")
@@ -187,17 +208,30 @@ KEY_ALIASES: Final[dict[str, str]] = {
 }
 
 
+#: what a study cannot hold, which a user may look for by these names (docs/STUDY.md's "not
+#: study keys"): ``search.ramp`` had been asked "did you mean 'warmup'?"
+NOT_AVAILABLE: Final[dict[str, str]] = {
+    "ramp": "a batch-size ramp (HParams.ramp) is not available in a study",
+}
+#: the similarity an unknown key needs to an allowed one to be told "did you mean" it (difflib's
+#: ratio; its default 0.6 took 'ramp' for 'warmup'; 'knd' -> 'kind' is 0.86, 'batch' ->
+#: 'batch_size' 0.67)
+HINT_CUTOFF: Final = 0.65
+
+
 def _unknown_key_hint(key: str, section: str, allowed: tuple[str, ...]) -> str:
     """What to say of an unknown ``key`` in ``section`` ("" at the top level): Sweeper's name for
     another tool's key, else the sections it belongs in, else the allowed key it probably
     misspells, else every allowed key."""
     if key in KEY_ALIASES:
         return f"unknown key: Sweeper's name for it is {KEY_ALIASES[key]}"
+    if key in NOT_AVAILABLE:
+        return f"unknown key: {NOT_AVAILABLE[key]}"
     homes = _homes(key, section)
     if homes:
         here = f"in [{section}]" if section else "at the top level"
         return f"unknown key {here}: move it to {' or '.join(f'[{h}]' for h in homes)}"
-    close = difflib.get_close_matches(key, allowed, n=1)
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=HINT_CUTOFF)
     meant = f"did you mean {close[0]!r}? " if close else ""
     return f"unknown key ({meant}expected one of: {', '.join(allowed)})"
 
@@ -400,8 +434,8 @@ def _read_sweep(r: _Reader, d: dict[str, Any]) -> SweepSection:
     p = "sweep"
     r.keys(d, p, SECTION_KEYS[p])
     name = r.get(d, "name", p, "str", required=True)
-    if name is not None and not NAME_RE.match(name):
-        r.bad(f"{p}.name", f"{name!r} must be letters, digits, '_', '-' or '.' (no '/')")
+    if name is not None and (why := name_problem(name)):
+        r.bad(f"{p}.name", f"{name!r} {why}")
         name = None
     section = SweepSection(
         name=name or "",
@@ -544,6 +578,10 @@ def _read_param(r: _Reader, d: dict[str, Any], name: str) -> ParamSpec | None:
     v = d[name]
     if not isinstance(v, dict):
         ok, x = _coerce(v, kind)
+        if not ok and isinstance(v, float) and not math.isfinite(v):
+            # ("expected a number or a table, got number inf": the other keys' wording)
+            r.bad(where, _not_a(kind, v, (lo_b, lo_open, hi_b, hi_open)))
+            return None
         if not ok:
             listed = isinstance(v, list)
             hint = f" (a list of values: {name} = {{ values = [...] }})" if listed else ""
@@ -559,7 +597,7 @@ def _read_param(r: _Reader, d: dict[str, Any], name: str) -> ParamSpec | None:
         if {"low", "high", "log"} & set(v):
             r.bad(where, "give either values or low/high, not both")
             return None
-        vals = r.list_of(v, "values", where, kind)
+        vals = r.list_of(v, "values", where, kind, low=lo_b, low_open=lo_open)
         for x in vals:
             if not _in_bounds(x, lo_b, lo_open, hi_b, hi_open):
                 r.bad(f"{where}.values", f"{x!r} {_bounds_text(lo_b, lo_open, hi_b, hi_open)}")
@@ -674,7 +712,8 @@ def _read_pruner(r: _Reader, d: dict[str, Any]) -> PrunerSpec:
             if key in d:
                 r.bad(f"{p}.{key}", f"only used with kind = 'asha' (kind is {kind!r})")
     x = PrunerSpec()
-    return PrunerSpec(
+    n_before = len(r.problems)
+    out = PrunerSpec(
         kind=kind,
         grace_fraction=r.get(
             d, "grace_fraction", p, "float", x.grace_fraction, low=0, low_open=True, high=1
@@ -683,6 +722,35 @@ def _read_pruner(r: _Reader, d: dict[str, Any]) -> PrunerSpec:
             d, "reduction_factor", p, "float", x.reduction_factor, low=1, low_open=True
         ),
         reports=r.get(d, "reports", p, "int", x.reports, low=2),
+    )
+    if kind == "asha" and len(r.problems) == n_before:
+        _check_asha_rungs(r, out, "grace_fraction" in d)
+    return out
+
+
+#: a run's reports to ASHA before its final one are capped at this percent of its steps
+#: (``sweeper.run.asha.PROGRESS_CAP``: only the final report is at 100%)
+_ASHA_PROGRESS_CAP: Final = 99.0
+
+
+def _check_asha_rungs(r: _Reader, pr: PrunerSpec, grace_given: bool) -> None:
+    """ASHA can stop a run only at a report before its end on or after the first rung
+    (``grace_fraction`` of the steps). The last such report lands at (reports - 1) / reports of
+    the steps (every ``steps // reports`` steps, never at the last step: exactly there when
+    ``reports`` divides the steps, later otherwise), capped at 99%. The rule: the first rung at
+    or before that point, so that every run of at least ``reports`` steps can be pruned."""
+    last = min(_ASHA_PROGRESS_CAP, 100.0 * (pr.reports - 1) / pr.reports)
+    first = 100.0 * pr.grace_fraction
+    if first <= last + 1e-9:
+        return
+    key = "pruner.grace_fraction" if grace_given else "pruner.reports"
+    r.bad(
+        key,
+        f"ASHA could not prune: its first rung (grace_fraction {pr.grace_fraction:g}, "
+        f"{first:g}% of the steps) lies past the last report before a run's end ({last:g}% "
+        f"with reports = {pr.reports}); it must be at most {last / 100:g} here ((reports - 1) / "
+        "reports, and never above 0.99)"
+        + ("" if last >= _ASHA_PROGRESS_CAP else ", or raise reports"),
     )
 
 

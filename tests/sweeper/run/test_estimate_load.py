@@ -16,6 +16,7 @@ from tests.sweeper.run.test_estimate import STUDY, fake_estimate, fake_probe, st
 
 def test_an_estimate_keeps_the_load_it_was_probed_under(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 0.5))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # (the load average counts the machine's)
     est = estimate_study(study(), cores=2, probe=fake_probe(1e-4, 1e-3))
     assert est.load_avg == 1.5 and est.to_dict()["load_avg"] == 1.5
     assert est.to_dict()["caveat"] == est.caveat
@@ -28,6 +29,7 @@ def test_validate_estimate_prints_the_load_and_what_the_figure_leaves_out(
 ) -> None:
     fake_estimate(monkeypatch)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.25, 1.0, 0.5))
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
     path = tmp_path / "est.toml"
     path.write_text(STUDY.format(seeds=1, tokens=8192, batch="8", sampler='kind = "grid"'))
     code, out, _ = cli("validate", path, "--estimate")

@@ -18,6 +18,7 @@ import pytest
 
 from sweeper.run import launch
 from sweeper.run.estimate import (
+    CPU_SHARE,
     LAUNCH_S,
     PROCESS_S,
     TRIAL_S,
@@ -213,29 +214,37 @@ def test_the_estimate_scales_the_launchs_fixed_costs_to_the_load_at_the_probe(
 ) -> None:
     """LAUNCH_S and TRIAL_S were measured on an idle machine and added as they were, while the note
     said "the figures are for the load at the probe": a small sweep took 2-3x its estimate under
-    load. The process's own start and exit (3-4 s after "finished in") were counted nowhere."""
+    load. The process's own start and exit (3-4 s after "finished in") were counted nowhere.
+    Their CPU share (CPU_SHARE) is scaled, not the whole: scaled whole, small studies were
+    priced at 2-3.4x what they took."""
     idle = LAUNCH_S + TRIAL_S * 18 / 2 + PROCESS_S
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # (the load's cores: not this machine's)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     calm = estimate_study(study(), cores=2, probe=fake_probe(1e-4, 1e-3))
     assert calm.load_factor == 1.0 and calm.overhead_s == pytest.approx(idle)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 4.0, 3.0))
     busy = estimate_study(study(), cores=2, probe=fake_probe(1e-4, 1e-3))
     assert busy.load_factor == pytest.approx(3.0)
-    assert busy.overhead_s == pytest.approx(3.0 * idle)
+    fixed = 1 + CPU_SHARE * (3.0 - 1)  # (x1.9: the CPU share slowed 3x, the rest as idle)
+    assert busy.fixed_factor == pytest.approx(fixed) and fixed == pytest.approx(1.9)
+    assert busy.overhead_s == pytest.approx(fixed * idle)
     # the training is the probe's (already under the load): only the fixed costs are scaled
     assert busy.core_s == calm.core_s
-    assert busy.wall_s[0] - calm.wall_s[0] == pytest.approx(2.0 * idle)
+    assert busy.wall_s[0] - calm.wall_s[0] == pytest.approx((fixed - 1) * idle)
     assert busy.to_dict()["load_factor"] == pytest.approx(3.0)
+    assert busy.to_dict()["fixed_factor"] == pytest.approx(fixed)
 
 
 def test_the_caveat_says_what_is_scaled_to_the_load_and_what_is_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 4.0, 3.0))
     est = estimate_study(study(), cores=2, probe=fake_probe(1e-4, 1e-3))
     assert "load at the probe (load average 5.00 on 2 cores)" in est.caveat
     assert "the training was probed under it" in est.caveat
-    assert "fixed costs, measured idle, are scaled to it (x3)" in est.caveat
+    # (load factor 3, of which the CPU share: 1 + 0.45 x 2)
+    assert "fixed costs, measured idle, are scaled to it (x1.9)" in est.caveat
 
     def no_load() -> tuple[float, float, float]:
         raise OSError("no load average")
@@ -266,12 +275,14 @@ def test_validate_estimate_names_every_fixed_cost(
 
     fake_estimate(monkeypatch)
     monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 1.0, 0.5))
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
     path = tmp_path / "est.toml"
     path.write_text(_toml("estcli"))
     code, out, _ = cli("validate", path, "--estimate")
     assert code == 0, out
     assert "of it the command's start and exit, Ray's start and Tune's per-trial cost" in out
-    assert "are scaled to it (x4)" in out  # (load 3 on 1 core)
+    # (load 3 on 1 core: a load factor of 4, of which the CPU share, 1 + 0.45 x 3 = 2.35)
+    assert "load average 3.00 on 1 core)" in out and "are scaled to it (x2.4)" in out
 
 
 # ---- 3. a signal while Ray starts --------------------------------------------------------------

@@ -434,7 +434,7 @@ def test_programmatic_one_cell_grid_spec() -> None:
     # launch started Ray and stored an empty sweep (an API audit)
     zero = replace(spec, sweep=replace(spec.sweep, trials_per_cell=0))
     assert check_spec(zero) == ["sweep.trials_per_cell: 0 must be >= 1"]
-    assert "ladder.widths: 100 is not divisible by head_dim 16" in problems
+    assert "ladder.cells[0].width: 100 is not divisible by head_dim 16" in problems
     assert any(p.startswith("search.lr: inverted range") for p in problems)
     # every problem at once: a negative LR had gone unsaid beside a count above the grid, and a
     # head_dim of 0 had been a ZeroDivisionError (an API audit)
@@ -540,7 +540,8 @@ def test_data_not_here_is_warned_by_validate_and_refused_by_launch(
     with pytest.raises(StudyError) as info:
         data_source(spec)
     assert info.value.problems == [line]
-    (tmp_path / "corpus.txt").write_text("some text")
+    # (650 bytes, the least text whose held-out 10% holds a window at context 64)
+    (tmp_path / "corpus.txt").write_text("some text " * 65)
     here = replace(spec, sweep=replace(spec.sweep, data="corpus.txt"))
     assert check_data(here) == [] and check_spec(here) == []
     assert data_source(here) == str(tmp_path / "corpus.txt")
