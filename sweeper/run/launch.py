@@ -8,8 +8,8 @@ recorded in the storage by the driver only (one writer, so SQLite is safe); work
 
 One Ray trial is one training run: an (Optuna trial, seed) pair. An Optuna trial is told when all
 its seeds have finished: COMPLETE with the mean final validation loss (diverged runs included, with
-``diverged`` set: the fit uses them as range bounds), PRUNED when Ray's ASHA stopped one of its
-runs, FAIL when a run crashed after ``max_failures`` retries (with the grid or law sampler its
+``diverged`` set: the fit uses them as range bounds), PRUNED when ASHA (:mod:`sweeper.run.asha`)
+stopped its first seed's run, FAIL when a run crashed after ``max_failures`` retries (with the grid or law sampler its
 point is queued to be asked again, since the grid would not revisit it), or raised in the study's
 own code (not retried: a seeded run raises it again; its point is held for the next launch). Per-seed results are kept
 in the trial's ``runs`` user attribute (see :mod:`sweeper.study.sweep`).
@@ -1011,9 +1011,8 @@ def _tuner(
     r = spec.resources
     scheduler: TrialScheduler | None = None
     if spec.pruner.kind == "asha":
-        scheduler = PerCellASHA(
-            cells, grace=spec.pruner.grace_fraction, reduction_factor=spec.pruner.reduction_factor
-        )
+        # its rungs seeded from the stored trials: a relaunch decides as an uninterrupted launch
+        scheduler = PerCellASHA.for_sweep(spec, [c.cs for c in searcher.cells])
     trainable = tune.with_resources(trainable_for(spec), {"cpu": r.cpu, "gpu": r.gpu})
     return tune.Tuner(
         trainable,

@@ -551,16 +551,32 @@ def test_asha_stopped_trial_is_pruned(sqlite_url: str) -> None:
 
 # ---- crashes ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("max_failures", [1, 0])
-def test_crashed_run_is_retried_then_fail(tmp_path: Path, max_failures: int) -> None:
+def test_crashed_run_is_retried_then_fail(
+    tmp_path: Path, max_failures: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A crash (not the study's code) is retried max_failures times, then FAIL with its error
-    kept as last_error: with no retry, the error came only from a retry and was lost."""
+    kept as last_error: with no retry, the error came only from a retry and was lost.
+
+    The crash is one that validation and launch's checks cannot see, as data too short for the
+    context now is: every run reads other data than the driver (another copy on each node), so
+    each run raises in its worker after the launch. The driver's read is patched here; the
+    workers, processes of their own, read the corpus as it is."""
+    from sweeper.run import trainable
     from sweeper.run.launch import launch_study
 
-    short = tmp_path / "short.txt"
-    short.write_text("too short to hold one sequence")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the driver's copy of the corpus\n" * 200)
+    read = trainable.data_check
+
+    def another_copy(spec: StudySpec, data: str) -> dict[str, str] | None:
+        check = read(spec, data)
+        assert check is not None  # (the built-in loop: the driver reads the data)
+        return {**check, "fingerprint": "0ther0copy"}
+
+    monkeypatch.setattr(trainable, "data_check", another_copy)
     url = f"sqlite:///{tmp_path / 'crash.db'}"
     text = TINY.format(name="crash", trials=1, seeds=1, tokens=16384, max_failures=max_failures)
-    text = text.replace('name = "crash"', f'name = "crash"\ndata = "{short}"')
+    text = text.replace('name = "crash"', f'name = "crash"\ndata = "{corpus}"')
     text = text.replace("widths = [16, 32]", "widths = [16]")
     spec = parse_study_toml(text)
     summary = launch_study(spec, url=url, progress=False)
@@ -569,7 +585,8 @@ def test_crashed_run_is_retried_then_fail(tmp_path: Path, max_failures: int) -> 
     (t,) = study.trials
     assert t.state == TrialState.FAIL
     assert t.user_attrs.get("retries", 0) == max_failures  # that many retries, then FAIL
-    assert "too short for context" in t.user_attrs["last_error"], t.user_attrs
+    error = t.user_attrs["last_error"]
+    assert "differs from the driver's" in error and "0ther0copy" in error, t.user_attrs
 
 
 def test_a_node_whose_data_differs_from_the_drivers_fails_its_run(tmp_path: Path) -> None:
