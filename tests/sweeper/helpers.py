@@ -1,9 +1,12 @@
-"""Fixtures and helpers shared by the fitting tests (optimum, laws, import, CLI, Step Law data)."""
+"""Fixtures and helpers shared by the tests (fitting: optimum, laws, import, CLI, Step Law data;
+study files: their problems, the light CLI)."""
 
 from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,9 @@ import pandas as pd
 import pytest
 
 import sweeper.cli as cli_mod
+from sweeper.errors import StudyError
 from sweeper.fitting.synthetic import synthetic_sweep
+from sweeper.study.spec import load_study
 
 STEPLAW_FILE = "steplaw_dense_lr_bs_loss.csv"
 #: the command that imports the Step Law release (module docstring of sweeper.study.importer)
@@ -168,3 +173,27 @@ def pair_sweep(exponent: float, seed: int, n: tuple[float, ...] = DIFF_N) -> pd.
         lr_steps=(-4, 3), seeds=2, noise=0.003, noise_high=0.02, noise_df=5.0, k_low=0.03,
         k_high=0.25, seq_len=128, batch_size=32, loss_law=(1.2, 8.0, 0.0, 0.2, 0.3), seed=seed,
     )  # fmt: skip
+
+
+def study_problems(tmp_path: Path, text: str) -> list[str]:
+    """The problems ``load_study`` raises for a study file of ``text`` (it must raise, naming the
+    file)."""
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    assert info.value.path == str(path)
+    return info.value.problems
+
+
+def light_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own that must import neither torch nor Ray (the study verbs)."""
+    code = (
+        "import sys, sweeper.cli as c; "
+        "rc = c.main(sys.argv[1:]); "
+        "assert 'torch' not in sys.modules and 'ray' not in sys.modules, 'heavy import'; "
+        "raise SystemExit(rc)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )

@@ -12,11 +12,11 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweeper.errors import StudyError
 from sweeper.study.samplers import PlannedOnlySampler, make_sampler
 from sweeper.study.spec import TargetSpec, law_lrs, load_study, parse_study_toml
 from sweeper.study.study_toml import spec_hash, study_toml
 from tests.sweeper.helpers import CliRunner, cli_fixture  # noqa: F401  (the `cli` fixture)
+from tests.sweeper.helpers import study_problems as _problems
 
 LAW = """\
 [sweep]
@@ -137,14 +137,6 @@ BAD: list[tuple[str, str, str]] = [
         "pruner.kind: asha is not used with sampler.kind = 'law'",
     ),
 ]
-
-
-def _problems(tmp_path: Path, text: str) -> list[str]:
-    path = tmp_path / "study.toml"
-    path.write_text(text)
-    with pytest.raises(StudyError) as info:
-        load_study(path)
-    return info.value.problems
 
 
 def test_law_study_is_valid_with_defaults(tmp_path: Path) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +14,8 @@ import pytest
 
 from sweeper.errors import StudyError
 from sweeper.study.spec import StudySpec, check_spec, load_study, parse_study_toml
+from tests.sweeper.helpers import light_cli as _run_cli
+from tests.sweeper.helpers import study_problems as _problems
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -55,31 +55,10 @@ def _text(**parts: str) -> str:
     return BASE.format(**{**DEFAULTS, **parts})
 
 
-def _problems(tmp_path: Path, text: str) -> list[str]:
-    path = tmp_path / "study.toml"
-    path.write_text(text)
-    with pytest.raises(StudyError) as info:
-        load_study(path)
-    return info.value.problems
-
-
 def _ok(tmp_path: Path, text: str) -> StudySpec:
     path = tmp_path / "study.toml"
     path.write_text(text)
     return load_study(path)
-
-
-def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI in a process of its own that must import neither torch nor Ray."""
-    code = (
-        "import sys, sweeper.cli as c; "
-        "rc = c.main(sys.argv[1:]); "
-        "assert 'torch' not in sys.modules and 'ray' not in sys.modules, 'heavy import'; "
-        "raise SystemExit(rc)"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
 
 
 # ---- A. data that no run can read ----------------------------------------------------------------
@@ -269,31 +248,52 @@ def test_durations_below_two_minutes_are_seconds() -> None:
 
 
 # ---- C. one bad value, one line -----------------------------------------------------------------
-SIX = 'trials_per_cell = 6'
+SIX = "trials_per_cell = 6"
 
 
 @pytest.mark.parametrize(
     ("parts", "expected"),
     [
-        ({"sweep": SIX, "search": "lr = { values = [0, 1.7e-3] }"},
-         "search.lr.values: 0.0 must be > 0"),
+        (
+            {"sweep": SIX, "search": "lr = { values = [0, 1.7e-3] }"},
+            "search.lr.values: 0.0 must be > 0",
+        ),
         ({"sweep": SIX, "search": "lr = 0"}, "search.lr: 0.0 must be > 0"),
         ({"sweep": SIX, "search": "lr = -1e-3"}, "search.lr: -0.001 must be > 0"),
         ({"sweep": SIX, "search": "lr = inf"}, "search.lr: inf must be finite and > 0"),
-        ({"sweep": SIX, "search": 'lr = "x"'},
-         "search.lr: expected a number or a table, got string"),
+        (
+            {"sweep": SIX, "search": 'lr = "x"'},
+            "search.lr: expected a number or a table, got string",
+        ),
         ({"sweep": SIX, "search": "lr = { values = [] }"}, "search.lr.values: empty list"),
-        ({"sweep": SIX, "search": 'lr = { values = [1e-3, "x"] }'},
-         "search.lr.values[1]: expected"),
-        ({"sweep": SIX,
-          "search": "lr = { values = [1e-3, 2e-3] }\nbatch_size = { values = [8, 0] }"},
-         "search.batch_size.values: 0 must be >= 1"),
+        (
+            {"sweep": SIX, "search": 'lr = { values = [1e-3, "x"] }'},
+            "search.lr.values[1]: expected",
+        ),
+        (
+            {
+                "sweep": SIX,
+                "search": "lr = { values = [1e-3, 2e-3] }\nbatch_size = { values = [8, 0] }",
+            },
+            "search.batch_size.values: 0 must be >= 1",
+        ),
         ({"ladder": "depths = [2.5]\ntokens = [32768]"}, "ladder.depths[0]: expected an integer"),
         ({"ladder": "depths = [2]\ntokens = [0]"}, "ladder.tokens: 0 must be >= 1"),
         ({"ladder": "depths = [2]\ntokens_per_param = [0]"}, "ladder.tokens_per_param: 0.0 must"),
     ],
-    ids=["lr-values-0", "lr-0", "lr-negative", "lr-inf", "lr-string", "lr-empty", "lr-element",
-         "batch-element", "depth-float", "tokens-0", "tpp-0"],
+    ids=[
+        "lr-values-0",
+        "lr-0",
+        "lr-negative",
+        "lr-inf",
+        "lr-string",
+        "lr-empty",
+        "lr-element",
+        "batch-element",
+        "depth-float",
+        "tokens-0",
+        "tpp-0",
+    ],
 )
 def test_one_bad_value_is_one_line(tmp_path: Path, parts: dict[str, str], expected: str) -> None:
     """A bad LR added "sweep.trials_per_cell: 6 exceeds the grid's 1 point(s)" (the grid counted
@@ -314,8 +314,11 @@ def test_a_grid_too_small_for_its_count_is_still_said(tmp_path: Path) -> None:
     ("warmup", "sampler", "expected"),
     [
         ("{ low = 0.05, high = 20.0 }", "tpe", ["the range 0.05 to 20 holds fractions"]),
-        ("{ values = [0.5, 1.0, 2.0] }", "grid",
-         ["0.5 (fractions of the steps) and [1, 2] (steps)"]),
+        (
+            "{ values = [0.5, 1.0, 2.0] }",
+            "grid",
+            ["0.5 (fractions of the steps) and [1, 2] (steps)"],
+        ),
         ("2.5", "grid", ["2.5 is not whole steps"]),
         ("{ values = [2.0, 2.5, 3.5] }", "grid", ["[2.5, 3.5] are not whole steps"]),
         ("{ values = [0.5, 2.5] }", "grid", ["(fractions of the steps)", "2.5 is not whole"]),
@@ -336,8 +339,13 @@ def test_a_warmup_mixing_fractions_and_steps_or_not_whole_is_refused(
 
 @pytest.mark.parametrize(
     "warmup",
-    ["0.1", "20", "{ values = [0.05, 0.1] }", "{ values = [10, 20] }",
-     "{ low = 0.0, high = 0.5, log = false }"],
+    [
+        "0.1",
+        "20",
+        "{ values = [0.05, 0.1] }",
+        "{ values = [10, 20] }",
+        "{ low = 0.0, high = 0.5, log = false }",
+    ],
 )
 def test_a_warmup_in_one_unit_passes(tmp_path: Path, warmup: str) -> None:
     search = f"lr = {{ values = [1e-3, 2e-3] }}\nbatch_size = 8\nwarmup = {warmup}"
@@ -400,8 +408,10 @@ def test_the_shipped_studies_warn_of_no_short_steps(caplog: pytest.LogCaptureFix
 
 
 # ---- F, G. the optimizer: muP rules, and keys it does not read ----------------------------------
-@pytest.mark.parametrize(("opt", "par"), [("sgd", "mup"), ("adafactor", "mup"),
-                                          ("sgd", "completep"), ("adafactor", "completep")])
+@pytest.mark.parametrize(
+    ("opt", "par"),
+    [("sgd", "mup"), ("adafactor", "mup"), ("sgd", "completep"), ("adafactor", "completep")],
+)
 def test_mup_with_an_optimizer_it_has_no_rules_for_is_refused(
     tmp_path: Path, opt: str, par: str
 ) -> None:
@@ -419,8 +429,9 @@ def test_mup_with_an_optimizer_it_has_no_rules_for_is_refused(
     assert problem in check_spec(built)
 
 
-@pytest.mark.parametrize(("opt", "par"), [("muon", "mup"), ("adamw", "completep"),
-                                          ("sgd", "sp"), ("adafactor", "sp")])
+@pytest.mark.parametrize(
+    ("opt", "par"), [("muon", "mup"), ("adamw", "completep"), ("sgd", "sp"), ("adafactor", "sp")]
+)
 def test_the_optimizers_with_their_parametrizations_pass(
     tmp_path: Path, opt: str, par: str
 ) -> None:
@@ -467,14 +478,18 @@ def test_the_keys_an_optimizer_reads_pass_and_stored_studies_still_read(tmp_path
 @pytest.mark.parametrize(
     ("parts", "expected"),
     [
-        ({"sweep": 'trials_per_cell = 2\nstorage = "notaurl"'},
-         "sweep.storage: invalid storage URL 'notaurl': Could not parse SQLAlchemy URL from given "
-         "URL string; a SQLite file is written sqlite:///notaurl"),
+        (
+            {"sweep": 'trials_per_cell = 2\nstorage = "notaurl"'},
+            "sweep.storage: invalid storage URL 'notaurl': Could not parse SQLAlchemy URL from given "
+            "URL string; a SQLite file is written sqlite:///notaurl",
+        ),
         ({"search": "lr = inf"}, "search.lr: inf must be finite and > 0"),
         ({"search": "lr = -inf"}, "search.lr: -inf must be finite and > 0"),
         ({"search": "lr = nan\nbatch_size = 8"}, "search.lr: nan must be finite and > 0"),
-        ({"search": DEFAULTS["search"] + "\nramp = 3"},
-         "search.ramp: unknown key: a batch-size ramp (HParams.ramp) is not available in a study"),
+        (
+            {"search": DEFAULTS["search"] + "\nramp = 3"},
+            "search.ramp: unknown key: a batch-size ramp (HParams.ramp) is not available in a study",
+        ),
     ],
     ids=["storage", "lr-inf", "lr-minus-inf", "lr-nan", "ramp"],
 )
@@ -486,8 +501,10 @@ def test_messages(tmp_path: Path, parts: dict[str, str], expected: str) -> None:
     ("name", "expected"),
     [
         ("_x", "'_x' must start with a letter or a digit"),
-        ("a+b",
-         "'a+b' must be letters, digits, '_', '-' or '.': '+' is reserved for joined sweeps"),
+        (
+            "a+b",
+            "'a+b' must be letters, digits, '_', '-' or '.': '+' is reserved for joined sweeps",
+        ),
         ("a/b", "'a/b' must be letters, digits, '_', '-' or '.': '/' parts a sweep's name"),
         ("a b", "'a b' must be letters, digits, '_', '-' or '.'"),
     ],

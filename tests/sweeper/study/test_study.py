@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +29,8 @@ from sweeper.study.spec import (
     parse_study_toml,
 )
 from sweeper.study.study_toml import spec_hash, study_toml
+from tests.sweeper.helpers import light_cli as _run_cli
+from tests.sweeper.helpers import study_problems as _problems
 
 REPO = Path(__file__).resolve().parents[3]
 STUDIES = sorted((REPO / "studies").glob("*.toml"))
@@ -223,15 +223,6 @@ BAD_CASES: list[tuple[str, str, str]] = [
 ]
 
 
-def _problems(tmp_path: Path, text: str) -> list[str]:
-    path = tmp_path / "study.toml"
-    path.write_text(text)
-    with pytest.raises(StudyError) as info:
-        load_study(path)
-    assert info.value.path == str(path)
-    return info.value.problems
-
-
 def test_base_is_valid(tmp_path: Path) -> None:
     path = tmp_path / "study.toml"
     path.write_text(BASE)
@@ -264,19 +255,6 @@ def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
     joined = "\n".join(problems)
     for part in ("model2: unknown key", "search.lr: inverted range", "sampler.kind", "40 is not"):
         assert part in joined
-
-
-def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    # only the study verbs are registered, so this test does not depend on the other verb modules
-    code = (
-        "import sys, sweeper.cli as c; "
-        "rc = c.main(sys.argv[1:]); "
-        "assert 'torch' not in sys.modules and 'ray' not in sys.modules, 'heavy import'; "
-        "raise SystemExit(rc)"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_cli_reports_bad_studies_with_exit_2_and_writes_nothing(tmp_path: Path) -> None:
