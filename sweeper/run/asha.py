@@ -12,8 +12,9 @@ relaunch could not give it what the stopped launch had recorded):
   stopped, so the decisions depend on the order in which runs reach the rungs (Ray's
   ``_Bracket.on_result`` and ``cutoff`` decide the same way);
 - only the first seed of a point (``sweep.first_seed``) is ranked: its other seeds are never
-  recorded nor stopped (ranked against the first seed of their own point, they were pruned and
-  took the point's fully trained run with them);
+  recorded (ranked against the first seed of their own point, they were pruned and took the
+  point's fully trained run with them), and are stopped only when their point's first seed was:
+  the point is PRUNED then, and a run of it trained on would be thrown away;
 - a run's final loss is recorded at the highest rung it had not reached (a run whose last
   report came before a rung), as Ray does; a run that fails leaves nothing in the rungs.
 
@@ -118,6 +119,8 @@ class PerCellASHA(FIFOScheduler):
         self.cells = {c: _Cell(list(milestones)) for c in cell_names}
         #: the ranked runs alive: Ray trial id -> (cell, the highest rung it was ranked at)
         self._live: dict[str, tuple[str, int]] = {}
+        #: the points whose first seed was stopped: (cell, Optuna trial number)
+        self._pruned: set[tuple[str, Any]] = set()
         self.stopped = 0
 
     # ---- the rule ----
@@ -164,8 +167,13 @@ class PerCellASHA(FIFOScheduler):
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
         entry = self._live.get(trial.trial_id)
-        if result.get("final") or entry is None:
-            return TrialScheduler.CONTINUE  # over (let it end as COMPLETE), or not ranked
+        if result.get("final"):
+            return TrialScheduler.CONTINUE  # over: let it end as COMPLETE
+        if entry is None:  # not ranked: a later seed, stopped with its point's first
+            if _point(trial) in self._pruned:
+                self.stopped += 1
+                return TrialScheduler.STOP
+            return TrialScheduler.CONTINUE
         if "progress" not in result or result.get(METRIC) is None:
             return TrialScheduler.CONTINUE
         cell, passed = entry
@@ -174,6 +182,7 @@ class PerCellASHA(FIFOScheduler):
         self._live[trial.trial_id] = (cell, passed)
         if stop:
             self.stopped += 1
+            self._pruned.add(_point(trial))
             return TrialScheduler.STOP
         return TrialScheduler.CONTINUE
 
@@ -241,6 +250,12 @@ class PerCellASHA(FIFOScheduler):
             self.seed(cs.cell.name, f"stored-{t.number}", reports, final)
             taken += 1
         return taken
+
+
+def _point(trial: Any) -> tuple[str, Any]:
+    """The point a run is of: its cell and Optuna trial number (the searcher's config)."""
+    config = trial.config or {}
+    return str(config.get("cell")), config.get("trial_number", trial.trial_id)
 
 
 def _total_steps(spec: StudySpec, cs: CellStudy, params: Mapping[str, Any]) -> int | None:

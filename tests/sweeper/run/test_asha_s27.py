@@ -167,6 +167,37 @@ def test_a_later_seed_is_not_registered_with_a_rung() -> None:
     assert sched.cells["c"].recorded[0] == {"a": 3.0}
 
 
+def test_a_later_seed_is_stopped_with_its_points_first() -> None:
+    """Unit: once a point's first seed is stopped the point is PRUNED, so a later seed of it
+    still running is stopped at its next report (it had trained to its end, to be thrown away);
+    a later seed of another point goes on."""
+    sched = PerCellASHA(["c"], grace=0.25, reduction_factor=3, first_seed=0)
+
+    def run(rid: str, number: int, seed: int) -> SimpleNamespace:
+        t = SimpleNamespace(
+            trial_id=rid, config={"cell": "c", "seed": seed, "trial_number": number}
+        )
+        sched.on_trial_add(None, t)
+        return t
+
+    best, bad, bad_later, other_later = (
+        run("a", 0, 0),
+        run("b", 1, 0),
+        run("c", 1, 1),
+        run("d", 0, 1),
+    )
+    at_25 = {"loss": 3.0, "progress": 25.0, "final": False}
+    assert sched.on_trial_result(None, best, at_25) == TrialScheduler.CONTINUE
+    assert sched.on_trial_result(None, bad_later, at_25) == TrialScheduler.CONTINUE  # (before)
+    assert sched.on_trial_result(None, bad, {**at_25, "loss": 5.0}) == TrialScheduler.STOP
+    at_50 = {**at_25, "progress": 50.0}
+    assert sched.on_trial_result(None, bad_later, at_50) == TrialScheduler.STOP
+    assert sched.on_trial_result(None, other_later, at_50) == TrialScheduler.CONTINUE
+    assert sched.on_trial_result(None, bad_later, {**at_50, "final": True}) == (
+        TrialScheduler.CONTINUE
+    )  # (a final report ends the run as it is)
+
+
 # ---- the rule: Ray's ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("grace", "rf", "reports"), [(0.25, 3.0, 20), (0.2, 2.0, 10)])
 def test_the_rule_decides_as_rays_asha_where_reports_reach_every_rung(
