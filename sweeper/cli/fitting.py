@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.cli.numbers import add_bytes_per_token, count, number, positive_count, seed
 from sweeper.cli.output import console as _console
-from sweeper.cli.output import plain_text
+from sweeper.cli.output import literal, plain_text
 from sweeper.errors import FitError, SweeperError
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
@@ -514,7 +514,7 @@ def _print_compared(c: Comparison, console: Any = None) -> None:
     con = console or _console()
     _print_comparison(c.sweep, list(c.laws), c.exponents, c.predictions, con)
     for note in c.notes:
-        con.print(f"note: {note}")
+        con.print(f"note: {literal(note)}")
 
 
 def comparison_text(c: Comparison) -> str:
@@ -579,7 +579,6 @@ def _scatter_row(law: Any) -> tuple[str, str, str]:
 
 
 def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     from sweeper.fitting.laws import LossLaw, PowerLaw, formula
@@ -592,7 +591,7 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
     t.add_column("value", justify="right")
     t.add_column("95% interval", justify="right")
     # (every form with its constants: Kaplan's c0 and c1 were in --json alone, a laws audit)
-    t.add_row("formula", escape(f"{law.target} = {formula(law)}"), "")
+    t.add_row("formula", literal(f"{law.target} = {formula(law)}"), "")
     notes: Sequence[str] = ()
     if isinstance(law, PowerLaw) and published:
         # (none carried: Step Law's repository does publish bootstrap fits, a laws audit)
@@ -635,11 +634,11 @@ def _print_law(law: Law, sweep: str, *, created: str | None = None) -> None:
     con.print(t)
     conv = law.conventions.to_json()
     shown = {k: v for k, v in conv.items() if k not in ("held", "held_fixed") and v is not None}
-    con.print("  conventions: " + "; ".join(f"{k}: {v}" for k, v in shown.items()))
+    con.print(literal("  conventions: " + "; ".join(f"{k}: {v}" for k, v in shown.items())))
     if law.conventions.held_text:
-        con.print(f"  {law.conventions.held_text}")
+        con.print(f"  {literal(law.conventions.held_text)}")
     for note in notes:
-        con.print(f"  note: {note}")
+        con.print(f"  note: {literal(note)}")
 
 
 #: what the bracketed intervals of compare's tables are (an import audit read a cell's measured
@@ -729,4 +728,4 @@ def _print_comparison(
             t.add_row(*cells)
         con.print(t)
     for note in sorted(notes):
-        con.print(f"  note: {note}")
+        con.print(f"  note: {literal(note)}")

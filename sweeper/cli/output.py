@@ -25,6 +25,14 @@ def console() -> Any:
     return Console(width=max(OFF_TERMINAL_WIDTH, shutil.get_terminal_size((80, 40)).columns))
 
 
+def literal(text: str) -> str:
+    """``text`` escaped for a rich console's markup, to print as it is: a note's ``[search]`` or
+    ``'sweeper[hf]'`` had been read as a style and dropped."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def plain_text(draw: Callable[[Any], None]) -> str:
     """What ``draw(console)`` prints, as text without colour or styles, at
     :data:`OFF_TERMINAL_WIDTH` columns: the verb's output as a pipe gets it (a table's title

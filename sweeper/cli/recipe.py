@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from proxy_models.hparams import SCHEDULES
 from sweeper.cli.numbers import add_bytes_per_token, count, number, positive
 from sweeper.cli.output import console as _console
-from sweeper.cli.output import plain_text
+from sweeper.cli.output import literal, plain_text
 from sweeper.errors import TargetError
 
 if TYPE_CHECKING:
@@ -309,9 +309,7 @@ def _build_recipe(args: argparse.Namespace) -> Recipe:
 def _warn(console: Any, label: str, text: str) -> None:
     """One warning line: ``label`` in yellow, then ``text`` as it is (rich markup escaped: a
     warning's ``'sweeper[hf]'`` had printed as ``'sweeper'``, the ``[hf]`` read as a style)."""
-    from rich.markup import escape
-
-    console.print(f"[yellow]{escape(label)}[/yellow] {escape(text)}", highlight=False)
+    console.print(f"[yellow]{literal(label)}[/yellow] {literal(text)}", highlight=False)
 
 
 def _print_recipe(r: Recipe) -> None:

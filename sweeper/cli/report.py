@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.cli.numbers import add_bytes_per_token, positive, positive_count
+from sweeper.cli.output import literal
 from sweeper.fitting.methods import (
     DEFAULT_METHOD,
     FIT_METHODS,
@@ -256,4 +257,4 @@ def _print_transfer_tail(c: Console, res: TransferResult) -> None:
             f"{res.regret_vs_optimum_pct:+.2f}% of the loss"
         )
     for n in res.notes:
-        c.print(f"[yellow]note:[/] {n}")
+        c.print(f"[yellow]note:[/] {literal(n)}")

@@ -211,3 +211,17 @@ def test_the_litgpt_export_of_a_litgpt_adapter_law_writes_its_model() -> None:
     text = export_recipe(bad, "litgpt")
     assert "mlp_class_name" not in _model_config(text)
     assert "does not build at the target: kv_groups 3 must divide the number of heads 16" in text
+
+
+def test_a_laws_notes_print_their_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    """A note naming a study's section ("[sampler] kind") had lost it to rich's markup, as the
+    recipe's warnings had lost '[hf]'."""
+    from dataclasses import replace
+
+    from sweeper.cli.fitting import _print_law
+    from sweeper.recipe.published import published_laws
+
+    law = published_laws("deepseek")["lr"]
+    note = 'for a study with [sampler] kind = "law"; sweeper[hf]'
+    _print_law(replace(law, method="surface", exponents_ci={}, notes=(note,)), "s")
+    assert f"note: {note}" in capsys.readouterr().out
