@@ -11,8 +11,10 @@
 # $SWEEPER_ADAPTER_VENVS moves the folder. A venv is ready once its stamp (the framework pin,
 # torch's version, the main venv, Python's version) is written, last; a rerun keeps a ready venv
 # and makes anew one whose stamp is missing or differs (a half-made venv, a changed pin).
-# Exit status: 0 when every venv named is ready, 2 when one could not be made (its pip log's
-# tail is printed: usually the registry unreachable), 1 without a main .venv.
+# Exit status: 0 when every venv named is ready; 2 when one could not be made because the
+# registry could not be reached or holds no such version (its pip log's tail is printed; CI
+# reports it and goes on); 1 for any other failure (the pins in conflict, torch or sweeper not
+# importable in the venv: CI fails), or without a main .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,6 +30,12 @@ declare -A PKG=([hf]="transformers==5.23.0" [litgpt]="litgpt==0.5.13")
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(hf litgpt)
 failed=0
+# pip's words for a registry it could not reach; with other sources configured (find-links, an
+# extra index) an unreachable index reads only "No matching distribution found", as a pin gone
+# from the registry does, so that counts as unreachable too (a resolver conflict does not)
+UNREACHABLE="NewConnectionError|Max retries exceeded|Temporary failure in name resolution"
+UNREACHABLE+="|Network is unreachable|Could not fetch URL|connection (refused|reset|timed out)"
+UNREACHABLE+="|No matching distribution found"
 for name in "${names[@]}"; do
   [ -n "${PKG[$name]:-}" ] || { echo "unknown adapter venv '$name' (hf, litgpt)" >&2; exit 1; }
   venv=$DIR/$name
@@ -48,7 +56,12 @@ for name in "${names[@]}"; do
       -c "$DIR/constraints.txt" "${PKG[$name]}" > "$log" 2>&1; then
     echo "$name: FAILED to install ${PKG[$name]} (log: $log)" >&2
     tail -5 "$log" | sed 's/^/    /' >&2
-    failed=1
+    # (unreachable: no connection, or no index answered; anything else is the venv's own fault)
+    if grep -qiE "$UNREACHABLE" "$log"; then
+      [ $failed = 1 ] || failed=2
+    else
+      failed=1
+    fi
     continue
   fi
   printf '#!/bin/sh\nexec "%s" -m sweeper "$@"\n' "$venv/bin/python" > "$venv/bin/sweeper"
@@ -58,4 +71,4 @@ for name in "${names[@]}"; do
   echo "$stamp" > "$venv/.stamp"
   echo "$name: made in $((SECONDS - t0)) s ($venv)"
 done
-[ $failed = 0 ] || exit 2
+exit $failed

@@ -86,7 +86,8 @@ def _register_coord_check(sub: Any) -> None:
 _COORD_EPILOG = """\
 A quantity is width-unstable when its slope (log of the seed-averaged RMS against log width)
 is beyond +-0.2 by more than 2 of its seed-to-seed standard errors, or when its seed-averaged RMS
-varies across the widths by more than 2x (max/min). Exit status: 0 when judged (stable or not;
+varies across the widths by more than 2x (max/min; or more than (widest/narrowest)^0.2 where
+that is larger, from 32x widths on). Exit status: 0 when judged (stable or not;
 read "stable" or the verdict line), 3 when a run diverged (a non-finite activation or probe loss,
 or a probe loss 1 nat above its initial value): nothing is judged, lower --lr."""
 

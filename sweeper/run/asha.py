@@ -20,7 +20,10 @@ relaunch could not give it what the stopped launch had recorded):
 
 A relaunch seeds the rungs from the stored COMPLETE and PRUNED trials (:meth:`PerCellASHA.
 for_sweep`): their intermediate values (the first seed's, by step) and final losses, ranked as
-the rule above ranks them, so a relaunch decides as the uninterrupted launch would have.
+the rule above ranks them, so a relaunch decides as the uninterrupted launch would have, for the
+same order of runs. Not seeded: a point whose first seed had finished while a later seed was still
+running when the driver stopped (its trial not yet told; the relaunch runs only the seeds left),
+so after such a stop the rungs hold a little less and may prune a little less.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sweeper.run.trainable import METRIC, USER_ERROR, trial_config
+from sweeper.run.trainable import METRIC, PROGRESS_CAP, USER_ERROR, trial_config
 
 if TYPE_CHECKING:
     from sweeper.study.spec import StudySpec
@@ -43,9 +46,6 @@ __all__ = ["PROGRESS_CAP", "PerCellASHA", "cutoff", "rung_milestones"]
 
 logger = logging.getLogger(__name__)
 
-#: a non-final report's progress is capped here (``sweeper.run.trainable``): only the final
-#: report is at 100%
-PROGRESS_CAP = 99.0
 
 #: progress compared with a rung's milestone with this slack (100 · 3/10 is not 100 · 0.3)
 _EPS = 1e-9

@@ -49,6 +49,9 @@ METRIC = "loss"
 
 #: the final report's key for an exception raised by the study's own code (the run failed)
 USER_ERROR = "user_error"
+#: a non-final report's progress is capped here, in percent of the run's steps: only the final
+#: report is at 100% (ASHA's rungs, ``sweeper.run.asha``, read it)
+PROGRESS_CAP = 99.0
 
 #: what a retry of your code can cure: memory another process held, the network, a slow service
 RETRYABLE: tuple[type[BaseException], ...] = (MemoryError, ConnectionError, TimeoutError)
@@ -190,7 +193,7 @@ def _tune_reporter(total_steps: int) -> Callable[[int, int, float], bool]:
         tune.report(
             {
                 METRIC: float(loss),
-                "progress": min(99.0, 100.0 * step / total_steps),
+                "progress": min(PROGRESS_CAP, 100.0 * step / total_steps),
                 "final": False,
                 "step": step,
                 "tokens_seen": int(tokens),

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from sweeper.study.spec import StudySpec
 
 __all__ = [
-    "STABLE_SLOPE",
     "USER_CODE_FIELDS",
     "builder_of",
     "check_own_code",
@@ -260,7 +259,7 @@ def coord_check_study(
     from proxy_models.coord_check import (
         DEFAULT_SEEDS,
         SLOPE_Z,
-        STABLE_RATIO,
+        STABLE_SLOPE,
         coord_check,
         judge,
     )
@@ -301,7 +300,7 @@ def coord_check_study(
         )
         for s in range(seed, seed + n_seeds)
     ]
-    v = judge(runs, bound=STABLE_SLOPE)
+    v = judge(runs)
     rows = []
     for i, w in enumerate(v.widths):
         rows.append(
@@ -346,7 +345,7 @@ def coord_check_study(
             "ratios": v.ratios,
             "stable_slope": STABLE_SLOPE,
             "slope_z": SLOPE_Z,
-            "stable_ratio": STABLE_RATIO,
+            "stable_ratio": v.ratio_limit,
             "verdict": v.verdict,
             "stable": v.stable,
             "unstable": v.unstable,
@@ -404,12 +403,6 @@ def _coord_notes(spec: StudySpec) -> list[str]:
         f"{spec.model.parametrization}, stepped by Sweeper's own {spec.train.optimizer} loop; a "
         "function that builds its own model or optimizer is not what was checked"
     ]
-
-
-#: |d log RMS / d log width| at or below which an activation counts as width-stable (SP's readout
-#: grows with slope ~0.5-1 in a few steps; a working muP stays within ~0.2): the same number as
-#: :data:`proxy_models.coord_check.STABLE_SLOPE` (not imported here: that module imports torch)
-STABLE_SLOPE = 0.2
 
 
 def function_honours(spec: StudySpec) -> list[str] | None:

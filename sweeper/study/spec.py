@@ -775,19 +775,21 @@ def check_warmup(spec: StudySpec, *, known: Sequence[str] = ()) -> list[str]:
     if p.values is not None:
         vals = sorted(float(v) for v in p.values)
         low, high = vals[0], vals[-1]
-        below, above = [v for v in vals if v < 1], [v for v in vals if v >= 1]
-        mixed = (  # (used only when both are there)
-            f"{_listed(below or [0])} (fractions of the steps) and {_listed(above or [1])} (steps)"
-        )
+        # (0 is no warmup in either unit: 0, 50 and 100 steps is one quantity; a review)
+        below, above = [v for v in vals if 0 < v < 1], [v for v in vals if v >= 1]
+        mixing = bool(below and above)
+        mixed = f"{_listed(below)} (fractions of the steps) and {_listed(above)} (steps)"
         broken = [v for v in vals if v >= 1 and not v.is_integer()]
     else:
         assert p.low is not None and p.high is not None
         low, high = float(p.low), float(p.high)
+        # (an integer range draws 0, no warmup, or whole steps: neither mixed nor broken)
+        mixing = low < 1 <= high and not p.integer
         mixed = f"the range {low:g} to {high:g} holds fractions of the steps and steps"
         # (a range of steps draws numbers between the whole ones, each truncated)
-        broken = [] if high < 1 or low < 1 else [low, high]
+        broken = [] if high < 1 or low < 1 or p.integer else [low, high]
     out = []
-    if low < 1 <= high:
+    if mixing:
         out.append(
             f"search.warmup: {mixed}: warmup is a fraction of the steps below 1 and a number of "
             "steps from 1, so one searched warmup must be one or the other (keep it below 1, or "

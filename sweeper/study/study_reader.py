@@ -728,18 +728,15 @@ def _read_pruner(r: _Reader, d: dict[str, Any]) -> PrunerSpec:
     return out
 
 
-#: a run's reports to ASHA before its final one are capped at this percent of its steps
-#: (``sweeper.run.asha.PROGRESS_CAP``: only the final report is at 100%)
-_ASHA_PROGRESS_CAP: Final = 99.0
-
-
 def _check_asha_rungs(r: _Reader, pr: PrunerSpec, grace_given: bool) -> None:
     """ASHA can stop a run only at a report before its end on or after the first rung
     (``grace_fraction`` of the steps). The last such report lands at (reports - 1) / reports of
     the steps (every ``steps // reports`` steps, never at the last step: exactly there when
     ``reports`` divides the steps, later otherwise), capped at 99%. The rule: the first rung at
     or before that point, so that every run of at least ``reports`` steps can be pruned."""
-    last = min(_ASHA_PROGRESS_CAP, 100.0 * (pr.reports - 1) / pr.reports)
+    from sweeper.run.trainable import PROGRESS_CAP  # (a run's reports before its final one)
+
+    last = min(PROGRESS_CAP, 100.0 * (pr.reports - 1) / pr.reports)
     first = 100.0 * pr.grace_fraction
     if first <= last + 1e-9:
         return
@@ -750,7 +747,7 @@ def _check_asha_rungs(r: _Reader, pr: PrunerSpec, grace_given: bool) -> None:
         f"{first:g}% of the steps) lies past the last report before a run's end ({last:g}% "
         f"with reports = {pr.reports}); it must be at most {last / 100:g} here ((reports - 1) / "
         "reports, and never above 0.99)"
-        + ("" if last >= _ASHA_PROGRESS_CAP else ", or raise reports"),
+        + ("" if last >= PROGRESS_CAP else ", or raise reports"),
     )
 
 

@@ -432,3 +432,4 @@ def test_too_few_runs_to_fit_names_the_pruned_ones() -> None:
     )
     (plain,) = estimate_optima(pd.DataFrame(rows[:3]), n_boot=0)
     assert plain.reason == "3 completed runs, fewer than min_runs=4"
+

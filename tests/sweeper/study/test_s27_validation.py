@@ -345,6 +345,8 @@ def test_a_warmup_mixing_fractions_and_steps_or_not_whole_is_refused(
         "{ values = [0.05, 0.1] }",
         "{ values = [10, 20] }",
         "{ low = 0.0, high = 0.5, log = false }",
+        "{ values = [0, 50, 100] }",  # (0 is no warmup in either unit: a review)
+        "{ values = [0, 0.05, 0.1] }",
     ],
 )
 def test_a_warmup_in_one_unit_passes(tmp_path: Path, warmup: str) -> None:
@@ -551,3 +553,16 @@ def test_a_close_enough_key_is_still_suggested(tmp_path: Path) -> None:
 def test_lr_values_are_finite_in_every_form(tmp_path: Path) -> None:
     (problem,) = _problems(tmp_path, _text(search="lr = { values = [1e-3, inf] }"))
     assert problem == "search.lr.values[1]: inf must be finite and > 0"
+
+
+def test_an_integer_warmup_range_draws_whole_steps_and_passes() -> None:
+    """An integer range (the Python API's ParamSpec) draws 0 or whole steps: neither mixed nor
+    broken (a review: it had been refused as not whole)."""
+    from dataclasses import replace
+
+    from sweeper.study.spec import ParamSpec, check_warmup
+
+    spec = parse_study_toml(_text(sweep="trials_per_cell = 2", sampler='kind = "tpe"'))
+    for low in (0, 10):
+        warm = ParamSpec.range(low, 100, log=False, integer=True)
+        assert check_warmup(replace(spec, search=replace(spec.search, warmup=warm))) == []
