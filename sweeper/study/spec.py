@@ -294,8 +294,9 @@ class PrunerSpec:
     """How runs are stopped early.
 
     ``divergence`` (default): only runs that diverge stop early (the training loop's own check),
-    and they are COMPLETE with their loss and ``diverged`` set. ``asha``: Ray's ASHA, one bracket per
-    cell, on the validation loss every ``1/reports`` of the budget (stopped trials are PRUNED).
+    and they are COMPLETE with their loss and ``diverged`` set. ``asha``: ASHA's rule, one set of
+    rungs per cell (:mod:`sweeper.run.asha`), on the validation loss every ``1/reports`` of the
+    budget, the first seed of a point ranked (stopped trials are PRUNED).
     It ranks LRs unfairly under decaying schedules, so it is opt-in. ``none``: no pruner; the
     runs are the same as under ``divergence``, whose stop is the training loop's own check (the
     mean loss 1 nat above the initial one after the warmup, or NaN), which no pruner setting
