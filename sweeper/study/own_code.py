@@ -301,30 +301,8 @@ def coord_check_study(
         for s in range(seed, seed + n_seeds)
     ]
     v = judge(runs)
-    rows = []
-    for i, w in enumerate(v.widths):
-        rows.append(
-            {
-                "width": w,
-                "rms": v.rms[i],
-                "rms_init": v.rms_init[i],
-                "rms_seeds": {q: [rs[i].rms.get(q) for rs in runs] for q in v.rms[i]},
-                "loss_seeds": [rs[i].loss for rs in runs],
-                "loss_init_seeds": [rs[i].loss_init for rs in runs],
-            }
-        )
-    notes = _coord_notes(spec)
-    if v.verdict == "diverged":
-        notes.insert(
-            0,
-            f"{_diverged_text(v.diverged, ws, v.seeds)}; worst: {v.blow_up}; at this LR the "
-            "activations say nothing about width: lower --lr",
-        )
-    elif n_seeds == 1:
-        notes.append(
-            "one seed: the slopes' seed-to-seed spread is unknown, and one seed's RMS moves by "
-            "2-3x between seeds after a few steps; --seeds 3 or more to judge"
-        )
+    rows = _coord_rows(v, runs)
+    notes = _coord_verdict_notes(spec, v, ws, n_seeds)
     return _json_safe(
         {
             "study": spec.name,
@@ -357,6 +335,40 @@ def coord_check_study(
             "notes": notes,
         }
     )
+
+
+def _coord_rows(v: Any, runs: list[list[Any]]) -> list[dict[str, Any]]:
+    """Per width of the judged check ``v``: the seed-averaged RMS, and each seed's RMS and
+    probe losses (``runs``: the rows of each seed)."""
+    return [
+        {
+            "width": w,
+            "rms": v.rms[i],
+            "rms_init": v.rms_init[i],
+            "rms_seeds": {q: [rs[i].rms.get(q) for rs in runs] for q in v.rms[i]},
+            "loss_seeds": [rs[i].loss for rs in runs],
+            "loss_init_seeds": [rs[i].loss_init for rs in runs],
+        }
+        for i, w in enumerate(v.widths)
+    ]
+
+
+def _coord_verdict_notes(spec: StudySpec, v: Any, widths: list[int], n_seeds: int) -> list[str]:
+    """The check's notes: what it does not check (:func:`_coord_notes`), led by a divergence, or
+    followed by what one seed cannot judge."""
+    notes = _coord_notes(spec)
+    if v.verdict == "diverged":
+        notes.insert(
+            0,
+            f"{_diverged_text(v.diverged, widths, v.seeds)}; worst: {v.blow_up}; at this LR the "
+            "activations say nothing about width: lower --lr",
+        )
+    elif n_seeds == 1:
+        notes.append(
+            "one seed: the slopes' seed-to-seed spread is unknown, and one seed's RMS moves by "
+            "2-3x between seeds after a few steps; --seeds 3 or more to judge"
+        )
+    return notes
 
 
 def _diverged_text(runs: list[tuple[int, int]], widths: list[int], seeds: list[int]) -> str:
