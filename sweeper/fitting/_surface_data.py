@@ -150,19 +150,7 @@ def prepare(
     if left:
         notes.append("left out " + "; ".join(left))
     batch_edges = _batch_edge_cells(df, usable) if batch else {}
-    if batch_edges:
-        notes.append(
-            f"{BATCH_EDGE_NOTE}: " + "; ".join(f"{c} ({w})" for c, w in batch_edges.items())
-        )
-    elsewhere = [c for c in usable if c in edges and INTERIOR_AT_BEST in edges[c]]
-    if on_edge := [f"{c} ({edges[c]})" for c in usable if c in edges and c not in elsewhere]:
-        notes.append(f"{EDGE_NOTE}: " + "; ".join(on_edge))
-    if elsewhere:  # (milder: the cell's own optimum is measured; the LR-batch coupling less so)
-        notes.append(
-            "best run on the edge of its LR range at a batch other than the cell's best (the "
-            "fit's LR-batch coupling rests on the other batches there): "
-            + "; ".join(f"{c} ({edges[c]})" for c in elsewhere)
-        )
+    notes += _edge_notes(usable, edges, batch_edges)
     bound_frame = cell_frame.loc[bound]
     cell_frame = cell_frame.loc[usable]
     in_usable = df["cell"].isin(usable)
@@ -190,6 +178,28 @@ def prepare(
         bounds=_bound_cells(df, bound_frame, bound, preds, bpreds, batch),
         batch_edges=batch_edges,
     )
+
+
+def _edge_notes(
+    usable: Sequence[str], edges: dict[str, str], batch_edges: dict[str, str]
+) -> list[str]:
+    """The notes on the usable cells whose best batch (``batch_edges``) or best LR (``edges``)
+    lies on the edge of what they tried."""
+    notes = []
+    if batch_edges:
+        notes.append(
+            f"{BATCH_EDGE_NOTE}: " + "; ".join(f"{c} ({w})" for c, w in batch_edges.items())
+        )
+    elsewhere = [c for c in usable if c in edges and INTERIOR_AT_BEST in edges[c]]
+    if on_edge := [f"{c} ({edges[c]})" for c in usable if c in edges and c not in elsewhere]:
+        notes.append(f"{EDGE_NOTE}: " + "; ".join(on_edge))
+    if elsewhere:  # (milder: the cell's own optimum is measured; the LR-batch coupling less so)
+        notes.append(
+            "best run on the edge of its LR range at a batch other than the cell's best (the "
+            "fit's LR-batch coupling rests on the other batches there): "
+            + "; ".join(f"{c} ({edges[c]})" for c in elsewhere)
+        )
+    return notes
 
 
 def _sort_cells(
